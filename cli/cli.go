@@ -1,0 +1,127 @@
+// Package cli implements braid's subcommands. Each subcommand lives in its
+// own file and registers itself in commands; flags are parsed only here and
+// only fill library Config structs.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// command is one braid subcommand.
+type command struct {
+	name    string
+	summary string
+	// run executes the subcommand with the arguments after its name.
+	// It returns the process exit code.
+	run func(ctx context.Context, env *Env, args []string) int
+}
+
+// Env carries the standard streams so tests can run commands in-process.
+type Env struct {
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Errorf prints a braid-prefixed error line to stderr.
+func (e *Env) Errorf(format string, args ...any) {
+	fmt.Fprintf(e.Stderr, "braid: "+format+"\n", args...)
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("cli: duplicate command " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// Run executes braid with args (without the program name) and returns the
+// exit code: 0 success, 1 failure, 2 usage error.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	env := &Env{Stdout: stdout, Stderr: stderr}
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) > 1 {
+			if c, ok := commands[args[1]]; ok {
+				return c.run(ctx, env, []string{"--help"})
+			}
+		}
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		env.Errorf("unknown command %q; run 'braid help' for the list", args[0])
+		return 2
+	}
+	return c.run(ctx, env, args[1:])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "braid: multi-path, multi-stream data transport and batch job system")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: braid <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Every command reads the cluster key from BRAID_KEY or --key-file.")
+	fmt.Fprintln(w, "Run 'braid <command> --help' for a command's flags.")
+}
+
+// newFlags returns a FlagSet that prints usage to env.Stderr with the
+// given synopsis and description.
+func newFlags(env *Env, name, synopsis, description string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "Usage: braid %s %s\n\n", name, synopsis)
+		if description != "" {
+			fmt.Fprintln(out, strings.TrimSpace(description))
+			fmt.Fprintln(out)
+		}
+		fmt.Fprintln(out, "Flags:")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args and maps the outcome to an exit code: -1 means
+// continue, 0 means --help was printed, 2 means a usage error.
+func parseFlags(fs *flag.FlagSet, args []string) int {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	return -1
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

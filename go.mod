@@ -1,0 +1,3 @@
+module github.com/braid-hpc/braid
+
+go 1.26
