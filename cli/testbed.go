@@ -1,0 +1,409 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/braid-hpc/braid/testbed"
+)
+
+func init() {
+	register(&command{
+		name:    "testbed",
+		summary: "emulated multi-homed hosts: namespaces, shaped links, link faults",
+		run:     runTestbed,
+	})
+}
+
+// defaultStateDir holds one JSON file per bed so that separate processes
+// can drive it.
+const defaultStateDir = "/run/braid-testbed"
+
+const testbedUsage = `Usage: braid testbed <up|down|show|exec|link|rate|list> [flags] [args]
+
+Emulates hosts with one interface on each of several networks, on this
+machine: one network namespace per host, one Linux bridge per network (in a
+hub namespace), and tbf shaping in both directions of every link. Every host
+reaches every other host on k networks, so k paths. Needs root.
+
+  up      create a bed:          braid testbed up --name lab --hosts a,b --nets 100M,25M
+  show    hosts, addresses, rates: braid testbed show --name lab
+  exec    run a command in a host: braid testbed exec --name lab a -- ip addr
+  link    fail or heal a link:   braid testbed link --name lab a 1 down|up|blackhole|restore
+  rate    change a network rate: braid testbed rate --name lab 1 10M
+  down    remove the bed:        braid testbed down --name lab
+  list    list the beds made with up
+
+Flags come before the arguments. Run 'braid testbed <sub> --help' for
+each subcommand's flags.
+`
+
+func runTestbed(ctx context.Context, env *Env, args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(env.Stdout, testbedUsage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	subs := map[string]func(context.Context, *Env, []string) int{
+		"up": testbedUp, "down": testbedDown, "show": testbedShow, "exec": testbedExec,
+		"link": testbedLink, "rate": testbedRate, "list": testbedList,
+	}
+	sub, ok := subs[args[0]]
+	if !ok {
+		env.Errorf("testbed: unknown subcommand %q; run 'braid testbed help'", args[0])
+		return 2
+	}
+	return sub(ctx, env, args[1:])
+}
+
+// bedFlags registers the flags every subcommand shares.
+type bedFlags struct {
+	name, dir *string
+}
+
+func addBedFlags(fs *flag.FlagSet) bedFlags {
+	return bedFlags{
+		name: fs.String("name", "lab", "`name` of the bed"),
+		dir:  fs.String("state-dir", defaultStateDir, "`directory` of the beds' state files"),
+	}
+}
+
+var bedName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+func (f bedFlags) path() (string, error) {
+	if !bedName.MatchString(*f.name) {
+		return "", fmt.Errorf("bad --name %q: use 1 to 32 of [A-Za-z0-9_-]", *f.name)
+	}
+	return filepath.Join(*f.dir, *f.name+".json"), nil
+}
+
+// bedFile is the state file of one bed.
+type bedFile struct {
+	Name    string        `json:"name"`
+	Created time.Time     `json:"created"`
+	State   testbed.State `json:"state"`
+}
+
+// load attaches to the bed named by f.
+func (f bedFlags) load() (*testbed.Bed, *bedFile, error) {
+	p, err := f.path()
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, fmt.Errorf("no testbed %q (no %s); create it with 'braid testbed up --name %s' or see 'braid testbed list'", *f.name, p, *f.name)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var bf bedFile
+	if err := json.Unmarshal(data, &bf); err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	b, err := testbed.Attach(bf.State)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	return b, &bf, nil
+}
+
+// save writes bf atomically.
+func (f bedFlags) save(bf *bedFile) error {
+	p, err := f.path()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*f.dir, 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(bf, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+func testbedUp(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "testbed up", "[--name NAME] [--hosts a,b] [--nets 100M,25M]", `
+Creates a bed: every host gets one interface on every network, addressed
+10.<net+1>.0.<host+1>/24, shaped to the network's rate in both directions
+(K, M, G suffixes in bit/s; 0 leaves a network unshaped). The bed lives
+until 'braid testbed down'; its description is kept in the state directory.`)
+	bf := addBedFlags(fs)
+	hosts := fs.String("hosts", "a,b", "comma-separated host `names`")
+	nets := fs.String("nets", "100M,25M", "comma-separated network `rates`, one per network")
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		env.Errorf("testbed up: unexpected arguments %q", fs.Args())
+		return 2
+	}
+	p, err := bf.path()
+	if err != nil {
+		env.Errorf("testbed up: %v", err)
+		return 2
+	}
+	if _, err := os.Stat(p); err == nil {
+		env.Errorf("testbed up: testbed %q exists (%s); remove it with 'braid testbed down --name %s' or pick another --name", *bf.name, p, *bf.name)
+		return 1
+	}
+	spec := testbed.Spec{Hosts: splitList(*hosts)}
+	for _, r := range splitList(*nets) {
+		bps, err := testbed.ParseRate(r)
+		if err != nil {
+			env.Errorf("testbed up: --nets: %v", err)
+			return 2
+		}
+		spec.Networks = append(spec.Networks, testbed.Network{Rate: bps})
+	}
+	if err := testbed.Available(); err != nil {
+		env.Errorf("%v", err)
+		return 1
+	}
+	b, err := testbed.Up(ctx, spec)
+	if err != nil {
+		env.Errorf("%v", err)
+		return 1
+	}
+	file := &bedFile{Name: *bf.name, Created: time.Now().UTC(), State: b.State()}
+	if err := bf.save(file); err != nil {
+		env.Errorf("testbed up: save state: %v; removing the bed", err)
+		b.Down()
+		return 1
+	}
+	printBed(env.Stdout, b, file)
+	return 0
+}
+
+func testbedDown(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "testbed down", "[--name NAME]", `
+Removes a bed made by 'braid testbed up': its namespaces, and with them every
+interface, bridge and qdisc. Stop commands started with exec first.`)
+	bf := addBedFlags(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	b, _, err := bf.load()
+	if err != nil {
+		env.Errorf("testbed down: %v", err)
+		return 1
+	}
+	if err := b.Down(); err != nil {
+		env.Errorf("testbed down: %v", err)
+		return 1
+	}
+	p, _ := bf.path()
+	if err := os.Remove(p); err != nil {
+		env.Errorf("testbed down: %v", err)
+		return 1
+	}
+	fmt.Fprintf(env.Stdout, "testbed %s removed\n", *bf.name)
+	return 0
+}
+
+func testbedShow(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "testbed show", "[--name NAME]", "Prints a bed's networks, hosts, namespaces, interfaces and addresses.")
+	bf := addBedFlags(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	b, file, err := bf.load()
+	if err != nil {
+		env.Errorf("testbed show: %v", err)
+		return 1
+	}
+	printBed(env.Stdout, b, file)
+	return 0
+}
+
+func printBed(w io.Writer, b *testbed.Bed, file *bedFile) {
+	spec := b.Spec()
+	fmt.Fprintf(w, "testbed %s (id %s, up since %s)\n\n", file.Name, b.ID(), file.Created.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NET\tNAME\tRATE\tSUBNET")
+	for j, n := range spec.Networks {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", j, n.Name, testbed.FormatRate(n.Rate), n.Subnet)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tNAMESPACE\tNET\tDEV\tADDRESS")
+	for _, h := range spec.Hosts {
+		for j := range spec.Networks {
+			host, ns := h, b.Namespace(h)
+			if j > 0 {
+				host, ns = "", ""
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", host, ns, j, b.Dev(h, j), b.Addr(h, j))
+		}
+	}
+	tw.Flush()
+}
+
+func testbedExec(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "testbed exec", "[--name NAME] HOST -- COMMAND [ARGS...]", `
+Runs a command inside a host's network namespace (ip netns exec) and exits
+with its exit code. Example: braid testbed exec --name lab a -- ping -c1 10.1.0.2`)
+	bf := addBedFlags(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	rest := fs.Args()
+	if len(rest) > 1 && rest[1] == "--" {
+		rest = append(rest[:1:1], rest[2:]...)
+	}
+	if len(rest) < 2 {
+		env.Errorf("testbed exec: want HOST -- COMMAND [ARGS...]")
+		fs.Usage()
+		return 2
+	}
+	b, _, err := bf.load()
+	if err != nil {
+		env.Errorf("testbed exec: %v", err)
+		return 1
+	}
+	cmd := b.Exec(ctx, rest[0], rest[1], rest[2:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, env.Stdout, env.Stderr
+	if err := cmd.Run(); err != nil {
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ExitCode() >= 0 {
+			return ee.ExitCode()
+		}
+		env.Errorf("testbed exec: %v", err)
+		return 1
+	}
+	return 0
+}
+
+// network resolves a network given by index or name.
+func network(b *testbed.Bed, s string) (int, error) {
+	spec := b.Spec()
+	if j, err := strconv.Atoi(s); err == nil && j >= 0 && j < len(spec.Networks) {
+		return j, nil
+	}
+	for j, n := range spec.Networks {
+		if n.Name == s {
+			return j, nil
+		}
+	}
+	return 0, fmt.Errorf("no network %q: give an index 0..%d or a name", s, len(spec.Networks)-1)
+}
+
+func testbedLink(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "testbed link", "[--name NAME] HOST NET down|up|blackhole|restore", `
+Fails or heals one host's link on one network (NET is an index or a name):
+  down       the host's interface goes down: loud, the peer loses carrier
+  up         undoes down
+  blackhole  the link leaves its bridge: silent, both ends stay up, packets vanish
+  restore    undoes blackhole`)
+	bf := addBedFlags(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() != 3 {
+		env.Errorf("testbed link: want HOST NET down|up|blackhole|restore")
+		fs.Usage()
+		return 2
+	}
+	host, netArg, action := fs.Arg(0), fs.Arg(1), fs.Arg(2)
+	b, _, err := bf.load()
+	if err != nil {
+		env.Errorf("testbed link: %v", err)
+		return 1
+	}
+	j, err := network(b, netArg)
+	if err != nil {
+		env.Errorf("testbed link: %v", err)
+		return 2
+	}
+	actions := map[string]func(string, int) error{
+		"down": b.LinkDown, "up": b.LinkUp, "blackhole": b.Blackhole, "restore": b.Restore,
+	}
+	f, ok := actions[action]
+	if !ok {
+		env.Errorf("testbed link: unknown action %q: want down, up, blackhole or restore", action)
+		return 2
+	}
+	if err := f(host, j); err != nil {
+		env.Errorf("testbed link: %v", err)
+		return 1
+	}
+	return 0
+}
+
+func testbedRate(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "testbed rate", "[--name NAME] NET RATE", `
+Changes the rate of every link of a network, both directions (NET is an
+index or a name; RATE in bit/s with K, M or G suffix; 0 removes shaping).`)
+	bf := addBedFlags(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() != 2 {
+		env.Errorf("testbed rate: want NET RATE")
+		fs.Usage()
+		return 2
+	}
+	bps, err := testbed.ParseRate(fs.Arg(1))
+	if err != nil {
+		env.Errorf("testbed rate: %v", err)
+		return 2
+	}
+	b, file, err := bf.load()
+	if err != nil {
+		env.Errorf("testbed rate: %v", err)
+		return 1
+	}
+	j, err := network(b, fs.Arg(0))
+	if err != nil {
+		env.Errorf("testbed rate: %v", err)
+		return 2
+	}
+	if err := b.SetRate(j, bps); err != nil {
+		env.Errorf("testbed rate: %v", err)
+		return 1
+	}
+	file.State = b.State()
+	if err := bf.save(file); err != nil {
+		env.Errorf("testbed rate: save state: %v", err)
+		return 1
+	}
+	return 0
+}
+
+func testbedList(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "testbed list", "[--state-dir DIR]", "Lists the beds made with 'braid testbed up'.")
+	bf := addBedFlags(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	files, err := filepath.Glob(filepath.Join(*bf.dir, "*.json"))
+	if err != nil {
+		env.Errorf("testbed list: %v", err)
+		return 1
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		fmt.Fprintln(env.Stdout, name)
+	}
+	return 0
+}

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/testbed"
+)
+
+// braid runs braid in-process and returns its exit code and output.
+func braid(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := Run(ctx, args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestTestbedCommand(t *testing.T) {
+	testbed.Skip(t)
+	dir := t.TempDir()
+	flags := []string{"--name", "clitest", "--state-dir", dir}
+	state := filepath.Join(dir, "clitest.json")
+	// Whatever happens, take the bed down.
+	t.Cleanup(func() {
+		data, err := os.ReadFile(state)
+		if err != nil {
+			return
+		}
+		var bf bedFile
+		if json.Unmarshal(data, &bf) == nil {
+			if b, err := testbed.Attach(bf.State); err == nil {
+				b.Down()
+			}
+		}
+	})
+
+	code, out, errs := braid(t, append(append([]string{"testbed", "up"}, flags...), "--hosts", "a,b", "--nets", "100M,25M")...)
+	if code != 0 {
+		t.Fatalf("up: exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"100Mbit/s", "25Mbit/s", "10.1.0.1", "10.2.0.2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("up output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errs := braid(t, append(append([]string{"testbed", "up"}, flags...), "--hosts", "a,b")...); code != 1 || !strings.Contains(errs, "exists") {
+		t.Errorf("second up: exit %d: %s", code, errs)
+	}
+
+	code, out, errs = braid(t, append([]string{"testbed", "show"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "10.2.0.1") {
+		t.Fatalf("show: exit %d: %s%s", code, out, errs)
+	}
+
+	// exec runs inside the host: it sees its addresses and reaches b.
+	code, out, errs = braid(t, append(append([]string{"testbed", "exec"}, flags...), "a", "--", "ip", "-4", "-o", "addr", "show")...)
+	if code != 0 || !strings.Contains(out, "10.1.0.1/24") || !strings.Contains(out, "10.2.0.1/24") {
+		t.Fatalf("exec ip addr: exit %d: %s%s", code, out, errs)
+	}
+	if code, _, _ := braid(t, append(append([]string{"testbed", "exec"}, flags...), "a", "--", "false")...); code != 1 {
+		t.Errorf("exec false: exit %d, want 1", code)
+	}
+
+	for _, action := range []string{"down", "up", "blackhole", "restore"} {
+		if code, _, errs := braid(t, append(append([]string{"testbed", "link"}, flags...), "b", "1", action)...); code != 0 {
+			t.Fatalf("link b 1 %s: exit %d: %s", action, code, errs)
+		}
+	}
+	if code, _, errs := braid(t, append(append([]string{"testbed", "link"}, flags...), "b", "net0", "sideways")...); code != 2 {
+		t.Errorf("link with a bad action: exit %d: %s", code, errs)
+	}
+	if code, _, errs := braid(t, append(append([]string{"testbed", "rate"}, flags...), "net1", "10M")...); code != 0 {
+		t.Fatalf("rate: exit %d: %s", code, errs)
+	}
+	if _, out, _ := braid(t, append([]string{"testbed", "show"}, flags...)...); !strings.Contains(out, "10Mbit/s") {
+		t.Errorf("show after rate:\n%s", out)
+	}
+	if _, out, _ := braid(t, "testbed", "list", "--state-dir", dir); strings.TrimSpace(out) != "clitest" {
+		t.Errorf("list: %q", out)
+	}
+
+	data, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bf bedFile
+	if err := json.Unmarshal(data, &bf); err != nil {
+		t.Fatal(err)
+	}
+	ns := "bt" + bf.State.ID + "-a"
+	if _, err := os.Stat("/run/netns/" + ns); err != nil {
+		t.Fatalf("namespace %s missing while up: %v", ns, err)
+	}
+	if code, _, errs := braid(t, append([]string{"testbed", "down"}, flags...)...); code != 0 {
+		t.Fatalf("down: exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat("/run/netns/" + ns); err == nil {
+		t.Errorf("namespace %s left after down", ns)
+	}
+	if _, err := os.Stat(state); err == nil {
+		t.Errorf("state file left after down")
+	}
+	if code, _, errs := braid(t, append([]string{"testbed", "down"}, flags...)...); code != 1 || !strings.Contains(errs, "no testbed") {
+		t.Errorf("second down: exit %d: %s", code, errs)
+	}
+}
+
+func TestTestbedUsage(t *testing.T) {
+	if code, out, _ := braid(t, "testbed", "--help"); code != 0 || !strings.Contains(out, "blackhole") {
+		t.Errorf("testbed --help: exit %d:\n%s", code, out)
+	}
+	if code, _, errs := braid(t, "testbed", "link", "--help"); code != 0 || !strings.Contains(errs, "restore") {
+		t.Errorf("testbed link --help: exit %d:\n%s", code, errs)
+	}
+	if code, _, _ := braid(t, "testbed", "up", "--nets", "fast", "--state-dir", t.TempDir()); code != 2 {
+		t.Errorf("up --nets fast: exit %d, want 2", code)
+	}
+	if code, _, _ := braid(t, "testbed", "frobnicate"); code != 2 {
+		t.Errorf("unknown subcommand: exit %d, want 2", code)
+	}
+}

@@ -1,0 +1,126 @@
+package sctpudp
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/pion/sctp"
+)
+
+// Limits and defaults.
+const (
+	// MaxMTU is the largest SCTP packet pion can receive.
+	MaxMTU = 8192
+	// minMTU leaves room for the common header, one I-DATA chunk header and
+	// some payload.
+	minMTU = 256
+
+	defaultMTU              = 1452 // 1500-byte link less IPv6 and UDP headers
+	defaultMaxMessageSize   = 64 << 10
+	defaultMaxReceiveBuffer = 4 << 20
+	defaultHandshakeTimeout = 10 * time.Second
+	defaultLinger           = 5 * time.Second
+	defaultBacklog          = 128
+	socketBuffer            = 4 << 20 // asked of the kernel; it may grant less
+)
+
+// Config tunes an sctp-udp channel. The zero value works.
+type Config struct {
+	// MTU is the largest SCTP packet sent, i.e. the UDP payload size. Zero
+	// means 1452, which fits a 1500-byte link under IPv4 or IPv6. At most
+	// MaxMTU.
+	MTU int
+
+	// MaxMessageSize is the largest SCTP user message sent: Write cuts
+	// longer byte runs into messages of this size. Zero means 64 KiB.
+	MaxMessageSize int
+
+	// MaxReceiveBuffer is the receive window advertised to the peer: the
+	// bytes the association buffers before the reader takes them. Zero means
+	// 4 MiB.
+	MaxReceiveBuffer int
+
+	// ZeroChecksum accepts SCTP packets with a zero checksum and, when the
+	// peer accepts them too, sends them (RFC 9653). This saves the CRC32c
+	// per packet but leaves integrity to the UDP checksum alone; pion
+	// advertises DTLS as the alternate error detection method, so enable it
+	// only where both ends are braid. False means every packet carries a
+	// CRC32c.
+	ZeroChecksum bool
+
+	// HandshakeTimeout bounds the INIT/COOKIE handshake of Dial (unless the
+	// context ends sooner) and of each association a listener accepts.
+	// Zero means 10 s.
+	HandshakeTimeout time.Duration
+
+	// Linger bounds how long Close waits for queued data to be acknowledged
+	// and the SHUTDOWN exchange to finish before it aborts the association.
+	// Zero means 5 s; negative means abort at once.
+	Linger time.Duration
+
+	// Backlog is how many handshaking or established-but-unaccepted
+	// associations a listener holds; more INITs are dropped. Zero means 128.
+	Backlog int
+
+	// Logger receives lifecycle events and pion's own log lines, all at
+	// Debug. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// populate returns c with defaults filled in, or an error for a value out of
+// range.
+func (c Config) populate() (Config, error) {
+	if c.MTU == 0 {
+		c.MTU = defaultMTU
+	}
+	if c.MTU < minMTU || c.MTU > MaxMTU {
+		return c, fmt.Errorf("sctpudp: MTU %d out of range [%d, %d]", c.MTU, minMTU, MaxMTU)
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = defaultMaxMessageSize
+	}
+	if c.MaxMessageSize < 1 || c.MaxMessageSize > 1<<30 {
+		return c, fmt.Errorf("sctpudp: MaxMessageSize %d out of range [1, 1 GiB]", c.MaxMessageSize)
+	}
+	if c.MaxReceiveBuffer == 0 {
+		c.MaxReceiveBuffer = defaultMaxReceiveBuffer
+	}
+	if c.MaxReceiveBuffer < c.MTU || c.MaxReceiveBuffer > 1<<30 {
+		return c, fmt.Errorf("sctpudp: MaxReceiveBuffer %d out of range [MTU, 1 GiB]", c.MaxReceiveBuffer)
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = defaultHandshakeTimeout
+	}
+	if c.HandshakeTimeout < 0 {
+		return c, fmt.Errorf("sctpudp: negative HandshakeTimeout %v", c.HandshakeTimeout)
+	}
+	if c.Linger == 0 {
+		c.Linger = defaultLinger
+	}
+	if c.Backlog == 0 {
+		c.Backlog = defaultBacklog
+	}
+	if c.Backlog < 0 {
+		return c, fmt.Errorf("sctpudp: negative Backlog %d", c.Backlog)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// options translates a populated Config into pion's association options.
+func (c *Config) options(nc net.Conn, name string) []sctp.AssociationOption {
+	return []sctp.AssociationOption{
+		sctp.WithNetConn(nc),
+		sctp.WithName(name),
+		sctp.WithLoggerFactory(pionLogger{c.Logger}),
+		sctp.WithBlockWrite(true),
+		sctp.WithEnableZeroChecksum(c.ZeroChecksum),
+		sctp.WithMTU(uint32(c.MTU)),
+		sctp.WithMaxMessageSize(uint32(c.MaxMessageSize)),
+		sctp.WithMaxReceiveBufferSize(uint32(c.MaxReceiveBuffer)),
+	}
+}

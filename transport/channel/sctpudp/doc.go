@@ -1,0 +1,37 @@
+// Package sctpudp is the "sctp-udp" channel kind: real SCTP (RFC 9260)
+// packets carried in UDP datagrams as in RFC 6951, one SCTP association per
+// braid channel, built on github.com/pion/sctp.
+//
+//	dialer                                     listener
+//	Stream 0 (net.Conn)  Stream k ...          Stream 0 (net.Conn)  Stream k ...
+//	        \             /                            \             /
+//	       Assoc (pion SCTP association)             Assoc, one per peer address
+//	                |                                          |
+//	       udpConn: connected UDP socket ----UDP---->  udp.Listener: one UDP socket,
+//	                                                    demultiplexed by peer address
+//
+// The net.Conn that Dial and Listen's Accept return is SCTP stream 0 of the
+// association, ordered and reliable. Write cuts the bytes into SCTP messages
+// of at most Config.MaxMessageSize; Read serves the bytes of received
+// messages in order and keeps what did not fit. Closing it shuts the whole
+// association down (SHUTDOWN, so queued data is delivered first; ABORT after
+// Config.Linger).
+//
+// More streams on the same association come from Stream.Assoc: OpenStream
+// names a stream id (1..65535; 0 is the channel), AcceptStream returns the
+// streams the peer used first. A stream may be unordered and partially
+// reliable (RFC 3758 / RFC 7496); such a stream keeps message boundaries.
+//
+// UDP encapsulation follows RFC 6951: each side sends from the UDP port it
+// receives on, and answers to the source port of the peer's datagrams, so
+// no port needs configuring beyond the addresses handed to Dial and Listen.
+// The SCTP ports inside the packets are 5000 on both sides (pion's fixed
+// choice); a foreign peer must use SCTP port 5000 as well. Inbound SCTP
+// packets must not exceed 8192 bytes (pion's receive limit), so Config.MTU
+// is capped there and a foreign peer must keep its path MTU at or below it.
+//
+// Pion sends whatever the congestion and receive windows allow at once and
+// bundles queued chunks; it has no Nagle-style hold-back and no public knob
+// for delayed acknowledgements, so there is no NoDelay option here: sending
+// is always no-delay.
+package sctpudp

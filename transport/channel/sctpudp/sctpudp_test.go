@@ -1,0 +1,712 @@
+package sctpudp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/transport/channel"
+)
+
+// checkLeaks fails t if, a few seconds after t's other cleanups, more
+// goroutines run than when it was called. Tests in this package do not run
+// in parallel, so the count is theirs.
+func checkLeaks(t testing.TB) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if n := runtime.NumGoroutine(); n > before {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Errorf("goroutines: %d before, %d after\n%s", before, n, buf)
+		}
+	})
+}
+
+// listenLoopback starts a listener on 127.0.0.1 and closes it with t.
+func listenLoopback(t testing.TB, k Kind) net.Listener {
+	t.Helper()
+	ln, err := k.Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln
+}
+
+// pair returns both ends of one sctp-udp channel; they close with t.
+func pair(t testing.TB, k Kind) (client, server *Stream, ln net.Listener) {
+	t.Helper()
+	ln = listenLoopback(t, k)
+	accepted := make(chan net.Conn, 1)
+	errc := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			errc <- err
+			return
+		}
+		accepted <- c
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, err := k.Dial(ctx, "127.0.0.1", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	select {
+	case s := <-accepted:
+		t.Cleanup(func() { _ = s.Close() })
+		return c.(*Stream), s.(*Stream), ln
+	case err := <-errc:
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("accept timed out")
+	}
+	return nil, nil, nil
+}
+
+func TestRegistered(t *testing.T) {
+	k, err := channel.Lookup("sctp-udp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := k.(Kind); !ok {
+		t.Fatalf("sctp-udp is %T", k)
+	}
+}
+
+func TestConfigPopulate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"zero", Config{}, true},
+		{"jumbo", Config{MTU: MaxMTU}, true},
+		{"mtu too big", Config{MTU: MaxMTU + 1}, false},
+		{"mtu too small", Config{MTU: 100}, false},
+		{"negative message", Config{MaxMessageSize: -1}, false},
+		{"window below mtu", Config{MaxReceiveBuffer: 1000}, false},
+		{"negative backlog", Config{Backlog: -1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tc.cfg.populate()
+			if (err == nil) != tc.ok {
+				t.Fatalf("populate(%+v) error %v, want ok=%v", tc.cfg, err, tc.ok)
+			}
+			if tc.ok && (c.MTU == 0 || c.MaxMessageSize == 0 || c.MaxReceiveBuffer == 0 || c.Logger == nil) {
+				t.Fatalf("populate left zero fields: %+v", c)
+			}
+		})
+	}
+}
+
+func TestIsInit(t *testing.T) {
+	init := makeInit(0)
+	if !isInit(init) {
+		t.Fatal("valid INIT rejected")
+	}
+	bad := bytes.Clone(init)
+	bad[20] ^= 1
+	if isInit(bad) {
+		t.Fatal("INIT with a bad checksum accepted")
+	}
+	for _, b := range [][]byte{nil, init[:31], []byte("hello, world, this is not sctp at all")} {
+		if isInit(b) {
+			t.Fatalf("%x accepted", b)
+		}
+	}
+	data := bytes.Clone(init)
+	data[12] = 0 // DATA chunk
+	fixChecksum(data)
+	if isInit(data) {
+		t.Fatal("DATA accepted as INIT")
+	}
+	tagged := bytes.Clone(init)
+	tagged[4] = 1
+	fixChecksum(tagged)
+	if isInit(tagged) {
+		t.Fatal("INIT with a verification tag accepted")
+	}
+}
+
+// makeInit returns a minimal INIT packet with a valid checksum and the
+// given initiate tag.
+func makeInit(tag uint32) []byte {
+	b := make([]byte, 32)
+	binary.BigEndian.PutUint16(b[0:], 5000)
+	binary.BigEndian.PutUint16(b[2:], 5000)
+	b[12] = 1
+	binary.BigEndian.PutUint16(b[14:], 20)
+	binary.BigEndian.PutUint32(b[16:], tag)
+	binary.BigEndian.PutUint32(b[20:], 1<<20) // a_rwnd
+	binary.BigEndian.PutUint16(b[24:], 10)    // outbound streams
+	binary.BigEndian.PutUint16(b[26:], 10)    // inbound streams
+	binary.BigEndian.PutUint32(b[28:], 1)     // initial TSN
+	fixChecksum(b)
+	return b
+}
+
+func fixChecksum(b []byte) {
+	binary.LittleEndian.PutUint32(b[8:], 0)
+	binary.LittleEndian.PutUint32(b[8:], crc32.Checksum(b, castagnoli))
+}
+
+func TestEcho(t *testing.T) {
+	checkLeaks(t)
+	c, s, _ := pair(t, Kind{})
+	go func() { _, _ = io.Copy(s, s) }()
+	for _, size := range []int{1, 100, 1500, 64 << 10, 64<<10 + 1, 300 << 10} {
+		msg := make([]byte, size)
+		_, _ = rand.Read(msg)
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, size)
+		if _, err := io.ReadFull(c, got); err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		if !bytes.Equal(got, msg) {
+			t.Fatalf("size %d: echo differs", size)
+		}
+	}
+	if c.LocalAddr().Network() != "udp" || c.RemoteAddr().String() != s.LocalAddr().String() {
+		t.Errorf("addresses: client %v -> %v, server %v", c.LocalAddr(), c.RemoteAddr(), s.LocalAddr())
+	}
+}
+
+// pattern fills b with a reproducible byte sequence for position off of
+// stream seed.
+func pattern(b []byte, seed uint64, off int64) {
+	r := mrand.New(mrand.NewPCG(seed, uint64(off)))
+	for i := 0; i < len(b); i += 8 {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], r.Uint64())
+		copy(b[i:], w[:])
+	}
+}
+
+// sendHashed writes n bytes of pattern seed to w in writes of size chunk and
+// returns their SHA-256.
+func sendHashed(w io.Writer, seed uint64, n int64, chunk int) ([32]byte, error) {
+	h := sha256.New()
+	buf := make([]byte, chunk)
+	for off := int64(0); off < n; off += int64(len(buf)) {
+		b := buf[:min(int64(len(buf)), n-off)]
+		pattern(b, seed, off)
+		h.Write(b)
+		if _, err := w.Write(b); err != nil {
+			return [32]byte{}, err
+		}
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum, nil
+}
+
+// recvHashed reads r to EOF and returns the count and SHA-256.
+func recvHashed(r io.Reader) (int64, [32]byte, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return n, sum, err
+}
+
+func TestTransfer64MiB(t *testing.T) {
+	checkLeaks(t)
+	const size = 64 << 20
+	c, s, _ := pair(t, Kind{})
+	type result struct {
+		n   int64
+		sum [32]byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, sum, err := recvHashed(s)
+		done <- result{n, sum, err}
+	}()
+	start := time.Now()
+	want, err := sendHashed(c, 1, size, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.n != size || r.sum != want {
+			t.Fatalf("received %d bytes, sha256 %x; sent %d, %x", r.n, r.sum, size, want)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("transfer timed out")
+	}
+	el := time.Since(start)
+	t.Logf("64 MiB in %v (%.0f MB/s)", el.Round(time.Millisecond), size/el.Seconds()/1e6)
+}
+
+func TestStreams(t *testing.T) {
+	checkLeaks(t)
+	c, s, _ := pair(t, Kind{})
+	const (
+		streams = 5 // stream 0 plus 1..4
+		size    = 2 << 20
+	)
+	// Server: hash whatever each stream carries and report it by id.
+	type result struct {
+		id  uint16
+		n   int64
+		sum [32]byte
+		err error
+	}
+	results := make(chan result, streams)
+	recv := func(st *Stream) {
+		n, sum, err := recvHashed(st)
+		results <- result{st.ID(), n, sum, err}
+	}
+	go recv(s)
+	go func() {
+		for range streams - 1 {
+			st, err := s.Assoc().AcceptStream(t.Context())
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			go recv(st)
+		}
+	}()
+
+	want := make(map[uint16][32]byte)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errc := make(chan error, streams)
+	for id := range uint16(streams) {
+		st := c
+		if id != 0 {
+			var err error
+			if st, err = c.Assoc().OpenStream(id, StreamOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sum, err := sendHashed(st, uint64(id), size, 40<<10)
+			if err != nil {
+				errc <- err
+				return
+			}
+			mu.Lock()
+			want[id] = sum
+			mu.Unlock()
+			if id != 0 {
+				errc <- st.Close() // reset: the peer reads io.EOF
+			}
+		}()
+	}
+	wg.Wait()
+	for range streams - 1 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other streams are done; closing stream 0 ends the association.
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range streams {
+		select {
+		case r := <-results:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if r.n != size || r.sum != want[r.id] {
+				t.Errorf("stream %d: got %d bytes %x, want %d %x", r.id, r.n, r.sum, size, want[r.id])
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("streams timed out")
+		}
+	}
+}
+
+func TestUnorderedStream(t *testing.T) {
+	checkLeaks(t)
+	c, s, _ := pair(t, Kind{})
+	st, err := c.Assoc().OpenStream(7, StreamOptions{Unordered: true, Reliability: LimitRetransmits, MaxRetransmits: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Write(make([]byte, defaultMaxMessageSize+1)); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("oversized message: %v", err)
+	}
+	const msgs = 50
+	for i := range msgs {
+		if _, err := fmt.Fprintf(st, "message %03d", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	in, err := s.Assoc().AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.ID() != 7 {
+		t.Fatalf("accepted stream %d, want 7", in.ID())
+	}
+	seen := map[string]bool{}
+	buf := make([]byte, defaultMaxMessageSize)
+	for range msgs {
+		_ = in.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, err := in.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[string(buf[:n])] = true // one Read, one whole message
+	}
+	for i := range msgs {
+		if m := fmt.Sprintf("message %03d", i); !seen[m] {
+			t.Errorf("missing %q", m)
+		}
+	}
+}
+
+func TestCloseEOF(t *testing.T) {
+	checkLeaks(t)
+	c, s, ln := pair(t, Kind{})
+	if _, err := c.Write([]byte("last words")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	got, err := io.ReadAll(s)
+	if err != nil || string(got) != "last words" {
+		t.Fatalf("server read %q, %v; want last words, EOF", got, err)
+	}
+	if _, err := s.Write([]byte("x")); err == nil {
+		t.Error("Write after the peer closed succeeded")
+	}
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Read after Close: %v, want net.ErrClosed", err)
+	}
+	if _, err := c.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Write after Close: %v, want net.ErrClosed", err)
+	}
+	if _, err := c.Assoc().OpenStream(1, StreamOptions{}); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("OpenStream after Close: %v", err)
+	}
+	if _, err := c.Assoc().AcceptStream(t.Context()); err == nil {
+		t.Error("AcceptStream after Close succeeded")
+	}
+
+	// Close unblocks a Read in progress.
+	c2, _, _ := pair(t, Kind{})
+	readErr := make(chan error, 1)
+	go func() {
+		_, err := c2.Read(make([]byte, 10))
+		readErr <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	_ = c2.Close()
+	select {
+	case err := <-readErr:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("blocked Read after Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not unblock Read")
+	}
+
+	// A closed listener refuses Accept and new associations.
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	if _, err := (Kind{Config: Config{HandshakeTimeout: 2 * time.Second}}).Dial(ctx, "", addr); err == nil {
+		t.Error("Dial to a closed listener succeeded")
+	}
+}
+
+func TestDialRefused(t *testing.T) {
+	checkLeaks(t)
+	// A UDP port nobody listens on: the ICMP port unreachable ends the
+	// handshake at once.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	_ = pc.Close()
+	start := time.Now()
+	_, err = Kind{}.Dial(t.Context(), "", addr)
+	if err == nil {
+		t.Fatal("Dial to a closed port succeeded")
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Errorf("refused Dial took %v", time.Since(start))
+	}
+	t.Logf("dial closed port: %v", err)
+}
+
+func TestDialContextCancel(t *testing.T) {
+	checkLeaks(t)
+	// A UDP socket that never answers.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := (Kind{}).Dial(ctx, "", pc.LocalAddr().String()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Dial: %v, want context.DeadlineExceeded", err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("Dial took %v after its context ended", el)
+	}
+}
+
+func TestDeadline(t *testing.T) {
+	checkLeaks(t)
+	c, s, _ := pair(t, Kind{})
+	buf := make([]byte, 10)
+
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	start := time.Now()
+	_, err := c.Read(buf)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read past deadline: %v, want a timeout", err)
+	}
+	if _, ok := err.(net.Error); !ok {
+		t.Errorf("timeout %T is not itself a net.Error", err)
+	}
+	if el := time.Since(start); el < 90*time.Millisecond || el > 2*time.Second {
+		t.Errorf("deadline fired after %v, want ~100ms", el)
+	}
+	// Still expired until moved.
+	if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("second Read: %v", err)
+	}
+	// A deadline in the past fails at once too.
+	_ = c.SetReadDeadline(time.Now().Add(-time.Second))
+	if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read with past deadline: %v", err)
+	}
+	// Clearing it lets data through; the channel survived the timeouts.
+	_ = c.SetReadDeadline(time.Time{})
+	if _, err := s.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Read(buf)
+	if err != nil || string(buf[:n]) != "ping" {
+		t.Fatalf("Read after clearing the deadline: %q, %v", buf[:n], err)
+	}
+	// A deadline moved later while a Read waits is honored.
+	_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		time.Sleep(100 * time.Millisecond)
+		_, _ = s.Write([]byte("late"))
+	}()
+	n, err = c.Read(buf)
+	if err != nil || string(buf[:n]) != "late" {
+		t.Fatalf("Read with extended deadline: %q, %v", buf[:n], err)
+	}
+}
+
+func TestWriteDeadline(t *testing.T) {
+	checkLeaks(t)
+	// A small window and nobody reading: Writes soon wait for room.
+	c, _, _ := pair(t, Kind{Config: Config{MaxReceiveBuffer: 64 << 10, Linger: -1}})
+	_ = c.SetWriteDeadline(time.Now().Add(300 * time.Millisecond))
+	buf := make([]byte, 64<<10)
+	var err error
+	for i := 0; i < 1000 && err == nil; i++ {
+		_, err = c.Write(buf)
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("Write into a full window: %v, want a timeout", err)
+	}
+}
+
+func TestGarbage(t *testing.T) {
+	checkLeaks(t)
+	k := Kind{Config: Config{HandshakeTimeout: 500 * time.Millisecond}}
+	c, s, ln := pair(t, k)
+	go func() { _, _ = io.Copy(s, s) }()
+
+	target := ln.Addr().(*net.UDPAddr)
+	r := mrand.New(mrand.NewPCG(1, 2))
+	var junk [][]byte
+	for i := range 200 {
+		b := make([]byte, 1+r.IntN(1500))
+		for j := range b {
+			b[j] = byte(r.Uint32())
+		}
+		switch i % 4 {
+		case 1: // SCTP-looking, bad checksum
+			if len(b) >= 32 {
+				b[12] = 1
+				copy(b[4:8], []byte{0, 0, 0, 0})
+			}
+		case 2: // well-formed INIT header, garbled parameters, valid checksum
+			init := makeInit(r.Uint32())
+			b = append(init, b[:min(len(b), 64)]...)
+			binary.BigEndian.PutUint16(b[14:], uint16(len(b)-12))
+			fixChecksum(b)
+		case 3: // any chunk type with a valid checksum
+			if len(b) >= 16 {
+				fixChecksum(b)
+			}
+		}
+		junk = append(junk, b)
+	}
+	for i := range 4 {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, b := range junk {
+			if j%4 == i {
+				_, _ = pc.WriteTo(b, target)
+			}
+		}
+		_ = pc.Close()
+	}
+	// The valid INIT from a socket that then goes away starts a handshake
+	// that times out.
+	if pc, err := net.ListenPacket("udp", "127.0.0.1:0"); err == nil {
+		_, _ = pc.WriteTo(makeInit(12345), target)
+		_ = pc.Close()
+	}
+
+	// The established channel still works...
+	if _, err := c.Write([]byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := io.ReadFull(c, buf[:10]); err != nil || string(buf[:n]) != "still here" {
+		t.Fatalf("echo after garbage: %q, %v", buf[:n], err)
+	}
+	// ...and the listener still accepts.
+	go func() {
+		if s2, err := ln.Accept(); err == nil {
+			_, _ = io.Copy(s2, s2)
+			_ = s2.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	c2, err := k.Dial(ctx, "", target.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := c2.Write([]byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := io.ReadFull(c2, buf[:3]); err != nil || string(buf[:n]) != "new" {
+		t.Fatalf("echo on a new channel: %q, %v", buf[:n], err)
+	}
+	// Let the garbled handshakes time out before the leak check.
+	time.Sleep(time.Second)
+}
+
+func TestNoGoroutineLeak(t *testing.T) {
+	checkLeaks(t)
+	k := Kind{}
+	ln, err := k.Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			s, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(s, s)
+				_ = s.Close()
+			}()
+		}
+	}()
+	for i := range 20 {
+		c, err := k.Dial(t.Context(), "", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := c.(*Stream)
+		if i%2 == 1 { // leave an accept pump and a stream behind too
+			extra, _ := st.Assoc().OpenStream(3, StreamOptions{})
+			_, _ = extra.Write([]byte("x"))
+			go func() { _, _ = st.Assoc().AcceptStream(t.Context()) }()
+		}
+		msg := strings.Repeat("y", i*1000+1)
+		_, _ = c.Write([]byte(msg))
+		got := make([]byte, len(msg))
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(c, got); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			_ = c.Close()
+		} else {
+			// Abort without the SHUTDOWN exchange.
+			_ = closeAbort(st)
+		}
+	}
+	_ = ln.Close()
+	wg.Wait()
+}
+
+// closeAbort closes st's association at once, as with Config.Linger < 0.
+func closeAbort(st *Stream) error {
+	st.assoc.cfg.Linger = -1
+	return st.Close()
+}

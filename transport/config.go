@@ -1,0 +1,189 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/braid-hpc/braid/transport/channel"
+	"github.com/braid-hpc/braid/transport/internal/wire"
+)
+
+// StripeMode selects how large messages are split over paths.
+type StripeMode uint8
+
+const (
+	// StripeEnhanced stripes with the Enhanced MuniSocket technique: the two
+	// channels of a pair claim fragments from opposite ends, fragments
+	// carry no sequence header, and free pairs help busy ones recursively.
+	StripeEnhanced StripeMode = iota
+	// StripeBasic stripes with a shared counter and a sequence header on
+	// every fragment (the basic MuniSocket technique), for comparison.
+	StripeBasic
+	// StripeOff sends every segment whole on one path chosen by Policy.
+	StripeOff
+)
+
+func (m StripeMode) String() string {
+	switch m {
+	case StripeEnhanced:
+		return "enhanced"
+	case StripeBasic:
+		return "basic"
+	case StripeOff:
+		return "off"
+	}
+	return fmt.Sprintf("StripeMode(%d)", uint8(m))
+}
+
+// ParseStripeMode parses "enhanced", "basic" or "off".
+func ParseStripeMode(s string) (StripeMode, error) {
+	for _, m := range []StripeMode{StripeEnhanced, StripeBasic, StripeOff} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("transport: unknown stripe mode %q (want enhanced, basic or off)", s)
+}
+
+// Policy chooses the path for a message that travels whole.
+type Policy uint8
+
+const (
+	// PolicySoonest sends on the path expected to deliver soonest: queued
+	// bytes divided by the path's measured rate.
+	PolicySoonest Policy = iota
+	// PolicyRoundRobin cycles over the live paths.
+	PolicyRoundRobin
+)
+
+func (p Policy) String() string {
+	switch p {
+	case PolicySoonest:
+		return "soonest"
+	case PolicyRoundRobin:
+		return "round-robin"
+	}
+	return fmt.Sprintf("Policy(%d)", uint8(p))
+}
+
+// ParsePolicy parses "soonest" or "round-robin".
+func ParsePolicy(s string) (Policy, error) {
+	for _, p := range []Policy{PolicySoonest, PolicyRoundRobin} {
+		if s == p.String() {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("transport: unknown policy %q (want soonest or round-robin)", s)
+}
+
+// Config configures a session. The zero value works except for Key, which
+// is required.
+type Config struct {
+	// Key is the cluster key. Every channel proves it holds the key with an
+	// HMAC challenge-response before any data is exchanged. Required.
+	Key []byte
+
+	// Transport names the channel kind: "tcp" (zero value), "mptcp",
+	// "sctp-udp" or "sctp" when those packages are linked in.
+	Transport string
+
+	// Stripe selects the striping technique. Zero means StripeEnhanced.
+	Stripe StripeMode
+	// Policy places messages that travel whole. Zero means PolicySoonest.
+	Policy Policy
+
+	// FragmentSize is the striping unit in bytes. Zero means 64 KiB.
+	FragmentSize int
+	// StripeThreshold: segments longer than this are striped over all live
+	// paths; shorter ones travel whole. Zero means FragmentSize.
+	StripeThreshold int
+	// SegmentSize splits messages into segments, the unit of striping, flow
+	// control and delivery. Zero means 1 MiB.
+	SegmentSize int
+	// StreamWindow is the per-stream receive buffer: the peer may have at
+	// most this many bytes of a stream in flight or unread. Zero means
+	// 16 MiB. It must be at least SegmentSize.
+	StreamWindow int
+	// MaxMessageSize bounds what ReadMessage assembles. Zero means 1 GiB.
+	MaxMessageSize int64
+	// MaxStreams bounds the streams a peer may open. Zero means 4096.
+	MaxStreams int
+
+	// HeartbeatInterval is how often each path is probed. Zero means 100ms.
+	HeartbeatInterval time.Duration
+	// PathTimeout declares a path dead when nothing arrives on it for this
+	// long. Zero means 500ms.
+	PathTimeout time.Duration
+	// SessionTimeout closes a session whose paths all stayed down this
+	// long. Zero means 30s.
+	SessionTimeout time.Duration
+	// HandshakeTimeout bounds the key exchange of each channel. Zero means
+	// 5s.
+	HandshakeTimeout time.Duration
+	// ReconnectInterval is the first delay between re-dials of a failed
+	// path (doubling to 2s). Zero means 100ms. Only the dialing side
+	// reconnects.
+	ReconnectInterval time.Duration
+
+	// Logger receives lifecycle and failover events. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// populate returns a copy of c with defaults filled in, or an error naming
+// the first invalid field.
+func (c *Config) populate() (*Config, error) {
+	if c == nil {
+		return nil, errors.New("transport: nil Config (a Key is required)")
+	}
+	cc := *c
+	if len(cc.Key) == 0 {
+		return nil, errors.New("transport: Config.Key is empty: set the cluster key (BRAID_KEY or --key-file)")
+	}
+	if cc.Transport == "" {
+		cc.Transport = "tcp"
+	}
+	if _, err := channel.Lookup(cc.Transport); err != nil {
+		return nil, err
+	}
+	if cc.Stripe > StripeOff {
+		return nil, fmt.Errorf("transport: invalid Stripe %d", cc.Stripe)
+	}
+	if cc.Policy > PolicyRoundRobin {
+		return nil, fmt.Errorf("transport: invalid Policy %d", cc.Policy)
+	}
+	setDefault(&cc.FragmentSize, 64<<10)
+	setDefault(&cc.StripeThreshold, cc.FragmentSize)
+	setDefault(&cc.SegmentSize, 1<<20)
+	setDefault(&cc.StreamWindow, 16<<20)
+	setDefault(&cc.MaxMessageSize, 1<<30)
+	setDefault(&cc.MaxStreams, 4096)
+	setDefault(&cc.HeartbeatInterval, 100*time.Millisecond)
+	setDefault(&cc.PathTimeout, 500*time.Millisecond)
+	setDefault(&cc.SessionTimeout, 30*time.Second)
+	setDefault(&cc.HandshakeTimeout, 5*time.Second)
+	setDefault(&cc.ReconnectInterval, 100*time.Millisecond)
+	if cc.Logger == nil {
+		cc.Logger = slog.Default()
+	}
+	switch {
+	case cc.FragmentSize < 512 || cc.FragmentSize > cc.SegmentSize:
+		return nil, fmt.Errorf("transport: FragmentSize %d must be between 512 and SegmentSize (%d)", cc.FragmentSize, cc.SegmentSize)
+	case cc.SegmentSize > wire.MaxSegment:
+		return nil, fmt.Errorf("transport: SegmentSize %d above the protocol limit %d", cc.SegmentSize, wire.MaxSegment)
+	case cc.StreamWindow < cc.SegmentSize || cc.StreamWindow > 1<<31:
+		return nil, fmt.Errorf("transport: StreamWindow %d must be at least SegmentSize (%d) and at most 2 GiB", cc.StreamWindow, cc.SegmentSize)
+	case cc.PathTimeout <= cc.HeartbeatInterval:
+		return nil, fmt.Errorf("transport: PathTimeout %v must exceed HeartbeatInterval %v", cc.PathTimeout, cc.HeartbeatInterval)
+	}
+	return &cc, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}

@@ -1,0 +1,59 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrClosed is returned by operations on a session or stream that was
+	// closed locally.
+	ErrClosed = errors.New("transport: session closed")
+	// ErrPeerClosed is returned when the peer closed the session.
+	ErrPeerClosed = errors.New("transport: session closed by peer")
+	// ErrStreamClosed is returned by WriteMessage after Close on the stream.
+	ErrStreamClosed = errors.New("transport: stream closed for writing")
+	// ErrAuth means the peer does not hold the cluster key, or we do not
+	// hold the peer's.
+	ErrAuth = errors.New("transport: authentication failed: the peer does not hold the same cluster key (check BRAID_KEY or --key-file on both hosts)")
+	// ErrNoPaths is returned when every path of a session stayed down past
+	// Config.SessionTimeout.
+	ErrNoPaths = errors.New("transport: no live path to the peer")
+	// ErrMessageTooLarge is returned by ReadMessage when a message exceeds
+	// Config.MaxMessageSize; read such messages with NextMessage.
+	ErrMessageTooLarge = errors.New("transport: message exceeds MaxMessageSize")
+	// ErrTooManyStreams is returned when the peer opens more streams than
+	// Config.MaxStreams allows.
+	ErrTooManyStreams = errors.New("transport: too many streams")
+)
+
+// PathError describes a failure of one path of a session.
+type PathError struct {
+	Path   int    // path id, stable for the session
+	Local  string // local address, may be empty
+	Remote string // remote address
+	Op     string // "dial", "handshake", "read", "write", "heartbeat"
+	Err    error
+}
+
+func (e *PathError) Error() string {
+	local := e.Local
+	if local == "" {
+		local = "*"
+	}
+	return fmt.Sprintf("transport: path %d (%s -> %s): %s: %v", e.Path, local, e.Remote, e.Op, e.Err)
+}
+
+func (e *PathError) Unwrap() error { return e.Err }
+
+// ProtocolError reports a frame that violates the protocol; the channel
+// that carried it is closed.
+type ProtocolError struct {
+	Msg string
+}
+
+func (e *ProtocolError) Error() string { return "transport: protocol violation: " + e.Msg }
+
+func protoErrorf(format string, args ...any) error {
+	return &ProtocolError{Msg: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,288 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/braid-hpc/braid/transport/channel"
+	"github.com/braid-hpc/braid/transport/internal/wire"
+)
+
+// Listener accepts sessions on one address per network. Channels of one
+// session may arrive on any of the addresses.
+type Listener struct {
+	cfg  *Config
+	lns  []net.Listener
+	mu   sync.Mutex
+	sess map[[wire.SessionIDLen]byte]*Session
+	// acceptQ holds new sessions until Accept takes them.
+	acceptQ chan *Session
+	done    chan struct{}
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// Listen listens on every address in addrs (host:port, port 0 picks one).
+func Listen(ctx context.Context, addrs []string, cfg *Config) (*Listener, error) {
+	c, err := cfg.populate()
+	if err != nil {
+		return nil, err
+	}
+	if len(addrs) == 0 {
+		return nil, errors.New("transport: Listen needs at least one address")
+	}
+	kind, err := channel.Lookup(c.Transport)
+	if err != nil {
+		return nil, err
+	}
+	l := &Listener{cfg: c, sess: map[[wire.SessionIDLen]byte]*Session{}, acceptQ: make(chan *Session, 64), done: make(chan struct{})}
+	for _, a := range addrs {
+		ln, err := kind.Listen(ctx, a)
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("transport: listen on %s: %w", a, err)
+		}
+		l.lns = append(l.lns, ln)
+	}
+	for _, ln := range l.lns {
+		l.wg.Add(1)
+		go l.serve(ln)
+	}
+	return l, nil
+}
+
+// Addrs returns the addresses actually listened on.
+func (l *Listener) Addrs() []net.Addr {
+	var out []net.Addr
+	for _, ln := range l.lns {
+		out = append(out, ln.Addr())
+	}
+	return out
+}
+
+// Accept waits for a new session.
+func (l *Listener) Accept(ctx context.Context) (*Session, error) {
+	select {
+	case s := <-l.acceptQ:
+		return s, nil
+	case <-l.done:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close stops listening and closes every session it accepted.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.done)
+	var ss []*Session
+	for _, s := range l.sess {
+		ss = append(ss, s)
+	}
+	l.mu.Unlock()
+	for _, ln := range l.lns {
+		_ = ln.Close()
+	}
+	for _, s := range ss {
+		s.Close()
+	}
+	l.wg.Wait()
+	for _, s := range ss {
+		s.wait()
+	}
+	return nil
+}
+
+func (l *Listener) serve(ln net.Listener) {
+	defer l.wg.Done()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			select {
+			case <-l.done:
+				return
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			l.cfg.Logger.Error("accept failed; listener stops", "addr", ln.Addr().String(), "err", err)
+			return
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.admit(c)
+		}()
+	}
+}
+
+// admit runs the handshake on a new channel and joins it to its session.
+func (l *Listener) admit(c net.Conn) {
+	j, err := serverHandshake(c, l.cfg)
+	if err != nil {
+		l.cfg.Logger.Warn("refused channel", "remote", c.RemoteAddr().String(), "err", err)
+		_ = c.Close()
+		return
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		_ = c.Close()
+		return
+	}
+	s := l.sess[j.Session]
+	fresh := s == nil
+	if fresh {
+		s = newSession(l.cfg, j.Session, false, j.Window, j.Segment)
+		s.listener = l
+		l.sess[j.Session] = s
+	}
+	l.mu.Unlock()
+	if err := s.attach(int(j.Path), c.LocalAddr().String(), c.RemoteAddr().String(), c); err != nil {
+		return
+	}
+	if fresh {
+		select {
+		case l.acceptQ <- s:
+		case <-l.done:
+		}
+	}
+}
+
+func (l *Listener) forget(s *Session) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sess[s.id] == s {
+		delete(l.sess, s.id)
+	}
+}
+
+// Path names one path to dial: a remote address and optionally the local
+// address (host or host:port) the traffic must leave from.
+type Path struct {
+	Local  string
+	Remote string
+}
+
+// Dial opens a session over paths, one channel per path. It returns once
+// every path has connected or failed; it fails if none connected or if any
+// peer refused our key. Paths that failed to connect are retried in the
+// background.
+func Dial(ctx context.Context, paths []Path, cfg *Config) (*Session, error) {
+	c, err := cfg.populate()
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) == 0 {
+		return nil, errors.New("transport: Dial needs at least one path")
+	}
+	if len(paths) > 1<<15 {
+		return nil, errors.New("transport: too many paths")
+	}
+	id := newSessionID()
+	type result struct {
+		conn    net.Conn
+		verdict wire.Verdict
+		err     error
+	}
+	results := make([]result, len(paths))
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, v, err := dialPathVerdict(ctx, c, id, i, p.Local, p.Remote)
+			results[i] = result{conn, v, err}
+		}()
+	}
+	wg.Wait()
+	var errs []error
+	var first *result
+	for i := range results {
+		r := &results[i]
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		if first == nil {
+			first = r
+		}
+	}
+	authFailed := false
+	for _, e := range errs {
+		if errors.Is(e, ErrAuth) {
+			authFailed = true
+		}
+	}
+	if first == nil || authFailed {
+		for _, r := range results {
+			if r.conn != nil {
+				_ = r.conn.Close()
+			}
+		}
+		return nil, errors.Join(errs...)
+	}
+	s := newSession(c, id, true, first.verdict.Window, first.verdict.Segment)
+	for i, r := range results {
+		p := paths[i]
+		if r.err != nil {
+			s.log.Warn("path failed to connect; retrying in the background", "path", i, "remote", p.Remote, "err", r.err)
+			s.mu.Lock()
+			for len(s.paths) <= i {
+				s.paths = append(s.paths, nil)
+			}
+			s.paths[i] = &path{id: i, local: p.Local, remote: p.Remote, s: s, lastErr: r.err}
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go s.redial(s.paths[i])
+			continue
+		}
+		if err := s.attach(i, p.Local, p.Remote, r.conn); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func dialPathVerdict(ctx context.Context, cfg *Config, id [wire.SessionIDLen]byte, pathID int, local, remote string) (net.Conn, wire.Verdict, error) {
+	kind, err := channel.Lookup(cfg.Transport)
+	if err != nil {
+		return nil, wire.Verdict{}, err
+	}
+	conn, err := kind.Dial(ctx, local, remote)
+	if err != nil {
+		return nil, wire.Verdict{}, &PathError{Path: pathID, Local: local, Remote: remote, Op: "dial", Err: err}
+	}
+	v, err := clientHandshake(conn, cfg, id, pathID)
+	if err != nil {
+		_ = conn.Close()
+		return nil, v, &PathError{Path: pathID, Local: local, Remote: remote, Op: "handshake", Err: err}
+	}
+	return conn, v, nil
+}
+
+// dialPath re-dials one path of an existing session; done aborts it.
+func dialPath(cfg *Config, id [wire.SessionIDLen]byte, pathID int, local, remote string, done <-chan struct{}) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.HandshakeTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	conn, _, err := dialPathVerdict(ctx, cfg, id, pathID, local, remote)
+	return conn, err
+}

@@ -1,0 +1,736 @@
+package transport
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/braid-hpc/braid/stripe"
+	"github.com/braid-hpc/braid/transport/internal/wire"
+)
+
+// Session is a connection between two hosts over k paths, one channel per
+// path, carrying any number of independent streams. Large segments are
+// striped over every live path; small ones travel whole on the path chosen
+// by Config.Policy. Data sent on a path that fails before the peer
+// acknowledged it is sent again on the others.
+//
+// Lock order: Session.mu, then stripe.Segment's own lock (taken inside
+// Claim). Stream fields marked "guarded by s.mu" use the session's lock.
+type Session struct {
+	cfg      *Config
+	log      *slog.Logger
+	id       [wire.SessionIDLen]byte
+	isClient bool
+	listener *Listener // server side: to forget the session when it ends
+
+	peerWindow  uint32
+	segmentSize int
+
+	mu          sync.Mutex
+	work        *sync.Cond // path writers wait here for frames to send
+	paths       []*path    // by path id; nil holes on the listening side
+	streams     map[uint32]*Stream
+	nextStream  uint32 // next locally opened stream id
+	peerHighest uint32 // highest peer-opened stream id seen
+	acceptQ     []*Stream
+	acceptCh    chan struct{} // signalled when acceptQ grows
+	striped     []*txSeg      // segments with fragments left to claim, oldest first
+	retx        []txRef       // frames to send again on any path
+	ctrlAny     [][]byte      // control frames for any path
+	rr          int           // round-robin cursor
+	unackedSegs int           // segments not yet fully acknowledged
+	flushCh     chan struct{} // closed and replaced when unackedSegs drops to 0
+	downSince   time.Time     // when the last live path failed; zero while one is up
+	closed      bool
+	closeErr    error
+	done        chan struct{}
+	wg          sync.WaitGroup
+
+	starts, ends, stripedSegs atomic.Int64
+}
+
+func newSession(cfg *Config, id [wire.SessionIDLen]byte, isClient bool, peerWindow, peerSegment uint32) *Session {
+	s := &Session{
+		cfg:        cfg,
+		id:         id,
+		isClient:   isClient,
+		peerWindow: peerWindow,
+		streams:    map[uint32]*Stream{},
+		acceptCh:   make(chan struct{}, 1),
+		flushCh:    make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	s.segmentSize = min(cfg.SegmentSize, int(peerWindow))
+	s.log = cfg.Logger.With("session", hex.EncodeToString(id[:4]))
+	s.work = sync.NewCond(&s.mu)
+	if isClient {
+		s.nextStream = 1
+	} else {
+		s.nextStream = 2
+	}
+	s.downSince = time.Now()
+	s.wg.Add(1)
+	go s.monitor()
+	return s
+}
+
+func newSessionID() [wire.SessionIDLen]byte {
+	var id [wire.SessionIDLen]byte
+	_, _ = rand.Read(id[:])
+	return id
+}
+
+// ID returns the session id in hex.
+func (s *Session) ID() string { return hex.EncodeToString(s.id[:]) }
+
+// Done is closed when the session has ended.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err returns why the session ended, or nil while it is open.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closeErr
+}
+
+// OpenStream opens a new stream. The peer learns of it with the first
+// message sent on it.
+func (s *Session) OpenStream(ctx context.Context) (*Stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, s.closeErr
+	}
+	id := s.nextStream
+	s.nextStream += 2
+	st := newStream(s, id)
+	s.streams[id] = st
+	return st, nil
+}
+
+// AcceptStream waits for a stream opened by the peer.
+func (s *Session) AcceptStream(ctx context.Context) (*Stream, error) {
+	for {
+		s.mu.Lock()
+		if len(s.acceptQ) > 0 {
+			st := s.acceptQ[0]
+			s.acceptQ = s.acceptQ[1:]
+			s.mu.Unlock()
+			return st, nil
+		}
+		if s.closed {
+			err := s.closeErr
+			s.mu.Unlock()
+			return nil, err
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.acceptCh:
+		case <-s.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Flush waits until the peer has acknowledged every message written so
+// far.
+func (s *Session) Flush(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		n, ch, closed, err := s.unackedSegs, s.flushCh, s.closed, s.closeErr
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if closed {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-s.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Shutdown flushes what was written, tells the peer the session ends and
+// closes it. If ctx ends first the session is closed anyway and ctx's error
+// returned.
+func (s *Session) Shutdown(ctx context.Context) error {
+	err := s.Flush(ctx)
+	s.goAway(200 * time.Millisecond)
+	s.closeWith(ErrClosed)
+	return err
+}
+
+// Close tells the peer the session ends and closes it at once; data not
+// yet acknowledged is lost. Use Shutdown to deliver it first.
+func (s *Session) Close() error {
+	s.goAway(50 * time.Millisecond)
+	s.closeWith(ErrClosed)
+	return nil
+}
+
+// goAway queues GoAway on every live channel and waits up to d for the
+// writers to send it.
+func (s *Session) goAway(d time.Duration) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	for _, p := range s.paths {
+		if p != nil && p.conn != nil {
+			p.ctrl = append(p.ctrl, wire.AppendGoAway(nil, "shutdown"))
+			p.goAway = true
+		}
+	}
+	s.work.Broadcast()
+	s.mu.Unlock()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		pending := false
+		for _, p := range s.paths {
+			if p != nil && p.conn != nil && p.goAway {
+				pending = true
+			}
+		}
+		s.mu.Unlock()
+		if !pending {
+			time.Sleep(2 * time.Millisecond) // let the last write reach the kernel
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (s *Session) closeWith(err error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.closeErr = err
+	var conns []net.Conn
+	for _, p := range s.paths {
+		if p != nil && p.conn != nil {
+			conns = append(conns, p.conn)
+			p.conn = nil
+			p.gen++
+			p.state = PathDown
+		}
+	}
+	for _, st := range s.streams {
+		st.notify()
+	}
+	s.work.Broadcast()
+	close(s.done)
+	s.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	if s.listener != nil {
+		s.listener.forget(s)
+	}
+	if !errors.Is(err, ErrClosed) {
+		s.log.Warn("session ended", "err", err)
+	} else {
+		s.log.Debug("session closed")
+	}
+}
+
+// Wait blocks until every goroutine of a closed session has exited.
+func (s *Session) wait() { s.wg.Wait() }
+
+// monitor ends the session when no path has been up for SessionTimeout,
+// and refreshes path rates.
+func (s *Session) monitor() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case now := <-t.C:
+			s.mu.Lock()
+			timeout := !s.downSince.IsZero() && now.Sub(s.downSince) > s.cfg.SessionTimeout
+			for _, p := range s.paths {
+				if p != nil {
+					p.tick(now)
+				}
+			}
+			s.mu.Unlock()
+			if timeout {
+				s.closeWith(fmt.Errorf("%w for %v", ErrNoPaths, s.cfg.SessionTimeout))
+				return
+			}
+		}
+	}
+}
+
+// livePaths returns the paths with a channel up. Caller holds s.mu.
+func (s *Session) livePaths() []*path {
+	var live []*path
+	for _, p := range s.paths {
+		if p != nil && p.conn != nil {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+func (s *Session) workers() []stripe.Worker {
+	var ws []stripe.Worker
+	for _, p := range s.livePaths() {
+		ws = append(ws, stripe.Worker{ID: p.id, Rate: p.rate})
+	}
+	return ws
+}
+
+// pickPath chooses the path for a whole segment of n bytes, or nil when
+// no path is up. Caller holds s.mu.
+func (s *Session) pickPath(n int) *path {
+	live := s.livePaths()
+	if len(live) == 0 {
+		return nil
+	}
+	if s.cfg.Policy == PolicyRoundRobin {
+		s.rr++
+		return live[s.rr%len(live)]
+	}
+	var best *path
+	var bestT float64
+	for _, p := range live {
+		rate := p.rate
+		if rate <= 0 {
+			rate = 100e6 / 8
+		}
+		t := float64(p.queued+p.unackedBytes+int64(n))/rate + p.rtt.Seconds()/2
+		if best == nil || t < bestT {
+			best, bestT = p, t
+		}
+	}
+	return best
+}
+
+// enqueue schedules a segment for sending. Caller holds s.mu.
+func (s *Session) enqueue(seg *txSeg) {
+	s.unackedSegs++
+	n := int(seg.ref.Len)
+	if s.cfg.Stripe != StripeOff && n > s.cfg.StripeThreshold {
+		seg.ref.FragSize = uint32(s.cfg.FragmentSize)
+		mode := stripe.Enhanced
+		if s.cfg.Stripe == StripeBasic {
+			mode = stripe.Basic
+		}
+		seg.frags = seg.ref.Fragments()
+		seg.pending = seg.frags
+		seg.plan = stripe.NewSegment(seg.frags, mode, s.workers())
+		s.striped = append(s.striped, seg)
+		s.stripedSegs.Add(1)
+	} else {
+		seg.frags, seg.pending = 1, 1
+		s.assignWhole(seg)
+	}
+	s.work.Broadcast()
+}
+
+// assignWhole queues a whole segment on a path, or for any path when none
+// is up. Caller holds s.mu.
+func (s *Session) assignWhole(seg *txSeg) {
+	if p := s.pickPath(int(seg.ref.Len)); p != nil {
+		p.whole = append(p.whole, seg)
+		p.queued += int64(seg.ref.Len)
+		return
+	}
+	s.retx = append(s.retx, txRef{seg: seg, idx: -1})
+}
+
+// segAcked records that one frame of seg reached the peer. Caller holds
+// s.mu.
+func (s *Session) segAcked(seg *txSeg) {
+	seg.pending--
+	if seg.pending > 0 {
+		return
+	}
+	seg.data = nil
+	s.unackedSegs--
+	if s.unackedSegs == 0 {
+		close(s.flushCh)
+		s.flushCh = make(chan struct{})
+	}
+}
+
+// txSeg is one segment being sent.
+type txSeg struct {
+	st      *Stream
+	ref     wire.SegmentRef
+	data    []byte
+	frags   int
+	pending int // frames not yet acknowledged
+	plan    *stripe.Segment
+	// claimed holds the paths that have sent fragments and not yet End.
+	claimed map[int]bool
+}
+
+// txRef is one data frame: a whole segment (idx -1) or a fragment.
+type txRef struct {
+	seg *txSeg
+	idx int
+}
+
+func (r txRef) size() int64 {
+	if r.idx < 0 {
+		return int64(r.seg.ref.Len)
+	}
+	return int64(r.seg.ref.FragLen(r.idx))
+}
+
+// frame is what a path writer puts on the wire next: encoded headers and
+// control frames, then an optional payload written in place. Both are
+// captured under s.mu so the writer never reads shared state.
+type frame struct {
+	hdr     []byte
+	payload []byte
+}
+
+// dataFrame encodes data frame r, preceded by an optional Start. Caller
+// holds s.mu.
+func (s *Session) dataFrame(r txRef, start *wire.Start, explicit bool) frame {
+	seg := r.seg
+	var hdr []byte
+	if start != nil {
+		hdr = start.Append(hdr)
+	}
+	if r.idx < 0 {
+		hdr = wire.AppendMsgHeader(hdr, seg.ref)
+		return frame{hdr: hdr, payload: seg.data}
+	}
+	off := r.idx * int(seg.ref.FragSize)
+	payload := seg.data[off : off+seg.ref.FragLen(r.idx)]
+	if explicit {
+		hdr = wire.AppendFragXHeader(hdr, seg.ref, r.idx)
+	} else {
+		hdr = wire.AppendFragHeader(hdr, len(payload))
+	}
+	return frame{hdr: hdr, payload: payload}
+}
+
+// nextBatch returns the frames path p sends next on channel generation gen,
+// blocking until there is one. ok is false when the channel is gone. The
+// data frames are recorded as unacknowledged before they are written, so a
+// failure during the write sends them again elsewhere.
+func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.closed || p.gen != gen || p.conn == nil {
+			return buf, false
+		}
+		var budget int64 = 256 << 10
+		for _, c := range p.ctrl {
+			buf = append(buf, frame{hdr: c})
+		}
+		p.ctrl = p.ctrl[:0]
+		if p.goAway {
+			p.goAway = false
+			return buf, true
+		}
+		if p.ackDue {
+			p.ackDue = false
+			buf = append(buf, frame{hdr: wire.AppendU64(nil, wire.TypeAck, p.rxAcked)})
+		}
+		for len(s.ctrlAny) > 0 {
+			buf = append(buf, frame{hdr: s.ctrlAny[0]})
+			s.ctrlAny = s.ctrlAny[1:]
+		}
+		for budget > 0 && len(s.retx) > 0 {
+			r := s.retx[0]
+			s.retx = s.retx[1:]
+			if r.seg.data == nil {
+				continue // acknowledged meanwhile
+			}
+			buf = append(buf, s.dataFrame(r, nil, r.idx >= 0))
+			p.sent(r)
+			budget -= r.size()
+		}
+		for budget > 0 && len(p.whole) > 0 {
+			seg := p.whole[0]
+			p.whole = p.whole[1:]
+			p.queued -= int64(seg.ref.Len)
+			r := txRef{seg: seg, idx: -1}
+			buf = append(buf, s.dataFrame(r, nil, false))
+			p.sent(r)
+			budget -= r.size()
+		}
+		for budget > 0 {
+			f, r, ok := s.claim(p)
+			if !ok {
+				break
+			}
+			buf = append(buf, f)
+			if r.seg != nil {
+				p.sent(r)
+				budget -= r.size()
+			}
+		}
+		if len(buf) > 0 {
+			return buf, true
+		}
+		p.idle = true
+		s.work.Wait()
+	}
+}
+
+// claim takes the next fragment for path p from the oldest striped segment
+// that has work for it, or an End frame when p leaves a segment. Caller
+// holds s.mu.
+func (s *Session) claim(p *path) (frame, txRef, bool) {
+	for i := 0; i < len(s.striped); i++ {
+		seg := s.striped[i]
+		c, ok := seg.plan.Claim(p.id)
+		if !ok {
+			if seg.claimed[p.id] {
+				delete(seg.claimed, p.id)
+				if s.cfg.Stripe == StripeEnhanced {
+					p.ctrSeg = nil
+					s.ends.Add(1)
+					return frame{hdr: wire.End{Stream: seg.st.id, Seq: seg.ref.Seq}.Append(nil)}, txRef{}, true
+				}
+			}
+			if seg.plan.Unsent() == 0 && len(seg.claimed) == 0 {
+				s.striped = append(s.striped[:i], s.striped[i+1:]...)
+				i--
+			}
+			continue
+		}
+		if seg.claimed == nil {
+			seg.claimed = map[int]bool{}
+		}
+		seg.claimed[p.id] = true
+		r := txRef{seg: seg, idx: c.Index}
+		var start *wire.Start
+		if s.cfg.Stripe == StripeEnhanced {
+			dir := wire.DirInc
+			step := 1
+			if c.Dir == stripe.Dec {
+				dir, step = wire.DirDec, -1
+			}
+			// The receiver's counter for this channel must point at
+			// c.Index; if it does not (another segment came between, or
+			// the plan moved us), say where we are.
+			if c.Start || p.ctrSeg != seg || p.ctrNext != c.Index || p.ctrDir != dir {
+				start = &wire.Start{Ref: seg.ref, First: uint32(c.Index), Dir: dir}
+				s.starts.Add(1)
+			}
+			p.ctrSeg, p.ctrNext, p.ctrDir = seg, c.Index+step, dir
+		}
+		return s.dataFrame(r, start, s.cfg.Stripe == StripeBasic), r, true
+	}
+	return frame{}, txRef{}, false
+}
+
+// pathDown retires channel generation gen of p after err. Frames it had
+// not had acknowledged go to the other paths.
+func (s *Session) pathDown(p *path, gen int, err error) {
+	s.mu.Lock()
+	if p.gen != gen || p.conn == nil {
+		s.mu.Unlock()
+		return
+	}
+	conn := p.conn
+	p.conn = nil
+	p.gen++
+	p.state = PathDown
+	p.lastErr = err
+	closed := s.closed
+	if !closed {
+		p.failovers.Add(1)
+	}
+	var retxBytes int64
+	for _, r := range p.unacked {
+		if r.seg.data != nil {
+			s.retx = append(s.retx, r)
+			retxBytes += r.size()
+		}
+	}
+	p.retransmitted.Add(retxBytes)
+	p.unacked = p.unacked[:0]
+	p.unackedBytes = 0
+	p.ctrl = p.ctrl[:0]
+	p.ackDue = false
+	whole := p.whole
+	p.whole = nil
+	p.queued = 0
+	for _, seg := range s.striped {
+		seg.plan.Remove(p.id)
+		delete(seg.claimed, p.id)
+	}
+	for _, seg := range whole {
+		s.assignWhole(seg)
+	}
+	// Window updates sent on the failed channel may be lost: send the
+	// current limits again.
+	for _, st := range s.streams {
+		if st.rxLimitSent > 0 {
+			s.ctrlAny = append(s.ctrlAny, wire.Window{Stream: st.id, Limit: st.rxLimitSent}.Append(nil))
+		}
+	}
+	if len(s.livePaths()) == 0 && s.downSince.IsZero() {
+		s.downSince = time.Now()
+	}
+	s.work.Broadcast()
+	s.mu.Unlock()
+	_ = conn.Close()
+	if closed {
+		return
+	}
+	s.log.Warn("path down, failing over", "path", p.id, "local", p.local, "remote", p.remote,
+		"err", err, "retransmit_bytes", retxBytes)
+	if s.isClient {
+		s.wg.Add(1)
+		go s.redial(p)
+	}
+}
+
+// attach makes conn the channel of path id and starts its goroutines.
+func (s *Session) attach(id int, local, remote string, conn net.Conn) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = conn.Close()
+		return s.closeErr
+	}
+	for len(s.paths) <= id {
+		s.paths = append(s.paths, nil)
+	}
+	p := s.paths[id]
+	if p == nil {
+		p = &path{id: id, local: local, remote: remote, s: s}
+		s.paths[id] = p
+	}
+	old := p.conn
+	oldGen := p.gen
+	s.mu.Unlock()
+	if old != nil {
+		// The peer rejoined before we noticed the old channel fail.
+		s.pathDown(p, oldGen, errors.New("replaced by a new channel"))
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = conn.Close()
+		return s.closeErr
+	}
+	if p.everUp {
+		p.reconnects.Add(1)
+	}
+	p.everUp = true
+	p.conn = conn
+	p.gen++
+	gen := p.gen
+	p.state = PathUp
+	p.lastErr = nil
+	p.rxFrames, p.rxAcked, p.ackedFrames = 0, 0, 0
+	p.ctrSeg = nil
+	p.lastRx = time.Now()
+	s.downSince = time.Time{}
+	for _, seg := range s.striped {
+		seg.plan.Join(stripe.Worker{ID: p.id, Rate: p.rate})
+	}
+	s.work.Broadcast()
+	s.wg.Add(3)
+	s.mu.Unlock()
+	go s.readLoop(p, conn, gen)
+	go s.writeLoop(p, conn, gen)
+	go s.heartbeat(p, gen)
+	s.log.Info("path up", "path", id, "local", local, "remote", remote)
+	return nil
+}
+
+// PathState is the state of one path.
+type PathState uint8
+
+// Path states.
+const (
+	PathDown PathState = iota
+	PathUp
+)
+
+func (st PathState) String() string {
+	if st == PathUp {
+		return "up"
+	}
+	return "down"
+}
+
+// PathStats describes one path of a session. Counters are cumulative over
+// the session's life and survive reconnects of the path.
+type PathStats struct {
+	ID            int           `json:"id"`
+	Local         string        `json:"local"`
+	Remote        string        `json:"remote"`
+	State         string        `json:"state"`
+	BytesSent     int64         `json:"bytes_sent"`
+	BytesReceived int64         `json:"bytes_received"`
+	FramesSent    int64         `json:"frames_sent"`
+	FramesRecv    int64         `json:"frames_received"`
+	RateBps       float64       `json:"rate_bps"` // measured send rate while busy, bit/s
+	RTT           time.Duration `json:"rtt_ns"`
+	Failovers     int64         `json:"failovers"`
+	Reconnects    int64         `json:"reconnects"`
+	Retransmitted int64         `json:"retransmitted_bytes"` // bytes sent again elsewhere after this path failed
+	LastError     string        `json:"last_error,omitempty"`
+}
+
+// Stats returns per-path statistics ordered by path id.
+func (s *Session) Stats() []PathStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []PathStats
+	for _, p := range s.paths {
+		if p == nil {
+			continue
+		}
+		ps := PathStats{
+			ID: p.id, Local: p.local, Remote: p.remote, State: p.state.String(),
+			BytesSent: p.bytesSent.Load(), BytesReceived: p.bytesRecv.Load(),
+			FramesSent: p.framesSent.Load(), FramesRecv: p.framesRecv.Load(),
+			RateBps: p.rate * 8, RTT: p.rtt,
+			Failovers: p.failovers.Load(), Reconnects: p.reconnects.Load(),
+			Retransmitted: p.retransmitted.Load(),
+		}
+		if p.lastErr != nil {
+			ps.LastError = p.lastErr.Error()
+		}
+		out = append(out, ps)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// StripeStats counts striping control traffic sent by this side.
+type StripeStats struct {
+	Segments int64 `json:"segments"` // segments striped
+	Starts   int64 `json:"starts"`   // Start control messages
+	Ends     int64 `json:"ends"`     // End control messages
+}
+
+// StripeStats returns striping counters.
+func (s *Session) StripeStats() StripeStats {
+	return StripeStats{Segments: s.stripedSegs.Load(), Starts: s.starts.Load(), Ends: s.ends.Load()}
+}

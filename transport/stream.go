@@ -1,0 +1,457 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/braid-hpc/braid/transport/internal/wire"
+)
+
+// Stream is one ordered, message-oriented stream of a session. Messages
+// keep their boundaries and order; streams do not wait for each other.
+//
+// One goroutine may write and another read at the same time; concurrent
+// writers are serialized per message.
+type Stream struct {
+	s  *Session
+	id uint32
+
+	writeMu sync.Mutex
+	readMu  sync.Mutex
+	rxSig   chan struct{}
+	txSig   chan struct{}
+
+	// Guarded by s.mu.
+	txSeq      uint64
+	txStarted  uint64 // segment bytes queued so far
+	txLimit    uint64 // flow-control limit granted by the peer
+	txClosed   bool
+	rxSegs     map[uint64]*rxSeg
+	rxNext     uint64 // next segment to deliver
+	rxBuffered int64  // bytes of segments received or arriving, not yet read
+	rxConsumed uint64
+	rxLimit    uint64 // limit the peer was last told
+	rxEOF      bool
+	rxPartial  [][]byte // segments of the message being assembled
+	rxPartLen  int64
+	rxSkipping bool // discarding the rest of an oversized message
+	// rxLimitSent is the limit last announced in a WINDOW frame.
+	rxLimitSent uint64
+}
+
+func newStream(s *Session, id uint32) *Stream {
+	return &Stream{
+		s:       s,
+		id:      id,
+		rxSig:   make(chan struct{}, 1),
+		txSig:   make(chan struct{}, 1),
+		txLimit: uint64(s.peerWindow),
+		rxLimit: uint64(s.cfg.StreamWindow),
+		rxSegs:  map[uint64]*rxSeg{},
+	}
+}
+
+// ID returns the stream id: odd for streams the dialer opened, even for the
+// listener's.
+func (st *Stream) ID() uint32 { return st.id }
+
+func (st *Stream) notify() {
+	select {
+	case st.rxSig <- struct{}{}:
+	default:
+	}
+	select {
+	case st.txSig <- struct{}{}:
+	default:
+	}
+}
+
+// WriteMessage sends b as one message. It returns once b is queued (b may
+// be reused then); it blocks while the peer's receive window for this
+// stream is full. Delivery survives the failure of any path as long as one
+// path remains or comes back within Config.SessionTimeout.
+func (st *Stream) WriteMessage(ctx context.Context, b []byte) error {
+	st.writeMu.Lock()
+	defer st.writeMu.Unlock()
+	s := st.s
+	segSize := s.segmentSize
+	for off := 0; ; {
+		n := min(segSize, len(b)-off)
+		// Wait for window.
+		for {
+			s.mu.Lock()
+			if s.closed {
+				err := s.closeErr
+				s.mu.Unlock()
+				return err
+			}
+			if st.txClosed {
+				s.mu.Unlock()
+				return ErrStreamClosed
+			}
+			if st.txStarted+uint64(n) <= st.txLimit {
+				s.mu.Unlock()
+				break
+			}
+			s.mu.Unlock()
+			select {
+			case <-st.txSig:
+			case <-s.done:
+			case <-ctx.Done():
+				if off > 0 {
+					// Part of the message is queued: finish it empty-handed
+					// would corrupt it, so the stream must end.
+					st.abortWrite()
+				}
+				return ctx.Err()
+			}
+		}
+		data := make([]byte, n)
+		copy(data, b[off:off+n])
+		off += n
+		flags := uint8(0)
+		if off == len(b) {
+			flags = wire.FlagFin
+		}
+		s.mu.Lock()
+		if s.closed {
+			err := s.closeErr
+			s.mu.Unlock()
+			return err
+		}
+		seg := &txSeg{st: st, data: data, ref: wire.SegmentRef{Stream: st.id, Seq: st.txSeq, Len: uint32(n), Flags: flags}}
+		st.txSeq++
+		st.txStarted += uint64(n)
+		s.enqueue(seg)
+		s.mu.Unlock()
+		if off == len(b) {
+			return nil
+		}
+	}
+}
+
+// abortWrite closes the stream for writing after a message was cut short.
+func (st *Stream) abortWrite() {
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st.txClosed || s.closed {
+		return
+	}
+	st.txClosed = true
+	s.enqueue(&txSeg{st: st, data: []byte{}, ref: wire.SegmentRef{Stream: st.id, Seq: st.txSeq, Flags: wire.FlagClose}})
+	st.txSeq++
+}
+
+// Close ends the stream for writing: the peer reads io.EOF after the
+// messages already written. Reading remains possible.
+func (st *Stream) Close() error {
+	st.writeMu.Lock()
+	defer st.writeMu.Unlock()
+	s := st.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st.txClosed {
+		return nil
+	}
+	if s.closed {
+		return s.closeErr
+	}
+	st.txClosed = true
+	s.enqueue(&txSeg{st: st, data: []byte{}, ref: wire.SegmentRef{Stream: st.id, Seq: st.txSeq, Flags: wire.FlagClose}})
+	st.txSeq++
+	st.maybeForget()
+	return nil
+}
+
+// ReadMessage returns the next message, or io.EOF after the peer closed
+// the stream. Messages larger than Config.MaxMessageSize are skipped with
+// ErrMessageTooLarge.
+func (st *Stream) ReadMessage(ctx context.Context) ([]byte, error) {
+	st.readMu.Lock()
+	defer st.readMu.Unlock()
+	s := st.s
+	for {
+		s.mu.Lock()
+		seg := st.rxSegs[st.rxNext]
+		if seg != nil && seg.complete {
+			msg, done, err := st.popLocked(seg)
+			s.mu.Unlock()
+			if done || err != nil {
+				return msg, err
+			}
+			continue
+		}
+		if st.rxEOF {
+			s.mu.Unlock()
+			return nil, io.EOF
+		}
+		if s.closed {
+			err := s.closeErr
+			s.mu.Unlock()
+			return nil, err
+		}
+		s.mu.Unlock()
+		select {
+		case <-st.rxSig:
+		case <-s.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// popLocked consumes the next complete segment. done reports that a whole
+// message (or EOF) is ready. Caller holds s.mu.
+func (st *Stream) popLocked(seg *rxSeg) (msg []byte, done bool, err error) {
+	s := st.s
+	delete(st.rxSegs, st.rxNext)
+	st.rxNext++
+	n := int64(seg.ref.Len)
+	st.rxBuffered -= n
+	st.rxConsumed += uint64(n)
+	st.rxLimit = st.rxConsumed + uint64(s.cfg.StreamWindow)
+	if st.rxLimit-st.rxLimitSent >= uint64(s.cfg.StreamWindow)/4 && !st.rxEOF {
+		st.rxLimitSent = st.rxLimit
+		s.ctrlAny = append(s.ctrlAny, wire.Window{Stream: st.id, Limit: st.rxLimit}.Append(nil))
+		s.work.Broadcast()
+	}
+	if seg.ref.Flags&wire.FlagClose != 0 {
+		st.rxEOF = true
+		st.maybeForget()
+		if len(st.rxPartial) > 0 {
+			st.rxPartial, st.rxPartLen = nil, 0
+			return nil, true, fmt.Errorf("transport: stream %d closed in the middle of a message", st.id)
+		}
+		return nil, true, io.EOF
+	}
+	fin := seg.ref.Flags&wire.FlagFin != 0
+	if st.rxSkipping {
+		if fin {
+			st.rxSkipping = false
+		}
+		return nil, false, nil
+	}
+	if fin && len(st.rxPartial) == 0 {
+		return seg.buf, true, nil
+	}
+	st.rxPartLen += n
+	if st.rxPartLen > s.cfg.MaxMessageSize {
+		st.rxPartial, st.rxPartLen = nil, 0
+		st.rxSkipping = !fin
+		return nil, true, fmt.Errorf("%w (%d bytes); read it in parts or raise the limit", ErrMessageTooLarge, s.cfg.MaxMessageSize)
+	}
+	st.rxPartial = append(st.rxPartial, seg.buf)
+	if !fin {
+		return nil, false, nil
+	}
+	out := make([]byte, 0, st.rxPartLen)
+	for _, b := range st.rxPartial {
+		out = append(out, b...)
+	}
+	st.rxPartial, st.rxPartLen = nil, 0
+	return out, true, nil
+}
+
+// maybeForget drops a stream closed in both directions. Caller holds s.mu.
+func (st *Stream) maybeForget() {
+	if st.txClosed && st.rxEOF {
+		delete(st.s.streams, st.id)
+	}
+}
+
+// rxSeg is a segment being received.
+type rxSeg struct {
+	ref      wire.SegmentRef
+	buf      []byte
+	state    []uint8 // per fragment: rxNone, rxBusy, rxDone
+	alt      map[int][]byte
+	got      int
+	complete bool
+	stale    bool // placeholder for a segment already delivered
+}
+
+const (
+	rxNone uint8 = iota
+	rxBusy
+	rxDone
+)
+
+// Modes of rxBegin.
+const (
+	rxDiscard = iota // duplicate: drop the bytes
+	rxDirect         // read into the segment buffer
+	rxAlt            // another channel is reading this fragment: read aside
+)
+
+// rxSegment finds or creates the receive state of a segment. A nil
+// segment with a nil error means the frame is stale and its payload is
+// dropped.
+func (s *Session) rxSegment(ref wire.SegmentRef) (*Stream, *rxSeg, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.rxStreamLocked(ref.Stream)
+	if err != nil || st == nil {
+		return nil, nil, err
+	}
+	if ref.Seq < st.rxNext {
+		return st, nil, nil
+	}
+	if seg := st.rxSegs[ref.Seq]; seg != nil {
+		if seg.ref != ref {
+			return nil, nil, protoErrorf("segment %d of stream %d announced as %+v and as %+v", ref.Seq, ref.Stream, seg.ref, ref)
+		}
+		return st, seg, nil
+	}
+	if ref.Flags&wire.FlagClose != 0 && ref.Len != 0 {
+		return nil, nil, protoErrorf("close marker with %d bytes", ref.Len)
+	}
+	if st.rxBuffered+int64(ref.Len) > int64(s.cfg.StreamWindow) {
+		return nil, nil, protoErrorf("stream %d: peer sent beyond its flow-control window (%d buffered + %d > %d)",
+			st.id, st.rxBuffered, ref.Len, s.cfg.StreamWindow)
+	}
+	if ref.Seq-st.rxNext > uint64(s.cfg.StreamWindow) {
+		return nil, nil, protoErrorf("stream %d: segment %d far ahead of %d", st.id, ref.Seq, st.rxNext)
+	}
+	seg := &rxSeg{ref: ref, buf: make([]byte, ref.Len), state: make([]uint8, ref.Fragments())}
+	st.rxSegs[ref.Seq] = seg
+	st.rxBuffered += int64(ref.Len)
+	return st, seg, nil
+}
+
+// rxStreamLocked returns the stream a frame belongs to, opening it if the
+// peer is opening it; nil means it was closed and forgotten.
+func (s *Session) rxStreamLocked(id uint32) (*Stream, error) {
+	if st := s.streams[id]; st != nil {
+		return st, nil
+	}
+	if s.closed {
+		return nil, s.closeErr
+	}
+	peerOpened := (id%2 == 1) != s.isClient
+	if !peerOpened {
+		if id >= s.nextStream {
+			return nil, protoErrorf("frame for stream %d that this side never opened", id)
+		}
+		return nil, nil
+	}
+	if id <= s.peerHighest {
+		return nil, nil
+	}
+	next := s.peerHighest + 2
+	if s.peerHighest == 0 {
+		next = 2
+		if !s.isClient {
+			next = 1
+		}
+	}
+	for ; next <= id; next += 2 {
+		if len(s.streams) >= s.cfg.MaxStreams {
+			return nil, fmt.Errorf("%w: the peer opened more than %d", ErrTooManyStreams, s.cfg.MaxStreams)
+		}
+		st := newStream(s, next)
+		s.streams[next] = st
+		s.acceptQ = append(s.acceptQ, st)
+		s.peerHighest = next
+	}
+	select {
+	case s.acceptCh <- struct{}{}:
+	default:
+	}
+	return s.streams[id], nil
+}
+
+// rxBegin decides where fragment idx of seg is read to.
+func (s *Session) rxBegin(seg *rxSeg, idx int) ([]byte, int) {
+	if seg == nil {
+		return nil, rxDiscard
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seg.complete || seg.state[idx] == rxDone {
+		return nil, rxDiscard
+	}
+	off, n := s.fragSpan(seg, idx)
+	if seg.state[idx] == rxBusy {
+		return make([]byte, n), rxAlt
+	}
+	seg.state[idx] = rxBusy
+	return seg.buf[off : off+n], rxDirect
+}
+
+func (s *Session) fragSpan(seg *rxSeg, idx int) (off, n int) {
+	if seg.ref.FragSize == 0 {
+		return 0, int(seg.ref.Len)
+	}
+	return idx * int(seg.ref.FragSize), seg.ref.FragLen(idx)
+}
+
+// rxEnd records the outcome of reading fragment idx of seg.
+func (s *Session) rxEnd(st *Stream, seg *rxSeg, idx, mode int, buf []byte, ok bool) {
+	if mode == rxDiscard {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch mode {
+	case rxDirect:
+		if !ok {
+			if alt, have := seg.alt[idx]; have {
+				off, _ := s.fragSpan(seg, idx)
+				copy(seg.buf[off:], alt)
+				delete(seg.alt, idx)
+				s.fragDone(st, seg, idx)
+				return
+			}
+			seg.state[idx] = rxNone
+			return
+		}
+		delete(seg.alt, idx)
+		s.fragDone(st, seg, idx)
+	case rxAlt:
+		if !ok || seg.state[idx] == rxDone {
+			return
+		}
+		if seg.state[idx] == rxNone {
+			// The channel that was reading it failed meanwhile.
+			off, _ := s.fragSpan(seg, idx)
+			copy(seg.buf[off:], buf)
+			s.fragDone(st, seg, idx)
+			return
+		}
+		if seg.alt == nil {
+			seg.alt = map[int][]byte{}
+		}
+		seg.alt[idx] = buf
+	}
+}
+
+// fragDone marks a fragment received. Caller holds s.mu.
+func (s *Session) fragDone(st *Stream, seg *rxSeg, idx int) {
+	if seg.state[idx] == rxDone {
+		return
+	}
+	seg.state[idx] = rxDone
+	seg.got++
+	if seg.got == len(seg.state) {
+		seg.complete = true
+		seg.state, seg.alt = nil, nil
+		if seg.ref.Seq == st.rxNext {
+			st.notify()
+		}
+	}
+}
+
+// onWindow raises a stream's send limit.
+func (s *Session) onWindow(w wire.Window) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.streams[w.Stream]
+	if st == nil || w.Limit <= st.txLimit {
+		return
+	}
+	st.txLimit = w.Limit
+	st.notify()
+}

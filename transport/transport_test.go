@@ -1,0 +1,301 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+var testKey = []byte("test-cluster-key-0123456789")
+
+func testConfig(tb testing.TB) *Config {
+	tb.Helper()
+	return &Config{Key: testKey, Logger: testLogger()}
+}
+
+// pair returns a dialed and an accepted session over k loopback paths
+// (127.0.0.1, 127.0.0.2, ...), closed at the end of the test.
+func pair(tb testing.TB, k int, mod func(*Config)) (client, server *Session) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	scfg, ccfg := testConfig(tb), testConfig(tb)
+	if mod != nil {
+		mod(scfg)
+		mod(ccfg)
+	}
+	var addrs []string
+	for i := range k {
+		addrs = append(addrs, fmt.Sprintf("127.0.0.%d:0", i+1))
+	}
+	ln, err := Listen(ctx, addrs, scfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	var paths []Path
+	for _, a := range ln.Addrs() {
+		paths = append(paths, Path{Remote: a.String()})
+	}
+	c, err := Dial(ctx, paths, ccfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close(); c.wait() })
+	s, err := ln.Accept(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Wait until the server sees every path.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(upPaths(s)) < k && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := len(upPaths(s)); n != k {
+		tb.Fatalf("server sees %d paths up, want %d", n, k)
+	}
+	return c, s
+}
+
+func upPaths(s *Session) []PathStats {
+	var up []PathStats
+	for _, p := range s.Stats() {
+		if p.State == "up" {
+			up = append(up, p)
+		}
+	}
+	return up
+}
+
+// modes runs body for each interesting configuration.
+func modes(t *testing.T, body func(t *testing.T, k int, mod func(*Config))) {
+	for _, k := range []int{1, 3} {
+		for _, m := range []StripeMode{StripeEnhanced, StripeBasic, StripeOff} {
+			t.Run(fmt.Sprintf("paths=%d/stripe=%v", k, m), func(t *testing.T) {
+				body(t, k, func(c *Config) {
+					c.Stripe = m
+					c.FragmentSize = 4 << 10
+					c.SegmentSize = 64 << 10
+					c.StreamWindow = 256 << 10
+				})
+			})
+		}
+	}
+}
+
+func randBytes(seed uint64, n int) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func TestMessagesArriveWholeAndInOrder(t *testing.T) {
+	modes(t, func(t *testing.T, k int, mod func(*Config)) {
+		c, s := pair(t, k, mod)
+		ctx := t.Context()
+		sizes := []int{0, 1, 100, 4 << 10, 4<<10 + 1, 64 << 10, 200 << 10, 1 << 20}
+		st, err := c.OpenStream(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() {
+			for i, n := range sizes {
+				if err := st.WriteMessage(ctx, randBytes(uint64(i), n)); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- st.Close()
+		}()
+		rs, err := s.AcceptStream(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range sizes {
+			got, err := rs.ReadMessage(ctx)
+			if err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+			if !bytes.Equal(got, randBytes(uint64(i), n)) {
+				t.Fatalf("message %d: got %d bytes, want %d (content differs)", i, len(got), n)
+			}
+		}
+		if _, err := rs.ReadMessage(ctx); err != io.EOF {
+			t.Fatalf("after close: got %v, want io.EOF", err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestStripingUsesEveryPath(t *testing.T) {
+	c, s := pair(t, 3, nil)
+	ctx := t.Context()
+	st, _ := c.OpenStream(ctx)
+	msg := randBytes(7, 8<<20)
+	go st.WriteMessage(ctx, msg)
+	rs, err := s.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rs.ReadMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatal("striped message corrupted")
+	}
+	for _, p := range c.Stats() {
+		if p.BytesSent < 256<<10 {
+			t.Errorf("path %d carried only %d bytes of an 8 MiB message", p.ID, p.BytesSent)
+		}
+	}
+	if ss := c.StripeStats(); ss.Starts == 0 || ss.Segments == 0 {
+		t.Errorf("no striping recorded: %+v", ss)
+	}
+}
+
+func TestManyStreamsBothDirections(t *testing.T) {
+	c, s := pair(t, 2, func(c *Config) { c.FragmentSize = 4 << 10 })
+	ctx := t.Context()
+	const streams, msgs = 8, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*streams)
+	// Echo server.
+	go func() {
+		for {
+			rs, err := s.AcceptStream(ctx)
+			if err != nil {
+				return
+			}
+			go func() {
+				for {
+					m, err := rs.ReadMessage(ctx)
+					if err != nil {
+						rs.Close()
+						return
+					}
+					if err := rs.WriteMessage(ctx, m); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}()
+	for i := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := c.OpenStream(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			for j := range msgs {
+				want := randBytes(uint64(i*1000+j), (i*7919+j*104729)%(300<<10))
+				if err := st.WriteMessage(ctx, want); err != nil {
+					errs <- err
+					return
+				}
+				got, err := st.ReadMessage(ctx)
+				if err != nil {
+					errs <- fmt.Errorf("stream %d msg %d: %w", i, j, err)
+					return
+				}
+				if !bytes.Equal(got, want) {
+					errs <- fmt.Errorf("stream %d msg %d: echo differs", i, j)
+					return
+				}
+			}
+			st.Close()
+			if _, err := st.ReadMessage(ctx); err != io.EOF {
+				errs <- fmt.Errorf("stream %d: want EOF, got %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestWrongKeyIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	ln, err := Listen(ctx, []string{"127.0.0.1:0"}, testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	bad := testConfig(t)
+	bad.Key = []byte("another-key-entirely")
+	_, err = Dial(ctx, []Path{{Remote: ln.Addrs()[0].String()}}, bad)
+	if !errors.Is(err, ErrAuth) {
+		t.Fatalf("dial with wrong key: got %v, want ErrAuth", err)
+	}
+	// The listener still serves good peers.
+	c, err := Dial(ctx, []Path{{Remote: ln.Addrs()[0].String()}}, testConfig(t))
+	if err != nil {
+		t.Fatalf("good peer after a bad one: %v", err)
+	}
+	c.Close()
+}
+
+func TestShaSumLargeTransfer(t *testing.T) {
+	c, s := pair(t, 2, nil)
+	ctx := t.Context()
+	st, _ := c.OpenStream(ctx)
+	h := sha256.New()
+	go func() {
+		for i := range 40 {
+			b := randBytes(uint64(i), 1<<20)
+			st.WriteMessage(ctx, b)
+		}
+		st.Close()
+	}()
+	for i := range 40 {
+		h.Write(randBytes(uint64(i), 1<<20))
+	}
+	want := h.Sum(nil)
+	rs, _ := s.AcceptStream(ctx)
+	h2 := sha256.New()
+	for {
+		m, err := rs.ReadMessage(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		h2.Write(m)
+	}
+	if !bytes.Equal(h2.Sum(nil), want) {
+		t.Fatal("sha256 mismatch")
+	}
+}
+
+func testLogger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
