@@ -56,6 +56,25 @@ type Session struct {
 	wg          sync.WaitGroup
 
 	starts, ends, stripedSegs atomic.Int64
+	bufs                      sync.Pool // *[]byte of segmentSize capacity
+}
+
+// getBuf returns a send buffer of n bytes, reused where possible.
+func (s *Session) getBuf(n int) []byte {
+	if n == s.segmentSize {
+		if b, ok := s.bufs.Get().(*[]byte); ok {
+			return (*b)[:n]
+		}
+	}
+	return make([]byte, n)
+}
+
+// putBuf recycles a buffer from getBuf.
+func (s *Session) putBuf(b []byte) {
+	if cap(b) == s.segmentSize {
+		b = b[:cap(b)]
+		s.bufs.Put(&b)
+	}
 }
 
 func newSession(cfg *Config, id [wire.SessionIDLen]byte, isClient bool, peerWindow, peerSegment uint32) *Session {
@@ -367,6 +386,9 @@ func (s *Session) segAcked(seg *txSeg) {
 	if seg.pending > 0 {
 		return
 	}
+	if !seg.resent {
+		s.putBuf(seg.data)
+	}
 	seg.data = nil
 	s.unackedSegs--
 	if s.unackedSegs == 0 {
@@ -383,6 +405,10 @@ type txSeg struct {
 	frags   int
 	pending int // frames not yet acknowledged
 	plan    *stripe.Segment
+	// resent is set once a frame of the segment was queued for
+	// retransmission: a copy may still be in a failed channel's writer, so
+	// the buffer is left to the garbage collector instead of reused.
+	resent bool
 	// claimed holds the paths that have sent fragments and not yet End.
 	claimed map[int]bool
 }
@@ -441,7 +467,13 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 		if s.closed || p.gen != gen || p.conn == nil {
 			return buf, false
 		}
-		var budget int64 = 256 << 10
+		// Claim about 2ms of the path's rate at a time: enough to keep
+		// syscalls few on fast paths, little enough that a small message
+		// queued meanwhile waits no longer than about one fragment.
+		budget := int64(256 << 10)
+		if p.rate > 0 {
+			budget = min(max(int64(p.rate*0.002), 64<<10), 1<<20)
+		}
 		for _, c := range p.ctrl {
 			buf = append(buf, frame{hdr: c})
 		}
@@ -564,6 +596,7 @@ func (s *Session) pathDown(p *path, gen int, err error) {
 	var retxBytes int64
 	for _, r := range p.unacked {
 		if r.seg.data != nil {
+			r.seg.resent = true
 			s.retx = append(s.retx, r)
 			retxBytes += r.size()
 		}

@@ -108,7 +108,7 @@ func (st *Stream) WriteMessage(ctx context.Context, b []byte) error {
 				return ctx.Err()
 			}
 		}
-		data := make([]byte, n)
+		data := s.getBuf(n)
 		copy(data, b[off:off+n])
 		off += n
 		flags := uint8(0)

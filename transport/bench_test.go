@@ -1,0 +1,118 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// BenchmarkLoopback compares one braid path with a plain TCP socket on
+// loopback, 1 MiB messages, side by side in one run: the framing overhead.
+func BenchmarkLoopback(b *testing.B) {
+	const size = 1 << 20
+	b.Run("impl=tcp", func(b *testing.B) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ln.Close()
+		done := make(chan int64, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				done <- 0
+				return
+			}
+			n, _ := io.Copy(io.Discard, c)
+			c.Close()
+			done <- n
+		}()
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		buf := make([]byte, size)
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := c.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		c.Close()
+		<-done
+	})
+	for _, paths := range []int{1, 2} {
+		for _, mode := range []StripeMode{StripeEnhanced, StripeOff} {
+			b.Run(fmt.Sprintf("impl=braid/paths=%d/stripe=%v", paths, mode), func(b *testing.B) {
+				c, s := pair(b, paths, func(c *Config) { c.Stripe = mode })
+				ctx := context.Background()
+				st, _ := c.OpenStream(ctx)
+				st.WriteMessage(ctx, nil)
+				rs, _ := s.AcceptStream(ctx)
+				rs.ReadMessage(ctx)
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					for {
+						if _, err := rs.ReadMessage(ctx); err != nil {
+							return
+						}
+					}
+				}()
+				buf := make([]byte, size)
+				b.SetBytes(size)
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := st.WriteMessage(ctx, buf); err != nil {
+						b.Fatal(err)
+					}
+				}
+				fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				c.Flush(fctx)
+				cancel()
+				st.Close()
+				<-done
+			})
+		}
+	}
+}
+
+// BenchmarkPingPong measures the round trip of one message echoed back, and
+// reports the paper's effective bandwidth (eq. 1).
+func BenchmarkPingPong(b *testing.B) {
+	for _, size := range []int{1 << 10, 64 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("size=%dKiB", size>>10), func(b *testing.B) {
+			c, s := pair(b, 2, nil)
+			ctx := context.Background()
+			go func() {
+				rs, err := s.AcceptStream(ctx)
+				if err != nil {
+					return
+				}
+				for {
+					m, err := rs.ReadMessage(ctx)
+					if err != nil {
+						return
+					}
+					rs.WriteMessage(ctx, m)
+				}
+			}()
+			st, _ := c.OpenStream(ctx)
+			buf := make([]byte, size)
+			b.SetBytes(int64(size))
+			start := time.Now()
+			for b.Loop() {
+				st.WriteMessage(ctx, buf)
+				if _, err := st.ReadMessage(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			rtt := time.Since(start).Seconds() / float64(b.N)
+			b.ReportMetric((8*float64(size)/1e6)/(rtt/2), "eff-Mbit/s")
+		})
+	}
+}

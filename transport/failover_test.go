@@ -1,0 +1,322 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/testbed/relay"
+	"github.com/braid-hpc/braid/transport/internal/wire"
+)
+
+// relayed returns a session pair whose k paths each pass through a fault
+// relay on loopback.
+func relayed(tb testing.TB, k int, mod func(*Config)) (client, server *Session, relays []*relay.TCP) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	scfg, ccfg := testConfig(tb), testConfig(tb)
+	for _, c := range []*Config{scfg, ccfg} {
+		c.HeartbeatInterval = 50 * time.Millisecond
+		c.PathTimeout = 400 * time.Millisecond
+		c.HandshakeTimeout = time.Second
+		if mod != nil {
+			mod(c)
+		}
+	}
+	var addrs []string
+	for i := range k {
+		addrs = append(addrs, fmt.Sprintf("127.0.0.%d:0", i+1))
+	}
+	ln, err := Listen(ctx, addrs, scfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	var paths []Path
+	for _, a := range ln.Addrs() {
+		r, err := relay.ListenTCP(a.String(), nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { r.Close() })
+		relays = append(relays, r)
+		paths = append(paths, Path{Remote: r.Addr()})
+	}
+	c, err := Dial(ctx, paths, ccfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close(); c.wait() })
+	s, err := ln.Accept(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c, s, relays
+}
+
+// transfer sends total bytes in msgSize messages from c to s on one stream
+// while fault runs once after `after` bytes; it checks the bytes arrive in
+// order and intact.
+func transfer(t *testing.T, c, s *Session, total, msgSize int, after int, fault func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	st, err := c.OpenStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := randBytes(99, total)
+	want := sha256.Sum256(src)
+	errc := make(chan error, 1)
+	go func() {
+		for off := 0; off < total; off += msgSize {
+			if off >= after && fault != nil {
+				fault()
+				fault = nil
+			}
+			if err := st.WriteMessage(ctx, src[off:min(off+msgSize, total)]); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- st.Close()
+	}()
+	rs, err := s.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	n := 0
+	for {
+		m, err := rs.ReadMessage(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", n, err)
+		}
+		if want := src[n:min(n+len(m), total)]; !bytes.Equal(m, want) {
+			t.Fatalf("bytes %d..%d differ", n, n+len(m))
+		}
+		h.Write(m)
+		n += len(m)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if n != total || !bytes.Equal(h.Sum(nil), want[:]) {
+		t.Fatalf("received %d of %d bytes, sha256 match %v", n, total, bytes.Equal(h.Sum(nil), want[:]))
+	}
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestFailoverOnReset(t *testing.T) {
+	for _, m := range []StripeMode{StripeEnhanced, StripeBasic, StripeOff} {
+		t.Run(m.String(), func(t *testing.T) {
+			c, s, relays := relayed(t, 3, func(c *Config) { c.Stripe = m })
+			transfer(t, c, s, 24<<20, 256<<10, 6<<20, func() { relays[1].Cut() })
+			st := c.Stats()
+			if st[1].Failovers == 0 {
+				t.Errorf("path 1 failovers = 0 after a reset: %+v", st[1])
+			}
+			waitFor(t, "path 1 to rejoin", 5*time.Second, func() bool { return c.Stats()[1].State == "up" })
+			if c.Stats()[1].Reconnects == 0 {
+				t.Error("path 1 came back without counting a reconnect")
+			}
+		})
+	}
+}
+
+func TestFailoverOnSilentBlackhole(t *testing.T) {
+	c, s, relays := relayed(t, 3, nil)
+	transfer(t, c, s, 24<<20, 256<<10, 6<<20, func() { relays[0].Blackhole(true) })
+	waitFor(t, "path 0 declared down", 3*time.Second, func() bool { return c.Stats()[0].State == "down" })
+	relays[0].Blackhole(false)
+	waitFor(t, "path 0 to rejoin", 10*time.Second, func() bool { return c.Stats()[0].State == "up" })
+	// The path that came back carries traffic again.
+	before := c.Stats()[0].BytesSent
+	transfer(t, c, s, 8<<20, 1<<20, 0, nil)
+	if after := c.Stats()[0].BytesSent; after-before < 256<<10 {
+		t.Errorf("rejoined path carried %d bytes of 8 MiB", after-before)
+	}
+}
+
+func TestAllPathsDownThenBack(t *testing.T) {
+	c, s, relays := relayed(t, 2, nil)
+	transfer(t, c, s, 16<<20, 512<<10, 4<<20, func() {
+		for _, r := range relays {
+			r.Cut()
+		}
+	})
+}
+
+func TestSmallMessagesOvertakeLargeOnes(t *testing.T) {
+	// Two paths of 40 Mbit/s each: the large message takes about a second.
+	c, s, relays := relayed(t, 2, nil)
+	for _, r := range relays {
+		r.SetRate(40e6)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	big, _ := c.OpenStream(ctx)
+	small, _ := c.OpenStream(ctx)
+	// Open both streams on the server.
+	if err := big.WriteMessage(ctx, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if err := small.WriteMessage(ctx, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	rbig, _ := s.AcceptStream(ctx)
+	rsmall, _ := s.AcceptStream(ctx)
+	rbig.ReadMessage(ctx)
+	rsmall.ReadMessage(ctx)
+
+	const bigSize = 8 << 20 // < StreamWindow, so it is queued at once
+	bigDone := make(chan time.Time, 1)
+	go func() {
+		big.WriteMessage(ctx, make([]byte, bigSize))
+	}()
+	go func() {
+		if _, err := rbig.ReadMessage(ctx); err == nil {
+			bigDone <- time.Now()
+		}
+	}()
+	// While the large message is in flight, small messages on the other
+	// stream must arrive before it completes.
+	time.Sleep(50 * time.Millisecond)
+	got := 0
+	for i := range 5 {
+		if err := small.WriteMessage(ctx, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rsmall.ReadMessage(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-bigDone:
+			t.Fatalf("the large message finished before small message %d got through", i)
+		default:
+			got++
+		}
+	}
+	if got != 5 {
+		t.Fatalf("only %d small messages overtook the large one", got)
+	}
+	<-bigDone
+}
+
+func TestSlowReaderStallsOnlyItsStream(t *testing.T) {
+	c, s := pair(t, 2, func(c *Config) { c.StreamWindow = 1 << 20; c.SegmentSize = 256 << 10 })
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	slow, _ := c.OpenStream(ctx)
+	fast, _ := c.OpenStream(ctx)
+	slow.WriteMessage(ctx, []byte("x"))
+	fast.WriteMessage(ctx, []byte("x"))
+	rslow, _ := s.AcceptStream(ctx)
+	rfast, _ := s.AcceptStream(ctx)
+	// Nobody reads rslow beyond this point: its writer must block once the
+	// window is full.
+	wctx, wcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	var err error
+	sent := 0
+	for err == nil && sent < 64 {
+		err = slow.WriteMessage(wctx, make([]byte, 128<<10))
+		if err == nil {
+			sent++
+		}
+	}
+	wcancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("writer on an unread stream: got %v after %d messages, want it blocked by flow control", err, sent)
+	}
+	if sent*128<<10 > 2<<20 {
+		t.Fatalf("%d KiB accepted on a stream with a 1 MiB window", sent*128)
+	}
+	// The other stream still flows.
+	for i := range 50 {
+		if err := fast.WriteMessage(ctx, make([]byte, 64<<10)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rfast.ReadMessage(ctx); err != nil {
+			t.Fatalf("fast stream message %d: %v", i, err)
+		}
+	}
+	s.mu.Lock()
+	buffered := rslow.rxBuffered
+	s.mu.Unlock()
+	if buffered > 1<<20 {
+		t.Fatalf("receiver buffers %d bytes for a stream with a 1 MiB window", buffered)
+	}
+	// Reading resumes the stalled stream.
+	_ = rslow
+}
+
+func TestMalformedFrameClosesOnlyThatChannel(t *testing.T) {
+	cfg, _ := testConfig(t).populate()
+	ctx := t.Context()
+	ln, err := Listen(ctx, []string{"127.0.0.1:0"}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	addr := ln.Addrs()[0].String()
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"oversized", []byte{byte(wire.TypeMsg), 0x7f, 0xff, 0xff, 0xff}},
+		{"unknown type", []byte{200, 0, 0, 0, 1, 0}},
+		{"frag without start", append(wire.AppendFragHeader(nil, 3), 1, 2, 3)},
+		{"ack of unsent frames", wire.AppendU64(nil, wire.TypeAck, 1000)},
+		{"segment beyond window", wire.AppendMsgHeader(nil, wire.SegmentRef{Stream: 1, Len: 60 << 20})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := clientHandshake(conn, cfg, newSessionID(), 0); err != nil {
+				t.Fatal(err)
+			}
+			conn.Write(tc.frame)
+			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			// The server answers nothing but heartbeats, then closes.
+			buf := make([]byte, 4096)
+			for {
+				_, err := conn.Read(buf)
+				if err != nil {
+					if ne, ok := err.(net.Error); ok && ne.Timeout() {
+						t.Fatal("server kept the channel open after a malformed frame")
+					}
+					break
+				}
+			}
+		})
+	}
+	// The listener still serves a good peer.
+	c, err := Dial(ctx, []Path{{Remote: addr}}, testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
