@@ -88,6 +88,9 @@ type Config struct {
 	// Transport names the channel kind: "tcp" (zero value), "mptcp",
 	// "sctp-udp" or "sctp" when those packages are linked in.
 	Transport string
+	// Channel, if set, is used instead of the kind named by Transport:
+	// custom channels, or channels created inside a network namespace.
+	Channel channel.Kind
 
 	// Stripe selects the striping technique. Zero means StripeEnhanced.
 	Stripe StripeMode
@@ -145,8 +148,12 @@ func (c *Config) populate() (*Config, error) {
 	if cc.Transport == "" {
 		cc.Transport = "tcp"
 	}
-	if _, err := channel.Lookup(cc.Transport); err != nil {
-		return nil, err
+	if cc.Channel == nil {
+		k, err := channel.Lookup(cc.Transport)
+		if err != nil {
+			return nil, err
+		}
+		cc.Channel = k
 	}
 	if cc.Stripe > StripeOff {
 		return nil, fmt.Errorf("transport: invalid Stripe %d", cc.Stripe)

@@ -7,7 +7,6 @@ import (
 	"net"
 	"sync"
 
-	"github.com/braid-hpc/braid/transport/channel"
 	"github.com/braid-hpc/braid/transport/internal/wire"
 )
 
@@ -34,10 +33,7 @@ func Listen(ctx context.Context, addrs []string, cfg *Config) (*Listener, error)
 	if len(addrs) == 0 {
 		return nil, errors.New("transport: Listen needs at least one address")
 	}
-	kind, err := channel.Lookup(c.Transport)
-	if err != nil {
-		return nil, err
-	}
+	kind := c.Channel
 	l := &Listener{cfg: c, sess: map[[wire.SessionIDLen]byte]*Session{}, acceptQ: make(chan *Session, 64), done: make(chan struct{})}
 	for _, a := range addrs {
 		ln, err := kind.Listen(ctx, a)
@@ -256,11 +252,7 @@ func Dial(ctx context.Context, paths []Path, cfg *Config) (*Session, error) {
 }
 
 func dialPathVerdict(ctx context.Context, cfg *Config, id [wire.SessionIDLen]byte, pathID int, local, remote string) (net.Conn, wire.Verdict, error) {
-	kind, err := channel.Lookup(cfg.Transport)
-	if err != nil {
-		return nil, wire.Verdict{}, err
-	}
-	conn, err := kind.Dial(ctx, local, remote)
+	conn, err := cfg.Channel.Dial(ctx, local, remote)
 	if err != nil {
 		return nil, wire.Verdict{}, &PathError{Path: pathID, Local: local, Remote: remote, Op: "dial", Err: err}
 	}

@@ -51,6 +51,7 @@ type path struct {
 	lastTick  time.Time
 	lastBytes int64
 	rtt       time.Duration
+	minRTT    time.Duration // smallest round trip seen on the current channel
 
 	bytesSent, bytesRecv   atomic.Int64
 	framesSent, framesRecv atomic.Int64
@@ -98,6 +99,9 @@ func (s *Session) onAck(p *path, gen int, n uint64) error {
 	for _, r := range p.unacked[:k] {
 		p.unackedBytes -= r.size()
 		s.segAcked(r.seg)
+	}
+	if k > 0 {
+		s.work.Broadcast()
 	}
 	p.unacked = p.unacked[k:]
 	p.ackedFrames = n
@@ -336,6 +340,9 @@ func (r *reader) readControl(h wire.Header) error {
 				r.p.rtt = rtt
 			} else {
 				r.p.rtt = (7*r.p.rtt + rtt) / 8
+			}
+			if r.p.minRTT == 0 || rtt < r.p.minRTT {
+				r.p.minRTT = rtt
 			}
 			s.mu.Unlock()
 		}

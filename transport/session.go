@@ -680,6 +680,7 @@ func (s *Session) attach(id int, local, remote string, conn net.Conn) error {
 	p.lastErr = nil
 	p.rxFrames, p.rxAcked, p.ackedFrames = 0, 0, 0
 	p.ctrSeg = nil
+	p.minRTT = 0
 	p.lastRx = time.Now()
 	s.downSince = time.Time{}
 	for _, seg := range s.striped {

@@ -21,7 +21,7 @@ const (
 	defaultMaxMessageSize   = 64 << 10
 	defaultMaxReceiveBuffer = 4 << 20
 	defaultHandshakeTimeout = 10 * time.Second
-	defaultLinger           = 5 * time.Second
+	defaultLinger           = 2 * time.Second
 	defaultBacklog          = 128
 	socketBuffer            = 4 << 20 // asked of the kernel; it may grant less
 )
@@ -57,7 +57,8 @@ type Config struct {
 
 	// Linger bounds how long Close waits for queued data to be acknowledged
 	// and the SHUTDOWN exchange to finish before it aborts the association.
-	// Zero means 5 s; negative means abort at once.
+	// Close blocks that long at most, on a peer that has gone silent. Zero
+	// means 2 s; negative means abort at once.
 	Linger time.Duration
 
 	// Backlog is how many handshaking or established-but-unaccepted

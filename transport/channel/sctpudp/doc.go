@@ -30,6 +30,16 @@
 // packets must not exceed 8192 bytes (pion's receive limit), so Config.MTU
 // is capped there and a foreign peer must keep its path MTU at or below it.
 //
+// pion refuses an INIT that carries parameters it does not parse, among
+// them the IPv4/IPv6 Address and Supported Address Types parameters that
+// usrsctp and kernel stacks always send. The conn under each association
+// drops those parameters from an inbound INIT (and fixes its CRC32c) before
+// pion sees it; over one UDP 4-tuple they carry nothing usable.
+//
+// pion retransmits to a peer that has gone silent without ever giving the
+// association up (it has no Association.Max.Retrans limit); a reader
+// notices such a peer by its read deadline, as braid's heartbeats do.
+//
 // Pion sends whatever the congestion and receive windows allow at once and
 // bundles queued chunks; it has no Nagle-style hold-back and no public knob
 // for delayed acknowledgements, so there is no NoDelay option here: sending

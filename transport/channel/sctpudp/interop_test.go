@@ -189,11 +189,11 @@ func TestInteropGoClientUsrsctpServer(t *testing.T) {
 		wg.Add(2)
 		go func() { // writer: writes of growing size, up to past one message
 			defer wg.Done()
-			buf := make([]byte, 100<<10)
-			for off, w := int64(0), 1; off < size; off, w = off+int64(w), w*3+7 {
-				w = min(w, len(buf), int(size-off))
-				pattern(buf[:w], uint64(id), off)
-				if _, err := st.Write(buf[:w]); err != nil {
+			data := make([]byte, size)
+			pattern(data, uint64(id), 0)
+			for off, w := 0, 1; off < size; off, w = off+w, w*3+7 {
+				w = min(w, 100<<10, size-off)
+				if _, err := st.Write(data[off : off+w]); err != nil {
 					errc <- fmt.Errorf("stream %d write: %w", id, err)
 					return
 				}
@@ -235,6 +235,7 @@ func TestInteropUsrsctpClientGoServer(t *testing.T) {
 	ln := listenLoopback(t, Kind{})
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer ln.Close() // before wg.Wait: ends an Accept still waiting
 	wg.Add(1)
 	go func() { // echo every stream of every association back
 		defer wg.Done()

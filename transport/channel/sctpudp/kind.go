@@ -50,7 +50,7 @@ func (k Kind) Dial(ctx context.Context, local, remote string) (net.Conn, error) 
 
 	hctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 	defer cancel()
-	a, err := sctp.ClientContext(hctx, clientOptions(&cfg, uc)...)
+	a, err := sctp.ClientContext(hctx, clientOptions(&cfg, initFixConn{uc})...)
 	if err != nil {
 		_ = uc.Close()
 		if rerr := uc.readErr(); rerr != nil && errors.Is(err, sctp.ErrAssociationClosedBeforeConn) {

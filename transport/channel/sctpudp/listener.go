@@ -105,8 +105,12 @@ func (l *listener) handshake(c net.Conn) {
 	defer l.wg.Done()
 	// Closing c ends pion's read loop, which fails the handshake.
 	timer := time.AfterFunc(l.cfg.HandshakeTimeout, func() { _ = c.Close() })
-	a, err := sctp.ServerWithOptions(serverOptions(l.cfg, c)...)
-	timer.Stop()
+	a, err := sctp.ServerWithOptions(serverOptions(l.cfg, initFixConn{c})...)
+	if !timer.Stop() && err == nil {
+		// The timer closed c just as the handshake finished.
+		_ = a.Close()
+		err = sctp.ErrAssociationClosedBeforeConn
+	}
 	l.mu.Lock()
 	delete(l.pending, c)
 	l.mu.Unlock()
@@ -192,14 +196,11 @@ func isInit(b []byte) bool {
 	if len(b) < common+initLen {
 		return false
 	}
-	if b[common] != 1 || binary.BigEndian.Uint32(b[4:8]) != 0 {
+	if b[common] != ctInit || binary.BigEndian.Uint32(b[4:8]) != 0 {
 		return false
 	}
 	if l := binary.BigEndian.Uint16(b[common+2:]); int(l) < initLen || int(l) > len(b)-common {
 		return false
 	}
-	sum := crc32.Update(0, castagnoli, b[:8])
-	sum = crc32.Update(sum, castagnoli, []byte{0, 0, 0, 0})
-	sum = crc32.Update(sum, castagnoli, b[12:])
-	return sum == binary.LittleEndian.Uint32(b[8:12])
+	return checksumOK(b)
 }

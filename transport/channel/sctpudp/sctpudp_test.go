@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -16,6 +17,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,6 +172,55 @@ func makeInit(tag uint32) []byte {
 func fixChecksum(b []byte) {
 	binary.LittleEndian.PutUint32(b[8:], 0)
 	binary.LittleEndian.PutUint32(b[8:], crc32.Checksum(b, castagnoli))
+}
+
+// usrsctpInit is an INIT that libusrsctp 0.9.5 sent over UDP: it lists
+// Supported Address Types and two IPv4 Address parameters, which pion
+// refuses.
+const usrsctpInit = "1388138800000000e63c6f55010000749fecb6cb0002000000100010e415a4d0" +
+	"80000004c000000480080009c00fc18082000000800200245fb67663ec370a82" +
+	"6f9b4298520bba980510cb34172c5d15273c6a7498e339f58004000600010000" +
+	"8003000680c10000000c00060005000000050008c0000202000500087f000001"
+
+func TestStripInitParams(t *testing.T) {
+	b, err := hex.DecodeString(usrsctpInit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixChecksum(b)
+	if !isInit(b) {
+		t.Fatal("captured INIT rejected")
+	}
+	n := stripInitParams(b)
+	b = b[:n]
+	if !isInit(b) {
+		t.Fatalf("stripped INIT invalid: %x", b)
+	}
+	var types []uint16
+	for off := 32; off+4 <= len(b); {
+		l := int(binary.BigEndian.Uint16(b[off+2:]))
+		types = append(types, binary.BigEndian.Uint16(b[off:]))
+		off += (l + 3) &^ 3
+	}
+	want := []uint16{0x8000, 0xc000, 0x8008, 0x8002, 0x8004, 0x8003}
+	if fmt.Sprint(types) != fmt.Sprint(want) {
+		t.Errorf("parameters left %#x, want %#x", types, want)
+	}
+	if got := int(binary.BigEndian.Uint16(b[14:])); got+12 > n || got+12 < n-3 {
+		t.Errorf("chunk length %d for a %d-byte packet", got, n)
+	}
+	// Nothing to strip, a bad checksum, or no INIT: untouched.
+	for _, pkt := range [][]byte{makeInit(7), bytes.Clone(b[:n])} {
+		c := bytes.Clone(pkt)
+		if m := stripInitParams(c); m != len(pkt) || !bytes.Equal(c, pkt) {
+			t.Errorf("INIT without foreign parameters changed: %x -> %x", pkt, c[:m])
+		}
+	}
+	bad, _ := hex.DecodeString(usrsctpInit)
+	bad[8] ^= 0xff
+	if m := stripInitParams(bytes.Clone(bad)); m != len(bad) {
+		t.Error("INIT with a bad checksum was rewritten")
+	}
 }
 
 func TestEcho(t *testing.T) {
@@ -709,4 +760,111 @@ func TestNoGoroutineLeak(t *testing.T) {
 func closeAbort(st *Stream) error {
 	st.assoc.cfg.Linger = -1
 	return st.Close()
+}
+
+// relay forwards UDP datagrams between one client and target, until
+// blackhole is set; then it drops everything, as a dead path would.
+type relay struct {
+	pc        net.PacketConn
+	up        *net.UDPConn // to target
+	blackhole atomic.Bool
+	done      chan struct{}
+}
+
+func startRelay(t testing.TB, target string) *relay {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raddr, _ := net.ResolveUDPAddr("udp", target)
+	up, err := net.DialUDP("udp", nil, raddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{pc: pc, up: up, done: make(chan struct{})}
+	var client atomic.Pointer[net.Addr]
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // client -> target
+		defer wg.Done()
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			client.Store(&from)
+			if !r.blackhole.Load() {
+				_, _ = up.Write(buf[:n])
+			}
+		}
+	}()
+	go func() { // target -> client
+		defer wg.Done()
+		buf := make([]byte, 65536)
+		for {
+			n, err := up.Read(buf)
+			if err != nil {
+				return
+			}
+			if a := client.Load(); a != nil && !r.blackhole.Load() {
+				_, _ = pc.WriteTo(buf[:n], *a)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = pc.Close()
+		_ = up.Close()
+		wg.Wait()
+	})
+	return r
+}
+
+func TestDeadPeer(t *testing.T) {
+	checkLeaks(t)
+	k := Kind{Config: Config{Linger: 300 * time.Millisecond}}
+	ln := listenLoopback(t, k)
+	r := startRelay(t, ln.Addr().String())
+	server := make(chan net.Conn, 1)
+	go func() {
+		if s, err := ln.Accept(); err == nil {
+			server <- s
+			_, _ = io.Copy(s, s)
+		}
+	}()
+	c, err := k.Dial(t.Context(), "", r.pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, buf); err != nil {
+		t.Fatal(err)
+	}
+
+	// The path dies: a heartbeat-style read deadline notices, and Close
+	// gives up on the SHUTDOWN after Linger.
+	r.blackhole.Store(true)
+	_, _ = c.Write([]byte("lost"))
+	_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read on a dead path: %v, want a timeout", err)
+	}
+	start := time.Now()
+	_ = c.Close()
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("Close on a dead path took %v, Linger is 300ms", el)
+	}
+	// The server never heard the ABORT, and pion never gives up on a silent
+	// peer: its side lives until closed, as braid's heartbeat would.
+	s := <-server
+	start = time.Now()
+	_ = s.Close()
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("server Close on a dead path took %v", el)
+	}
 }

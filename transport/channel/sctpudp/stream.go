@@ -153,8 +153,8 @@ func (s *Stream) Read(p []byte) (int, error) {
 
 // Write implements net.Conn.
 func (s *Stream) Write(p []byte) (int, error) {
-	max := s.assoc.cfg.MaxMessageSize
-	if s.messages && len(p) > max {
+	limit := s.assoc.cfg.MaxMessageSize
+	if s.messages && len(p) > limit {
 		return 0, s.opError("write", ErrMessageTooLarge)
 	}
 	s.wmu.Lock()
@@ -164,7 +164,7 @@ func (s *Stream) Write(p []byte) (int, error) {
 		if s.isClosed() {
 			return n, s.opError("write", net.ErrClosed)
 		}
-		m := min(len(p)-n, max)
+		m := min(len(p)-n, limit)
 		if _, err := s.s.WriteSCTP(p[n:n+m], ppid); err != nil {
 			return n, s.writeError(err)
 		}

@@ -15,9 +15,9 @@
  *       checking every byte and the stream it came back on. Then shuts down,
  *       prints "OK ..." and exits 0.
  *
- * The SCTP packets' path MTU is pinned to $USRSCTP_PEER_MTU (default 1200;
- * 0 leaves usrsctp's own choice) because pion, on the other side, receives
- * SCTP packets of at most 8192 bytes.
+ * $USRSCTP_PEER_MTU, if set and not 0, pins the path MTU (PMTU discovery
+ * off); otherwise usrsctp picks its own (1460 over UDP here). pion, on the
+ * other side, receives SCTP packets of at most 8192 bytes.
  *
  * Every failure prints "FAIL ..." on stderr and exits non-zero; the whole
  * run is bounded by alarm(60).
@@ -62,7 +62,7 @@ static size_t msg_len(unsigned r, unsigned sid) {
 
 static void set_path_mtu(struct socket *s) {
 	const char *env = getenv("USRSCTP_PEER_MTU");
-	uint32_t mtu = env ? (uint32_t)atoi(env) : 1200;
+	uint32_t mtu = env ? (uint32_t)atoi(env) : 0;
 	struct sctp_paddrparams pp;
 
 	if (mtu == 0) {

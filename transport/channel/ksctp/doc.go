@@ -1,0 +1,29 @@
+// Package ksctp is the "sctp" channel kind: kernel SCTP (Linux lksctp), one
+// one-to-one style association (SOCK_STREAM) per braid channel, driven by
+// direct system calls and Go's network poller.
+//
+// Multi-homing: the local and remote strings that Kind.Dial and Kind.Listen
+// take may each be a comma-separated list of addresses, all on one port:
+//
+//	Dial(ctx, "10.0.0.1,10.0.1.1", "10.0.0.2:9000,10.0.1.2")
+//	Listen(ctx, "10.0.0.2:9000,10.0.1.2")
+//	Listen(ctx, ":9000")                     // every local address
+//
+// Each entry is host or host:port (IPv6 in brackets when a port follows);
+// a host name stands for all of its addresses. Entries that give a port
+// must agree, and entries without one take it. A remote list needs a port
+// somewhere; a local list may leave it out (the kernel picks one). The
+// socket binds every local address (sctp_bindx, SCTP_SOCKOPT_BINDX_ADD)
+// and connects to every remote one (sctp_connectx, SCTP_SOCKOPT_CONNECTX),
+// so the association can fail over between paths by itself. The socket is
+// IPv6 if any address is IPv6; IPv4 addresses may be mixed in.
+//
+// The socket is created non-blocking and handed to the runtime poller
+// (os.NewFile, then net.FileConn / net.FileListener), so Read, Write,
+// deadlines and Close behave as on a TCP net.Conn; errors name "tcp" as the
+// network, since that is the only stream type package net knows.
+//
+// Kernel SCTP may be missing (module not loaded, or a container without
+// it): socket(IPPROTO_SCTP) then fails, and Dial and Listen return an error
+// that wraps ErrUnavailable. Available reports it up front.
+package ksctp

@@ -1,0 +1,175 @@
+package ksctp
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+
+	"github.com/braid-hpc/braid/transport/channel"
+)
+
+var errNoRemote = errors.New("no remote address")
+
+func init() {
+	channel.Register(Kind{})
+}
+
+// Config tunes kernel SCTP channels. The zero value works.
+type Config struct {
+	// Nagle lets the kernel hold back small messages to bundle them.
+	// False (the zero value) sets SCTP_NODELAY, as braid's TCP channels set
+	// TCP_NODELAY.
+	Nagle bool
+
+	// Backlog is the listen queue length. Zero means 128.
+	Backlog int
+
+	// Timeout bounds Dial's handshake when the context has no sooner
+	// deadline. Zero means 10 s.
+	Timeout time.Duration
+}
+
+func (c Config) backlog() int {
+	if c.Backlog <= 0 {
+		return 128
+	}
+	return c.Backlog
+}
+
+func (c Config) timeout() time.Duration {
+	if c.Timeout <= 0 {
+		return 10 * time.Second
+	}
+	return c.Timeout
+}
+
+// Kind is the "sctp" channel kind.
+type Kind struct {
+	Config Config
+}
+
+// Name implements channel.Kind.
+func (Kind) Name() string { return "sctp" }
+
+// Dial implements channel.Kind. local and remote may be address lists (see
+// the package documentation); the association binds every local address
+// and knows every remote one.
+func (k Kind) Dial(ctx context.Context, local, remote string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, k.Config.timeout())
+	defer cancel()
+	raddr, err := ParseAddr(ctx, nil, remote, true)
+	if err != nil {
+		return nil, err
+	}
+	if len(raddr.IPs) == 0 {
+		return nil, &net.OpError{Op: "dial", Net: "sctp", Addr: raddr, Err: errNoRemote}
+	}
+	laddr, err := ParseAddr(ctx, nil, local, false)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dial(ctx, &k.Config, laddr, raddr)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "sctp", Source: laddr, Addr: raddr, Err: err}
+	}
+	return c, nil
+}
+
+// Listen implements channel.Kind. addr may be an address list (see the
+// package documentation); ":port" listens on every local address.
+func (k Kind) Listen(ctx context.Context, addr string) (net.Listener, error) {
+	laddr, err := ParseAddr(ctx, nil, addr, true)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := listen(&k.Config, laddr)
+	if err != nil {
+		return nil, &net.OpError{Op: "listen", Net: "sctp", Addr: laddr, Err: err}
+	}
+	return ln, nil
+}
+
+// Conn is one kernel SCTP association as a net.Conn.
+type Conn struct {
+	net.Conn // a *net.TCPConn over the SCTP socket: the stream-socket plumbing
+	laddr    *Addr
+	raddr    *Addr
+}
+
+// LocalAddr implements net.Conn: the address the association was set up
+// from (the primary local one when several are bound).
+func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+
+// RemoteAddr implements net.Conn: the peer's primary address.
+func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
+
+// maxMessage is the largest SCTP message one Write sends: the kernel
+// takes a message whole or not at all, so a Write larger than the socket
+// buffer would never go out in one piece.
+const maxMessage = 64 << 10
+
+// Write implements net.Conn: p goes out as SCTP messages of at most 64 KiB
+// on stream 0, which the peer reads back as one ordered byte stream.
+func (c *Conn) Write(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := c.Conn.Write(p[n:min(len(p), n+maxMessage)])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// CloseWrite starts the SCTP SHUTDOWN: the peer reads io.EOF after the
+// data already written, and this side can still read.
+func (c *Conn) CloseWrite() error {
+	return c.Conn.(interface{ CloseWrite() error }).CloseWrite()
+}
+
+// wrap turns the TCPConn that net.FileConn made of an SCTP socket into a
+// Conn that reports "sctp" addresses.
+func wrap(c net.Conn) *Conn {
+	return &Conn{Conn: c, laddr: fromTCP(c.LocalAddr()), raddr: fromTCP(c.RemoteAddr())}
+}
+
+func fromTCP(a net.Addr) *Addr {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok || ta == nil {
+		return &Addr{}
+	}
+	return &Addr{IPs: []net.IPAddr{{IP: ta.IP, Zone: ta.Zone}}, Port: ta.Port}
+}
+
+// listener hands out Conns.
+type listener struct {
+	net.Listener // a *net.TCPListener over the SCTP socket
+	addr         *Addr
+	cfg          *Config
+	noDelay      func(fd int, on bool) error
+}
+
+// Accept implements net.Listener.
+func (l *listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if err := setNoDelay(c, l.noDelay, !l.cfg.Nagle); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return wrap(c), nil
+}
+
+// Addr implements net.Listener: every address bound, with the port (which
+// the kernel chose if the listen address had port 0).
+func (l *listener) Addr() net.Addr {
+	a := fromTCP(l.Listener.Addr())
+	if len(l.addr.IPs) > 1 {
+		a.IPs = l.addr.IPs
+	}
+	return a
+}

@@ -1,0 +1,273 @@
+//go:build linux
+
+package ksctp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// From linux/sctp.h; golang.org/x/sys/unix does not define them.
+const (
+	solSCTP             = 132 // SOL_SCTP
+	sctpNoDelay         = 3   // SCTP_NODELAY
+	sctpSockoptBindxAdd = 100 // SCTP_SOCKOPT_BINDX_ADD
+	sctpSockoptConnectx = 110 // SCTP_SOCKOPT_CONNECTX
+)
+
+// proto is the protocol-specific part of dialing and listening: the
+// socket's protocol, how it binds and connects to an address list, and its
+// no-delay option. sctpProto is the real one; the tests drive the same
+// poller plumbing with a TCP stand-in where the kernel lacks SCTP.
+type proto struct {
+	num     int
+	bind    func(fd int, b []byte) error // packed sockaddrs, all on one port
+	connect func(fd int, b []byte) error // packed sockaddrs; EINPROGRESS expected
+	noDelay func(fd int, on bool) error
+}
+
+var sctpProto = proto{
+	num: unix.IPPROTO_SCTP,
+	bind: func(fd int, b []byte) error {
+		return os.NewSyscallError("sctp_bindx", unix.SetsockoptString(fd, solSCTP, sctpSockoptBindxAdd, string(b)))
+	},
+	// sctp_connectx: start the handshake to all remote addresses at once.
+	connect: func(fd int, b []byte) error {
+		return unix.SetsockoptString(fd, solSCTP, sctpSockoptConnectx, string(b))
+	},
+	noDelay: setsockoptNoDelay,
+}
+
+// Available reports whether the kernel offers SCTP, by opening and closing
+// an SCTP socket. The error wraps ErrUnavailable.
+func Available() error {
+	fd, err := socket(unix.AF_INET, unix.IPPROTO_SCTP)
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
+}
+
+// socket opens a non-blocking one-to-one (SOCK_STREAM) socket.
+func socket(family, proto int) (int, error) {
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, proto)
+	if err == nil {
+		return fd, nil
+	}
+	if proto != unix.IPPROTO_SCTP {
+		return -1, os.NewSyscallError("socket", err)
+	}
+	name := "AF_INET"
+	if family == unix.AF_INET6 {
+		name = "AF_INET6"
+	}
+	switch {
+	case errors.Is(err, unix.EPROTONOSUPPORT), errors.Is(err, unix.ESOCKTNOSUPPORT),
+		errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return -1, fmt.Errorf("%w: socket(%s, SOCK_STREAM, IPPROTO_SCTP): %w; load the sctp module (modprobe sctp)",
+			ErrUnavailable, name, err)
+	}
+	return -1, os.NewSyscallError("socket", err)
+}
+
+func family(addrs ...*Addr) int {
+	for _, a := range addrs {
+		if a.hasIPv6() {
+			return unix.AF_INET6
+		}
+	}
+	return unix.AF_INET
+}
+
+// bindAll binds fd to every address of a (sctp_bindx with
+// SCTP_BINDX_ADD_ADDR), or to the wildcard address with a's port when a
+// has none.
+func (p proto) bindAll(fd, fam int, a *Addr) error {
+	if len(a.IPs) == 0 {
+		var sa unix.Sockaddr = &unix.SockaddrInet4{Port: a.Port}
+		if fam == unix.AF_INET6 {
+			sa = &unix.SockaddrInet6{Port: a.Port}
+		}
+		return os.NewSyscallError("bind", unix.Bind(fd, sa))
+	}
+	b, err := packSockaddrs(a, zoneIndex)
+	if err != nil {
+		return err
+	}
+	return p.bind(fd, b)
+}
+
+func setsockoptNoDelay(fd int, on bool) error {
+	v := 0
+	if on {
+		v = 1
+	}
+	return os.NewSyscallError("setsockopt SCTP_NODELAY", unix.SetsockoptInt(fd, solSCTP, sctpNoDelay, v))
+}
+
+// setNoDelay sets the no-delay option on a socket the poller already owns.
+func setNoDelay(c net.Conn, set func(fd int, on bool) error, on bool) error {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = set(int(fd), on) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+func dial(ctx context.Context, cfg *Config, laddr, raddr *Addr) (net.Conn, error) {
+	return sctpProto.dial(ctx, cfg, laddr, raddr)
+}
+
+func (p proto) dial(ctx context.Context, cfg *Config, laddr, raddr *Addr) (net.Conn, error) {
+	fam := family(laddr, raddr)
+	fd, err := socket(fam, p.num)
+	if err != nil {
+		return nil, err
+	}
+	owned := false // once os.NewFile has it, f.Close closes fd
+	defer func() {
+		if !owned {
+			_ = unix.Close(fd)
+		}
+	}()
+	if err := p.noDelay(fd, !cfg.Nagle); err != nil {
+		return nil, err
+	}
+	if len(laddr.IPs) > 0 || laddr.Port != 0 {
+		if err := p.bindAll(fd, fam, laddr); err != nil {
+			return nil, err
+		}
+	}
+	b, err := packSockaddrs(raddr, zoneIndex)
+	if err != nil {
+		return nil, err
+	}
+	// A non-blocking socket answers EINPROGRESS.
+	cerr := p.connect(fd, b)
+	if cerr != nil && !errors.Is(cerr, unix.EINPROGRESS) {
+		return nil, os.NewSyscallError("connect", cerr)
+	}
+	f := os.NewFile(uintptr(fd), "sctp")
+	owned = true
+	defer f.Close() // net.FileConn keeps a duplicate
+	if cerr != nil {
+		if err := waitConnected(ctx, f); err != nil {
+			return nil, err
+		}
+	}
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, err
+	}
+	return wrap(c), nil
+}
+
+// aLongTimeAgo is a deadline in the past, to wake a waiting poll.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// waitConnected waits, in the runtime poller, for the non-blocking connect
+// on f to finish, as package net does for TCP: writability, then SO_ERROR,
+// then getpeername to tell a real connection from a spurious wakeup.
+func waitConnected(ctx context.Context, f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = f.SetWriteDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = f.SetWriteDeadline(aLongTimeAgo) })
+	defer stop()
+	var cerr error
+	first := true
+	err = rc.Write(func(fd uintptr) bool {
+		if first {
+			first = false
+			return false // connectx just said EINPROGRESS: wait
+		}
+		v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
+		if err != nil {
+			cerr = os.NewSyscallError("getsockopt SO_ERROR", err)
+			return true
+		}
+		switch e := syscall.Errno(v); e {
+		case 0:
+			if _, err := unix.Getpeername(int(fd)); err == nil {
+				return true
+			}
+			return false // not connected yet
+		case unix.EINPROGRESS, unix.EALREADY, unix.EINTR:
+			return false
+		default:
+			cerr = os.NewSyscallError("connect", e)
+			return true
+		}
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	return cerr
+}
+
+func listen(cfg *Config, laddr *Addr) (net.Listener, error) {
+	return sctpProto.listen(cfg, laddr)
+}
+
+func (p proto) listen(cfg *Config, laddr *Addr) (net.Listener, error) {
+	fam := family(laddr)
+	if len(laddr.IPs) == 0 {
+		fam = unix.AF_INET6 // the wildcard: dual-stack where IPv6 exists
+	}
+	fd, err := socket(fam, p.num)
+	if err != nil && fam == unix.AF_INET6 && len(laddr.IPs) == 0 && errors.Is(err, unix.EAFNOSUPPORT) {
+		fam = unix.AF_INET
+		fd, err = socket(fam, p.num)
+	}
+	if err != nil {
+		return nil, err
+	}
+	owned := false
+	defer func() {
+		if !owned {
+			_ = unix.Close(fd)
+		}
+	}()
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return nil, os.NewSyscallError("setsockopt SO_REUSEADDR", err)
+	}
+	if err := p.noDelay(fd, !cfg.Nagle); err != nil {
+		return nil, err
+	}
+	if err := p.bindAll(fd, fam, laddr); err != nil {
+		return nil, err
+	}
+	if err := unix.Listen(fd, cfg.backlog()); err != nil {
+		return nil, os.NewSyscallError("listen", err)
+	}
+	f := os.NewFile(uintptr(fd), "sctp-listener")
+	owned = true
+	defer f.Close() // net.FileListener keeps a duplicate
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, err
+	}
+	return &listener{Listener: ln, addr: laddr, cfg: cfg, noDelay: p.noDelay}, nil
+}

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package ksctp
+
+import (
+	"net"
+	"testing"
+)
+
+func getNoDelay(t *testing.T, _ net.Conn) int {
+	t.Skip("SCTP_NODELAY is read on Linux only")
+	return 0
+}
