@@ -1,0 +1,163 @@
+package api
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// JobState is where a job is in its life.
+type JobState string
+
+// Job states. Queued and Running are unfinished; the others are final.
+const (
+	JobQueued   JobState = "queued"
+	JobRunning  JobState = "running"
+	JobDone     JobState = "done"
+	JobFailed   JobState = "failed"
+	JobCanceled JobState = "canceled"
+)
+
+// Final reports whether s is a state a job never leaves.
+func (s JobState) Final() bool {
+	return s == JobDone || s == JobFailed || s == JobCanceled
+}
+
+// Valid reports whether s is one of the defined states.
+func (s JobState) Valid() bool {
+	switch s {
+	case JobQueued, JobRunning, JobDone, JobFailed, JobCanceled:
+		return true
+	}
+	return false
+}
+
+// Scheduling policies a job may ask for. The empty string means
+// PolicyDynamic.
+const (
+	// PolicyEqual splits the units evenly among the live workers up front.
+	PolicyEqual = "equal"
+	// PolicyProportional splits the units up front in proportion to the
+	// threads each worker lends.
+	PolicyProportional = "proportional"
+	// PolicyDynamic keeps a few units in flight on every stream and sends
+	// the next one as a result comes back.
+	PolicyDynamic = "dynamic"
+)
+
+// JobRequest submits a job (POST /v1/jobs): apply Op to the blob Input.
+type JobRequest struct {
+	// Op names the operation, e.g. "blur"; GET /v1/ops lists them.
+	Op string `json:"op"`
+	// Input is the ID of an uploaded blob.
+	Input string `json:"input"`
+	// Params are the operation's parameters, e.g. {"radius": "5"}.
+	Params map[string]string `json:"params,omitempty"`
+	// Units asks for this many computation units; 0 lets the operation
+	// choose. Mutually exclusive with Tile.
+	Units int `json:"units,omitempty"`
+	// Tile splits an image into tiles of this size; the zero Tile means
+	// no tiling. Only image operations accept it.
+	Tile Tile `json:"tile,omitzero"`
+	// Repeat processes the whole job this many times as independent
+	// units (0 and 1 mean once). All copies must agree; the output is one
+	// of them.
+	Repeat int `json:"repeat,omitempty"`
+	// Policy is PolicyEqual, PolicyProportional or PolicyDynamic (the
+	// default when empty).
+	Policy string `json:"policy,omitempty"`
+	// InFlight is how many units a stream may hold at once; 0 means the
+	// server's default.
+	InFlight int `json:"in_flight,omitempty"`
+}
+
+// UnitCounts counts a job's computation units by state.
+type UnitCounts struct {
+	Total   int `json:"total"`
+	Done    int `json:"done"`
+	Failed  int `json:"failed"`
+	Running int `json:"running"`
+}
+
+// Timings records when a job moved and how much compute it used.
+type Timings struct {
+	// Submitted is when the server accepted the job.
+	Submitted time.Time `json:"submitted"`
+	// Started is when the first unit was sent; zero until then.
+	Started time.Time `json:"started,omitzero"`
+	// Finished is when the job reached a final state; zero until then.
+	Finished time.Time `json:"finished,omitzero"`
+	// ComputeNanos sums the compute time the workers reported for the
+	// units that counted.
+	ComputeNanos int64 `json:"compute_ns"`
+}
+
+// JobStatus is the server's view of one job: the answer to a submission
+// and to GET /v1/jobs/{id}.
+type JobStatus struct {
+	Job    uint64            `json:"job"`
+	Op     string            `json:"op"`
+	Input  string            `json:"input"`
+	Params map[string]string `json:"params,omitempty"`
+	Policy string            `json:"policy"`
+	State  JobState          `json:"state"`
+	// Output is the ID of the result blob once State is JobDone.
+	Output string     `json:"output,omitempty"`
+	Units  UnitCounts `json:"units"`
+	// Error says why a job failed or was canceled, naming the unit.
+	Error   string  `json:"error,omitempty"`
+	Timings Timings `json:"timings"`
+}
+
+// JobList is the answer to GET /v1/jobs.
+type JobList struct {
+	Jobs []JobStatus `json:"jobs"`
+}
+
+// Tile is a tile size in pixels. In JSON and on the command line it is
+// written WxH, e.g. "256x256". The zero Tile means "no tiling".
+type Tile struct {
+	W, H int
+}
+
+// ParseTile parses "WxH" (or a single number N for NxN). Both sides must be
+// at least 1.
+func ParseTile(s string) (Tile, error) {
+	ws, hs, ok := strings.Cut(strings.ToLower(strings.TrimSpace(s)), "x")
+	if !ok {
+		hs = ws
+	}
+	w, err1 := strconv.Atoi(ws)
+	h, err2 := strconv.Atoi(hs)
+	if err1 != nil || err2 != nil {
+		return Tile{}, fmt.Errorf("tile %q: want WIDTHxHEIGHT in pixels, e.g. 256x256", s)
+	}
+	if w < 1 || h < 1 {
+		return Tile{}, fmt.Errorf("tile %q: width and height must be at least 1 pixel", s)
+	}
+	return Tile{W: w, H: h}, nil
+}
+
+// IsZero reports whether t is the zero Tile (no tiling).
+func (t Tile) IsZero() bool { return t == Tile{} }
+
+// String returns "WxH".
+func (t Tile) String() string { return strconv.Itoa(t.W) + "x" + strconv.Itoa(t.H) }
+
+// MarshalText implements encoding.TextMarshaler.
+func (t Tile) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseTile, so a
+// zero or negative size in a request is rejected when it is decoded.
+func (t *Tile) UnmarshalText(b []byte) error {
+	v, err := ParseTile(string(b))
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}
+
+// Set implements flag.Value.
+func (t *Tile) Set(s string) error { return t.UnmarshalText([]byte(s)) }

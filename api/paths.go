@@ -1,0 +1,27 @@
+package api
+
+// HTTP paths of the control API. Paths ending in "/" take an identifier
+// after the slash, e.g. PathJobs + "42". openapi.yaml documents them all.
+const (
+	// SpecPath serves openapi.yaml.
+	SpecPath = "/openapi.yaml"
+	// PathHealth answers 200 while the server runs.
+	PathHealth = "/v1/health"
+	// PathOps lists the operations the server can split and assemble.
+	PathOps = "/v1/ops"
+	// PathWorkers registers (POST) and lists (GET) workers.
+	PathWorkers = "/v1/workers"
+	// PathBlobs uploads (POST) and lists (GET) blobs.
+	PathBlobs = "/v1/blobs"
+	// PathJobs submits (POST) and lists (GET) jobs.
+	PathJobs = "/v1/jobs"
+)
+
+// ContentTypeJSON is the media type of every JSON request and response.
+const ContentTypeJSON = "application/json"
+
+// ContentTypeSpec is the media type of openapi.yaml at SpecPath.
+const ContentTypeSpec = "application/yaml"
+
+// ContentTypeBlob is the media type of blob uploads and downloads.
+const ContentTypeBlob = "application/octet-stream"

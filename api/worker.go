@@ -1,0 +1,74 @@
+package api
+
+import "time"
+
+// Register is what a worker tells the server about itself, at start
+// (POST /v1/workers) and whenever it changes (PUT /v1/workers/{id}).
+type Register struct {
+	// Name is a label for logs and listings, e.g. the host name. Optional.
+	Name string `json:"name,omitempty"`
+	// Addresses are the data-plane addresses (host:port) the server dials
+	// to open streams to this worker, one per network path.
+	Addresses []string `json:"addresses"`
+	// Cores is the number of CPU cores of the host.
+	Cores int `json:"cores"`
+	// Memory is the host's RAM in bytes.
+	Memory int64 `json:"memory"`
+	// Disk is the free disk space in bytes.
+	Disk int64 `json:"disk"`
+	// CPUMHz is the processor frequency in MHz.
+	CPUMHz int `json:"cpu_mhz"`
+	// Threads is how many processing threads the worker lends; the server
+	// opens at most this many streams to it.
+	Threads int `json:"threads"`
+	// Ops lists the operations the worker can run. A unit is only sent to
+	// a worker whose Ops contains the unit's operation.
+	Ops []string `json:"ops"`
+}
+
+// Registration is the server's answer to Register.
+type Registration struct {
+	// Worker is the identifier the worker uses in heartbeats and updates.
+	Worker string `json:"worker"`
+	// HeartbeatMillis is how often the server wants a heartbeat.
+	HeartbeatMillis int64 `json:"heartbeat_ms"`
+	// TimeoutMillis is how long the server waits without a heartbeat
+	// before it declares the worker dead and runs its units elsewhere.
+	TimeoutMillis int64 `json:"timeout_ms"`
+}
+
+// Heartbeat is a worker's periodic sign of life with its current load
+// (POST /v1/workers/{id}/heartbeat). A 404 answer means the server does
+// not know the worker (it was declared dead, or the server lost it):
+// register again.
+type Heartbeat struct {
+	// Running is the number of units the worker is executing.
+	Running int `json:"running"`
+	// Queued is the number of units received but not yet started.
+	Queued int `json:"queued"`
+	// Load is the host's one-minute load average.
+	Load float64 `json:"load"`
+}
+
+// WorkerInfo is the server's view of one worker.
+type WorkerInfo struct {
+	ID string `json:"id"`
+	Register
+	// Registered is when the worker first registered.
+	Registered time.Time `json:"registered"`
+	// LastSeen is the time of the last registration or heartbeat.
+	LastSeen time.Time `json:"last_seen"`
+	// Alive is false once the worker was silent past the timeout.
+	Alive bool `json:"alive"`
+	// Running, Queued and Load are from the last heartbeat.
+	Running int     `json:"running"`
+	Queued  int     `json:"queued"`
+	Load    float64 `json:"load"`
+	// Done counts the units whose results this worker delivered first.
+	Done uint64 `json:"done"`
+}
+
+// WorkerList is the answer to GET /v1/workers.
+type WorkerList struct {
+	Workers []WorkerInfo `json:"workers"`
+}

@@ -1,0 +1,25 @@
+// Package ops holds the operations braid's workers run on stored data.
+//
+// An operation is used in three places. The server calls Split to cut a
+// job's input into computation units, and later Assemble to turn the units'
+// results into the job's output. A worker calls Run on each unit it gets.
+// Units are self-describing: a unit carries its parameters and its own
+// data, and may depend on earlier units, whose results become its further
+// inputs (so a job is a DAG; checksum's reduce unit uses this).
+//
+//	          Split                    Run (workers)             Assemble
+//	input ─────────────▶ unit 0 ──────────▶ result 0 ─┐
+//	                     unit 1 ──────────▶ result 1 ─┼──────────▶ output
+//	                     unit 2 (deps 0,1) ▶ result 2 ─┘
+//
+// Image operations (blur, grayscale, sharpen, edges) decode PNG, JPEG or
+// GIF (first frame) and write PNG. Tiled, each unit carries its tile plus a
+// halo as wide as the filter's reach, so the assembled output is
+// pixel-identical to processing the whole image in one unit, whatever the
+// tiling. Filters work on premultiplied RGBA bytes in integer arithmetic.
+//
+// Every operation honours Hint.Repeat: the whole job is processed that many
+// times as independent units, and Assemble checks that all copies agree.
+// Execute runs a job in-process, which is what `braid local` and the tests
+// use.
+package ops

@@ -1,0 +1,43 @@
+// Package sched decides which worker stream runs which computation unit.
+// It is pure placement logic: it never talks to the network or the disk.
+// The server tells it about workers, jobs and outcomes, and asks it what
+// each stream should run next.
+//
+//	         AddJob ──▶ ┌───────────────────────────┐ ◀── SetWorker / RemoveWorker
+//	                    │ per job: units, deps,     │
+//	stream ── Next ───▶ │ ready queues, copies;     │ ──▶ Assignment (job, unit,
+//	                    │ per stream: in flight     │      worker, stream, attempt)
+//	result ── Done ───▶ │                           │ ──▶ counted? job done?
+//	broken ── Lost ───▶ └───────────────────────────┘
+//
+// A job's policy decides which worker may run which unit:
+//
+//   - Equal: when the job arrives, the units of each operation are split
+//     evenly among the live workers that run it.
+//   - Proportional: likewise, in proportion to each worker's streams
+//     (the threads it lends).
+//   - Dynamic (the default): no plan; any stream with room takes the next
+//     ready unit. When nothing is ready, an idle stream takes a backup
+//     copy of the unit on another worker that would start last (deepest
+//     in its stream's queue, else running longest), so a slow worker
+//     cannot hold up the end of a job. In simulation, adding a slow worker
+//     to fast ones then never lengthens a job; with Equal it does.
+//
+// Whatever the policy, a stream holds at most InFlight units at once, a
+// unit goes only to a worker whose Ops include the unit's operation, and a
+// unit is ready only when the units it depends on are done. The first
+// result for a unit counts; later copies' results are dropped. When a
+// worker dies its units run elsewhere: dynamic jobs requeue them, static
+// plans share them among the surviving workers by the same policy.
+//
+// A Scheduler is safe for concurrent use. Stream loops wait on Changed:
+//
+//	for {
+//		changed := s.Changed()
+//		a, ok := s.Next(worker, stream)
+//		if !ok {
+//			select { case <-changed: continue; case <-ctx.Done(): return }
+//		}
+//		... send a.Unit on the stream ...
+//	}
+package sched

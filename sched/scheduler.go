@@ -1,0 +1,725 @@
+package sched
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// Worker is what the scheduler knows of a live worker.
+type Worker struct {
+	ID string
+	// Streams is how many streams the server keeps open to the worker:
+	// the threads it lends. Streams are numbered from 0.
+	Streams int
+	// Ops are the operations the worker runs.
+	Ops []string
+}
+
+// Unit is a computation unit as the scheduler sees it.
+type Unit struct {
+	// ID is unique within the job.
+	ID uint64
+	// Op is the operation; only workers that run it get the unit.
+	Op string
+	// Deps are units of the same job that must be done first.
+	Deps []uint64
+	// Done marks a unit finished before the job was added (a job resumed
+	// after a restart).
+	Done bool
+}
+
+// Job is a set of units to place.
+type Job struct {
+	ID     uint64
+	Policy Policy
+	// InFlight caps the units a stream holds at once while it takes this
+	// job's units; 0 means Config.InFlight.
+	InFlight int
+	Units    []Unit
+}
+
+// Assignment is one copy of a unit sent to one stream.
+type Assignment struct {
+	Job, Unit uint64
+	Worker    string
+	Stream    int
+	// Attempt counts the copies of the unit handed out so far, this one
+	// included, from 1.
+	Attempt int
+	// Backup is true for a speculative copy of a unit already running on
+	// another worker.
+	Backup bool
+	// Seq identifies the assignment; it grows with every one.
+	Seq uint64
+}
+
+// Config tunes a Scheduler. The zero value is ready to use.
+type Config struct {
+	// InFlight is how many units a stream may hold at once, for jobs that
+	// do not say; zero means 2, so a stream has its next unit at hand
+	// when a result leaves.
+	InFlight int
+	// MaxLosses is how many times a unit's copies may be lost (stream
+	// broken, worker dead) before its job fails; zero means 3.
+	MaxLosses int
+	// NoBackups stops dynamic jobs from handing idle streams backup
+	// copies of units running elsewhere. Zero means backups are on.
+	NoBackups bool
+}
+
+func (c *Config) populate() {
+	if c.InFlight <= 0 {
+		c.InFlight = 2
+	}
+	if c.MaxLosses <= 0 {
+		c.MaxLosses = 3
+	}
+}
+
+// Scheduler places the units of many jobs on the streams of many workers.
+// Jobs are served in the order they were added. It is safe for concurrent
+// use.
+type Scheduler struct {
+	mu      sync.Mutex
+	cfg     Config
+	workers map[string]*worker
+	order   []string // worker IDs in the order they were added
+	jobs    []*job   // in the order they were added
+	byID    map[uint64]*job
+	seq     uint64
+	// events counts results and losses: a clock that ticks as work
+	// completes, to tell how long a copy has been running.
+	events  uint64
+	changed chan struct{}
+}
+
+type worker struct {
+	Worker
+	ops     map[string]bool
+	streams []*stream
+}
+
+// stream is what one stream holds. It runs its units in Seq order: the
+// lowest Seq is running, since the event count headSince.
+type stream struct {
+	inFlight  map[uint64]Assignment // by Seq
+	headSince uint64
+}
+
+// head returns the Seq of the running unit, or 0 if the stream is empty.
+func (st *stream) head() uint64 {
+	var h uint64
+	for seq := range st.inFlight {
+		if h == 0 || seq < h {
+			h = seq
+		}
+	}
+	return h
+}
+
+type job struct {
+	id        uint64
+	policy    Policy
+	limit     int
+	units     []*unit
+	byID      map[uint64]*unit
+	remaining int
+	ready     queue             // dynamic: ready units
+	owned     map[string]*queue // static: ready units by owner
+	running   []*unit           // units with copies out, by first dispatch
+}
+
+type unit struct {
+	id       uint64
+	op       string
+	waiting  int // deps not done
+	children []*unit
+	done     bool
+	copies   []copyRef
+	queued   bool // in a ready queue
+	owner    string
+	losses   int
+	attempts int
+	listed   bool // in job.running
+}
+
+type copyRef struct {
+	seq    uint64
+	worker string
+	stream int
+}
+
+// queue is a FIFO of units with lazy deletion: an entry whose unit is no
+// longer queued is skipped.
+type queue struct {
+	items []*unit
+	head  int
+}
+
+func (q *queue) push(u *unit) {
+	u.queued = true
+	q.items = append(q.items, u)
+}
+
+// take removes and returns the first queued unit for which ok is true.
+func (q *queue) take(ok func(*unit) bool) *unit {
+	for q.head < len(q.items) && !q.items[q.head].queued {
+		q.head++
+	}
+	if q.head > 64 && q.head > len(q.items)/2 {
+		q.items = slices.Delete(q.items, 0, q.head)
+		q.head = 0
+	}
+	for i := q.head; i < len(q.items); i++ {
+		if u := q.items[i]; u.queued && ok(u) {
+			u.queued = false
+			return u
+		}
+	}
+	return nil
+}
+
+// New returns an empty Scheduler.
+func New(cfg Config) *Scheduler {
+	cfg.populate()
+	return &Scheduler{
+		cfg:     cfg,
+		workers: map[string]*worker{},
+		byID:    map[uint64]*job{},
+		changed: make(chan struct{}),
+	}
+}
+
+// Changed returns a channel that is closed at the next change that may
+// let Next return a unit where it did not: a job added, a worker added, a
+// unit done or lost. Take it before calling Next, so no change is missed.
+func (s *Scheduler) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+func (s *Scheduler) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// SetWorker adds a worker or updates one: its streams and operations.
+// Units in flight on streams it no longer has are lost and returned, with
+// any job failures that causes.
+func (s *Scheduler) SetWorker(w Worker) ([]Assignment, []*UnitError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.Streams = max(w.Streams, 0)
+	ws := s.workers[w.ID]
+	if ws == nil {
+		ws = &worker{}
+		s.workers[w.ID] = ws
+		s.order = append(s.order, w.ID)
+	}
+	ws.Worker = w
+	ws.ops = make(map[string]bool, len(w.Ops))
+	for _, op := range w.Ops {
+		ws.ops[op] = true
+	}
+	var lost []Assignment
+	for len(ws.streams) > w.Streams {
+		lost = append(lost, ws.streams[len(ws.streams)-1].assignments()...)
+		ws.streams = ws.streams[:len(ws.streams)-1]
+	}
+	for len(ws.streams) < w.Streams {
+		ws.streams = append(ws.streams, &stream{inFlight: map[uint64]Assignment{}})
+	}
+	errs := s.loseAll(lost)
+	s.notify()
+	return lost, errs
+}
+
+// RemoveWorker forgets a dead or departed worker. Its units in flight are
+// lost and returned, with any job failures that causes; they and the
+// units static plans gave it run elsewhere.
+func (s *Scheduler) RemoveWorker(id string) ([]Assignment, []*UnitError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ws := s.workers[id]
+	if ws == nil {
+		return nil, nil
+	}
+	delete(s.workers, id)
+	s.order = slices.DeleteFunc(s.order, func(o string) bool { return o == id })
+	var lost []Assignment
+	for _, st := range ws.streams {
+		lost = append(lost, st.assignments()...)
+	}
+	errs := s.loseAll(lost)
+	s.notify()
+	return lost, errs
+}
+
+// assignments returns what the stream holds, in Seq order.
+func (st *stream) assignments() []Assignment {
+	out := make([]Assignment, 0, len(st.inFlight))
+	for _, a := range st.inFlight {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b Assignment) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out
+}
+
+// loseAll handles lost assignments whose stream is already gone, then
+// re-plans static jobs, which may have lost an owner.
+func (s *Scheduler) loseAll(lost []Assignment) []*UnitError {
+	var errs []*UnitError
+	for _, a := range lost {
+		if err := s.lose(a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, j := range s.jobs {
+		if j.policy.static() {
+			s.plan(j)
+		}
+	}
+	return errs
+}
+
+// AddJob adds a job to place. Unit IDs must be unique, dependencies must
+// name units of the job and form no cycle.
+func (s *Scheduler) AddJob(spec Job) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.byID[spec.ID]; dup {
+		return fmt.Errorf("sched: job %d added twice", spec.ID)
+	}
+	if len(spec.Units) == 0 {
+		return fmt.Errorf("sched: job %d has no units", spec.ID)
+	}
+	j := &job{id: spec.ID, policy: spec.Policy, limit: spec.InFlight, byID: make(map[uint64]*unit, len(spec.Units)), owned: map[string]*queue{}}
+	if j.limit <= 0 {
+		j.limit = s.cfg.InFlight
+	}
+	for _, su := range spec.Units {
+		if _, dup := j.byID[su.ID]; dup {
+			return fmt.Errorf("sched: job %d: unit %d appears twice", spec.ID, su.ID)
+		}
+		u := &unit{id: su.ID, op: su.Op, done: su.Done}
+		j.units = append(j.units, u)
+		j.byID[su.ID] = u
+	}
+	for i, su := range spec.Units {
+		u := j.units[i]
+		for _, d := range su.Deps {
+			du := j.byID[d]
+			if du == nil || du == u {
+				return fmt.Errorf("sched: job %d: unit %d depends on %d, which is not another unit of the job", spec.ID, su.ID, d)
+			}
+			du.children = append(du.children, u)
+			if !du.done {
+				u.waiting++
+			}
+		}
+		if !u.done {
+			j.remaining++
+		}
+	}
+	if err := checkAcyclic(j); err != nil {
+		return err
+	}
+	if j.remaining == 0 {
+		return fmt.Errorf("sched: job %d: %w", spec.ID, ErrJobComplete)
+	}
+	s.jobs = append(s.jobs, j)
+	s.byID[j.id] = j
+	if j.policy.static() {
+		s.plan(j)
+	} else {
+		for _, u := range j.units {
+			if !u.done && u.waiting == 0 {
+				j.ready.push(u)
+			}
+		}
+	}
+	s.notify()
+	return nil
+}
+
+// checkAcyclic fails if the job's dependencies form a cycle.
+func checkAcyclic(j *job) error {
+	indeg := make(map[*unit]int, len(j.units))
+	for _, u := range j.units {
+		for _, c := range u.children {
+			indeg[c]++
+		}
+	}
+	var stack []*unit
+	for _, u := range j.units {
+		if indeg[u] == 0 {
+			stack = append(stack, u)
+		}
+	}
+	seen := 0
+	for len(stack) > 0 {
+		u := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		seen++
+		for _, c := range u.children {
+			if indeg[c]--; indeg[c] == 0 {
+				stack = append(stack, c)
+			}
+		}
+	}
+	if seen != len(j.units) {
+		return fmt.Errorf("sched: job %d: unit dependencies form a cycle", j.id)
+	}
+	return nil
+}
+
+// CancelJob stops placing a job's units. Copies in flight keep their
+// stream slots until Done or Lost is called for them.
+func (s *Scheduler) CancelJob(id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j := s.byID[id]; j != nil {
+		s.removeJob(j)
+		s.notify()
+	}
+}
+
+func (s *Scheduler) removeJob(j *job) {
+	delete(s.byID, j.id)
+	s.jobs = slices.DeleteFunc(s.jobs, func(o *job) bool { return o == j })
+}
+
+// Next returns the unit the stream should run next, if it has room and
+// there is one for it: the first ready unit, in job order, that the
+// job's policy lets this worker run; else, for dynamic jobs, a backup
+// copy of a unit running on another worker.
+func (s *Scheduler) Next(workerID string, stream int) (Assignment, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.workers[workerID]
+	if w == nil || stream < 0 || stream >= len(w.streams) {
+		return Assignment{}, false
+	}
+	held := len(w.streams[stream].inFlight)
+	runs := func(u *unit) bool { return w.ops[u.op] }
+	for _, j := range s.jobs {
+		if held >= j.limit {
+			continue
+		}
+		q := &j.ready
+		if j.policy.static() {
+			if q = j.owned[workerID]; q == nil {
+				continue
+			}
+		}
+		if u := q.take(runs); u != nil {
+			return s.dispatch(j, u, w, stream, false), true
+		}
+	}
+	// Only an idle stream takes a backup: it has nothing better to do,
+	// and a stream with work queued would not start the copy soon.
+	if s.cfg.NoBackups || held > 0 {
+		return Assignment{}, false
+	}
+	for _, j := range s.jobs {
+		if j.policy.static() {
+			continue
+		}
+		if u := s.backupFor(j, w); u != nil {
+			return s.dispatch(j, u, w, stream, true), true
+		}
+	}
+	return Assignment{}, false
+}
+
+// backupFor picks, among the units out on other workers that w can run,
+// the one that would start last: streams run their units in order, so a
+// copy queued deep in its stream starts late, and a unit starts when its
+// earliest copy does. A unit already running twice, or out on w, gets no
+// further copy; copies still queued do not count, as they cost nothing
+// yet.
+func (s *Scheduler) backupFor(j *job, w *worker) *unit {
+	// Drop units no longer out from the list as we go.
+	keep := j.running[:0]
+	var found *unit
+	foundDepth, foundSince := -1, uint64(0)
+	for _, u := range j.running {
+		if u.done || len(u.copies) == 0 {
+			u.listed = false
+			continue
+		}
+		keep = append(keep, u)
+		if !w.ops[u.op] {
+			continue
+		}
+		start, running, mine := -1, 0, false
+		since := s.events + 1
+		for _, c := range u.copies {
+			d, h := s.depth(c)
+			if d == 0 {
+				running++
+				since = min(since, h)
+			}
+			if start < 0 || d < start {
+				start = d
+			}
+			mine = mine || c.worker == w.ID
+		}
+		if mine || running >= 2 {
+			continue
+		}
+		// Among running units, the one running longest is likely on
+		// the slowest worker.
+		if start > foundDepth || start == 0 && foundDepth == 0 && since < foundSince {
+			found, foundDepth, foundSince = u, start, since
+		}
+	}
+	clear(j.running[len(keep):])
+	j.running = keep
+	return found
+}
+
+// depth returns how many units are ahead of copy c on its stream, and,
+// if none is, since when (in events) c has been running.
+func (s *Scheduler) depth(c copyRef) (int, uint64) {
+	w := s.workers[c.worker]
+	if w == nil || c.stream >= len(w.streams) {
+		return 0, 0
+	}
+	st := w.streams[c.stream]
+	d := 0
+	for seq := range st.inFlight {
+		if seq < c.seq {
+			d++
+		}
+	}
+	return d, st.headSince
+}
+
+func (s *Scheduler) dispatch(j *job, u *unit, w *worker, stream int, backup bool) Assignment {
+	s.seq++
+	u.attempts++
+	a := Assignment{Job: j.id, Unit: u.id, Worker: w.ID, Stream: stream, Attempt: u.attempts, Backup: backup, Seq: s.seq}
+	u.copies = append(u.copies, copyRef{seq: s.seq, worker: w.ID, stream: stream})
+	if !u.listed {
+		u.listed = true
+		j.running = append(j.running, u)
+	}
+	st := w.streams[stream]
+	if len(st.inFlight) == 0 {
+		st.headSince = s.events
+	}
+	st.inFlight[s.seq] = a
+	return a
+}
+
+// release frees a's stream slot, if the stream still exists, and ticks
+// the event clock.
+func (s *Scheduler) release(a Assignment) {
+	s.events++
+	if w := s.workers[a.Worker]; w != nil && a.Stream >= 0 && a.Stream < len(w.streams) {
+		st := w.streams[a.Stream]
+		if _, ok := st.inFlight[a.Seq]; ok && st.head() == a.Seq {
+			st.headSince = s.events // the next unit starts now
+		}
+		delete(st.inFlight, a.Seq)
+	}
+}
+
+// lookup returns a's job and unit, and removes a from the unit's copies.
+func (s *Scheduler) lookup(a Assignment) (*job, *unit, bool) {
+	j := s.byID[a.Job]
+	if j == nil {
+		return nil, nil, false
+	}
+	u := j.byID[a.Unit]
+	if u == nil {
+		return nil, nil, false
+	}
+	n := len(u.copies)
+	u.copies = slices.DeleteFunc(u.copies, func(c copyRef) bool { return c.seq == a.Seq })
+	return j, u, len(u.copies) < n
+}
+
+// Done records a unit's result from assignment a and frees its slot.
+// counted is true for the first result of the unit, the one to keep;
+// jobDone is true when that was the job's last unit, and the job leaves
+// the scheduler. A result for an unknown, canceled or failed job, or for
+// a unit already done, is not counted.
+func (s *Scheduler) Done(a Assignment) (counted, jobDone bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.release(a)
+	defer s.notify()
+	j, u, _ := s.lookup(a)
+	if j == nil || u.done {
+		return false, false
+	}
+	u.done = true
+	u.queued = false // a result from a copy thought lost may beat the requeued one
+	j.remaining--
+	for _, c := range u.children {
+		if c.waiting--; c.waiting == 0 && !c.done {
+			s.enqueue(j, c)
+		}
+	}
+	if j.remaining == 0 {
+		s.removeJob(j)
+		return true, true
+	}
+	return true, false
+}
+
+// Lost records that assignment a will bring no result: its stream broke.
+// The unit runs again unless another copy is still out. If the unit has
+// been lost MaxLosses times, its job fails and leaves the scheduler, and
+// the returned error says so.
+func (s *Scheduler) Lost(a Assignment) *UnitError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.release(a)
+	err := s.lose(a)
+	s.notify()
+	return err
+}
+
+func (s *Scheduler) lose(a Assignment) *UnitError {
+	j, u, had := s.lookup(a)
+	if j == nil || !had || u.done || len(u.copies) > 0 {
+		return nil
+	}
+	u.losses++
+	if u.losses >= s.cfg.MaxLosses {
+		s.removeJob(j)
+		return &UnitError{Job: j.id, Unit: u.id,
+			Err: fmt.Errorf("lost %d times, last on worker %s: %w", u.losses, a.Worker, ErrTooManyAttempts)}
+	}
+	s.enqueue(j, u)
+	return nil
+}
+
+// Fail records that unit a's operation failed with cause. The job fails
+// and leaves the scheduler; the returned error names the unit and cause.
+// It is nil if the job was gone already.
+func (s *Scheduler) Fail(a Assignment, cause error) *UnitError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.release(a)
+	defer s.notify()
+	j, u, _ := s.lookup(a)
+	if j == nil {
+		return nil
+	}
+	s.removeJob(j)
+	if cause == nil {
+		cause = errors.New("unit failed")
+	}
+	return &UnitError{Job: j.id, Unit: u.id, Err: cause}
+}
+
+// enqueue makes a ready unit available to Next.
+func (s *Scheduler) enqueue(j *job, u *unit) {
+	if u.queued || u.done || len(u.copies) > 0 {
+		return
+	}
+	if !j.policy.static() {
+		j.ready.push(u)
+		return
+	}
+	if !s.canRun(u.owner, u.op) {
+		s.plan(j)
+		return
+	}
+	q := j.owned[u.owner]
+	if q == nil {
+		q = &queue{}
+		j.owned[u.owner] = q
+	}
+	q.push(u)
+}
+
+func (s *Scheduler) canRun(worker, op string) bool {
+	w := s.workers[worker]
+	return w != nil && w.ops[op]
+}
+
+// plan gives every unfinished unit of a static job without a live owner
+// that runs its operation an owner, sharing them by the job's policy among
+// the live workers that run the operation. Units for which no such worker
+// exists stay without an owner until SetWorker brings one.
+func (s *Scheduler) plan(j *job) {
+	var byOp map[string][]*unit
+	var ops []string
+	for _, u := range j.units {
+		if u.done || len(u.copies) > 0 || s.canRun(u.owner, u.op) {
+			continue
+		}
+		if byOp == nil {
+			byOp = map[string][]*unit{}
+		}
+		if _, seen := byOp[u.op]; !seen {
+			ops = append(ops, u.op)
+		}
+		byOp[u.op] = append(byOp[u.op], u)
+		u.queued = false // drop it from a dead owner's queue
+		u.owner = ""
+	}
+	for id := range j.owned {
+		if s.workers[id] == nil {
+			delete(j.owned, id)
+		}
+	}
+	for _, op := range ops {
+		var eligible []Worker
+		for _, id := range s.order {
+			if w := s.workers[id]; w.ops[op] {
+				eligible = append(eligible, w.Worker)
+			}
+		}
+		shares := Shares(j.policy, len(byOp[op]), eligible)
+		units := byOp[op]
+		for i, n := range shares {
+			for _, u := range units[:n] {
+				u.owner = eligible[i].ID
+				if u.waiting == 0 {
+					s.enqueue(j, u)
+				}
+			}
+			units = units[n:]
+		}
+	}
+}
+
+// Blocked returns an error if some unfinished unit of the job has no live
+// worker that runs its operation, so the job cannot finish until one
+// registers. It returns nil for a job that can progress or is unknown.
+func (s *Scheduler) Blocked(jobID uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.byID[jobID]
+	if j == nil {
+		return nil
+	}
+	checked := map[string]bool{}
+	for _, u := range j.units {
+		if u.done || checked[u.op] {
+			continue
+		}
+		checked[u.op] = true
+		found := false
+		for _, w := range s.workers {
+			if w.ops[u.op] && len(w.streams) > 0 {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("sched: job %d: no live worker runs operation %q; start a worker that offers it", j.id, u.op)
+		}
+	}
+	return nil
+}
