@@ -97,7 +97,7 @@ type Config struct {
 	// Policy places messages that travel whole. Zero means PolicySoonest.
 	Policy Policy
 
-	// FragmentSize is the striping unit in bytes. Zero means 64 KiB.
+	// FragmentSize is the striping unit in bytes. Zero means 32 KiB.
 	FragmentSize int
 	// StripeThreshold: segments longer than this are striped over all live
 	// paths; shorter ones travel whole. Zero means FragmentSize.
@@ -161,7 +161,7 @@ func (c *Config) populate() (*Config, error) {
 	if cc.Policy > PolicyRoundRobin {
 		return nil, fmt.Errorf("transport: invalid Policy %d", cc.Policy)
 	}
-	setDefault(&cc.FragmentSize, 64<<10)
+	setDefault(&cc.FragmentSize, 32<<10)
 	setDefault(&cc.StripeThreshold, cc.FragmentSize)
 	setDefault(&cc.SegmentSize, 1<<20)
 	setDefault(&cc.StreamWindow, 16<<20)

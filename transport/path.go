@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braid-hpc/braid/transport/channel"
 	"github.com/braid-hpc/braid/transport/internal/wire"
 )
 
@@ -51,7 +52,7 @@ type path struct {
 	lastTick  time.Time
 	lastBytes int64
 	rtt       time.Duration
-	minRTT    time.Duration // smallest round trip seen on the current channel
+	lowat     int // TCP_NOTSENT_LOWAT in force on conn
 
 	bytesSent, bytesRecv   atomic.Int64
 	framesSent, framesRecv atomic.Int64
@@ -83,6 +84,17 @@ func (p *path) tick(now time.Time) {
 	}
 	p.idle = false
 	p.lastTick, p.lastBytes = now, b
+	// Let the kernel hold about 1ms of the path's rate unsent: enough to
+	// keep a fast path busy between writes, little enough that a slow
+	// path does not claim fragments it cannot deliver soon.
+	if p.conn != nil && p.rate > 0 {
+		want := min(max(int(p.rate/1000), channel.NotSentLowat), 4<<20)
+		if want > p.lowat*5/4 || want < p.lowat*3/4 {
+			if channel.SetSendBacklog(p.conn, want) {
+				p.lowat = want
+			}
+		}
+	}
 }
 
 // onAck releases the frames the peer acknowledged on channel gen.
@@ -341,9 +353,7 @@ func (r *reader) readControl(h wire.Header) error {
 			} else {
 				r.p.rtt = (7*r.p.rtt + rtt) / 8
 			}
-			if r.p.minRTT == 0 || rtt < r.p.minRTT {
-				r.p.minRTT = rtt
-			}
+
 			s.mu.Unlock()
 		}
 	case wire.TypeGoAway:

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/stripe"
+	"github.com/braid-hpc/braid/transport/channel"
 	"github.com/braid-hpc/braid/transport/internal/wire"
 )
 
@@ -472,7 +473,7 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 		// queued meanwhile waits no longer than about one fragment.
 		budget := int64(256 << 10)
 		if p.rate > 0 {
-			budget = min(max(int64(p.rate*0.002), 64<<10), 1<<20)
+			budget = min(max(int64(p.rate*0.002), int64(s.cfg.FragmentSize)), 1<<20)
 		}
 		for _, c := range p.ctrl {
 			buf = append(buf, frame{hdr: c})
@@ -680,7 +681,7 @@ func (s *Session) attach(id int, local, remote string, conn net.Conn) error {
 	p.lastErr = nil
 	p.rxFrames, p.rxAcked, p.ackedFrames = 0, 0, 0
 	p.ctrSeg = nil
-	p.minRTT = 0
+	p.lowat = channel.NotSentLowat
 	p.lastRx = time.Now()
 	s.downSince = time.Time{}
 	for _, seg := range s.striped {

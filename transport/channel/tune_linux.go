@@ -5,11 +5,12 @@ import (
 	"syscall"
 )
 
-// NotSentLowat bounds the bytes a channel may hold unsent in the kernel.
-// Keeping it small makes the sender's choice of the next fragment late,
-// which is what lets a small message on one stream overtake a large one on
-// another, and what keeps striping balanced on paths of unequal speed.
-const NotSentLowat = 128 << 10
+// NotSentLowat is the initial bound on the bytes a channel may hold unsent
+// in the kernel. Keeping it small makes the sender's choice of the next
+// fragment late, which is what lets a small message on one stream overtake
+// a large one on another, and what keeps striping balanced on paths of
+// unequal speed. SetSendBacklog adapts it to a path's measured rate.
+const NotSentLowat = 32 << 10
 
 // tcpNotSentLowat is TCP_NOTSENT_LOWAT from linux/tcp.h.
 const tcpNotSentLowat = 25
@@ -20,11 +21,29 @@ func tune(c net.Conn) {
 		return
 	}
 	_ = tc.SetNoDelay(true)
-	raw, err := tc.SyscallConn()
-	if err != nil {
-		return
+	SetSendBacklog(c, NotSentLowat)
+}
+
+// SetSendBacklog sets how many bytes c may hold unsent in the kernel
+// (TCP_NOTSENT_LOWAT) where the channel supports it. It reports whether
+// it did.
+func SetSendBacklog(c net.Conn, bytes int) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
 	}
-	_ = raw.Control(func(fd uintptr) {
-		_ = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, tcpNotSentLowat, NotSentLowat)
-	})
+	if _, isTCP := c.(*net.TCPConn); !isTCP {
+		return false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, tcpNotSentLowat, bytes)
+	}); err != nil {
+		return false
+	}
+	return serr == nil
 }
