@@ -18,7 +18,8 @@ import (
 // the session's mu.
 type path struct {
 	id            int
-	local, remote string
+	local, remote string // as dialed or accepted; local may be empty
+	bound         string // local address of the current or last channel
 	s             *Session
 
 	conn    net.Conn // nil while down

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -52,6 +53,7 @@ type Session struct {
 	flushCh     chan struct{} // closed and replaced when unackedSegs drops to 0
 	downSince   time.Time     // when the last live path failed; zero while one is up
 	closed      bool
+	closing     bool // GoAway sent or received: channel failures are expected
 	closeErr    error
 	done        chan struct{}
 	wg          sync.WaitGroup
@@ -210,6 +212,7 @@ func (s *Session) goAway(d time.Duration) {
 		s.mu.Unlock()
 		return
 	}
+	s.closing = true
 	for _, p := range s.paths {
 		if p != nil && p.conn != nil {
 			p.ctrl = append(p.ctrl, wire.AppendGoAway(nil, "shutdown"))
@@ -265,10 +268,13 @@ func (s *Session) closeWith(err error) {
 	if s.listener != nil {
 		s.listener.forget(s)
 	}
-	if !errors.Is(err, ErrClosed) {
-		s.log.Warn("session ended", "err", err)
-	} else {
+	switch {
+	case errors.Is(err, ErrClosed):
 		s.log.Debug("session closed")
+	case errors.Is(err, ErrPeerClosed):
+		s.log.Info("session closed by peer")
+	default:
+		s.log.Warn("session ended", "err", err)
 	}
 }
 
@@ -510,8 +516,9 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 			p.sent(r)
 			budget -= r.size()
 		}
+		var taken map[*txSeg]int
 		for budget > 0 {
-			f, r, ok := s.claim(p)
+			f, r, ok := s.claim(p, &taken)
 			if !ok {
 				break
 			}
@@ -532,9 +539,14 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 // claim takes the next fragment for path p from the oldest striped segment
 // that has work for it, or an End frame when p leaves a segment. Caller
 // holds s.mu.
-func (s *Session) claim(p *path) (frame, txRef, bool) {
+func (s *Session) claim(p *path, taken *map[*txSeg]int) (frame, txRef, bool) {
 	for i := 0; i < len(s.striped); i++ {
 		seg := s.striped[i]
+		// One batch takes no more than this path's share of what is left
+		// of a segment, so the other paths get to claim their part.
+		if n := (*taken)[seg]; n > 0 && n >= s.batchShare(p, seg) {
+			continue
+		}
 		c, ok := seg.plan.Claim(p.id)
 		if !ok {
 			if seg.claimed[p.id] {
@@ -555,6 +567,10 @@ func (s *Session) claim(p *path) (frame, txRef, bool) {
 			seg.claimed = map[int]bool{}
 		}
 		seg.claimed[p.id] = true
+		if *taken == nil {
+			*taken = map[*txSeg]int{}
+		}
+		(*taken)[seg]++
 		r := txRef{seg: seg, idx: c.Index}
 		var start *wire.Start
 		if s.cfg.Stripe == StripeEnhanced {
@@ -577,6 +593,22 @@ func (s *Session) claim(p *path) (frame, txRef, bool) {
 	return frame{}, txRef{}, false
 }
 
+// batchShare is how many fragments of seg path p may claim in one batch:
+// its rate's share of the fragments still unclaimed, at least one. Caller
+// holds s.mu.
+func (s *Session) batchShare(p *path, seg *txSeg) int {
+	live := s.livePaths()
+	if len(live) <= 1 {
+		return 1 << 30
+	}
+	var sum float64
+	for _, q := range live {
+		sum += max(q.rate, 1)
+	}
+	share := max(p.rate, 1) / sum
+	return max(1, int(float64(seg.plan.Unsent())*share+0.999))
+}
+
 // pathDown retires channel generation gen of p after err. Frames it had
 // not had acknowledged go to the other paths.
 func (s *Session) pathDown(p *path, gen int, err error) {
@@ -590,7 +622,7 @@ func (s *Session) pathDown(p *path, gen int, err error) {
 	p.gen++
 	p.state = PathDown
 	p.lastErr = err
-	closed := s.closed
+	closed := s.closed || s.closing
 	if !closed {
 		p.failovers.Add(1)
 	}
@@ -675,6 +707,7 @@ func (s *Session) attach(id int, local, remote string, conn net.Conn) error {
 	}
 	p.everUp = true
 	p.conn = conn
+	p.bound = conn.LocalAddr().String()
 	p.gen++
 	gen := p.gen
 	p.state = PathUp
@@ -742,7 +775,7 @@ func (s *Session) Stats() []PathStats {
 			continue
 		}
 		ps := PathStats{
-			ID: p.id, Local: p.local, Remote: p.remote, State: p.state.String(),
+			ID: p.id, Local: cmp.Or(p.bound, p.local), Remote: p.remote, State: p.state.String(),
 			BytesSent: p.bytesSent.Load(), BytesReceived: p.bytesRecv.Load(),
 			FramesSent: p.framesSent.Load(), FramesRecv: p.framesRecv.Load(),
 			RateBps: p.rate * 8, RTT: p.rtt,

@@ -193,13 +193,12 @@ func waitConnected(ctx context.Context, f *os.File) error {
 	}
 	stop := context.AfterFunc(ctx, func() { _ = f.SetWriteDeadline(aLongTimeAgo) })
 	defer stop()
+	// The callback checks the socket first and only then lets the poller
+	// wait: RawConn.Write resets the poller's readiness before its first
+	// call, so a connect that finished before that shows in the socket's
+	// state, not as an event.
 	var cerr error
-	first := true
 	err = rc.Write(func(fd uintptr) bool {
-		if first {
-			first = false
-			return false // connectx just said EINPROGRESS: wait
-		}
 		v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ERROR)
 		if err != nil {
 			cerr = os.NewSyscallError("getsockopt SO_ERROR", err)

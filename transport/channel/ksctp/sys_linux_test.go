@@ -4,6 +4,7 @@ package ksctp
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -49,7 +50,8 @@ func firstSockaddr(b []byte) unix.Sockaddr {
 }
 
 func TestPollerPlumbingTCP(t *testing.T) {
-	ctx := t.Context()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
 	loop, err := ParseAddr(ctx, nil, "127.0.0.1:0", true)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,683 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/braid-hpc/braid/testbed"
+	"github.com/braid-hpc/braid/transport"
+)
+
+// Suite runs the transport experiments and writes Markdown tables.
+type Suite struct {
+	Out      io.Writer // Markdown report
+	Log      io.Writer // progress lines
+	Duration time.Duration
+	Only     string // run experiments whose name contains this
+}
+
+func (s *Suite) logf(format string, args ...any) {
+	if s.Log != nil {
+		fmt.Fprintf(s.Log, format+"\n", args...)
+	}
+}
+
+// Experiment is one named measurement group.
+type Experiment struct {
+	Name string
+	Run  func(s *Suite, ctx context.Context) error
+}
+
+// Experiments lists the suite.
+func Experiments() []Experiment {
+	return []Experiment{
+		{"equal", (*Suite).equal},
+		{"hetero", (*Suite).hetero},
+		{"gigabit", (*Suite).gigabit},
+		{"sweep", (*Suite).sweep},
+		{"basic", (*Suite).basicVsEnhanced},
+		{"failover", (*Suite).failover},
+		{"hol", (*Suite).hol},
+	}
+}
+
+// Run runs every selected experiment.
+func (s *Suite) Run(ctx context.Context) error {
+	if s.Duration == 0 {
+		s.Duration = 5 * time.Second
+	}
+	for _, e := range Experiments() {
+		if s.Only != "" && !strings.Contains(e.Name, s.Only) {
+			continue
+		}
+		s.logf("== %s", e.Name)
+		if err := e.Run(s, ctx); err != nil {
+			return fmt.Errorf("bench %s: %w", e.Name, err)
+		}
+	}
+	return nil
+}
+
+func withBed(ctx context.Context, rates []int64, f func(*testbed.Bed) error) error {
+	bed, err := NewBed(ctx, rates)
+	if err != nil {
+		return err
+	}
+	defer bed.Down()
+	return f(bed)
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func rateName(rates []int64) string {
+	var parts []string
+	for _, r := range rates {
+		parts = append(parts, testbed.FormatRate(r))
+	}
+	return strings.Join(parts, " + ")
+}
+
+// ideal measures one plain TCP connection alone on each network and
+// returns the sum (bulk) and the parts.
+func (s *Suite) ideal(ctx context.Context, bed *testbed.Bed, nets []int) (float64, []float64, error) {
+	var sum float64
+	var parts []float64
+	for _, n := range nets {
+		r, err := (&TCP{Bed: bed, Nets: []int{n}}).Bulk(ctx, s.Duration/2)
+		if err != nil {
+			return 0, nil, err
+		}
+		sum += r.Mbps
+		parts = append(parts, r.Mbps)
+	}
+	return sum, parts, nil
+}
+
+func (s *Suite) equal(ctx context.Context) error {
+	fmt.Fprintf(s.Out, "\n### Bulk over k equal paths at 100 Mbit/s\n\n")
+	fmt.Fprintf(s.Out, "| k | ideal (Σ single TCP) Mbit/s | braid Mbit/s | braid / ideal | MPTCP Mbit/s | MPTCP / ideal | braid per path Mbit/s |\n|---|---|---|---|---|---|---|\n")
+	for k := 1; k <= 4; k++ {
+		rates := make([]int64, k)
+		for i := range rates {
+			rates[i] = 100e6
+		}
+		err := withBed(ctx, rates, func(bed *testbed.Bed) error {
+			ideal, _, err := s.ideal(ctx, bed, seq(k))
+			if err != nil {
+				return err
+			}
+			br, err := (&Braid{Bed: bed, Nets: seq(k)}).Bulk(ctx, 1<<20, 1, s.Duration)
+			if err != nil {
+				return err
+			}
+			mp := s.mptcpBulk(ctx, bed)
+			s.logf("k=%d ideal=%.1f braid=%.1f mptcp=%.1f", k, ideal, br.Mbps, mp)
+			fmt.Fprintf(s.Out, "| %d | %.1f | %.1f | %.3f | %.1f | %.3f | %s |\n", k, ideal, br.Mbps, br.Mbps/ideal, mp, mp/ideal, floats(br.PerPath))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Suite) mptcpBulk(ctx context.Context, bed *testbed.Bed) float64 {
+	if err := bed.EnableMPTCP(ctx, Server, Client); err != nil {
+		s.logf("mptcp unavailable: %v", err)
+		return 0
+	}
+	r, err := (&TCP{Bed: bed, Nets: seq(bed.Networks()), Multipath: true}).Bulk(ctx, s.Duration)
+	if err != nil {
+		s.logf("mptcp: %v", err)
+		return 0
+	}
+	return r.Mbps
+}
+
+func floats(xs []float64) string {
+	var parts []string
+	for _, x := range xs {
+		parts = append(parts, fmt.Sprintf("%.1f", x))
+	}
+	return strings.Join(parts, " / ")
+}
+
+func (s *Suite) hetero(ctx context.Context) error {
+	fmt.Fprintf(s.Out, "\n### Heterogeneous paths\n\n")
+	fmt.Fprintf(s.Out, "Ideal for ping-pong is the sum of the effective bandwidths of one TCP connection alone on each path at the same size.\n\n")
+	fmt.Fprintf(s.Out, "| links | test | ideal Mbit/s | braid Mbit/s | braid / ideal | MPTCP Mbit/s | MPTCP / ideal |\n|---|---|---|---|---|---|---|\n")
+	for _, rates := range [][]int64{{100e6, 25e6}, {100e6, 50e6, 10e6}} {
+		err := withBed(ctx, rates, func(bed *testbed.Bed) error {
+			k := len(rates)
+			ideal, _, err := s.ideal(ctx, bed, seq(k))
+			if err != nil {
+				return err
+			}
+			br, err := (&Braid{Bed: bed, Nets: seq(k)}).Bulk(ctx, 1<<20, 1, s.Duration)
+			if err != nil {
+				return err
+			}
+			mp := s.mptcpBulk(ctx, bed)
+			fmt.Fprintf(s.Out, "| %s | bulk | %.1f | %.1f | %.3f | %.1f | %.3f |\n", rateName(rates), ideal, br.Mbps, br.Mbps/ideal, mp, mp/ideal)
+			s.logf("%s bulk ideal=%.1f braid=%.1f mptcp=%.1f", rateName(rates), ideal, br.Mbps, mp)
+			for _, size := range []int{1 << 20, 8 << 20} {
+				count := 30
+				if size > 1<<20 {
+					count = 8
+				}
+				var pideal float64
+				for _, n := range seq(k) {
+					r, err := (&TCP{Bed: bed, Nets: []int{n}}).PingPong(ctx, size, count)
+					if err != nil {
+						return err
+					}
+					pideal += r.Mbps
+				}
+				pb, err := (&Braid{Bed: bed, Nets: seq(k)}).PingPong(ctx, size, count)
+				if err != nil {
+					return err
+				}
+				var pm float64
+				if r, err := (&TCP{Bed: bed, Nets: seq(k), Multipath: true}).PingPong(ctx, size, count); err == nil {
+					pm = r.Mbps
+				}
+				fmt.Fprintf(s.Out, "| %s | ping-pong %s | %.1f | %.1f | %.3f | %.1f | %.3f |\n", rateName(rates), sizeName(size), pideal, pb.Mbps, pb.Mbps/pideal, pm, pm/pideal)
+				s.logf("%s pingpong %s ideal=%.1f braid=%.1f mptcp=%.1f", rateName(rates), sizeName(size), pideal, pb.Mbps, pm)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sizeName(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func (s *Suite) gigabit(ctx context.Context) error {
+	fmt.Fprintf(s.Out, "\n### 2 x 1000 Mbit/s (CPU-bound on 2 cores)\n\n")
+	fmt.Fprintf(s.Out, "CPU time is the whole process (sender and receiver) per GB delivered.\n\n")
+	fmt.Fprintf(s.Out, "| run | Mbit/s | ratio to 2 TCP by hand | CPU s per GB |\n|---|---|---|---|\n")
+	return withBed(ctx, []int64{1000e6, 1000e6}, func(bed *testbed.Bed) error {
+		c0 := cpuTime()
+		tr, err := (&TCP{Bed: bed, Nets: seq(2)}).Bulk(ctx, s.Duration)
+		if err != nil {
+			return err
+		}
+		tcpCPU := (cpuTime() - c0).Seconds() / (tr.Mbps * tr.Elapsed.Seconds() / 8 / 1e3)
+		c0 = cpuTime()
+		br, err := (&Braid{Bed: bed, Nets: seq(2)}).Bulk(ctx, 1<<20, 1, s.Duration)
+		if err != nil {
+			return err
+		}
+		braidCPU := (cpuTime() - c0).Seconds() / (br.Mbps * br.Elapsed.Seconds() / 8 / 1e3)
+		fmt.Fprintf(s.Out, "| 2 plain TCP connections, striped by hand | %.1f | 1.000 | %.2f |\n", tr.Mbps, tcpCPU)
+		fmt.Fprintf(s.Out, "| braid, 2 paths | %.1f | %.3f | %.2f |\n", br.Mbps, br.Mbps/tr.Mbps, braidCPU)
+		s.logf("gigabit tcp=%.1f braid=%.1f", tr.Mbps, br.Mbps)
+		return nil
+	})
+}
+
+func (s *Suite) sweep(ctx context.Context) error {
+	fmt.Fprintf(s.Out, "\n### Ping-pong on 2 x 100 Mbit/s: effective bandwidth (eq. 1)\n\n")
+	fmt.Fprintf(s.Out, "| size | single TCP Mbit/s | braid 2 paths Mbit/s | speed-up |\n|---|---|---|---|\n")
+	return withBed(ctx, []int64{100e6, 100e6}, func(bed *testbed.Bed) error {
+		first := 0
+		for _, size := range []int{1 << 10, 4 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 1 << 20, 4 << 20, 8 << 20} {
+			count := max(6, min(200, int(64<<20/size)))
+			tr, err := (&TCP{Bed: bed, Nets: []int{0}}).PingPong(ctx, size, count)
+			if err != nil {
+				return err
+			}
+			br, err := (&Braid{Bed: bed, Nets: seq(2)}).PingPong(ctx, size, count)
+			if err != nil {
+				return err
+			}
+			if br.Mbps > tr.Mbps && first == 0 {
+				first = size
+			}
+			fmt.Fprintf(s.Out, "| %s | %.1f | %.1f | %.2fx |\n", sizeName(size), tr.Mbps, br.Mbps, br.Mbps/tr.Mbps)
+			s.logf("sweep %s tcp=%.1f braid=%.1f", sizeName(size), tr.Mbps, br.Mbps)
+		}
+		fmt.Fprintf(s.Out, "\nSmallest size at which braid over 2 paths beats one TCP connection: %s.\n", sizeName(first))
+		return nil
+	})
+}
+
+func (s *Suite) basicVsEnhanced(ctx context.Context) error {
+	fmt.Fprintf(s.Out, "\n### Enhanced vs basic striping, 4 x 100 Mbit/s, 2 KB fragments (the paper's setting)\n\n")
+	fmt.Fprintf(s.Out, "Control messages per message: Start + End frames for enhanced; per-fragment sequence headers for basic.\n\n")
+	fmt.Fprintf(s.Out, "| size | mode | effective Mbit/s | control messages per message |\n|---|---|---|---|\n")
+	return withBed(ctx, []int64{100e6, 100e6, 100e6, 100e6}, func(bed *testbed.Bed) error {
+		for _, size := range []int{128 << 10, 2 << 20} {
+			for _, mode := range []transport.StripeMode{transport.StripeEnhanced, transport.StripeBasic} {
+				count := 40
+				cfg := transport.Config{Stripe: mode, FragmentSize: 2 << 10, SegmentSize: 2 << 20}
+				r, err := (&Braid{Bed: bed, Nets: seq(4), Config: cfg}).PingPong(ctx, size, count)
+				if err != nil {
+					return err
+				}
+				msgs := float64(r.Transport.Segments)
+				ctl := float64(r.Transport.Starts+r.Transport.Ends) / msgs
+				if mode == transport.StripeBasic {
+					ctl = float64(size / (2 << 10))
+				}
+				fmt.Fprintf(s.Out, "| %s | %v | %.1f | %.1f (starts %.1f) |\n", sizeName(size), mode, r.Mbps, ctl, float64(r.Transport.Starts)/msgs)
+				s.logf("%s %v %.1f ctl=%.1f", sizeName(size), mode, r.Mbps, ctl)
+			}
+		}
+		return nil
+	})
+}
+
+// failover copies 200 MB over 3 paths and takes one link down mid-run,
+// then the same with a silent blackhole.
+func (s *Suite) failover(ctx context.Context) error {
+	fmt.Fprintf(s.Out, "\n### Failover: 200 MB over 3 x 100 Mbit/s, one link failing mid-run\n\n")
+	fmt.Fprintf(s.Out, "Dip: time from the fault until the 100 ms throughput is back above 90%% of what the two remaining links carry.\n\n")
+	fmt.Fprintf(s.Out, "| fault | bytes intact | dip | detection | Mbit/s before | Mbit/s after | link used again after restore |\n|---|---|---|---|---|---|---|\n")
+	for _, kind := range []string{"link down", "blackhole"} {
+		err := withBed(ctx, []int64{100e6, 100e6, 100e6}, func(bed *testbed.Bed) error {
+			r, err := s.failoverRun(ctx, bed, kind)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(s.Out, "| %s | %v | %v | %v | %.1f | %.1f | %v |\n", kind, r.intact, r.dip.Round(10*time.Millisecond), r.detect.Round(10*time.Millisecond), r.before, r.after, r.reused)
+			s.logf("failover %s: %+v", kind, r)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type failoverResult struct {
+	intact        bool
+	dip, detect   time.Duration
+	before, after float64
+	reused        bool
+}
+
+func (s *Suite) failoverRun(ctx context.Context, bed *testbed.Bed, kind string) (failoverResult, error) {
+	var res failoverResult
+	b := &Braid{Bed: bed, Nets: seq(3)}
+	cli, srv, closeFn, err := b.session(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer closeFn()
+	const total = 200 << 20
+	src := make([]byte, total)
+	for i := range src {
+		src[i] = byte(i*7 + i>>13)
+	}
+	want := sha256.Sum256(src)
+	var mu sync.Mutex
+	type sample struct {
+		t time.Time
+		n int64
+	}
+	var samples []sample
+	done := make(chan [32]byte, 1)
+	go func() {
+		st, err := srv.AcceptStream(ctx)
+		if err != nil {
+			done <- [32]byte{}
+			return
+		}
+		h := sha256.New()
+		for {
+			m, err := st.ReadMessage(ctx)
+			if err != nil {
+				break
+			}
+			h.Write(m)
+		}
+		var sum [32]byte
+		copy(sum[:], h.Sum(nil))
+		done <- sum
+	}()
+	stopSample := make(chan struct{})
+	go func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopSample:
+				return
+			case now := <-t.C:
+				var n int64
+				for _, p := range srv.Stats() {
+					n += p.BytesReceived
+				}
+				mu.Lock()
+				samples = append(samples, sample{now, n})
+				mu.Unlock()
+			}
+		}
+	}()
+	st, err := cli.OpenStream(ctx)
+	if err != nil {
+		return res, err
+	}
+	var faultAt, downAt time.Time
+	var fmu sync.Mutex
+	go func() {
+		time.Sleep(2 * time.Second)
+		fmu.Lock()
+		faultAt = time.Now()
+		fmu.Unlock()
+		if kind == "link down" {
+			bed.LinkDown(Client, 1)
+		} else {
+			bed.Blackhole(Client, 1)
+		}
+		if waitUntil(5*time.Second, func() bool { return cli.Stats()[1].State == "down" }) {
+			fmu.Lock()
+			downAt = time.Now()
+			fmu.Unlock()
+		}
+	}()
+	for off := 0; off < total; off += 1 << 20 {
+		if err := st.WriteMessage(ctx, src[off:min(off+1<<20, total)]); err != nil {
+			return res, err
+		}
+	}
+	st.Close()
+	var sum [32]byte
+	select {
+	case sum = <-done:
+	case <-time.After(2 * time.Minute):
+		return res, fmt.Errorf("transfer did not finish")
+	}
+	close(stopSample)
+	res.intact = sum == want
+	waitUntil(5*time.Second, func() bool { return cli.Stats()[1].State == "down" })
+	time.Sleep(50 * time.Millisecond)
+	fmu.Lock()
+	fault := faultAt
+	if !downAt.IsZero() {
+		res.detect = downAt.Sub(faultAt)
+	}
+	fmu.Unlock()
+	// Throughput series.
+	mu.Lock()
+	series := append([]sample(nil), samples...)
+	mu.Unlock()
+	var before, after []float64
+	for i := 1; i < len(series); i++ {
+		mbps := float64(series[i].n-series[i-1].n) * 8 / 0.1 / 1e6
+		switch {
+		case series[i].t.Before(fault):
+			before = append(before, mbps)
+		case series[i].n-series[0].n < total*95/100:
+			after = append(after, mbps)
+		}
+	}
+	res.before = median(before)
+	res.after = median(after)
+	for i := 1; i < len(series); i++ {
+		if series[i].t.Before(fault) {
+			continue
+		}
+		mbps := float64(series[i].n-series[i-1].n) * 8 / 0.1 / 1e6
+		if mbps >= 0.9*res.before*2/3 {
+			res.dip = max(0, series[i-1].t.Sub(fault))
+			break
+		}
+	}
+	if kind == "link down" {
+		bed.LinkUp(Client, 1)
+	} else {
+		bed.Restore(Client, 1)
+	}
+	res.reused = waitUntil(10*time.Second, func() bool { return cli.Stats()[1].State == "up" })
+	if res.reused {
+		before := cli.Stats()[1].BytesSent
+		st2, _ := cli.OpenStream(ctx)
+		for range 8 {
+			st2.WriteMessage(ctx, src[:4<<20])
+		}
+		fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		cli.Flush(fctx)
+		cancel()
+		res.reused = cli.Stats()[1].BytesSent-before > 1<<20
+	}
+	return res, nil
+}
+
+func waitUntil(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cond()
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// hol measures the latency of small messages on one stream while another
+// stream sends large messages, against the same traffic on one TCP
+// connection.
+func (s *Suite) hol(ctx context.Context) error {
+	const big = 64 << 20
+	fmt.Fprintf(s.Out, "\n### Head-of-line blocking: 1 KB every ms beside %d MB messages, 100 Mbit/s links\n\n", big>>20)
+	fmt.Fprintf(s.Out, "| run | p50 | p90 | p99 | max | small messages |\n|---|---|---|---|---|---|\n")
+	return withBed(ctx, []int64{100e6, 100e6}, func(bed *testbed.Bed) error {
+		for _, nets := range [][]int{{0}, {0, 1}} {
+			lat, err := s.holBraid(ctx, bed, nets, big)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(s.Out, "| braid, %d path(s), 2 streams | %s |\n", len(nets), percentiles(lat))
+		}
+		lat, err := s.holTCP(ctx, bed, big)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(s.Out, "| one TCP connection, both flows | %s |\n", percentiles(lat))
+		return nil
+	})
+}
+
+func percentiles(lat []time.Duration) string {
+	if len(lat) == 0 {
+		return "- | - | - | - | 0"
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	p := func(q float64) time.Duration {
+		return lat[min(len(lat)-1, int(q*float64(len(lat))))].Round(10 * time.Microsecond)
+	}
+	return fmt.Sprintf("%v | %v | %v | %v | %d", p(0.5), p(0.9), p(0.99), lat[len(lat)-1].Round(10*time.Microsecond), len(lat))
+}
+
+func (s *Suite) holBraid(ctx context.Context, bed *testbed.Bed, nets []int, big int) ([]time.Duration, error) {
+	cli, srv, closeFn, err := (&Braid{Bed: bed, Nets: nets}).session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFn()
+	bigSt, _ := cli.OpenStream(ctx)
+	smallSt, _ := cli.OpenStream(ctx)
+	bigSt.WriteMessage(ctx, []byte{0})
+	smallSt.WriteMessage(ctx, []byte{0})
+	rb, err := srv.AcceptStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := srv.AcceptStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rb.ReadMessage(ctx)
+	rs.ReadMessage(ctx)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for rctx.Err() == nil {
+			if _, err := rb.ReadMessage(rctx); err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		buf := make([]byte, big)
+		for rctx.Err() == nil {
+			if bigSt.WriteMessage(rctx, buf) != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	var lat []time.Duration
+	var mu sync.Mutex
+	rdone := make(chan struct{})
+	go func() {
+		defer close(rdone)
+		for {
+			m, err := rs.ReadMessage(rctx)
+			if err != nil || len(m) < 8 {
+				return
+			}
+			sent := time.Unix(0, int64(beUint64(m)))
+			mu.Lock()
+			lat = append(lat, time.Since(sent))
+			mu.Unlock()
+		}
+	}()
+	end := time.Now().Add(s.Duration)
+	msg := make([]byte, 1024)
+	for time.Now().Before(end) {
+		putUint64(msg, uint64(time.Now().UnixNano()))
+		smallSt.WriteMessage(ctx, msg)
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]time.Duration(nil), lat...), nil
+}
+
+func (s *Suite) holTCP(ctx context.Context, bed *testbed.Bed, big int) ([]time.Duration, error) {
+	cli, srv, err := (&TCP{Bed: bed, Nets: []int{0}}).conns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(cli, srv)
+	c, sv := cli[0], srv[0]
+	// Frames: 1 byte flow, 4 bytes length, payload.
+	var lat []time.Duration
+	var mu sync.Mutex
+	go func() {
+		hdr := make([]byte, 5)
+		buf := make([]byte, big)
+		for {
+			if _, err := io.ReadFull(sv, hdr); err != nil {
+				return
+			}
+			n := int(hdr[1])<<24 | int(hdr[2])<<16 | int(hdr[3])<<8 | int(hdr[4])
+			if _, err := io.ReadFull(sv, buf[:n]); err != nil {
+				return
+			}
+			if hdr[0] == 1 {
+				sent := time.Unix(0, int64(beUint64(buf)))
+				mu.Lock()
+				lat = append(lat, time.Since(sent))
+				mu.Unlock()
+			}
+		}
+	}()
+	var wmu sync.Mutex
+	write := func(flow byte, p []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		hdr := []byte{flow, byte(len(p) >> 24), byte(len(p) >> 16), byte(len(p) >> 8), byte(len(p))}
+		_, err := (&net.Buffers{hdr, p}).WriteTo(c)
+		return err
+	}
+	stop := make(chan struct{})
+	go func() {
+		buf := make([]byte, big)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if write(0, buf) != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	end := time.Now().Add(s.Duration)
+	msg := make([]byte, 1024)
+	for time.Now().Before(end) {
+		putUint64(msg, uint64(time.Now().UnixNano()))
+		go write(1, append([]byte(nil), msg...))
+		time.Sleep(time.Millisecond)
+	}
+	close(stop)
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	return append([]time.Duration(nil), lat...), nil
+}
+
+func beUint64(b []byte) uint64 {
+	var v uint64
+	for i := range 8 {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
+
+func putUint64(b []byte, v uint64) {
+	for i := 7; i >= 0; i-- {
+		b[i] = byte(v)
+		v >>= 8
+	}
+}
