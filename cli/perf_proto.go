@@ -1,0 +1,273 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/braid-hpc/braid/transport"
+)
+
+// The perf control protocol. The client opens the session's first stream
+// (the control stream) and exchanges JSON messages on it:
+//
+//	client                                  server
+//	perfHello (the test)          ──▶
+//	                              ◀──       perfReady (error, or baseline token and ports)
+//	[baseline: k plain TCP connections, then]
+//	                              ◀──       perfReady (go)
+//	data on other streams or connections
+//	                              ◀──       perfResult (the server's counts)
+//	perfSummary (the figures)     ──▶
+//	close
+//
+// Bulk: the sender writes messages of Size on Streams streams for Seconds
+// and then closes them; the receiver counts until every stream ends.
+// Pingpong: the client writes a message, the server echoes it; Count round
+// trips per stream or Seconds, whichever ends first.
+
+// perfVersion is the version of the perf control protocol.
+const perfVersion = 1
+
+// perfPort is the port of perf addresses given without one.
+const perfPort = 7201
+
+// Bounds a server enforces on what a client asks for.
+const (
+	perfMaxSize    = 1 << 30
+	perfMaxStreams = 1024
+	perfMaxSeconds = 24 * 3600
+	perfMaxCount   = 100_000_000
+)
+
+// perfHello is the client's first control message: the test to run.
+type perfHello struct {
+	Version  int     `json:"version"`
+	Mode     string  `json:"mode"` // "bulk" or "pingpong"
+	Size     int64   `json:"size"`
+	Seconds  float64 `json:"seconds"`
+	Streams  int     `json:"streams"`
+	Count    int     `json:"count"`
+	Reverse  bool    `json:"reverse"`
+	Baseline bool    `json:"baseline"`
+	Paths    int     `json:"paths"`
+}
+
+func (h *perfHello) validate() error {
+	switch {
+	case h.Version != perfVersion:
+		return fmt.Errorf("perf protocol version %d, this server speaks %d: use the same braid version on both hosts", h.Version, perfVersion)
+	case h.Mode != "bulk" && h.Mode != "pingpong":
+		return fmt.Errorf("unknown mode %q (want bulk or pingpong)", h.Mode)
+	case h.Size < 1 || h.Size > perfMaxSize:
+		return fmt.Errorf("size %d out of range 1..%d", h.Size, perfMaxSize)
+	case h.Streams < 1 || h.Streams > perfMaxStreams:
+		return fmt.Errorf("streams %d out of range 1..%d", h.Streams, perfMaxStreams)
+	case !(h.Seconds > 0 && h.Seconds <= perfMaxSeconds):
+		return fmt.Errorf("time %v s out of range (0, %d]", h.Seconds, perfMaxSeconds)
+	case h.Count < 0 || h.Count > perfMaxCount:
+		return fmt.Errorf("count %d out of range 0..%d", h.Count, perfMaxCount)
+	case h.Paths < 1 || h.Paths > 64:
+		return fmt.Errorf("paths %d out of range 1..64", h.Paths)
+	case h.Baseline && h.Mode == "pingpong" && h.Size < int64(h.Paths):
+		return fmt.Errorf("size %d is smaller than the %d paths to split it over", h.Size, h.Paths)
+	}
+	return nil
+}
+
+func (h *perfHello) duration() time.Duration {
+	return time.Duration(h.Seconds * float64(time.Second))
+}
+
+// perfReady answers perfHello. For a baseline test the first perfReady
+// carries the token and the port per path of the plain TCP listeners; a
+// second one follows once every connection arrived.
+type perfReady struct {
+	Error string `json:"error,omitempty"`
+	// The server's settings, which shape what it sends (echoes, reverse).
+	Stripe string `json:"stripe,omitempty"`
+	Policy string `json:"policy,omitempty"`
+	Frag   int    `json:"frag,omitempty"`
+	Token  []byte `json:"token,omitempty"`
+	Ports  []int  `json:"ports,omitempty"` // by path id
+}
+
+// perfResult is what the server saw.
+type perfResult struct {
+	Error string `json:"error,omitempty"`
+	// Bytes and Messages of payload received (bulk), sent (reverse) or
+	// echoed (pingpong).
+	Bytes    int64 `json:"bytes"`
+	Messages int64 `json:"messages"`
+	// Seconds is the server's interval: from its ready message to the end
+	// of the last stream (receiving) or to the peer's acknowledgement of
+	// the last byte (sending).
+	Seconds float64 `json:"seconds"`
+	// Paths is the server's view of each path over the test.
+	Paths []perfServerPath `json:"paths"`
+	// Stripe counts the server's striping control messages.
+	Stripe transport.StripeStats `json:"stripe"`
+	// Conns counts payload per plain TCP connection of a baseline test:
+	// received (bulk), sent (reverse) or echoed (pingpong).
+	Conns []int64 `json:"conns,omitempty"`
+}
+
+// perfServerPath is one path as the server saw it.
+type perfServerPath struct {
+	ID       int    `json:"id"`
+	Remote   string `json:"remote"` // the client's address
+	Local    string `json:"local"`
+	Received int64  `json:"received"`
+	Sent     int64  `json:"sent"`
+}
+
+// perfSummary tells the server the client's figures for its log line.
+type perfSummary struct {
+	ThroughputMbps float64 `json:"throughput_mbps"`
+	Seconds        float64 `json:"seconds"`
+	Bytes          int64   `json:"bytes"`
+	RTTus          float64 `json:"rtt_us,omitempty"`
+	EffectiveMbps  float64 `json:"effective_mbps,omitempty"`
+}
+
+// writeJSON sends v as one message on st.
+func writeJSON(ctx context.Context, st *transport.Stream, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return st.WriteMessage(ctx, b)
+}
+
+// readJSON reads one message from st into v, waiting at most d.
+func readJSON(ctx context.Context, st *transport.Stream, d time.Duration, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	b, err := st.ReadMessage(ctx)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			return fmt.Errorf("no answer within %v", d)
+		}
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("bad control message: %w", err)
+	}
+	return nil
+}
+
+// readJSONWhileBusy reads one message from st into v. It waits as long
+// as moving reports that data still flows, and gives up after idle without.
+func readJSONWhileBusy(ctx context.Context, st *transport.Stream, moving func() bool, idle time.Duration, v any) error {
+	b, err := readWhileBusy(ctx, st, moving, idle)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("bad control message: %w", err)
+	}
+	return nil
+}
+
+// readWhileBusy reads the next message of st. It waits as long as moving
+// reports that data still flows, and gives up after idle without.
+func readWhileBusy(ctx context.Context, st *transport.Stream, moving func() bool, idle time.Duration) ([]byte, error) {
+	since := time.Now()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		b, err := st.ReadMessage(pctx)
+		cancel()
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return b, err
+		}
+		if moving() {
+			since = time.Now()
+		} else if time.Since(since) > idle {
+			return nil, fmt.Errorf("nothing arrived and no data moved for %v", idle)
+		}
+	}
+}
+
+// sessionMoving returns a func that reports whether sess moved data since
+// its last call: more than heartbeats and acknowledgements account for.
+func sessionMoving(sess *transport.Session) func() bool {
+	const perPath = 16 << 10
+	last := sessionBytes(sess)
+	return func() bool {
+		n := sessionBytes(sess)
+		moved := n-last > int64(perPath*max(1, len(sess.Stats())))
+		last = n
+		return moved
+	}
+}
+
+// counterMoving returns a func that reports whether total changed since its
+// last call.
+func counterMoving(total func() int64) func() bool {
+	last := total()
+	return func() bool {
+		n := total()
+		moved := n != last
+		last = n
+		return moved
+	}
+}
+
+// statsByID indexes path statistics by path id.
+func statsByID(ps []transport.PathStats) map[int]transport.PathStats {
+	m := make(map[int]transport.PathStats, len(ps))
+	for _, p := range ps {
+		m[p.ID] = p
+	}
+	return m
+}
+
+// sessionBytes is the session's total wire bytes in both directions.
+func sessionBytes(s *transport.Session) int64 {
+	var n int64
+	for _, p := range s.Stats() {
+		n += p.BytesSent + p.BytesReceived
+	}
+	return n
+}
+
+func stripeDelta(a, b transport.StripeStats) transport.StripeStats {
+	return transport.StripeStats{Segments: b.Segments - a.Segments, Starts: b.Starts - a.Starts, Ends: b.Ends - a.Ends}
+}
+
+// fillPattern fills b with a cheap pseudo-random pattern so no layer can
+// compress it.
+func fillPattern(b []byte) {
+	x := uint64(0x9e3779b97f4a7c15)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		b[i] = byte(x)
+	}
+}
+
+// latest records the latest of several moments.
+type latest struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// mark records now.
+func (l *latest) mark() {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.After(l.t) {
+		l.t = now
+	}
+}
+
+func (l *latest) get() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.t
+}

@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPerf(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "--listen", "127.0.0.1:0,127.0.0.2:0")
+	addrs := srv.listening(t)
+
+	tests := []struct {
+		name  string
+		args  []string
+		trips int // pingpong round trips expected
+	}{
+		{"bulk", []string{"--time", "1", "--streams", "2"}, 0},
+		{"bulk-reverse", []string{"--time", "0.5", "--reverse"}, 0},
+		{"bulk-basic", []string{"--time", "0.5", "--stripe", "basic", "--size", "256K", "--frag", "16K"}, 0},
+		{"pingpong", []string{"--mode", "pingpong", "--size", "256K", "--count", "20"}, 20},
+		{"pingpong-streams", []string{"--mode", "pingpong", "--size", "100K", "--count", "10", "--streams", "3", "--policy", "round-robin"}, 30},
+		{"baseline-bulk", []string{"--tcp-baseline", "--time", "0.5", "--from", "127.0.0.1,127.0.0.1"}, 0},
+		{"baseline-reverse", []string{"--tcp-baseline", "--reverse", "--time", "0.5"}, 0},
+		{"baseline-pingpong", []string{"--tcp-baseline", "--mode", "pingpong", "--size", "1000001", "--count", "20"}, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errs := runCmd(t, 30*time.Second, append([]string{"perf", "-c", addrs, "--json"}, tt.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			var raw map[string]any
+			if err := json.Unmarshal([]byte(out), &raw); err != nil {
+				t.Fatalf("stdout is not one JSON object: %v\n%s", err, out)
+			}
+			for _, k := range []string{"mode", "size", "paths", "streams", "stripe", "transport", "seconds", "throughput_mbps",
+				"per_path", "cpu_user_s", "cpu_sys_s", "control_messages"} {
+				if _, ok := raw[k]; !ok {
+					t.Errorf("JSON lacks %q", k)
+				}
+			}
+			var rep perfReport
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Paths != 2 || rep.ThroughputMbps <= 0 || rep.Seconds <= 0 || rep.Bytes <= 0 {
+				t.Errorf("paths %d, throughput %v Mbit/s, %v s, %d bytes", rep.Paths, rep.ThroughputMbps, rep.Seconds, rep.Bytes)
+			}
+			if len(rep.PerPath) != 2 {
+				t.Fatalf("per_path has %d entries, want 2", len(rep.PerPath))
+			}
+			var sum int64
+			for _, p := range rep.PerPath {
+				if p.Bytes <= 0 || p.Mbps <= 0 || p.Remote == "" || p.Local == "" {
+					t.Errorf("per_path entry %+v", p)
+				}
+				sum += p.Bytes
+			}
+			if rep.Mode == "bulk" && !rep.Baseline {
+				// Wire bytes: the payload plus a little framing.
+				if float64(sum) < float64(rep.Bytes) || float64(sum) > 1.05*float64(rep.Bytes) {
+					t.Errorf("per-path bytes add up to %d for %d bytes of payload", sum, rep.Bytes)
+				}
+				if rep.Control.Segments == 0 {
+					t.Errorf("no striped segments: %+v", rep.Control)
+				}
+			}
+			if (rep.Mode == "pingpong") != (rep.PingPong != nil) {
+				t.Errorf("mode %s with round-trip figures %+v", rep.Mode, rep.PingPong)
+			}
+			if rep.Mode == "pingpong" {
+				for _, k := range []string{"rtt_us", "rtt_p50_us", "rtt_p99_us", "effective_mbps"} {
+					if _, ok := raw[k]; !ok {
+						t.Errorf("JSON lacks %q", k)
+					}
+				}
+				if rep.RTTus <= 0 || rep.RTTP50us <= 0 || rep.RTTP99us < rep.RTTP50us || rep.EffectiveMbps <= 0 {
+					t.Errorf("rtt mean %v p50 %v p99 %v effective %v", rep.RTTus, rep.RTTP50us, rep.RTTP99us, rep.EffectiveMbps)
+				}
+				if rep.RoundTrips != tt.trips {
+					t.Errorf("%d round trips, want %d", rep.RoundTrips, tt.trips)
+				}
+				// Eq. 1 from the mean RTT.
+				if eff := 8 * float64(rep.Size) / 1e6 / (rep.RTTus / 1e6 / 2); eff < 0.999*rep.EffectiveMbps || eff > 1.001*rep.EffectiveMbps {
+					t.Errorf("effective %v Mbit/s, eq. 1 gives %v", rep.EffectiveMbps, eff)
+				}
+			}
+			if rep.Baseline && (rep.Stripe != "manual" || rep.Transport != "tcp") {
+				t.Errorf("baseline reports stripe %q transport %q", rep.Stripe, rep.Transport)
+			}
+		})
+	}
+	srv.cancel()
+	if code := srv.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("server exit %d: %s", code, srv.err.String())
+	}
+	lines := strings.Count(srv.out.String(), " from ")
+	if lines != len(tests) {
+		t.Errorf("server printed %d test lines for %d tests:\n%s", lines, len(tests), srv.out.String())
+	}
+}
+
+func TestPerfHuman(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "--once", "--listen", "127.0.0.1:0,127.0.0.2:0")
+	addrs := srv.listening(t)
+	code, out, errs := runCmd(t, 30*time.Second, "perf", "-c", addrs, "--time", "2.5", "--size", "64K")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"bulk over 2 paths", "[  0.0-  1.0 ]", "[  1.0-  2.0 ]", "throughput:", "PATH", "MBIT/S", "striping control:", "client cpu:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if errs != "" {
+		t.Errorf("unexpected stderr: %s", errs)
+	}
+	if code := srv.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("--once server exit %d: %s", code, srv.err.String())
+	}
+	if !strings.Contains(srv.out.String(), "Mbit/s") {
+		t.Errorf("server line missing:\n%s", srv.out.String())
+	}
+}
+
+func TestPerfErrors(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
+	addr := srv.listening(t)
+	wrongKey := t.TempDir() + "/key"
+	if err := os.WriteFile(wrongKey, []byte("some-other-cluster-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		env  string
+		code int
+		want string
+	}{
+		{"wrong key", []string{"-c", addr, "--key-file", wrongKey}, testKey, 1, "authentication failed"},
+		{"no key", []string{"-c", addr}, "", 2, "BRAID_KEY"},
+		{"neither -s nor -c", nil, testKey, 2, "either -s"},
+		{"bad mode", []string{"-c", addr, "--mode", "sideways"}, testKey, 2, "unknown mode"},
+		{"bad size", []string{"-c", addr, "--size", "lots"}, testKey, 2, "bad size"},
+		{"from mismatch", []string{"-c", addr, "--from", "127.0.0.1,127.0.0.2"}, testKey, 2, "--from has 2"},
+		{"bad stripe", []string{"-c", addr, "--stripe", "zigzag"}, testKey, 2, "unknown stripe mode"},
+		{"reverse pingpong", []string{"-c", addr, "--mode", "pingpong", "--reverse"}, testKey, 2, "bulk mode only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("BRAID_KEY", tt.env)
+			code, _, errs := runCmd(t, 20*time.Second, append([]string{"perf"}, tt.args...)...)
+			if code != tt.code || !strings.Contains(errs, tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errs, tt.code, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"65536", 65536, true}, {"64K", 64 << 10, true}, {"64k", 64 << 10, true}, {"4M", 4 << 20, true},
+		{"4MiB", 4 << 20, true}, {"1G", 1 << 30, true}, {"2KB", 2048, true}, {"0", 0, true},
+		{"", 0, false}, {"M", 0, false}, {"-1", 0, false}, {"1.5M", 0, false}, {"lots", 0, false}, {"99999999999T", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := parseSize(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestBaselineParts(t *testing.T) {
+	for _, tt := range []struct {
+		size int64
+		k    int
+	}{{10, 3}, {1 << 20, 2}, {7, 7}, {1000001, 4}} {
+		parts := baselineParts(tt.size, tt.k)
+		var sum int64
+		for _, p := range parts {
+			sum += p
+			if p < tt.size/int64(tt.k) || p > tt.size/int64(tt.k)+1 {
+				t.Errorf("%d over %d: part %d", tt.size, tt.k, p)
+			}
+		}
+		if sum != tt.size || len(parts) != tt.k {
+			t.Errorf("%d over %d: %v", tt.size, tt.k, parts)
+		}
+	}
+}
+
+func TestSummarizeRTT(t *testing.T) {
+	var rtts []time.Duration
+	for i := 100; i >= 1; i-- {
+		rtts = append(rtts, time.Duration(i)*time.Millisecond)
+	}
+	s := summarizeRTT(rtts)
+	if s.n != 100 || s.min != time.Millisecond || s.max != 100*time.Millisecond || s.p50 != 50*time.Millisecond ||
+		s.p99 != 99*time.Millisecond || s.mean != 50500*time.Microsecond {
+		t.Errorf("%+v", s)
+	}
+}

@@ -1,0 +1,312 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/braid-hpc/braid/transport"
+)
+
+func init() {
+	register(&command{
+		name:    "send",
+		summary: "copy files to a 'braid recv' over every path",
+		run:     runSend,
+	})
+}
+
+const sendDescription = `
+Copies files to a host running 'braid recv', over one session that uses
+every network path: give the receiver's address on each network with --to
+(host:port; without a port, 7202) and optionally the local source address
+of each path with --from. Several files travel at once on parallel streams.
+
+Each file goes with its base name, size and permission bits, then its
+content, then its SHA-256. The receiver writes a temporary file, checks the
+SHA-256, fsyncs and renames it; on any failure it removes the temporary file
+and reports the error, and send exits 1 naming the file and the reason.
+
+A progress bar (bytes, percent, MB/s, per-path Mbit/s, ETA) is drawn on
+stderr when it is a terminal, or with --progress. --json prints a summary
+object at the end.
+
+  braid send --to 10.1.0.2,10.2.0.2 data.bin more.bin`
+
+// sendFile is the outcome of one file.
+type sendFile struct {
+	Path    string  `json:"path"`
+	Name    string  `json:"name"`
+	Size    int64   `json:"size"`
+	Seconds float64 `json:"seconds"`
+	Mbps    float64 `json:"mbps"`
+	SHA256  string  `json:"sha256,omitempty"`
+	OK      bool    `json:"ok"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// sendReport is what --json prints.
+type sendReport struct {
+	Files          []*sendFile `json:"files"`
+	FilesOK        int         `json:"files_ok"`
+	FilesFailed    int         `json:"files_failed"`
+	Bytes          int64       `json:"bytes"`
+	Seconds        float64     `json:"seconds"`
+	ThroughputMbps float64     `json:"throughput_mbps"` // Bytes of files acknowledged over Seconds
+	Paths          int         `json:"paths"`
+	Streams        int         `json:"streams"`
+	Stripe         string      `json:"stripe"`
+	Policy         string      `json:"policy"`
+	Transport      string      `json:"transport"`
+	PerPath        []perfPath  `json:"per_path"`
+	CPUUser        float64     `json:"cpu_user_s"`
+	CPUSys         float64     `json:"cpu_sys_s"`
+}
+
+func runSend(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "send", "FILE... --to B1,B2,... [--from A1,A2,...] [flags]", sendDescription)
+	sf := addSessionFlags(fs)
+	to := fs.String("to", "", "comma-separated receiver `addresses`, one per path")
+	from := fs.String("from", "", "comma-separated local source `addresses`, the i-th for the i-th path")
+	parallel := fs.Int("parallel", 4, "files sent at once, each on its own `stream`")
+	showProgress := fs.Bool("progress", false, "draw progress on stderr even when it is not a terminal")
+	asJSON := fs.Bool("json", false, "print a JSON summary on stdout")
+	files, code := parseInterspersed(fs, args)
+	if code >= 0 {
+		return code
+	}
+	if len(files) == 0 {
+		env.Errorf("send: no files given")
+		fs.Usage()
+		return 2
+	}
+	paths, err := dialPaths(*to, *from, copyPort)
+	if err != nil {
+		env.Errorf("send: --to: %v", err)
+		return 2
+	}
+	if *parallel < 1 || *parallel > 256 {
+		env.Errorf("send: --parallel %d out of range 1..256", *parallel)
+		return 2
+	}
+	cfg, err := sf.config(env)
+	if err != nil {
+		env.Errorf("send: %v", err)
+		return exitCode(err)
+	}
+	// Check every file before connecting.
+	items := make([]*sendFile, len(files))
+	names := map[string]string{}
+	var total int64
+	for i, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			env.Errorf("send: %v", err)
+			return 1
+		}
+		if !fi.Mode().IsRegular() {
+			env.Errorf("send: %s is not a regular file (send the files of a directory, or an archive of it)", f)
+			return 1
+		}
+		name := filepath.Base(f)
+		if prev, dup := names[name]; dup {
+			env.Errorf("send: %s and %s have the same name %q on the receiver; rename one", prev, f, name)
+			return 2
+		}
+		names[name] = f
+		items[i] = &sendFile{Path: f, Name: name, Size: fi.Size()}
+		total += fi.Size()
+	}
+
+	sess, err := transport.Dial(ctx, paths, cfg)
+	if err != nil {
+		env.Errorf("send: connect to the receiver: %v", err)
+		return 1
+	}
+	defer closeSession(ctx, sess, false, 0)
+	u0, s0 := cpuTimes()
+	before := sess.Stats()
+	var prog *progress
+	if *showProgress || isTerminal(env.Stderr) {
+		prog = startProgress(env.Stderr, isTerminal(env.Stderr), total, sess.Stats)
+	}
+	start := time.Now()
+	work := make(chan *sendFile)
+	var wg sync.WaitGroup
+	for range min(*parallel, len(items)) {
+		wg.Go(func() {
+			for it := range work {
+				if err := sendOne(ctx, sess, it, prog); err != nil {
+					it.Error = err.Error()
+				} else {
+					it.OK = true
+				}
+			}
+		})
+	}
+	for _, it := range items {
+		work <- it
+	}
+	close(work)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if prog != nil {
+		prog.stop()
+	}
+	after := sess.Stats()
+	_ = closeSession(ctx, sess, true, 5*time.Second)
+	u1, s1 := cpuTimes()
+
+	rep := &sendReport{Files: items, Seconds: elapsed.Seconds(), Paths: len(paths), Streams: min(*parallel, len(items)),
+		Stripe: cfg.Stripe.String(), Policy: cfg.Policy.String(), Transport: cfg.Transport,
+		CPUUser: (u1 - u0).Seconds(), CPUSys: (s1 - s0).Seconds(), PerPath: []perfPath{}}
+	for _, it := range items {
+		if it.OK {
+			rep.FilesOK++
+			rep.Bytes += it.Size
+		} else {
+			rep.FilesFailed++
+			env.Errorf("send: %s: %s", it.Path, it.Error)
+		}
+	}
+	rep.ThroughputMbps = mbps(rep.Bytes, rep.Seconds)
+	b := statsByID(before)
+	for _, p := range after {
+		n := p.BytesSent - b[p.ID].BytesSent
+		rep.PerPath = append(rep.PerPath, perfPath{ID: p.ID, Local: p.Local, Remote: p.Remote, Bytes: n,
+			Mbps: mbps(n, rep.Seconds), State: p.State, Failovers: p.Failovers - b[p.ID].Failovers,
+			Retransmitted: p.Retransmitted - b[p.ID].Retransmitted})
+	}
+	if *asJSON {
+		if err := printJSON(env.Stdout, rep); err != nil {
+			env.Errorf("send: %v", err)
+			return 1
+		}
+	} else if rep.FilesOK > 0 {
+		fmt.Fprintf(env.Stdout, "sent %d of %d files, %s in %.2f s, %.1f Mbit/s over %s\n",
+			rep.FilesOK, len(items), formatBytes(rep.Bytes), rep.Seconds, rep.ThroughputMbps, plural(rep.Paths, "path", "paths"))
+	}
+	if rep.FilesFailed > 0 {
+		return 1
+	}
+	return 0
+}
+
+// sendOne sends one file on a new stream and waits for the receiver's
+// verdict.
+func sendOne(ctx context.Context, sess *transport.Session, it *sendFile, prog *progress) error {
+	start := time.Now()
+	f, err := os.Open(it.Path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	it.Size = fi.Size()
+	st, err := sess.OpenStream(ctx)
+	if err != nil {
+		return fmt.Errorf("open a stream: %w", err)
+	}
+	defer st.Close()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := writeJSON(wctx, st, fileHeader{Version: copyVersion, Name: it.Name, Size: it.Size, Mode: uint32(fi.Mode().Perm())}); err != nil {
+		return err
+	}
+	// The verdict may come early (the receiver refused the file).
+	type answer struct {
+		v   fileVerdict
+		err error
+	}
+	verdict := make(chan answer, 1)
+	go func() {
+		var a answer
+		a.err = readJSONWhileBusy(wctx, st, sessionMoving(sess), time.Minute, &a.v)
+		if a.err == nil && !a.v.OK {
+			cancel() // stop writing at once
+		}
+		verdict <- a
+	}()
+	early := func() (answer, bool) {
+		select {
+		case a := <-verdict:
+			return a, true
+		default:
+			return answer{}, false
+		}
+	}
+
+	h := sha256.New()
+	buf := make([]byte, copyChunk)
+	var sent int64
+	var a answer
+	got := false
+	for sent < it.Size {
+		if a, got = early(); got {
+			break
+		}
+		n, err := io.ReadFull(f, buf[:min(int64(len(buf)), it.Size-sent)])
+		if err != nil {
+			// The file shrank: the receiver sees the stream end early.
+			return fmt.Errorf("read %s after %d of %d bytes: %w", it.Path, sent+int64(n), it.Size, err)
+		}
+		h.Write(buf[:n])
+		if err := st.WriteMessage(wctx, buf[:n]); err != nil {
+			if wctx.Err() != nil && ctx.Err() == nil {
+				// Only a verdict cancels wctx while we run.
+				a, got = <-verdict, true
+				break
+			}
+			if a, got = early(); got {
+				break
+			}
+			return describeSessionErr(err)
+		}
+		sent += int64(n)
+		if prog != nil {
+			prog.add(int64(n))
+		}
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if !got {
+		if err := writeJSON(wctx, st, fileTrailer{SHA256: sum}); err != nil {
+			return err
+		}
+		_ = st.Close()
+		a = <-verdict
+	}
+	if a.err != nil {
+		return fmt.Errorf("no verdict from the receiver: %w", describeSessionErr(a.err))
+	}
+	if !a.v.OK {
+		return fmt.Errorf("receiver: %s", a.v.Error)
+	}
+	if a.v.SHA256 != sum {
+		return fmt.Errorf("receiver confirmed SHA-256 %s, but the file's is %s", a.v.SHA256, sum)
+	}
+	it.SHA256 = sum
+	it.Seconds = time.Since(start).Seconds()
+	it.Mbps = mbps(it.Size, it.Seconds)
+	return nil
+}
+
+// describeSessionErr says what a session error means for a transfer.
+func describeSessionErr(err error) error {
+	switch {
+	case errors.Is(err, transport.ErrPeerClosed):
+		return fmt.Errorf("the receiver closed the session before the file was confirmed: %w", err)
+	case errors.Is(err, transport.ErrNoPaths):
+		return fmt.Errorf("lost every path to the receiver: %w", err)
+	}
+	return err
+}
