@@ -15,9 +15,14 @@ import (
 	"github.com/braid-hpc/braid/transport/internal/wire"
 )
 
+// faultRelay is what tests need of relay.TCP and relay.UDP.
+type faultRelay interface {
+	Blackhole(on bool)
+}
+
 // relayed returns a session pair whose k paths each pass through a fault
 // relay on loopback.
-func relayed(tb testing.TB, k int, mod func(*Config)) (client, server *Session, relays []*relay.TCP) {
+func relayed(tb testing.TB, k int, mod func(*Config)) (client, server *Session, relays []faultRelay) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -41,6 +46,16 @@ func relayed(tb testing.TB, k int, mod func(*Config)) (client, server *Session, 
 	tb.Cleanup(func() { ln.Close() })
 	var paths []Path
 	for _, a := range ln.Addrs() {
+		if ccfg.Transport == "sctp-udp" {
+			r, err := relay.ListenUDP(a.String(), nil)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { r.Close() })
+			relays = append(relays, r)
+			paths = append(paths, Path{Remote: r.Addr()})
+			continue
+		}
 		r, err := relay.ListenTCP(a.String(), nil)
 		if err != nil {
 			tb.Fatal(err)
@@ -131,7 +146,7 @@ func TestFailoverOnReset(t *testing.T) {
 	for _, m := range []StripeMode{StripeEnhanced, StripeBasic, StripeOff} {
 		t.Run(m.String(), func(t *testing.T) {
 			c, s, relays := relayed(t, 3, func(c *Config) { c.Stripe = m })
-			transfer(t, c, s, 24<<20, 256<<10, 6<<20, func() { relays[1].Cut() })
+			transfer(t, c, s, 24<<20, 256<<10, 6<<20, func() { relays[1].(*relay.TCP).Cut() })
 			st := c.Stats()
 			if st[1].Failovers == 0 {
 				t.Errorf("path 1 failovers = 0 after a reset: %+v", st[1])
@@ -145,7 +160,13 @@ func TestFailoverOnReset(t *testing.T) {
 }
 
 func TestFailoverOnSilentBlackhole(t *testing.T) {
-	c, s, relays := relayed(t, 3, nil)
+	for _, tr := range []string{"tcp", "sctp-udp"} {
+		t.Run(tr, func(t *testing.T) { testBlackhole(t, tr) })
+	}
+}
+
+func testBlackhole(t *testing.T, tr string) {
+	c, s, relays := relayed(t, 3, func(c *Config) { c.Transport = tr })
 	transfer(t, c, s, 24<<20, 256<<10, 6<<20, func() { relays[0].Blackhole(true) })
 	waitFor(t, "path 0 declared down", 3*time.Second, func() bool { return c.Stats()[0].State == "down" })
 	relays[0].Blackhole(false)
@@ -162,7 +183,7 @@ func TestAllPathsDownThenBack(t *testing.T) {
 	c, s, relays := relayed(t, 2, nil)
 	transfer(t, c, s, 16<<20, 512<<10, 4<<20, func() {
 		for _, r := range relays {
-			r.Cut()
+			r.(*relay.TCP).Cut()
 		}
 	})
 }
@@ -171,7 +192,7 @@ func TestSmallMessagesOvertakeLargeOnes(t *testing.T) {
 	// Two paths of 40 Mbit/s each: the large message takes about a second.
 	c, s, relays := relayed(t, 2, nil)
 	for _, r := range relays {
-		r.SetRate(40e6)
+		r.(*relay.TCP).SetRate(40e6)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

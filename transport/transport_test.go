@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	_ "github.com/braid-hpc/braid/transport/channel/sctpudp"
 )
 
 var testKey = []byte("test-cluster-key-0123456789")
@@ -76,18 +78,22 @@ func upPaths(s *Session) []PathStats {
 	return up
 }
 
-// modes runs body for each interesting configuration.
+// modes runs body for each interesting configuration: every channel kind
+// that works on this machine, one path and several, every striping mode.
 func modes(t *testing.T, body func(t *testing.T, k int, mod func(*Config))) {
-	for _, k := range []int{1, 3} {
-		for _, m := range []StripeMode{StripeEnhanced, StripeBasic, StripeOff} {
-			t.Run(fmt.Sprintf("paths=%d/stripe=%v", k, m), func(t *testing.T) {
-				body(t, k, func(c *Config) {
-					c.Stripe = m
-					c.FragmentSize = 4 << 10
-					c.SegmentSize = 64 << 10
-					c.StreamWindow = 256 << 10
+	for _, tr := range []string{"tcp", "mptcp", "sctp-udp"} {
+		for _, k := range []int{1, 3} {
+			for _, m := range []StripeMode{StripeEnhanced, StripeBasic, StripeOff} {
+				t.Run(fmt.Sprintf("transport=%s/paths=%d/stripe=%v", tr, k, m), func(t *testing.T) {
+					body(t, k, func(c *Config) {
+						c.Transport = tr
+						c.Stripe = m
+						c.FragmentSize = 4 << 10
+						c.SegmentSize = 64 << 10
+						c.StreamWindow = 256 << 10
+					})
 				})
-			})
+			}
 		}
 	}
 }
