@@ -192,8 +192,11 @@ func (b *Braid) Bulk(ctx context.Context, msgSize, streams int, d time.Duration)
 	if el > 0 {
 		res.Mbps = float64(n) * 8 / el.Seconds() / 1e6
 	}
+	// Per-path rates over the same receiver-side interval.
 	for i, p := range cli.Stats() {
-		res.PerPath = append(res.PerPath, float64(p.BytesSent-before[i].BytesSent)*8/d.Seconds()/1e6)
+		if el > 0 {
+			res.PerPath = append(res.PerPath, float64(p.BytesSent-before[i].BytesSent)*8/(el+time.Duration(float64(msgSize)*8/res.Mbps/1e6*float64(time.Second))).Seconds()/1e6)
+		}
 	}
 	return res, nil
 }

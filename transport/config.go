@@ -100,7 +100,7 @@ type Config struct {
 	// FragmentSize is the striping unit in bytes. Zero means 32 KiB.
 	FragmentSize int
 	// StripeThreshold: segments longer than this are striped over all live
-	// paths; shorter ones travel whole. Zero means FragmentSize.
+	// paths; shorter ones travel whole. Zero means 2 x FragmentSize.
 	StripeThreshold int
 	// SegmentSize splits messages into segments, the unit of striping, flow
 	// control and delivery. Zero means 1 MiB.
@@ -162,7 +162,7 @@ func (c *Config) populate() (*Config, error) {
 		return nil, fmt.Errorf("transport: invalid Policy %d", cc.Policy)
 	}
 	setDefault(&cc.FragmentSize, 32<<10)
-	setDefault(&cc.StripeThreshold, cc.FragmentSize)
+	setDefault(&cc.StripeThreshold, 2*cc.FragmentSize)
 	setDefault(&cc.SegmentSize, 1<<20)
 	setDefault(&cc.StreamWindow, 16<<20)
 	setDefault(&cc.MaxMessageSize, 1<<30)

@@ -59,13 +59,57 @@ type path struct {
 	framesSent, framesRecv atomic.Int64
 	failovers, reconnects  atomic.Int64
 	retransmitted          atomic.Int64
+	duplicated             atomic.Int64
+	dupping                bool // the writer is duplicating a slower path's tail
+
+	// Delivery rate from acknowledgements (bytes/s), and its window.
+	drate     float64
+	dwinStart time.Time
+	dwinBytes int64
 }
 
 // sent records data frame r as written on the current channel. Caller
 // holds s.mu.
 func (p *path) sent(r txRef) {
+	if len(p.unacked) == 0 {
+		p.dwinStart, p.dwinBytes = time.Now(), 0
+	}
 	p.unacked = append(p.unacked, r)
 	p.unackedBytes += r.size()
+}
+
+// speed is the path's best rate estimate in bytes/s, 0 if unknown.
+func (p *path) speed() float64 {
+	if p.drate > 0 {
+		return p.drate
+	}
+	return p.rate
+}
+
+// sampleDelivery updates the delivery rate from acknowledged frames: bytes
+// acknowledged per second over windows of at least 20ms during which the
+// path always had data in flight. Caller holds s.mu.
+func (p *path) sampleDelivery(acked []txRef, now time.Time) {
+	if p.unackedBytes == 0 || p.dwinStart.IsZero() {
+		p.dwinStart, p.dwinBytes = now, 0
+		return
+	}
+	for _, r := range acked {
+		p.dwinBytes += r.size()
+	}
+	if dt := now.Sub(p.dwinStart); dt >= 20*time.Millisecond {
+		sample := float64(p.dwinBytes) / dt.Seconds()
+		if p.drate == 0 {
+			p.drate = sample
+		} else {
+			p.drate = 0.75*p.drate + 0.25*sample
+		}
+		p.dwinStart, p.dwinBytes = now, 0
+	}
+	if len(p.unacked) == len(acked) {
+		// Nothing left in flight: the next window starts with the next send.
+		p.dwinStart = time.Time{}
+	}
 }
 
 // tick updates the path's rate estimate. Caller holds s.mu.
@@ -109,6 +153,7 @@ func (s *Session) onAck(p *path, gen int, n uint64) error {
 		return protoErrorf("ACK of %d frames, but %d sent and %d acknowledged", n, p.ackedFrames+uint64(len(p.unacked)), p.ackedFrames)
 	}
 	k := int(n - p.ackedFrames)
+	p.sampleDelivery(p.unacked[:k], time.Now())
 	for _, r := range p.unacked[:k] {
 		p.unackedBytes -= r.size()
 		s.segAcked(r.seg)

@@ -322,7 +322,7 @@ func (s *Session) livePaths() []*path {
 func (s *Session) workers() []stripe.Worker {
 	var ws []stripe.Worker
 	for _, p := range s.livePaths() {
-		ws = append(ws, stripe.Worker{ID: p.id, Rate: p.rate})
+		ws = append(ws, stripe.Worker{ID: p.id, Rate: p.speed()})
 	}
 	return ws
 }
@@ -341,7 +341,7 @@ func (s *Session) pickPath(n int) *path {
 	var best *path
 	var bestT float64
 	for _, p := range live {
-		rate := p.rate
+		rate := p.speed()
 		if rate <= 0 {
 			rate = 100e6 / 8
 		}
@@ -416,6 +416,9 @@ type txSeg struct {
 	// retransmission: a copy may still be in a failed channel's writer, so
 	// the buffer is left to the garbage collector instead of reused.
 	resent bool
+	// dup marks frames (fragment index, -1 for whole) already sent a second
+	// time by an idle path.
+	dup map[int]bool
 	// claimed holds the paths that have sent fragments and not yet End.
 	claimed map[int]bool
 }
@@ -528,9 +531,28 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 				budget -= r.size()
 			}
 		}
+		// Nothing of its own to send: send again, from their tails, the
+		// frames that slower paths still hold unacknowledged, so a message
+		// completes when its fastest copy arrives rather than when the
+		// slowest path drains its backlog. The receiver drops whichever
+		// copy comes second.
+		for budget > 0 && (len(buf) == 0 || p.dupping) {
+			r, ok := s.stealTail(p)
+			if !ok {
+				break
+			}
+			p.dupping = true
+			r.seg.pending++
+			r.seg.resent = true
+			buf = append(buf, s.dataFrame(r, nil, r.idx >= 0))
+			p.sent(r)
+			p.duplicated.Add(r.size())
+			budget -= r.size()
+		}
 		if len(buf) > 0 {
 			return buf, true
 		}
+		p.dupping = false
 		p.idle = true
 		s.work.Wait()
 	}
@@ -593,6 +615,49 @@ func (s *Session) claim(p *path, taken *map[*txSeg]int) (frame, txRef, bool) {
 	return frame{}, txRef{}, false
 }
 
+// maxDupBacklog bounds how far ahead an idle path may fill its own queue
+// with copies of a slower path's frames.
+const maxDupBacklog = 10 * time.Millisecond
+
+// stealTail picks a frame for idle path p to duplicate: the most recently
+// sent, not yet duplicated frame of the live path with the largest
+// unacknowledged backlog, if that backlog is worth it. Caller holds s.mu.
+func (s *Session) stealTail(p *path) (txRef, bool) {
+	var q *path
+	for _, c := range s.livePaths() {
+		if c == p || len(c.unacked) == 0 {
+			continue
+		}
+		if q == nil || c.unackedBytes > q.unackedBytes {
+			q = c
+		}
+	}
+	if q == nil || p.speed() <= 0 || q.speed() <= 0 {
+		return txRef{}, false
+	}
+	// q delivers its last frame after about tq; p would deliver a copy
+	// after tp. Duplicate only frames p delivers clearly sooner.
+	tq := float64(q.unackedBytes) / q.speed()
+	for i := len(q.unacked) - 1; i >= 0; i-- {
+		r := q.unacked[i]
+		if r.seg.data == nil || r.seg.dup[r.idx] {
+			continue
+		}
+		// Copies add to p's own backlog, which small messages queued on p
+		// wait behind: keep it under maxDupBacklog.
+		tp := float64(p.unackedBytes+r.size()) / p.speed()
+		if tp+0.002 >= tq || tp > maxDupBacklog.Seconds() {
+			return txRef{}, false
+		}
+		if r.seg.dup == nil {
+			r.seg.dup = map[int]bool{}
+		}
+		r.seg.dup[r.idx] = true
+		return r, true
+	}
+	return txRef{}, false
+}
+
 // batchShare is how many fragments of seg path p may claim in one batch:
 // its rate's share of the fragments still unclaimed, at least one. Caller
 // holds s.mu.
@@ -603,9 +668,9 @@ func (s *Session) batchShare(p *path, seg *txSeg) int {
 	}
 	var sum float64
 	for _, q := range live {
-		sum += max(q.rate, 1)
+		sum += max(q.speed(), 1)
 	}
-	share := max(p.rate, 1) / sum
+	share := max(p.speed(), 1) / sum
 	return max(1, int(float64(seg.plan.Unsent())*share+0.999))
 }
 
@@ -718,7 +783,7 @@ func (s *Session) attach(id int, local, remote string, conn net.Conn) error {
 	p.lastRx = time.Now()
 	s.downSince = time.Time{}
 	for _, seg := range s.striped {
-		seg.plan.Join(stripe.Worker{ID: p.id, Rate: p.rate})
+		seg.plan.Join(stripe.Worker{ID: p.id, Rate: p.speed()})
 	}
 	s.work.Broadcast()
 	s.wg.Add(3)
@@ -762,6 +827,7 @@ type PathStats struct {
 	Failovers     int64         `json:"failovers"`
 	Reconnects    int64         `json:"reconnects"`
 	Retransmitted int64         `json:"retransmitted_bytes"` // bytes sent again elsewhere after this path failed
+	Duplicated    int64         `json:"duplicated_bytes"`    // bytes this idle path sent again on behalf of a slower one
 	LastError     string        `json:"last_error,omitempty"`
 }
 
@@ -781,6 +847,7 @@ func (s *Session) Stats() []PathStats {
 			RateBps: p.rate * 8, RTT: p.rtt,
 			Failovers: p.failovers.Load(), Reconnects: p.reconnects.Load(),
 			Retransmitted: p.retransmitted.Load(),
+			Duplicated:    p.duplicated.Load(),
 		}
 		if p.lastErr != nil {
 			ps.LastError = p.lastErr.Error()

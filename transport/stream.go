@@ -395,6 +395,9 @@ func (s *Session) rxEnd(st *Stream, seg *rxSeg, idx, mode int, buf []byte, ok bo
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if seg.complete {
+		return // another copy completed the segment meanwhile
+	}
 	switch mode {
 	case rxDirect:
 		if !ok {
