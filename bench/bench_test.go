@@ -2,6 +2,7 @@ package bench
 
 import (
 	"flag"
+	"os"
 	"fmt"
 	"testing"
 	"time"
@@ -18,7 +19,11 @@ func TestExplore(t *testing.T) {
 	}
 	testbed.Skip(t)
 	ctx := t.Context()
-	bed, err := NewBed(ctx, []int64{100e6, 25e6})
+	rates := []int64{100e6, 25e6}
+	if os.Getenv("RATES3") != "" {
+		rates = []int64{100e6, 50e6, 10e6}
+	}
+	bed, err := NewBed(ctx, rates)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,16 +32,16 @@ func TestExplore(t *testing.T) {
 		r, err := (&TCP{Bed: bed, Nets: []int{n}}).Bulk(ctx, 3*time.Second)
 		t.Log(r.Name, r.Mbps, err)
 	}
-	r, err := (&Braid{Bed: bed, Nets: []int{0, 1}}).Bulk(ctx, 1<<20, 1, 4*time.Second)
+	r, err := (&Braid{Bed: bed, Nets: seq(len(rates))}).Bulk(ctx, 1<<20, 1, 4*time.Second)
 	t.Log("braid bulk", r.Mbps, r.PerPath, err)
 	for _, size := range []int{64 << 10, 1 << 20, 8 << 20} {
 		for _, n := range [][]int{} {
 			r, err := (&TCP{Bed: bed, Nets: n}).PingPong(ctx, size, 20)
 			t.Log(fmt.Sprintf("size=%d", size), r.Name, r.Mbps, r.RTT, err)
 		}
-		r, err := (&Braid{Bed: bed, Nets: []int{0, 1}}).PingPong(ctx, size, 20)
+		r, err := (&Braid{Bed: bed, Nets: seq(len(rates))}).PingPong(ctx, size, 20)
 		t.Log(fmt.Sprintf("size=%d", size), "braid", r.Mbps, r.RTT, r.Transport, err)
-		r, err = (&Braid{Bed: bed, Nets: []int{0, 1}, Config: transport.Config{FragmentSize: 16 << 10}}).PingPong(ctx, size, 20)
+		r, err = (&Braid{Bed: bed, Nets: seq(len(rates)), Config: transport.Config{FragmentSize: 16 << 10}}).PingPong(ctx, size, 20)
 		t.Log(fmt.Sprintf("size=%d", size), "braid frag16k", r.Mbps, r.RTT, r.Transport, err)
 	}
 }

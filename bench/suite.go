@@ -14,6 +14,7 @@ import (
 
 	"github.com/braid-hpc/braid/testbed"
 	"github.com/braid-hpc/braid/transport"
+	_ "github.com/braid-hpc/braid/transport/channel/sctpudp" // the sctp-udp channel kind
 )
 
 // Suite runs the transport experiments and writes Markdown tables.
@@ -46,6 +47,7 @@ func Experiments() []Experiment {
 		{"basic", (*Suite).basicVsEnhanced},
 		{"failover", (*Suite).failover},
 		{"hol", (*Suite).hol},
+		{"transports", (*Suite).transports},
 	}
 }
 
@@ -680,4 +682,42 @@ func putUint64(b []byte, v uint64) {
 		b[i] = byte(v)
 		v >>= 8
 	}
+}
+
+// transports compares braid over each channel kind on 1, 2 and 3 paths of
+// 100 Mbit/s, striped and not.
+func (s *Suite) transports(ctx context.Context) error {
+	fmt.Fprintf(s.Out, "\n### Channel kinds on k x 100 Mbit/s: fraction of the sum of link rates\n\n")
+	fmt.Fprintf(s.Out, "Bulk: 1 MiB messages, one stream. Ping-pong: 1 MB messages. Unstriped runs spread whole 1 MiB segments by the soonest-delivery policy.\n\n")
+	fmt.Fprintf(s.Out, "| k | transport | stripe | bulk Mbit/s | bulk / links | ping-pong Mbit/s | ping-pong / links |\n|---|---|---|---|---|---|---|\n")
+	for k := 1; k <= 3; k++ {
+		rates := make([]int64, k)
+		for i := range rates {
+			rates[i] = 100e6
+		}
+		links := float64(k) * 100
+		err := withBed(ctx, rates, func(bed *testbed.Bed) error {
+			for _, tr := range []string{"tcp", "mptcp", "sctp-udp"} {
+				for _, mode := range []transport.StripeMode{transport.StripeEnhanced, transport.StripeOff} {
+					cfg := transport.Config{Transport: tr, Stripe: mode}
+					b := &Braid{Bed: bed, Nets: seq(k), Config: cfg}
+					bulk, err := b.Bulk(ctx, 1<<20, 1, s.Duration)
+					if err != nil {
+						return fmt.Errorf("%s bulk: %w", tr, err)
+					}
+					pp, err := b.PingPong(ctx, 1<<20, 20)
+					if err != nil {
+						return fmt.Errorf("%s ping-pong: %w", tr, err)
+					}
+					fmt.Fprintf(s.Out, "| %d | %s | %v | %.1f | %.3f | %.1f | %.3f |\n", k, tr, mode, bulk.Mbps, bulk.Mbps/links, pp.Mbps, pp.Mbps/links)
+					s.logf("k=%d %s %v bulk=%.1f pp=%.1f", k, tr, mode, bulk.Mbps, pp.Mbps)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -419,6 +419,9 @@ type txSeg struct {
 	// dup marks frames (fragment index, -1 for whole) already sent a second
 	// time by an idle path.
 	dup map[int]bool
+	// withdrawn holds the paths that left the rest of the segment to
+	// faster ones.
+	withdrawn map[int]bool
 	// claimed holds the paths that have sent fragments and not yet End.
 	claimed map[int]bool
 }
@@ -569,6 +572,24 @@ func (s *Session) claim(p *path, taken *map[*txSeg]int) (frame, txRef, bool) {
 		if n := (*taken)[seg]; n > 0 && n >= s.batchShare(p, seg) {
 			continue
 		}
+		if seg.claimed[p.id] && !seg.withdrawn[p.id] && !s.worthClaiming(p, seg) {
+			// Leave the rest of the segment to the faster paths: its
+			// fragments go back to the plan for them to sweep. At least
+			// one live path always stays.
+			stay := 0
+			for _, q := range s.livePaths() {
+				if q != p && !seg.withdrawn[q.id] {
+					stay++
+				}
+			}
+			if stay > 0 {
+				if seg.withdrawn == nil {
+					seg.withdrawn = map[int]bool{}
+				}
+				seg.withdrawn[p.id] = true
+				seg.plan.Remove(p.id)
+			}
+		}
 		c, ok := seg.plan.Claim(p.id)
 		if !ok {
 			if seg.claimed[p.id] {
@@ -658,6 +679,38 @@ func (s *Session) stealTail(p *path) (txRef, bool) {
 	return txRef{}, false
 }
 
+// worthClaiming reports whether path p should take another fragment of
+// seg: whether p would deliver it no later than the other live paths
+// together would deliver all that is left of seg (the earliest-completion
+// rule). A slow path stops claiming near the end of a segment, and the
+// faster paths sweep the rest. With unknown rates it always claims.
+// Caller holds s.mu.
+func (s *Session) worthClaiming(p *path, seg *txSeg) bool {
+	sp := p.speed()
+	if sp <= 0 {
+		return true
+	}
+	var others, backlog float64
+	for _, q := range s.livePaths() {
+		if q == p {
+			continue
+		}
+		if q.speed() <= 0 {
+			return true
+		}
+		others += q.speed()
+		backlog += float64(q.unackedBytes)
+	}
+	if others == 0 {
+		return true
+	}
+	frag := float64(seg.ref.FragSize)
+	left := float64(seg.plan.Unsent()) * frag
+	mine := (float64(p.unackedBytes) + frag) / sp
+	theirs := (backlog + left) / others
+	return mine <= theirs
+}
+
 // batchShare is how many fragments of seg path p may claim in one batch:
 // its rate's share of the fragments still unclaimed, at least one. Caller
 // holds s.mu.
@@ -707,9 +760,15 @@ func (s *Session) pathDown(p *path, gen int, err error) {
 	whole := p.whole
 	p.whole = nil
 	p.queued = 0
+	live := s.livePaths()
 	for _, seg := range s.striped {
 		seg.plan.Remove(p.id)
 		delete(seg.claimed, p.id)
+		// Paths that left the segment to the faster ones come back.
+		for _, q := range live {
+			seg.plan.Join(stripe.Worker{ID: q.id, Rate: q.speed()})
+		}
+		seg.withdrawn = nil
 	}
 	for _, seg := range whole {
 		s.assignWhole(seg)
