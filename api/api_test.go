@@ -162,3 +162,13 @@ func TestImports(t *testing.T) {
 		}
 	}
 }
+
+func TestToken(t *testing.T) {
+	a, b := Token([]byte("key one")), Token([]byte("key two"))
+	if len(a) != 64 || a == b || a != Token([]byte("key one")) {
+		t.Errorf("tokens %q and %q: want 64 hex digits, equal for equal keys only", a, b)
+	}
+	if strings.Contains(a, "key") {
+		t.Error("token reveals the key")
+	}
+}

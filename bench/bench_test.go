@@ -2,8 +2,8 @@ package bench
 
 import (
 	"flag"
-	"os"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 

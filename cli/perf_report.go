@@ -68,12 +68,15 @@ type perfPath struct {
 	ID     int     `json:"id"`
 	Local  string  `json:"local"`
 	Remote string  `json:"remote"`
-	Bytes  int64   `json:"bytes"` // wire bytes (braid) or payload bytes (baseline)
+	Bytes  int64   `json:"bytes"` // wire bytes less duplicates (braid) or payload bytes (baseline)
 	Mbps   float64 `json:"mbps"`  // Bytes over the test's Seconds
 	State  string  `json:"state"`
 	// Failovers and bytes sent again elsewhere during the test.
 	Failovers     int64 `json:"failovers"`
 	Retransmitted int64 `json:"retransmitted_bytes"`
+	// Duplicated counts bytes this path sent a second time on behalf of a
+	// slower path near the end of a message (not included in Bytes).
+	Duplicated int64 `json:"duplicated_bytes"`
 }
 
 // perfInterval is one second of the test as the client saw it.
@@ -133,6 +136,16 @@ func (r *perfReport) setBraidPaths(o *perfOptions, before, after []transport.Pat
 		default:
 			n = p.BytesSent - q.BytesSent
 		}
+		dup := p.Duplicated - q.Duplicated
+		switch {
+		case o.mode == "pingpong":
+			n -= dup + p.DupReceived - q.DupReceived
+		case o.reverse:
+			dup = p.DupReceived - q.DupReceived
+			n -= dup
+		default:
+			n -= dup
+		}
 		local := p.Local
 		if sp, ok := srv[p.ID]; ok && sp.Remote != "" && (local == "" || !strings.Contains(local, ":")) {
 			local = sp.Remote
@@ -140,6 +153,7 @@ func (r *perfReport) setBraidPaths(o *perfOptions, before, after []transport.Pat
 		r.PerPath = append(r.PerPath, perfPath{
 			ID: p.ID, Local: local, Remote: p.Remote, Bytes: n, Mbps: mbps(n, r.Seconds), State: p.State,
 			Failovers: p.Failovers - q.Failovers, Retransmitted: p.Retransmitted - q.Retransmitted,
+			Duplicated: dup,
 		})
 	}
 }

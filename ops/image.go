@@ -57,19 +57,26 @@ func (o *imageOp) Split(in io.ReaderAt, size int64, params map[string]string, hi
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := decodeConfig(o.name, io.NewSectionReader(in, 0, size))
+	if err != nil {
+		return nil, err
+	}
+	tw, th := tileSize(cfg.Width, cfg.Height, hint)
+	n := ceilDiv(cfg.Width, tw) * ceilDiv(cfg.Height, th)
+	if err := checkUnits(o.name, n, hint); err != nil {
+		return nil, err
+	}
+	if n == 1 && !hint.tiled() {
+		// The unit carries the file as is: the worker decodes it, so
+		// the pixels need not be decoded here. A file whose header is
+		// sound but whose pixels are corrupt fails in that unit.
+		return repeat([]UnitSpec{{Params: params, FromInput: true, Len: size}}, hint.copies()), nil
+	}
 	img, err := decodeImage(o.name, io.NewSectionReader(in, 0, size))
 	if err != nil {
 		return nil, err
 	}
 	full := img.Rect
-	tw, th := tileSize(full.Dx(), full.Dy(), hint)
-	n := ceilDiv(full.Dx(), tw) * ceilDiv(full.Dy(), th)
-	if err := checkUnits(o.name, n, hint); err != nil {
-		return nil, err
-	}
-	if n == 1 && !hint.tiled() {
-		return repeat([]UnitSpec{{Params: params, FromInput: true, Len: size}}, hint.copies()), nil
-	}
 	specs := make([]UnitSpec, 0, n)
 	for y := 0; y < full.Dy(); y += th {
 		for x := 0; x < full.Dx(); x += tw {
@@ -181,17 +188,11 @@ func (o *imageOp) Assemble(_ map[string]string, hint Hint, results [][]byte) ([]
 // decodeImage decodes a PNG, JPEG or GIF into premultiplied RGBA with its
 // origin at (0, 0).
 func decodeImage(op string, r io.ReadSeeker) (*image.RGBA, error) {
-	cfg, format, err := image.DecodeConfig(r)
+	cfg, err := decodeConfig(op, r)
 	if err != nil {
-		if errors.Is(err, image.ErrFormat) {
-			return nil, fmt.Errorf("%s: input is not a PNG, JPEG or GIF image: %w", op, ErrBadInput)
-		}
-		return nil, fmt.Errorf("%s: corrupt image header: %v: %w", op, err, ErrBadInput)
+		return nil, err
 	}
-	if cfg.Width < 1 || cfg.Height < 1 || int64(cfg.Width)*int64(cfg.Height) > MaxPixels {
-		return nil, fmt.Errorf("%s: %s image of %dx%d pixels: want at least 1x1 and at most %d pixels: %w",
-			op, format, cfg.Width, cfg.Height, MaxPixels, ErrBadInput)
-	}
+	format := cfg.format
 	if _, err := r.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("%s: read input: %w", op, err)
 	}
@@ -206,6 +207,28 @@ func decodeImage(op string, r io.ReadSeeker) (*image.RGBA, error) {
 	dst := image.NewRGBA(image.Rect(0, 0, b.Dx(), b.Dy()))
 	draw.Draw(dst, dst.Rect, src, b.Min, draw.Src)
 	return dst, nil
+}
+
+// imageConfig is an image's format and size.
+type imageConfig struct {
+	image.Config
+	format string
+}
+
+// decodeConfig reads an image's header and checks its size.
+func decodeConfig(op string, r io.Reader) (imageConfig, error) {
+	cfg, format, err := image.DecodeConfig(r)
+	if err != nil {
+		if errors.Is(err, image.ErrFormat) {
+			return imageConfig{}, fmt.Errorf("%s: input is not a PNG, JPEG or GIF image: %w", op, ErrBadInput)
+		}
+		return imageConfig{}, fmt.Errorf("%s: corrupt image header: %v: %w", op, err, ErrBadInput)
+	}
+	if cfg.Width < 1 || cfg.Height < 1 || int64(cfg.Width)*int64(cfg.Height) > MaxPixels {
+		return imageConfig{}, fmt.Errorf("%s: %s image of %dx%d pixels: want at least 1x1 and at most %d pixels: %w",
+			op, format, cfg.Width, cfg.Height, MaxPixels, ErrBadInput)
+	}
+	return imageConfig{cfg, format}, nil
 }
 
 // cropPix copies the pixels of r out of img, 4*r.Dx() bytes a row.

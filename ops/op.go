@@ -187,8 +187,8 @@ func (r *Registry) Register(op Op) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	name := op.Name()
-	if name == "" || strings.ContainsAny(name, " ,\t\n") {
-		return fmt.Errorf("ops: register %q: a name is one word", name)
+	if name == "" || strings.ContainsAny(name, " ,:\t\n") {
+		return fmt.Errorf("ops: register %q: a name is one word without ':' (reserved for braid's own messages)", name)
 	}
 	if _, dup := r.ops[name]; dup {
 		return fmt.Errorf("ops: register %q: name taken", name)

@@ -90,6 +90,14 @@ type Unit struct {
 	ComputeNanos int64
 }
 
+// UnitResult is one unit's result for FinishUnits.
+type UnitResult struct {
+	Job, ID uint64
+	// Worker delivered the result; Result is its blob's ID.
+	Worker, Result string
+	ComputeNanos   int64
+}
+
 // UnitKey names one unit.
 type UnitKey struct{ Job, ID uint64 }
 
@@ -151,6 +159,11 @@ type Jobs interface {
 	// unit counts: counted is false, and nothing changes, if the unit is
 	// already done or its job is finished.
 	FinishUnit(ctx context.Context, job, id uint64, worker, result string, computeNanos int64) (counted bool, err error)
+	// FinishUnits is FinishUnit for many results in one transaction,
+	// which costs far less per result than a transaction each.
+	// counted[i] reports whether rs[i] counted; a result for an unknown
+	// job or unit does not count and does not fail the batch.
+	FinishUnits(ctx context.Context, rs []UnitResult) (counted []bool, err error)
 	// FailUnit records that the unit's operation failed with msg.
 	FailUnit(ctx context.Context, job, id uint64, worker, msg string) error
 	// RequeueUnit returns a running unit to pending (its worker was lost).

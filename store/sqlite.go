@@ -110,9 +110,13 @@ const (
 	countUnits  = "UPDATE jobs SET running = running + ?, done = done + ?, failed = failed + ?, compute_ns = compute_ns + ? WHERE id = ?"
 	startJob    = "UPDATE jobs SET state = ?, started = ? WHERE id = ?"
 	creditDone  = "UPDATE workers SET done = done + 1 WHERE id = ?"
-	setStarted  = "worker = ?, attempts = ?"
-	setFinished = "worker = ?, result = ?, compute_ns = ?, error = ''"
-	setFailed   = "worker = ?, error = ?"
+	creditDoneN = "UPDATE workers SET done = done + ? WHERE id = ?"
+	unitState   = "SELECT state FROM units WHERE job = ? AND id = ?"
+	// finishPending is moveQuery(setFinished) for a pending unit only.
+	finishPending = "UPDATE units SET state = 'done', " + setFinished + " WHERE job = ? AND id = ? AND state = 'pending'"
+	setStarted    = "worker = ?, attempts = ?"
+	setFinished   = "worker = ?, result = ?, compute_ns = ?, error = ''"
+	setFailed     = "worker = ?, error = ?"
 )
 
 func moveQuery(extra string) string {
@@ -123,7 +127,7 @@ func moveQuery(extra string) string {
 	return "UPDATE units SET " + set + " WHERE job = ? AND id = ?"
 }
 
-var hot = []string{selectJob, selectUnit, countUnits, startJob, creditDone,
+var hot = []string{selectJob, selectUnit, countUnits, startJob, creditDone, creditDoneN, unitState, finishPending,
 	moveQuery(""), moveQuery(setStarted), moveQuery(setFinished), moveQuery(setFailed)}
 
 // exec runs query in tx, through its prepared statement if it is hot.
@@ -578,6 +582,93 @@ func (s *SQLite) FinishUnit(ctx context.Context, job, id uint64, worker, result 
 		return nil
 	})
 	return counted, err
+}
+
+// FinishUnits implements Jobs. Per result it costs one read and one
+// write of the unit; job counters and worker credits are summed and
+// written once per job and worker.
+func (s *SQLite) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, error) {
+	counted := make([]bool, len(rs))
+	type delta struct {
+		running, done, failed int
+		computeNanos          int64
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		open := map[uint64]bool{} // job ID: unfinished
+		deltas := map[uint64]*delta{}
+		credits := map[string]int{}
+		for i, r := range rs {
+			if r.Job > math.MaxInt64 || r.ID > math.MaxInt64 {
+				continue
+			}
+			ok, seen := open[r.Job]
+			if !seen {
+				j, err := s.job(ctx, tx, r.Job)
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					return err
+				}
+				ok = err == nil && !j.State.Final()
+				open[r.Job] = ok
+			}
+			if !ok {
+				continue
+			}
+			// Most units go straight from pending to done: one write.
+			st := UnitPending
+			res, err := s.exec(ctx, tx, finishPending, r.Worker, r.Result, r.ComputeNanos, int64(r.Job), int64(r.ID))
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				err := s.queryRow(ctx, tx, unitState, int64(r.Job), int64(r.ID)).Scan(&st)
+				if errors.Is(err, sql.ErrNoRows) {
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("unit %d of job %d: %w", r.ID, r.Job, err)
+				}
+				if st == UnitDone || st == UnitCanceled {
+					continue
+				}
+				if _, err := s.exec(ctx, tx, moveQuery(setFinished), UnitDone, r.Worker, r.Result, r.ComputeNanos,
+					int64(r.Job), int64(r.ID)); err != nil {
+					return err
+				}
+			}
+			d := deltas[r.Job]
+			if d == nil {
+				d = &delta{}
+				deltas[r.Job] = d
+			}
+			switch st {
+			case UnitRunning:
+				d.running--
+			case UnitFailed:
+				d.failed--
+			}
+			d.done++
+			d.computeNanos += r.ComputeNanos
+			credits[r.Worker]++
+			counted[i] = true
+		}
+		for job, d := range deltas {
+			if _, err := s.exec(ctx, tx, countUnits, d.running, d.done, d.failed, d.computeNanos, int64(job)); err != nil {
+				return err
+			}
+		}
+		for w, n := range credits {
+			if _, err := s.exec(ctx, tx, creditDoneN, n, w); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: finish %d units: %w", len(rs), err)
+	}
+	return counted, nil
 }
 
 // FailUnit implements Jobs.

@@ -393,3 +393,77 @@ func BenchmarkFinishUnit(b *testing.B) {
 		i++
 	}
 }
+
+// TestFinishUnits checks the batch against FinishUnit's rules: the first
+// result counts, finished jobs and unknown units do not, and the counters
+// and credits add up.
+func TestFinishUnits(t *testing.T) {
+	ctx := t.Context()
+	s := openDB(t, filepath.Join(t.TempDir(), "batch.db"))
+	w := must[Worker](t)(s.RegisterWorker(ctx, Worker{Addresses: []string{"a:1"}, Threads: 1, Ops: []string{"noop"}}))
+	j := must[Job](t)(s.CreateJob(ctx, Job{Op: "noop"}, []Unit{{ID: 0}, {ID: 1}, {ID: 2}}))
+	gone := must[Job](t)(s.CreateJob(ctx, Job{Op: "noop"}, []Unit{{ID: 0}}))
+	if err := s.CancelJob(ctx, gone.ID, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	must[int](t)(s.StartUnit(ctx, j.ID, 1, w.ID))
+	counted, err := s.FinishUnits(ctx, []UnitResult{
+		{Job: j.ID, ID: 0, Worker: w.ID, Result: "r0", ComputeNanos: 5},
+		{Job: j.ID, ID: 1, Worker: w.ID, Result: "r1", ComputeNanos: 7},
+		{Job: j.ID, ID: 0, Worker: "w9", Result: "dup", ComputeNanos: 100}, // second result
+		{Job: j.ID, ID: 42, Worker: w.ID, Result: "x"},                     // unknown unit
+		{Job: gone.ID, ID: 0, Worker: w.ID, Result: "x"},                   // canceled job
+		{Job: 999, ID: 0, Worker: w.ID, Result: "x"},                       // unknown job
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{true, true, false, false, false, false}; !slices.Equal(counted, want) {
+		t.Errorf("counted = %v, want %v", counted, want)
+	}
+	got := must[Job](t)(s.Job(ctx, j.ID))
+	if got.Done != 2 || got.Running != 0 || got.ComputeNanos != 12 {
+		t.Errorf("job counters: done %d running %d compute %d; want 2, 0, 12", got.Done, got.Running, got.ComputeNanos)
+	}
+	if u := must[Unit](t)(s.Unit(ctx, j.ID, 0)); u.State != UnitDone || u.Result != "r0" || u.Worker != w.ID {
+		t.Errorf("unit 0: %+v", u)
+	}
+	if w := must[Worker](t)(s.Worker(ctx, w.ID)); w.Done != 2 {
+		t.Errorf("worker credited %d units, want 2", w.Done)
+	}
+	// The last unit through the batch lets the job finish.
+	if _, err := s.FinishUnits(ctx, []UnitResult{{Job: j.ID, ID: 2, Worker: w.ID, Result: "r2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishJob(ctx, j.ID, "out"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkFinishUnits records results in batches of 256, as a busy
+// server does.
+func BenchmarkFinishUnits(b *testing.B) {
+	ctx := b.Context()
+	s := openDB(b, filepath.Join(b.TempDir(), "bench.db"))
+	units := make([]Unit, 1<<14)
+	for i := range units {
+		units[i].ID = uint64(i)
+	}
+	const batch = 256
+	var j Job
+	i := len(units)
+	rs := make([]UnitResult, 0, batch)
+	for b.Loop() {
+		if i == len(units) {
+			j = must[Job](b)(s.CreateJob(ctx, Job{Op: "noop"}, units))
+			i = 0
+		}
+		rs = rs[:0]
+		for k := range batch {
+			rs = append(rs, UnitResult{Job: j.ID, ID: uint64(i + k), Worker: "w1", Result: "r", ComputeNanos: 1})
+		}
+		must[[]bool](b)(s.FinishUnits(ctx, rs))
+		i += batch
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "units/s")
+}

@@ -60,6 +60,7 @@ type path struct {
 	failovers, reconnects  atomic.Int64
 	retransmitted          atomic.Int64
 	duplicated             atomic.Int64
+	dupRecv                atomic.Int64
 	dupping                bool // the writer is duplicating a slower path's tail
 
 	// Delivery rate from acknowledgements (bytes/s), and its window.
@@ -471,6 +472,7 @@ func (r *reader) readPayload(st *Stream, seg *rxSeg, idx, n int) error {
 	var err error
 	if mode == rxDiscard {
 		_, err = r.br.Discard(n)
+		r.p.dupRecv.Add(int64(n))
 	} else {
 		_, err = io.ReadFull(r.br, dst)
 	}

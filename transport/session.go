@@ -637,7 +637,7 @@ func (s *Session) claim(p *path, taken *map[*txSeg]int) (frame, txRef, bool) {
 }
 
 // maxDupBacklog bounds how far ahead an idle path may fill its own queue
-// with copies of a slower path's frames.
+// with copies of a slower path's frames (and 8 fragments bound it in bytes).
 const maxDupBacklog = 10 * time.Millisecond
 
 // stealTail picks a frame for idle path p to duplicate: the most recently
@@ -667,7 +667,7 @@ func (s *Session) stealTail(p *path) (txRef, bool) {
 		// Copies add to p's own backlog, which small messages queued on p
 		// wait behind: keep it under maxDupBacklog.
 		tp := float64(p.unackedBytes+r.size()) / p.speed()
-		if tp+0.002 >= tq || tp > maxDupBacklog.Seconds() {
+		if tp+0.002 >= tq || tp > maxDupBacklog.Seconds() || p.unackedBytes+r.size() > int64(8*s.cfg.FragmentSize) {
 			return txRef{}, false
 		}
 		if r.seg.dup == nil {
@@ -885,8 +885,9 @@ type PathStats struct {
 	RTT           time.Duration `json:"rtt_ns"`
 	Failovers     int64         `json:"failovers"`
 	Reconnects    int64         `json:"reconnects"`
-	Retransmitted int64         `json:"retransmitted_bytes"` // bytes sent again elsewhere after this path failed
-	Duplicated    int64         `json:"duplicated_bytes"`    // bytes this idle path sent again on behalf of a slower one
+	Retransmitted int64         `json:"retransmitted_bytes"`      // bytes sent again elsewhere after this path failed
+	Duplicated    int64         `json:"duplicated_bytes"`         // bytes this idle path sent again on behalf of a slower one
+	DupReceived   int64         `json:"duplicate_bytes_received"` // payload bytes received that were already there, and dropped
 	LastError     string        `json:"last_error,omitempty"`
 }
 
@@ -907,6 +908,7 @@ func (s *Session) Stats() []PathStats {
 			Failovers: p.failovers.Load(), Reconnects: p.reconnects.Load(),
 			Retransmitted: p.retransmitted.Load(),
 			Duplicated:    p.duplicated.Load(),
+			DupReceived:   p.dupRecv.Load(),
 		}
 		if p.lastErr != nil {
 			ps.LastError = p.lastErr.Error()

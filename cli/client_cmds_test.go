@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/ops"
+)
+
+// braidProc is a braid command running in the background.
+type braidProc struct {
+	out, err syncBuf
+	cancel   context.CancelFunc
+	done     chan int
+}
+
+// startBraid runs braid with args in the background; the test's cleanup
+// interrupts it and waits up to 15s for it to end.
+func startBraid(t testing.TB, args ...string) *braidProc {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &braidProc{cancel: cancel, done: make(chan int, 1)}
+	go func() { p.done <- Run(ctx, args, &p.out, &p.err) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			t.Errorf("braid %s did not stop within 15s of its interrupt", strings.Join(args, " "))
+		}
+	})
+	return p
+}
+
+// waitOutput waits until the command printed a line matching re and
+// returns the first submatch.
+func (p *braidProc) waitOutput(t testing.TB, re *regexp.Regexp) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := re.FindStringSubmatch(p.out.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case code := <-p.done:
+			p.done <- code
+			t.Fatalf("command exited with %d: %s", code, p.err.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("no output matching %v after 10s: %s", re, p.err.String())
+	return ""
+}
+
+// TestClientCommands drives a server and a worker, both started with
+// cli.Run, through the client commands.
+func TestClientCommands(t *testing.T) {
+	t.Setenv("BRAID_KEY", "client-commands-test-key-0123")
+	dir := t.TempDir()
+	srv := startBraid(t, "server", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data"), "--heartbeat", "100ms")
+	url := srv.waitOutput(t, regexp.MustCompile(`listening on (http://\S+)`))
+	t.Setenv("BRAID_SERVER", url)
+	wk := startBraid(t, "worker", "--threads", "2", "--listen", "127.0.0.1:0")
+	wk.waitOutput(t, regexp.MustCompile(`data plane on (\S+)`))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, out, _ := runBraid(t, 10*time.Second, "workers")
+		if strings.Contains(out, "w1") && strings.Contains(out, "true") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker did not register: %s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	img := filepath.Join(dir, "in.png")
+	if err := os.WriteFile(img, ops.SamplePNG(200, 150), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runBraid(t, 10*time.Second, "put", img)
+	id := strings.TrimSpace(out)
+	if code != 0 || len(id) != 64 {
+		t.Fatalf("put: exit %d, %q, %s", code, out, stderr)
+	}
+	code, out, _ = runBraid(t, 10*time.Second, "put", img, "--json")
+	if code != 0 || !strings.Contains(out, `"id":"`+id+`"`) {
+		t.Errorf("put --json: %d %s", code, out)
+	}
+
+	code, out, stderr = runBraid(t, 30*time.Second, "submit", "--op", "blur", "--input", id, "--param", "radius=3",
+		"--tile", "64x64", "--wait", "--json")
+	var job struct {
+		Job    uint64 `json:"job"`
+		State  string `json:"state"`
+		Output string `json:"output"`
+		Units  struct {
+			Total, Done int
+		} `json:"units"`
+		Error *string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(out), &job); err != nil || code != 0 {
+		t.Fatalf("submit --wait --json: exit %d, %v: %q %s", code, err, out, stderr)
+	}
+	if job.State != "done" || job.Units.Total != 12 || job.Units.Done != 12 || job.Output == "" || job.Error == nil {
+		t.Errorf("job %+v", job)
+	}
+	if !strings.Contains(stderr, "12/12 units") {
+		t.Errorf("no progress on stderr: %q", stderr)
+	}
+
+	code, out, _ = runBraid(t, 10*time.Second, "status", "1", "--json")
+	if code != 0 || !strings.Contains(out, `"state":"done"`) || !strings.Contains(out, `"error":""`) {
+		t.Errorf("status --json: %d %s", code, out)
+	}
+	code, out, _ = runBraid(t, 10*time.Second, "status", "1")
+	if code != 0 || !strings.Contains(out, "12 done of 12") {
+		t.Errorf("status: %d %s", code, out)
+	}
+	got := filepath.Join(dir, "out.png")
+	if code, _, stderr := runBraid(t, 10*time.Second, "get", job.Output, "-o", got); code != 0 {
+		t.Fatalf("get: %d %s", code, stderr)
+	}
+	b, err := os.ReadFile(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := os.ReadFile(img)
+	want := localBlur(t, in, "3")
+	if string(b) != string(want) {
+		t.Error("downloaded output differs from the single-unit blur")
+	}
+
+	// A long job, followed with wait and canceled.
+	code, out, _ = runBraid(t, 10*time.Second, "submit", "--op", "sleep", "--input", id, "--units", "100", "--param", "ms=50")
+	if code != 0 || strings.TrimSpace(out) != "2" {
+		t.Fatalf("submit: %d %q", code, out)
+	}
+	code, out, _ = runBraid(t, 10*time.Second, "cancel", "2")
+	if code != 0 || !strings.Contains(out, "canceled") {
+		t.Errorf("cancel: %d %s", code, out)
+	}
+	code, _, stderr = runBraid(t, 10*time.Second, "wait", "2")
+	if code != 1 || !strings.Contains(stderr, "canceled") {
+		t.Errorf("wait on a canceled job: exit %d, %s", code, stderr)
+	}
+	code, _, stderr = runBraid(t, 10*time.Second, "cancel", "2")
+	if code != 1 || !strings.Contains(stderr, "already canceled") {
+		t.Errorf("second cancel: exit %d, %s", code, stderr)
+	}
+
+	code, out, _ = runBraid(t, 10*time.Second, "jobs")
+	if code != 0 || !regexp.MustCompile(`(?m)^1\s+done\s+blur\s+12/12`).MatchString(out) || !strings.Contains(out, "canceled") {
+		t.Errorf("jobs: %d\n%s", code, out)
+	}
+	code, out, _ = runBraid(t, 10*time.Second, "ops")
+	if code != 0 || !strings.Contains(out, "--param radius=") {
+		t.Errorf("ops: %d\n%s", code, out)
+	}
+
+	// Errors say what is wrong and exit non-zero.
+	for _, tt := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"submit", "--op", "bluur", "--input", id}, 2, `unknown operation "bluur"`},
+		{[]string{"submit", "--op", "blur", "--input", strings.Repeat("0", 64)}, 1, "upload the data first"},
+		{[]string{"submit", "--op", "blur", "--input", id, "--tile", "0x0"}, 2, "at least 1 pixel"},
+		{[]string{"submit", "--op", "blur"}, 2, "--input ID"},
+		{[]string{"status", "99"}, 1, "no job 99"},
+		{[]string{"status", "x"}, 2, "not a job id"},
+		{[]string{"get", id}, 2, "-o FILE"},
+		{[]string{"jobs", "--key-file", writeKey(t, dir, "some-other-cluster-key")}, 2, "cluster key differs"},
+	} {
+		code, _, stderr := runBraid(t, 10*time.Second, tt.args...)
+		if code != tt.code || !strings.Contains(stderr, tt.msg) {
+			t.Errorf("braid %s: exit %d %q; want %d with %q", strings.Join(tt.args, " "), code, stderr, tt.code, tt.msg)
+		}
+	}
+}
+
+func writeKey(t testing.TB, dir, key string) string {
+	t.Helper()
+	p := filepath.Join(dir, "other.key")
+	if err := os.WriteFile(p, []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func localBlur(t testing.TB, in []byte, radius string) []byte {
+	t.Helper()
+	out, err := ops.Execute(t.Context(), ops.Blur(), strings.NewReader(string(in)), int64(len(in)),
+		map[string]string{"radius": radius}, ops.Hint{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestJobCommandsHelp: every command explains itself.
+func TestJobCommandsHelp(t *testing.T) {
+	for _, cmd := range []string{"server", "worker", "put", "get", "submit", "status", "wait", "jobs", "workers", "cancel", "ops", "local"} {
+		code, _, stderr := runBraid(t, 10*time.Second, cmd, "--help")
+		if code != 0 || !strings.Contains(stderr, "Usage: braid "+cmd) || !strings.Contains(stderr, "Flags:") {
+			t.Errorf("braid %s --help: exit %d\n%s", cmd, code, stderr)
+		}
+	}
+	if code, _, stderr := runBraid(t, 10*time.Second, "server", "--listen", "127.0.0.1:0"); code != 2 || !strings.Contains(stderr, "--data DIR") {
+		t.Errorf("server without --data: %d %s", code, stderr)
+	}
+	t.Setenv("BRAID_SERVER", "")
+	if code, _, stderr := runBraid(t, 10*time.Second, "worker", "--key-file", writeKey(t, t.TempDir(), "a-key-for-the-test")); code != 2 || !strings.Contains(stderr, "--server URL") {
+		t.Errorf("worker without --server: %d %s", code, stderr)
+	}
+}

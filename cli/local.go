@@ -1,0 +1,344 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/worker"
+)
+
+func init() {
+	register(&command{
+		name:    "local",
+		summary: "run an embedded cluster on this machine and blur a sample image",
+		run:     runLocal,
+	})
+}
+
+const localDescription = `
+Starts an embedded cluster in this process, on loopback: a server and two
+workers, with the data in a temporary directory (or --data). It draws a
+sample image (--size pixels square), uploads it, runs a blur job in
+256x256 tiles over the workers' streams, writes the output PNG (-o),
+checks it against the same blur computed as one unit here, and prints what
+happened: workers, streams, units, units per worker, time and throughput.
+The exit code is 0 only if the output is right.
+
+The cluster key comes from BRAID_KEY or --key-file; without either a
+random key is made for the run.
+
+  go run ./cmd/braid local
+  braid local --size 4096 --tile 512x512 -o big.png`
+
+// localReport is what braid local prints with --json.
+type localReport struct {
+	Server    string             `json:"server"`
+	Data      string             `json:"data"`
+	Workers   []localWorker      `json:"workers"`
+	Streams   int                `json:"streams"`
+	Job       uint64             `json:"job"`
+	State     api.JobState       `json:"state"`
+	Op        string             `json:"op"`
+	Image     string             `json:"image"`
+	Tile      string             `json:"tile"`
+	Policy    string             `json:"policy"`
+	Units     int                `json:"units"`
+	Elapsed   float64            `json:"elapsed_s"`
+	Compute   float64            `json:"compute_s"`
+	UnitsPerS float64            `json:"units_per_s"`
+	MPixPerS  float64            `json:"mpixel_per_s"`
+	Output    string             `json:"output"`
+	File      string             `json:"file"`
+	Verified  bool               `json:"verified"`
+	Error     string             `json:"error,omitempty"`
+	PerWorker map[string]float64 `json:"-"`
+}
+
+type localWorker struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	Threads int    `json:"threads"`
+	Units   uint64 `json:"units"`
+}
+
+func runLocal(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "local", "[flags]", localDescription)
+	size := fs.Int("size", 2048, "width and height of the sample image in `pixels`")
+	var tile api.Tile
+	tile.W, tile.H = 256, 256
+	fs.Var(&tile, "tile", "tile size `WxH` of the blur job")
+	radius := fs.Int("radius", 5, "blur radius in `pixels`")
+	out := fs.String("o", "braid-local-out.png", "write the output image to this `file`")
+	data := fs.String("data", "", "keep the cluster's data in this `directory` (default: a temporary one, removed after)")
+	nWorkers := fs.Int("workers", 2, "number of `workers`")
+	threads := fs.Int("threads", 0, "threads each worker lends (default: half the CPUs, at least 1)")
+	policy := fs.String("policy", api.PolicyDynamic, "scheduling `policy`: equal, proportional or dynamic")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
+	keyPath := fs.String("key-file", "", "read the cluster key from this `file` (default: BRAID_KEY, else a random key)")
+	logger := logFlags(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		env.Errorf("local: unexpected argument %q", fs.Arg(0))
+		return 2
+	}
+	switch {
+	case *size < 1 || *size > 16384:
+		env.Errorf("local: --size %d: want 1 to 16384", *size)
+		return 2
+	case *nWorkers < 1 || *nWorkers > 16:
+		env.Errorf("local: --workers %d: want 1 to 16", *nWorkers)
+		return 2
+	case *threads < 0:
+		env.Errorf("local: --threads must not be negative")
+		return 2
+	}
+	if *threads == 0 {
+		*threads = max(runtime.NumCPU()/2, 1)
+	}
+	key, generated, err := localKey(*keyPath)
+	if err != nil {
+		env.Errorf("local: %v", err)
+		return 2
+	}
+	l := &localRun{env: env, log: logger(env), key: key, nWorkers: *nWorkers, threads: *threads}
+	if generated {
+		l.note("no BRAID_KEY or --key-file: using a random cluster key for this run")
+	}
+	rep, err := l.run(ctx, *data, localJob{size: *size, tile: tile, radius: *radius, policy: *policy, out: *out})
+	if rep != nil && *asJSON {
+		if err != nil {
+			rep.Error = err.Error()
+		}
+		jsonLine(env.Stdout, rep)
+	} else if rep != nil {
+		rep.print(env.Stdout)
+	}
+	if err != nil {
+		env.Errorf("local: %v", err)
+		return 1
+	}
+	return 0
+}
+
+// localKey returns the cluster key from the file or BRAID_KEY, else a
+// random one (generated true).
+func localKey(path string) ([]byte, bool, error) {
+	if path == "" && strings.TrimSpace(os.Getenv("BRAID_KEY")) == "" {
+		b := make([]byte, 24)
+		if _, err := rand.Read(b); err != nil {
+			return nil, false, err
+		}
+		return []byte(hex.EncodeToString(b)), true, nil
+	}
+	k, err := loadKey(path)
+	return k, false, err
+}
+
+type localJob struct {
+	size   int
+	tile   api.Tile
+	radius int
+	policy string
+	out    string
+}
+
+// localRun is one run of braid local.
+type localRun struct {
+	env      *Env
+	log      *slog.Logger
+	key      []byte
+	nWorkers int
+	threads  int
+}
+
+func (l *localRun) note(format string, args ...any) {
+	fmt.Fprintf(l.env.Stderr, "braid local: "+format+"\n", args...)
+}
+
+// quiet returns the logger for the embedded roles: warnings and errors
+// only, unless -v.
+func (l *localRun) quiet() *slog.Logger {
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		return l.log
+	}
+	return slog.New(slog.NewTextHandler(l.env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func (l *localRun) run(ctx context.Context, dataDir string, job localJob) (*localReport, error) {
+	if dataDir == "" {
+		dir, err := os.MkdirTemp("", "braid-local-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		dataDir = dir
+	}
+	logger := l.quiet()
+	srv, err := server.New(server.Config{Listen: "127.0.0.1:0", Data: filepath.Join(dataDir, "server"), Key: l.key, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	defer func() {
+		stop()
+		wg.Wait()
+	}()
+	wg.Go(func() {
+		if err := srv.Run(runCtx); err != nil {
+			l.note("server: %v", err)
+		}
+	})
+	rep := &localReport{Server: srv.URL(), Data: dataDir, Op: "blur", Tile: job.tile.String(), Policy: job.policy,
+		Image: fmt.Sprintf("%dx%d PNG", job.size, job.size), File: job.out}
+	workers := make([]*worker.Worker, l.nWorkers)
+	errs := make(chan error, l.nWorkers)
+	for i := range workers {
+		w, err := worker.New(worker.Config{Servers: []string{srv.URL()}, Key: l.key, Threads: l.threads,
+			Listen: []string{"127.0.0.1:0"}, Name: fmt.Sprintf("local-%d", i+1), Logger: logger})
+		if err != nil {
+			return rep, err
+		}
+		workers[i] = w
+		wg.Go(func() {
+			if err := w.Run(runCtx); err != nil {
+				errs <- err
+			}
+		})
+	}
+	c := client.New(srv.URL(), client.WithKey(l.key))
+	if err := l.waitWorkers(ctx, c, errs); err != nil {
+		return rep, err
+	}
+
+	img := ops.SamplePNG(job.size, job.size)
+	in, err := c.Put(ctx, bytes.NewReader(img))
+	if err != nil {
+		return rep, err
+	}
+	params := map[string]string{"radius": fmt.Sprint(job.radius)}
+	start := time.Now()
+	st, err := c.Submit(ctx, api.JobRequest{Op: "blur", Input: in, Params: params, Tile: job.tile, Policy: job.policy})
+	if err != nil {
+		return rep, err
+	}
+	rep.Job = st.Job
+	bar := newUnitsBar(l.env.Stderr)
+	st, err = c.Wait(ctx, st.Job, bar.update)
+	bar.finish()
+	elapsed := time.Since(start)
+	if err != nil {
+		return rep, err
+	}
+	rep.State, rep.Units, rep.Output = st.State, st.Units.Total, st.Output
+	rep.Elapsed = elapsed.Seconds()
+	rep.Compute = time.Duration(st.Timings.ComputeNanos).Seconds()
+	rep.UnitsPerS = float64(st.Units.Total) / elapsed.Seconds()
+	rep.MPixPerS = float64(job.size) * float64(job.size) / 1e6 / elapsed.Seconds()
+	ws, err := c.Workers(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for _, w := range ws {
+		rep.Workers = append(rep.Workers, localWorker{ID: w.ID, Address: strings.Join(w.Addresses, ","), Threads: w.Threads, Units: w.Done})
+		rep.Streams += w.Threads
+	}
+	if st.State != api.JobDone {
+		return rep, fmt.Errorf("job %d %s: %s", st.Job, st.State, st.Error)
+	}
+
+	var got bytes.Buffer
+	if _, err := c.Get(ctx, st.Output, &got); err != nil {
+		return rep, err
+	}
+	if err := writeFileAtomic(job.out, got.Bytes()); err != nil {
+		return rep, err
+	}
+	want, err := ops.Execute(ctx, ops.Blur(), bytes.NewReader(img), int64(len(img)), params, ops.Hint{}, 1)
+	if err != nil {
+		return rep, fmt.Errorf("compute the single-unit reference: %w", err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		return rep, fmt.Errorf("the output (%d bytes) differs from the single-unit blur of the same image (%d bytes)", got.Len(), len(want))
+	}
+	rep.Verified = true
+	return rep, nil
+}
+
+// waitWorkers waits until every worker registered, or one failed.
+func (l *localRun) waitWorkers(ctx context.Context, c *client.Client, errs <-chan error) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		h, err := c.Health(ctx)
+		if err == nil && h.Workers == l.nWorkers {
+			return nil
+		}
+		select {
+		case err := <-errs:
+			return fmt.Errorf("a worker failed: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the workers did not register within 15s")
+		}
+	}
+}
+
+func writeFileAtomic(name string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".part-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, bytes.NewReader(b)); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), name)
+}
+
+func (r *localReport) print(w io.Writer) {
+	fmt.Fprintf(w, "braid local: embedded cluster on loopback, data in %s\n", r.Data)
+	fmt.Fprintf(w, "  server      %s\n", r.Server)
+	for _, wk := range r.Workers {
+		fmt.Fprintf(w, "  worker %-4s data plane %s, %d thread(s)\n", wk.ID, wk.Address, wk.Threads)
+	}
+	if r.Job == 0 {
+		return
+	}
+	fmt.Fprintf(w, "job %d: blur of a %s in %s tiles, %s policy: %s\n", r.Job, r.Image, r.Tile, r.Policy, r.State)
+	fmt.Fprintf(w, "  units       %d over %d streams (one per lent thread)\n", r.Units, r.Streams)
+	var per []string
+	for _, wk := range r.Workers {
+		per = append(per, fmt.Sprintf("%s %d", wk.ID, wk.Units))
+	}
+	fmt.Fprintf(w, "  per worker  %s\n", strings.Join(per, ", "))
+	fmt.Fprintf(w, "  elapsed     %.3fs from submission to output (compute %.3fs in the workers)\n", r.Elapsed, r.Compute)
+	fmt.Fprintf(w, "  throughput  %.1f units/s, %.2f Mpixel/s\n", r.UnitsPerS, r.MPixPerS)
+	if r.Verified {
+		fmt.Fprintf(w, "output: %s (blob %s), identical to the single-unit blur\n", r.File, r.Output[:12])
+	}
+}

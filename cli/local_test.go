@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// runBraid runs braid with args to completion within d and returns the
+// exit code and outputs.
+func runBraid(t testing.TB, d time.Duration, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var out, errb syncBuf
+	code := Run(ctx, args, &out, &errb)
+	if ctx.Err() != nil {
+		t.Fatalf("braid %s: still running after %v\nstderr:\n%s", strings.Join(args, " "), d, errb.String())
+	}
+	return code, out.String(), errb.String()
+}
+
+// syncBuf is a bytes.Buffer safe for concurrent use.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLocal runs 'braid local' in-process: an embedded cluster blurs a
+// sample image and checks the output against the single-unit blur.
+func TestLocal(t *testing.T) {
+	t.Setenv("BRAID_KEY", "") // braid local makes up a key
+	out := filepath.Join(t.TempDir(), "out.png")
+	code, stdout, stderr := runBraid(t, 60*time.Second, "local", "--size", "384", "--tile", "96x96", "-o", out)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"worker w1", "worker w2", "units       16 over 2 streams", "per worker  w1 ",
+		"throughput", "identical to the single-unit blur"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "random cluster key") {
+		t.Errorf("stderr does not say the key was made up:\n%s", stderr)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil || cfg.Width != 384 || cfg.Height != 384 {
+		t.Errorf("output image: %+v, %v", cfg, err)
+	}
+}
+
+func TestLocalJSON(t *testing.T) {
+	t.Setenv("BRAID_KEY", "local-json-test-key-0123456789")
+	dir := t.TempDir()
+	code, stdout, stderr := runBraid(t, 60*time.Second, "local", "--size", "256", "--tile", "64x64", "--policy", "equal",
+		"--data", filepath.Join(dir, "data"), "-o", filepath.Join(dir, "out.png"), "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		State    string `json:"state"`
+		Units    int    `json:"units"`
+		Streams  int    `json:"streams"`
+		Verified bool   `json:"verified"`
+		Policy   string `json:"policy"`
+		Workers  []struct {
+			Units int `json:"units"`
+		} `json:"workers"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, stdout)
+	}
+	if rep.State != "done" || rep.Units != 16 || !rep.Verified || rep.Policy != "equal" || len(rep.Workers) != 2 ||
+		rep.Workers[0].Units+rep.Workers[1].Units != 16 || rep.Workers[0].Units != 8 {
+		t.Errorf("report %+v", rep)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "server", "jobs.db")); err != nil {
+		t.Errorf("--data not used: %v", err)
+	}
+}
+
+func TestLocalUsage(t *testing.T) {
+	if code, _, stderr := runBraid(t, 10*time.Second, "local", "--size", "0"); code != 2 || !strings.Contains(stderr, "--size 0") {
+		t.Errorf("--size 0: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := runBraid(t, 10*time.Second, "local", "--tile", "0x0"); code != 2 || !strings.Contains(stderr, "at least 1 pixel") {
+		t.Errorf("--tile 0x0: exit %d, %s", code, stderr)
+	}
+}

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/braid-hpc/braid/server"
+)
+
+func init() {
+	register(&command{
+		name:    "server",
+		summary: "run a job server: control API, job store, scheduler",
+		run:     runServer,
+	})
+}
+
+const serverDescription = `
+Runs a braid server: the HTTP control API (clients upload data and submit
+jobs; workers register), the job store in --data (blobs and a SQLite
+database) and the scheduler. For every worker that registers, the server
+dials a data-plane session to the worker's addresses, one path per
+address, and opens one stream per thread the worker lends; computation
+units and their results travel there.
+
+The server runs until interrupted. Started again on the same --data
+directory it resumes the jobs it had accepted.
+
+  braid server --listen 10.0.0.1:7400 --data /var/lib/braid`
+
+// logFlags registers -v and returns a constructor of the command's logger,
+// which writes to env.Stderr.
+func logFlags(fs interface {
+	Bool(string, bool, string) *bool
+}) func(env *Env) *slog.Logger {
+	verbose := fs.Bool("v", false, "log every unit and request (debug level)")
+	return func(env *Env) *slog.Logger {
+		level := slog.LevelInfo
+		if *verbose {
+			level = slog.LevelDebug
+		}
+		return slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+}
+
+func runServer(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "server", "--listen HOST:PORT --data DIR [flags]", serverDescription)
+	listen := fs.String("listen", "127.0.0.1:7400", "`HOST:PORT` of the control API")
+	data := fs.String("data", "", "`directory` of the blobs and the job database (required)")
+	heartbeat := fs.Duration("heartbeat", time.Second, "how often workers send a heartbeat")
+	timeout := fs.Duration("worker-timeout", 0, "declare a worker dead after this long without heartbeat (default 5 heartbeats)")
+	inFlight := fs.Int("in-flight", 0, "units a stream holds at once for jobs that do not say (default 8)")
+	maxThreads := fs.Int("max-threads", 0, "most threads (streams) one worker may lend (default 1024)")
+	durable := fs.Bool("durable", false, "sync unit results and every database commit to disk (slower; survives power loss)")
+	key := keyFlag(fs)
+	logger := logFlags(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		env.Errorf("server: unexpected argument %q", fs.Arg(0))
+		return 2
+	}
+	if *data == "" {
+		env.Errorf("server: give the data directory with --data DIR")
+		return 2
+	}
+	k, err := key()
+	if err != nil {
+		env.Errorf("server: %v", err)
+		return 2
+	}
+	srv, err := server.New(server.Config{
+		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
+		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: logger(env),
+	})
+	if err != nil {
+		env.Errorf("%v", err)
+		return 1
+	}
+	fmt.Fprintf(env.Stdout, "braid server listening on %s (data in %s)\n", srv.URL(), *data)
+	if err := srv.Run(ctx); err != nil {
+		env.Errorf("%v", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/worker"
+)
+
+func init() {
+	register(&command{
+		name:    "worker",
+		summary: "run a worker: register with servers and run their units",
+		run:     runWorker,
+	})
+}
+
+const workerDescription = `
+Runs a braid worker. It listens on one data-plane address per network
+(--listen), registers with every --server (its addresses, cores, memory,
+free disk, CPU MHz, the threads it lends and its operations) and sends
+heartbeats. Each server dials a session to it over every address and opens
+one stream per lent thread; the worker runs the units that arrive, at most
+--threads at once, and sends each result back on its unit's stream. The
+cluster key authenticates the servers before any unit is read.
+
+The worker runs until interrupted, then deregisters. It exits with an
+error if every server rejects it (for instance a different cluster key).
+
+  braid worker --server http://10.0.0.1:7400 --threads 8 \
+      --listen 10.1.0.5:7420,10.2.0.5:7420`
+
+func runWorker(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "worker", "--server URL[,URL...] --threads N --listen ADDR[,ADDR...] [flags]", workerDescription)
+	servers := fs.String("server", "", "base `URLs` of the servers to register with, comma-separated (default: $BRAID_SERVER)")
+	threads := fs.Int("threads", runtime.NumCPU(), "processing `threads` to lend: units run at once")
+	listen := fs.String("listen", "127.0.0.1:0", "data-plane `addresses` (host:port), one per network, comma-separated")
+	advertise := fs.String("advertise", "", "`addresses` to register instead of the --listen ones (e.g. behind NAT)")
+	opsList := fs.String("ops", "", "offer only these `operations`, comma-separated (default: all)")
+	name := fs.String("name", "", "`name` in listings (default: the host name)")
+	key := keyFlag(fs)
+	logger := logFlags(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		env.Errorf("worker: unexpected argument %q", fs.Arg(0))
+		return 2
+	}
+	urls := splitList(*servers)
+	if len(urls) == 0 {
+		urls = splitList(getenv("BRAID_SERVER"))
+	}
+	if len(urls) == 0 {
+		env.Errorf("worker: give the servers to register with: --server URL[,URL...] (or set BRAID_SERVER)")
+		return 2
+	}
+	if *threads < 1 {
+		env.Errorf("worker: --threads must be at least 1")
+		return 2
+	}
+	k, err := key()
+	if err != nil {
+		env.Errorf("worker: %v", err)
+		return 2
+	}
+	reg := ops.Builtin()
+	if *opsList != "" {
+		if reg, err = reg.Subset(splitList(*opsList)...); err != nil {
+			env.Errorf("worker: --ops: %v", err)
+			return 2
+		}
+	}
+	// Lent threads compute; keep a P free for the data plane, so results
+	// leave and units arrive while every thread computes.
+	if runtime.GOMAXPROCS(0) <= *threads {
+		runtime.GOMAXPROCS(*threads + 1)
+	}
+	w, err := worker.New(worker.Config{
+		Servers: urls, Key: k, Listen: splitList(*listen), Advertise: splitList(*advertise), Threads: *threads,
+		Ops: reg, Name: *name, Logger: logger(env),
+	})
+	if err != nil {
+		env.Errorf("%v", err)
+		return 2
+	}
+	fmt.Fprintf(env.Stdout, "braid worker: data plane on %s, lending %d threads to %s\n",
+		strings.Join(w.Addrs(), ","), *threads, strings.Join(urls, ","))
+	if err := w.Run(ctx); err != nil {
+		env.Errorf("worker: %v", err)
+		return 1
+	}
+	return 0
+}
+
+func getenv(name string) string { return strings.TrimSpace(os.Getenv(name)) }

@@ -1,0 +1,330 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+)
+
+// Client calls one server's control API. It is safe for concurrent use.
+type Client struct {
+	base  string
+	hc    *http.Client
+	token string
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithKey authenticates requests with the cluster key (as api.Token).
+// Without it only the health check and the spec are reachable.
+func WithKey(key []byte) Option {
+	return func(c *Client) { c.token = api.Token(key) }
+}
+
+// WithHTTPClient sends requests through hc instead of a default client.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) { c.hc = hc }
+}
+
+// New returns a client of the server at baseURL, e.g.
+// "http://10.0.0.1:7400". A URL without a scheme gets "http://".
+func New(baseURL string, opts ...Option) *Client {
+	base := strings.TrimRight(strings.TrimSpace(baseURL), "/")
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	c := &Client{base: base, hc: &http.Client{Transport: defaultTransport}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// defaultTransport keeps connections to a server open between polls.
+var defaultTransport = &http.Transport{
+	Proxy:               nil, // servers are cluster-internal
+	MaxIdleConnsPerHost: 16,
+	IdleConnTimeout:     90 * time.Second,
+}
+
+// URL returns the server's base URL.
+func (c *Client) URL() string { return c.base }
+
+// do sends a request and decodes a JSON answer into out (if non-nil). A
+// non-2xx answer becomes an *Error.
+func (c *Client) do(ctx context.Context, op, method, path string, body io.Reader, contentType string, out any) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return resp, decodeError(op, resp)
+	}
+	if out == nil {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return resp, fmt.Errorf("%s: decode answer: %w", op, err)
+	}
+	return resp, nil
+}
+
+func decodeError(op string, resp *http.Response) error {
+	e := &Error{Op: op, Status: resp.StatusCode}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var body api.Error
+	if json.Unmarshal(b, &body) == nil && body.Message != "" {
+		e.Message = body.Message
+	} else if s := strings.TrimSpace(string(b)); s != "" && len(s) < 200 {
+		e.Message = s
+	} else {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	return e
+}
+
+func (c *Client) getJSON(ctx context.Context, op, path string, out any) error {
+	_, err := c.do(ctx, op, http.MethodGet, path, nil, "", out)
+	return err
+}
+
+func (c *Client) sendJSON(ctx context.Context, op, method, path string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	_, err = c.do(ctx, op, method, path, bytes.NewReader(b), api.ContentTypeJSON, out)
+	return err
+}
+
+// Health checks that the server runs and returns its live workers.
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var h api.Health
+	err := c.getJSON(ctx, "health", api.PathHealth, &h)
+	return h, err
+}
+
+// Ops lists the operations the server can run.
+func (c *Client) Ops(ctx context.Context) ([]api.OpInfo, error) {
+	var l api.OpList
+	err := c.getJSON(ctx, "list ops", api.PathOps, &l)
+	return l.Ops, err
+}
+
+// Put uploads everything r yields as a blob and returns its ID. The body
+// streams: r is not held in memory.
+func (c *Client) Put(ctx context.Context, r io.Reader) (string, error) {
+	info, err := c.PutInfo(ctx, r)
+	return info.ID, err
+}
+
+// PutInfo is Put returning the blob's size too.
+func (c *Client) PutInfo(ctx context.Context, r io.Reader) (api.BlobInfo, error) {
+	var info api.BlobInfo
+	if r == nil {
+		r = http.NoBody
+	}
+	_, err := c.do(ctx, "upload blob", http.MethodPost, api.PathBlobs, io.NopCloser(r), api.ContentTypeBlob, &info)
+	return info, err
+}
+
+// Get downloads blob id into w and returns the number of bytes written.
+func (c *Client) Get(ctx context.Context, id string, w io.Writer) (int64, error) {
+	op := "download blob " + id
+	resp, err := c.do(ctx, op, http.MethodGet, api.PathBlobs+"/"+url.PathEscape(id), nil, "", nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("%s: %w", op, err)
+	}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return n, fmt.Errorf("%s: got %d of %d bytes", op, n, resp.ContentLength)
+	}
+	return n, nil
+}
+
+// Blobs lists the stored blobs.
+func (c *Client) Blobs(ctx context.Context) ([]api.BlobInfo, error) {
+	var l api.BlobList
+	err := c.getJSON(ctx, "list blobs", api.PathBlobs, &l)
+	return l.Blobs, err
+}
+
+// DeleteBlob deletes a blob no unfinished job uses.
+func (c *Client) DeleteBlob(ctx context.Context, id string) error {
+	_, err := c.do(ctx, "delete blob "+id, http.MethodDelete, api.PathBlobs+"/"+url.PathEscape(id), nil, "", nil)
+	return err
+}
+
+// Submit submits a job and returns its first status.
+func (c *Client) Submit(ctx context.Context, req api.JobRequest) (api.JobStatus, error) {
+	var st api.JobStatus
+	err := c.sendJSON(ctx, "submit job", http.MethodPost, api.PathJobs, req, &st)
+	return st, err
+}
+
+func jobPath(id uint64) string { return api.PathJobs + "/" + strconv.FormatUint(id, 10) }
+
+// Status returns a job's status.
+func (c *Client) Status(ctx context.Context, id uint64) (api.JobStatus, error) {
+	var st api.JobStatus
+	err := c.getJSON(ctx, fmt.Sprintf("status of job %d", id), jobPath(id), &st)
+	return st, err
+}
+
+// Wait polls a job until its state is final and returns that status.
+// Each poll asks the server to hold its answer until the job is final or
+// the poll interval passed (GET /v1/jobs/{id}?wait=), so Wait returns as
+// soon as the job ends; the interval backs off from 50ms to 1s. progress,
+// if non-nil, sees every status polled. Failed polls are retried with the
+// same backoff until ctx ends; a 4xx answer ends the wait.
+func (c *Client) Wait(ctx context.Context, id uint64, progress func(api.JobStatus)) (api.JobStatus, error) {
+	interval := 50 * time.Millisecond
+	var last api.JobStatus
+	for {
+		var st api.JobStatus
+		err := c.getJSON(ctx, fmt.Sprintf("status of job %d", id), jobPath(id)+"?wait="+interval.String(), &st)
+		switch {
+		case err == nil:
+			last = st
+			if progress != nil {
+				progress(st)
+			}
+			if st.State.Final() {
+				return st, nil
+			}
+		case ctx.Err() != nil:
+			return last, fmt.Errorf("wait for job %d: %w", id, ctx.Err())
+		case StatusOf(err)/100 == 4:
+			return last, err
+		default:
+			// The server may be restarting: try again after a while.
+			t := time.NewTimer(interval)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return last, fmt.Errorf("wait for job %d: %w (last error: %v)", id, ctx.Err(), err)
+			case <-t.C:
+			}
+		}
+		interval = min(interval*3/2, time.Second)
+	}
+}
+
+// Jobs lists jobs, newest first: those in state (all if empty), at most
+// limit (0 means the server's default, 100).
+func (c *Client) Jobs(ctx context.Context, state api.JobState, limit int) ([]api.JobStatus, error) {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", string(state))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := api.PathJobs
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var l api.JobList
+	err := c.getJSON(ctx, "list jobs", path, &l)
+	return l.Jobs, err
+}
+
+// Cancel cancels an unfinished job.
+func (c *Client) Cancel(ctx context.Context, id uint64) (api.JobStatus, error) {
+	var st api.JobStatus
+	err := c.sendJSON(ctx, fmt.Sprintf("cancel job %d", id), http.MethodPost, jobPath(id)+"/cancel", struct{}{}, &st)
+	return st, err
+}
+
+// Workers lists the workers the server knows, live and dead.
+func (c *Client) Workers(ctx context.Context) ([]api.WorkerInfo, error) {
+	var l api.WorkerList
+	err := c.getJSON(ctx, "list workers", api.PathWorkers, &l)
+	return l.Workers, err
+}
+
+func workerPath(id string) string { return api.PathWorkers + "/" + url.PathEscape(id) }
+
+// Worker returns one worker. With fresh, the server first asks the worker
+// for its current figures over the data plane.
+func (c *Client) Worker(ctx context.Context, id string, fresh bool) (api.WorkerInfo, error) {
+	path := workerPath(id)
+	if fresh {
+		path += "?fresh=1"
+	}
+	var w api.WorkerInfo
+	err := c.getJSON(ctx, "worker "+id, path, &w)
+	return w, err
+}
+
+// Register registers a worker.
+func (c *Client) Register(ctx context.Context, r api.Register) (api.Registration, error) {
+	var reg api.Registration
+	err := c.sendJSON(ctx, "register worker", http.MethodPost, api.PathWorkers, r, &reg)
+	return reg, err
+}
+
+// Update replaces what worker id registered, or registers it again under
+// the same id with a server that forgot it.
+func (c *Client) Update(ctx context.Context, id string, r api.Register) (api.Registration, error) {
+	var reg api.Registration
+	err := c.sendJSON(ctx, "update worker "+id, http.MethodPut, workerPath(id), r, &reg)
+	return reg, err
+}
+
+// Heartbeat sends worker id's sign of life. An error matching ErrNotFound
+// means the server does not know the worker: register again.
+func (c *Client) Heartbeat(ctx context.Context, id string, hb api.Heartbeat) (api.Registration, error) {
+	var reg api.Registration
+	err := c.sendJSON(ctx, "heartbeat of worker "+id, http.MethodPost, workerPath(id)+"/heartbeat", hb, &reg)
+	return reg, err
+}
+
+// Deregister removes worker id; its units run elsewhere.
+func (c *Client) Deregister(ctx context.Context, id string) error {
+	_, err := c.do(ctx, "deregister worker "+id, http.MethodDelete, workerPath(id), nil, "", nil)
+	return err
+}
+
+// errorsAs is errors.As for *Error.
+func errorsAs(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// StatusOf returns the HTTP status of an error from the server, or 0 if
+// err did not come from the server's answer (a network error).
+func StatusOf(err error) int {
+	if e, ok := errorsAs(err); ok {
+		return e.Status
+	}
+	return 0
+}

@@ -1,0 +1,176 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/transport"
+)
+
+// BenchmarkNoop measures units per second through one server and one
+// worker on loopback: noop units of the 19 KB sample GIF, one job of
+// many repeats per iteration (the paper's workload, without the blur).
+func BenchmarkNoop(b *testing.B) {
+	for _, threads := range []int{1, 2, 4} {
+		for _, inFlight := range []int{2, 8, 32} {
+			b.Run(fmt.Sprintf("threads=%d/in_flight=%d", threads, inFlight), func(b *testing.B) {
+				const units = 4000
+				c := newCluster(b, nil)
+				c.addWorker(threads, nil)
+				c.waitWorkers(1)
+				gif := ops.SampleGIF()
+				in := c.put(gif)
+				b.SetBytes(int64(units * len(gif)))
+				b.ReportAllocs()
+				var n int
+				var busy time.Duration
+				for b.Loop() {
+					start := time.Now()
+					st := c.run(api.JobRequest{Op: "noop", Input: in, Repeat: units, InFlight: inFlight})
+					busy += time.Since(start)
+					if st.State != api.JobDone {
+						b.Fatalf("job %s: %s", st.State, st.Error)
+					}
+					n += units
+				}
+				b.ReportMetric(float64(n)/busy.Seconds(), "units/s")
+			})
+		}
+	}
+}
+
+// BenchmarkBlurCompute measures the fraction of the worker's thread time
+// spent computing: the sum of the units' compute time over threads x the
+// wall time from the first unit in to the last result out. Two blur
+// workloads: the paper's (the 19 KB GIF blurred many times, one unit
+// each) and a 2048x2048 PNG in 256x256 tiles.
+func BenchmarkBlurCompute(b *testing.B) {
+	workloads := []struct {
+		name  string
+		input []byte
+		req   api.JobRequest
+	}{
+		{"gif-repeat=400", ops.SampleGIF(), api.JobRequest{Op: "blur", Repeat: 400}},
+		{"png-2048-tiles=256", ops.SamplePNG(2048, 2048), api.JobRequest{Op: "blur", Tile: api.Tile{W: 256, H: 256}}},
+	}
+	for _, wl := range workloads {
+		for _, threads := range []int{1, 2} {
+			for _, inFlight := range []int{2, 8, 32} {
+				name := fmt.Sprintf("%s/threads=%d/in_flight=%d", wl.name, threads, inFlight)
+				b.Run(name, func(b *testing.B) { benchCompute(b, wl.input, wl.req, threads, inFlight) })
+			}
+		}
+	}
+}
+
+func benchCompute(b *testing.B, input []byte, req api.JobRequest, threads, inFlight int) {
+	c := newCluster(b, nil)
+	w := c.addWorker(threads, nil)
+	c.waitWorkers(1)
+	req.Input = c.put(input)
+	req.InFlight = inFlight
+	var fraction float64
+	var units, jobs int
+	for b.Loop() {
+		w.w.ResetStats()
+		st := c.run(req)
+		if st.State != api.JobDone {
+			b.Fatalf("job %s: %s", st.State, st.Error)
+		}
+		fraction += w.w.Stats().ComputeFraction()
+		units += st.Units.Total
+		jobs++
+	}
+	b.ReportMetric(fraction/float64(jobs), "compute-fraction")
+	b.ReportMetric(float64(units)/b.Elapsed().Seconds(), "units/s")
+}
+
+// BenchmarkTransportEcho is the ceiling BenchmarkNoop runs into: 19 KB
+// messages echoed over one braid session on loopback, in this process,
+// with the same pipelining (streams x messages in flight), and no job
+// system at all.
+func BenchmarkTransportEcho(b *testing.B) {
+	for _, streams := range []int{1, 2} {
+		for _, inFlight := range []int{2, 8} {
+			b.Run(fmt.Sprintf("streams=%d/in_flight=%d", streams, inFlight), func(b *testing.B) {
+				ctx := context.Background()
+				cfg := &transport.Config{Key: testKey, Logger: testLogger()}
+				ln, err := transport.Listen(ctx, []string{"127.0.0.1:0"}, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer ln.Close()
+				go func() {
+					s, err := ln.Accept(ctx)
+					if err != nil {
+						return
+					}
+					for {
+						st, err := s.AcceptStream(ctx)
+						if err != nil {
+							return
+						}
+						go func() {
+							for {
+								m, err := st.ReadMessage(ctx)
+								if err != nil {
+									return
+								}
+								if st.WriteMessage(ctx, m) != nil {
+									return
+								}
+							}
+						}()
+					}
+				}()
+				sess, err := transport.Dial(ctx, []transport.Path{{Remote: ln.Addrs()[0].String()}}, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer sess.Close()
+				msg := ops.SampleGIF()
+				const perIter = 1000
+				b.SetBytes(int64(perIter * len(msg)))
+				var total int
+				for b.Loop() {
+					var wg sync.WaitGroup
+					for range streams {
+						st, err := sess.OpenStream(ctx)
+						if err != nil {
+							b.Fatal(err)
+						}
+						wg.Go(func() {
+							defer st.Close()
+							slots := make(chan struct{}, inFlight)
+							done := make(chan struct{})
+							go func() {
+								defer close(done)
+								for range perIter / streams {
+									if _, err := st.ReadMessage(ctx); err != nil {
+										return
+									}
+									<-slots
+								}
+							}()
+							for range perIter / streams {
+								slots <- struct{}{}
+								if st.WriteMessage(ctx, msg) != nil {
+									break
+								}
+							}
+							<-done
+						})
+					}
+					wg.Wait()
+					total += perIter
+				}
+				b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "msgs/s")
+			})
+		}
+	}
+}

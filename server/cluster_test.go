@@ -1,0 +1,199 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/worker"
+)
+
+var testKey = []byte("server-test-cluster-key-0123456789")
+
+// testLogger discards logs unless BRAID_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("BRAID_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// cluster is a server and its workers in this process, on loopback.
+type cluster struct {
+	t       testing.TB
+	cfg     server.Config
+	srv     *server.Server
+	stopSrv func()
+	c       *client.Client
+	workers []*testWorker
+}
+
+type testWorker struct {
+	w      *worker.Worker
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// stop stops the worker and returns what Run returned.
+func (tw *testWorker) stop() error {
+	tw.cancel()
+	select {
+	case err := <-tw.done:
+		tw.done <- err
+		return err
+	case <-time.After(10 * time.Second):
+		return context.DeadlineExceeded
+	}
+}
+
+// newCluster starts a server on a fresh data directory; mod adjusts its
+// Config.
+func newCluster(t testing.TB, mod func(*server.Config)) *cluster {
+	t.Helper()
+	cfg := server.Config{
+		Listen:            "127.0.0.1:0",
+		Data:              t.TempDir(),
+		Key:               testKey,
+		HeartbeatInterval: 50 * time.Millisecond,
+		WorkerTimeout:     400 * time.Millisecond,
+		Logger:            testLogger(),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c := &cluster{t: t, cfg: cfg}
+	c.startServer()
+	t.Cleanup(func() {
+		for _, w := range c.workers {
+			w.stop()
+		}
+		c.stopServer()
+	})
+	return c
+}
+
+func (c *cluster) startServer() {
+	c.t.Helper()
+	srv, err := server.New(c.cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	c.srv = srv
+	c.cfg.Listen = srv.URL()[len("http://"):] // a restart comes back on the same port
+	c.c = client.New(srv.URL(), client.WithKey(testKey))
+	c.stopSrv = func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				c.t.Errorf("server Run: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			c.t.Error("server did not stop within 15s")
+		}
+	}
+}
+
+func (c *cluster) stopServer() {
+	if c.stopSrv != nil {
+		c.stopSrv()
+		c.stopSrv = nil
+	}
+}
+
+// addWorker starts a worker lending threads; mod adjusts its Config.
+func (c *cluster) addWorker(threads int, mod func(*worker.Config)) *testWorker {
+	c.t.Helper()
+	cfg := worker.Config{
+		Servers:       []string{c.srv.URL()},
+		Key:           testKey,
+		Threads:       threads,
+		Listen:        []string{"127.0.0.1:0"},
+		Logger:        testLogger(),
+		RetryInterval: 20 * time.Millisecond,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	w, err := worker.New(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tw := &testWorker{w: w, cancel: cancel, done: make(chan error, 1)}
+	go func() { tw.done <- w.Run(ctx) }()
+	c.workers = append(c.workers, tw)
+	return tw
+}
+
+// waitWorkers waits until the server has n live workers.
+func (c *cluster) waitWorkers(n int) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h, err := c.c.Health(context.Background())
+		if err == nil && h.Workers == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("server has %d live workers after 10s, want %d (err %v)", h.Workers, n, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (c *cluster) put(data []byte) string {
+	c.t.Helper()
+	id, err := c.c.Put(context.Background(), bytes.NewReader(data))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return id
+}
+
+func (c *cluster) get(id string) []byte {
+	c.t.Helper()
+	var buf bytes.Buffer
+	if _, err := c.c.Get(context.Background(), id, &buf); err != nil {
+		c.t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// submit submits a job and fails the test on error.
+func (c *cluster) submit(req api.JobRequest) api.JobStatus {
+	c.t.Helper()
+	st, err := c.c.Submit(context.Background(), req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return st
+}
+
+// wait waits up to 20s for a job to be final.
+func (c *cluster) wait(id uint64) api.JobStatus {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := c.c.Wait(ctx, id, nil)
+	if err != nil {
+		c.t.Fatalf("job %d: %v (last status %+v)", id, err, st)
+	}
+	return st
+}
+
+// run submits a job and waits for it.
+func (c *cluster) run(req api.JobRequest) api.JobStatus {
+	c.t.Helper()
+	return c.wait(c.submit(req).Job)
+}

@@ -1,0 +1,102 @@
+package server
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/transport"
+)
+
+// Config configures a Server. Data and Key are required; every other
+// field's zero value works.
+type Config struct {
+	// Listen is the host:port of the HTTP control API. Empty means
+	// "127.0.0.1:7400"; port 0 picks a free port (see Server.URL).
+	Listen string
+	// Data is the directory of the blobs (Data/blobs) and the job
+	// database (Data/jobs.db). A server started again on the same
+	// directory resumes the jobs it had accepted. Required.
+	Data string
+	// Key is the cluster key. It authenticates the data-plane sessions
+	// the server opens to workers and, as api.Token, every control API
+	// request but the health check and the spec. Required.
+	Key []byte
+	// Ops are the operations jobs may name. Nil means ops.Builtin().
+	Ops *ops.Registry
+	// Transport configures the sessions the server dials to workers. Its
+	// Key and a nil Logger are set from this Config. Nil means the
+	// transport's defaults.
+	Transport *transport.Config
+
+	// HeartbeatInterval is how often workers are told to send a
+	// heartbeat. Zero means 1s.
+	HeartbeatInterval time.Duration
+	// WorkerTimeout declares a worker dead, and runs its units
+	// elsewhere, when it sent no heartbeat for this long. Zero means five
+	// heartbeat intervals.
+	WorkerTimeout time.Duration
+	// DialTimeout bounds opening a session to a worker's data plane when
+	// it registers. Zero means 10s.
+	DialTimeout time.Duration
+	// InFlight is how many units a stream holds at once for jobs that do
+	// not say. Zero means 8: enough queued at the worker that its threads
+	// do not wait for the next unit while results travel back and the
+	// server books them (with 2, a busy two-core host lost a fifth of
+	// its thread time to such waits; see BenchmarkBlurCompute).
+	InFlight int
+	// MaxThreads bounds the threads (and so streams) one worker may
+	// lend. Zero means 1024.
+	MaxThreads int
+	// MaxBlob bounds the size of an upload. Zero means 16 GiB.
+	MaxBlob int64
+	// MaxRequest bounds a JSON request body. Zero means 1 MiB.
+	MaxRequest int64
+	// Durable makes unit results and every database commit reach stable
+	// storage before they count, so a power loss loses nothing. Zero
+	// means uploads and job outputs are synced, while unit results and
+	// commits survive a crash of the process but not of the machine;
+	// after a power loss a unit whose result was lost runs again.
+	Durable bool
+
+	// Logger receives lifecycle events. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// populate fills in defaults and checks the required fields.
+func (c *Config) populate() error {
+	if c.Data == "" {
+		return errors.New("server: Config.Data is empty: give a data directory (braid server --data DIR)")
+	}
+	if len(c.Key) == 0 {
+		return errors.New("server: Config.Key is empty: set the cluster key (BRAID_KEY or --key-file)")
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:7400"
+	}
+	if c.Ops == nil {
+		c.Ops = ops.Builtin()
+	}
+	setDefault(&c.HeartbeatInterval, time.Second)
+	setDefault(&c.WorkerTimeout, 5*c.HeartbeatInterval)
+	setDefault(&c.DialTimeout, 10*time.Second)
+	setDefault(&c.InFlight, 8)
+	setDefault(&c.MaxThreads, 1024)
+	setDefault(&c.MaxBlob, 16<<30)
+	setDefault(&c.MaxRequest, 1<<20)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.WorkerTimeout <= c.HeartbeatInterval {
+		return errors.New("server: WorkerTimeout must exceed HeartbeatInterval, or one late heartbeat kills a worker")
+	}
+	return nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}

@@ -1,0 +1,449 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/store"
+	"github.com/braid-hpc/braid/testbed/relay"
+	"github.com/braid-hpc/braid/transport"
+	"github.com/braid-hpc/braid/worker"
+)
+
+// slowOp runs an operation after a pause, so that a test can act while
+// a job is half done.
+type slowOp struct {
+	ops.Op
+	d time.Duration
+}
+
+func (s slowOp) Run(ctx context.Context, params map[string]string, inputs [][]byte) ([]byte, error) {
+	t := time.NewTimer(s.d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+	}
+	return s.Op.Run(ctx, params, inputs)
+}
+
+// slowBlur is a worker registry whose blur takes d longer per unit.
+func slowBlur(d time.Duration) func(*worker.Config) {
+	return func(cfg *worker.Config) { cfg.Ops = ops.NewRegistry(slowOp{ops.Blur(), d}) }
+}
+
+// waitDone waits until a job has at least n units done.
+func (c *cluster) waitDone(id uint64, n int) api.JobStatus {
+	c.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := c.c.Status(context.Background(), id)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if st.Units.Done >= n || st.State.Final() {
+			return st
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("job %d: %d units done after 15s, want %d", id, st.Units.Done, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkExactlyOnce opens the stopped server's store and checks that every
+// unit of the job is done with one result, and that the workers still
+// registered were credited with at most one result per unit (exactly one
+// if none deregistered).
+func checkExactlyOnce(t *testing.T, dir string, job uint64, allRegistered bool) {
+	t.Helper()
+	db, err := store.OpenSQLite(t.Context(), filepath.Join(dir, "jobs.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	j, err := db.Job(t.Context(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != store.JobDone || j.Done != j.Total || j.Running != 0 || j.Failed != 0 {
+		t.Errorf("stored job: %s, %d of %d done, %d running, %d failed", j.State, j.Done, j.Total, j.Running, j.Failed)
+	}
+	units, err := db.Units(t.Context(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range units {
+		if u.State != store.UnitDone || u.Result == "" {
+			t.Errorf("unit %d: %s, result %q", u.ID, u.State, u.Result)
+		}
+	}
+	ws, err := db.Workers(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var credited uint64
+	for _, w := range ws {
+		credited += w.Done
+	}
+	if credited > uint64(j.Total) || allRegistered && credited != uint64(j.Total) {
+		t.Errorf("workers credited with %d results for %d units", credited, j.Total)
+	}
+}
+
+// TestCorruptImage: an image whose header is sound but whose pixels are
+// not fails its unit on the worker, and the job's error names the unit
+// and the cause.
+func TestCorruptImage(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(1, nil)
+	c.waitWorkers(1)
+	img := ops.SamplePNG(64, 64)
+	st := c.run(api.JobRequest{Op: "blur", Input: c.put(img[:len(img)/2])})
+	if st.State != api.JobFailed {
+		t.Fatalf("job is %s, want failed", st.State)
+	}
+	for _, want := range []string{"unit 0 failed on worker w1", "blur: corrupt png image"} {
+		if !strings.Contains(st.Error, want) {
+			t.Errorf("error %q does not say %q", st.Error, want)
+		}
+	}
+	if st.Output != "" || st.Timings.Finished.IsZero() {
+		t.Errorf("failed job: output %q, finished %v", st.Output, st.Timings.Finished)
+	}
+}
+
+// TestUnitFails: a unit whose operation fails fails the job, naming the
+// unit, the worker and the cause; the other units stop being sent.
+func TestUnitFails(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(2, nil)
+	c.waitWorkers(1)
+	st := c.run(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 20,
+		Params: map[string]string{"ms": "5", "fail": "3"}})
+	if st.State != api.JobFailed || !strings.Contains(st.Error, "unit 3 failed on worker w1: sleep: unit 3 fails as the job asked") {
+		t.Errorf("job %s: %q", st.State, st.Error)
+	}
+	if st.Units.Done >= 20 {
+		t.Errorf("%d units done after the failure", st.Units.Done)
+	}
+}
+
+// TestCancel: a canceled job stops; canceling again is a conflict.
+func TestCancel(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(1, nil)
+	c.waitWorkers(1)
+	st := c.submit(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 50, Params: map[string]string{"ms": "20"}})
+	c.waitDone(st.Job, 1)
+	got, err := c.c.Cancel(t.Context(), st.Job)
+	if err != nil || got.State != api.JobCanceled || got.Error != "canceled by a client" {
+		t.Fatalf("cancel: %+v, %v", got, err)
+	}
+	if _, err := c.c.Cancel(t.Context(), st.Job); !errors.Is(err, client.ErrConflict) || !strings.Contains(err.Error(), "already canceled") {
+		t.Errorf("second cancel: %v", err)
+	}
+	// The worker is free for the next job.
+	st = c.run(api.JobRequest{Op: "noop", Input: c.put([]byte("after"))})
+	if st.State != api.JobDone {
+		t.Errorf("next job %s: %s", st.State, st.Error)
+	}
+}
+
+// TestWrongKey: a worker with another cluster key is rejected with a
+// clear error, and the server keeps serving.
+func TestWrongKey(t *testing.T) {
+	c := newCluster(t, nil)
+	bad := c.addWorker(1, func(cfg *worker.Config) { cfg.Key = []byte("not the cluster key at all") })
+	select {
+	case err := <-bad.done:
+		bad.done <- err
+		if err == nil || !strings.Contains(err.Error(), "cluster key differs") {
+			t.Errorf("worker with the wrong key: Run = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker with the wrong key still running after 10s")
+	}
+
+	// A registration that holds the HTTP token but whose data plane
+	// expects another key: the server cannot open the session.
+	ln, err := transport.Listen(t.Context(), []string{"127.0.0.1:0"},
+		&transport.Config{Key: []byte("the worker's own wrong key"), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = c.c.Register(t.Context(), api.Register{Addresses: []string{ln.Addrs()[0].String()}, Threads: 1, Ops: []string{"blur"}})
+	if client.StatusOf(err) != 403 || !strings.Contains(err.Error(), "cannot authenticate to the worker's data plane") ||
+		!strings.Contains(err.Error(), "same cluster key") {
+		t.Errorf("registering a data plane with another key: %v", err)
+	}
+
+	// The server still works.
+	c.addWorker(1, nil)
+	c.waitWorkers(1)
+	if st := c.run(api.JobRequest{Op: "noop", Input: c.put([]byte("still serving"))}); st.State != api.JobDone {
+		t.Errorf("job after the rejections: %s %s", st.State, st.Error)
+	}
+}
+
+// TestWorkerDies: a worker stopped mid-job (its listener and sessions
+// close) leaves its units to the other, and the output is right.
+func TestWorkerDies(t *testing.T) {
+	c := newCluster(t, nil)
+	doomed := c.addWorker(2, slowBlur(15*time.Millisecond))
+	c.addWorker(1, slowBlur(15*time.Millisecond))
+	c.waitWorkers(2)
+	img := ops.SamplePNG(320, 240)
+	want := reference(t, ops.Blur(), img, nil)
+	st := c.submit(api.JobRequest{Op: "blur", Input: c.put(img), Tile: api.Tile{W: 40, H: 40}, Policy: api.PolicyProportional})
+	c.waitDone(st.Job, 8)
+	if err := doomed.stop(); err != nil {
+		t.Fatal(err)
+	}
+	st = c.wait(st.Job)
+	if st.State != api.JobDone || st.Units.Done != 48 {
+		t.Fatalf("job %s, %+v: %s", st.State, st.Units, st.Error)
+	}
+	if !bytes.Equal(c.get(st.Output), want) {
+		t.Error("output differs from the single-unit output")
+	}
+	c.stopServer()
+	checkExactlyOnce(t, c.cfg.Data, st.Job, false)
+}
+
+// TestWorkerCutOff: a worker whose data plane goes silent (a blackholed
+// relay) while its heartbeats go on loses its session; its units run on
+// the other worker.
+func TestWorkerCutOff(t *testing.T) {
+	c := newCluster(t, func(cfg *server.Config) {
+		cfg.Transport = &transport.Config{SessionTimeout: time.Second, PathTimeout: 300 * time.Millisecond,
+			HeartbeatInterval: 50 * time.Millisecond, HandshakeTimeout: 300 * time.Millisecond}
+	})
+	// The cut-off worker's data plane is reached through a relay.
+	ln, err := transport.Listen(t.Context(), []string{"127.0.0.1:0"}, &transport.Config{Key: testKey, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := ln.Addrs()[0].String()
+	ln.Close()
+	r, err := relay.ListenTCP(target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c.addWorker(2, func(cfg *worker.Config) {
+		slowBlur(15 * time.Millisecond)(cfg)
+		cfg.Listen = []string{target}
+		cfg.Advertise = []string{r.Addr()}
+	})
+	c.addWorker(1, slowBlur(15*time.Millisecond))
+	c.waitWorkers(2)
+	img := ops.SamplePNG(320, 240)
+	want := reference(t, ops.Blur(), img, nil)
+	// Equal shares and no backup copies: the job finishes only if the
+	// cut-off worker's units are taken back and run elsewhere.
+	st := c.submit(api.JobRequest{Op: "blur", Input: c.put(img), Tile: api.Tile{W: 40, H: 40}, Policy: api.PolicyEqual})
+	c.waitDone(st.Job, 8)
+	r.Blackhole(true)
+	st = c.wait(st.Job)
+	if st.State != api.JobDone || st.Units.Done != 48 {
+		t.Fatalf("job %s, %+v: %s", st.State, st.Units, st.Error)
+	}
+	if !bytes.Equal(c.get(st.Output), want) {
+		t.Error("output differs from the single-unit output")
+	}
+	c.stopServer() // first, so that the workers cannot deregister
+	checkExactlyOnce(t, c.cfg.Data, st.Job, true)
+}
+
+// TestServerRestart: a server stopped mid-job and started again on the
+// same data directory finishes the job; the workers register again.
+func TestServerRestart(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(2, slowBlur(15*time.Millisecond))
+	c.addWorker(1, slowBlur(15*time.Millisecond))
+	c.waitWorkers(2)
+	img := ops.SamplePNG(320, 240)
+	want := reference(t, ops.Blur(), img, nil)
+	st := c.submit(api.JobRequest{Op: "blur", Input: c.put(img), Tile: api.Tile{W: 40, H: 40}})
+	mid := c.waitDone(st.Job, 8)
+	c.stopServer()
+	if mid.State.Final() {
+		t.Fatalf("job finished before the restart: %+v", mid)
+	}
+	c.startServer()
+	st = c.wait(st.Job)
+	if st.State != api.JobDone || st.Units.Done != 48 {
+		t.Fatalf("job %s, %+v: %s", st.State, st.Units, st.Error)
+	}
+	if !bytes.Equal(c.get(st.Output), want) {
+		t.Error("output differs from the single-unit output")
+	}
+	ws, err := c.c.Workers(t.Context())
+	if err != nil || len(ws) != 2 || !ws[0].Alive || !ws[1].Alive {
+		t.Errorf("workers after the restart: %+v, %v; want w1 and w2 back", ws, err)
+	}
+	c.stopServer() // first, so that the workers cannot deregister
+	checkExactlyOnce(t, c.cfg.Data, st.Job, true)
+}
+
+// TestHeartbeatTimeout: a registered worker that sends no heartbeat is
+// declared dead; its heartbeat then gets 404.
+func TestHeartbeatTimeout(t *testing.T) {
+	c := newCluster(t, nil)
+	ln, err := transport.Listen(t.Context(), []string{"127.0.0.1:0"}, &transport.Config{Key: testKey, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	reg, err := c.c.Register(t.Context(), api.Register{Addresses: []string{ln.Addrs()[0].String()}, Threads: 1, Ops: []string{"noop"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.HeartbeatMillis != 50 || reg.TimeoutMillis != 400 {
+		t.Errorf("registration %+v", reg)
+	}
+	c.waitWorkers(1)
+	c.waitWorkers(0)
+	w, err := c.c.Worker(t.Context(), reg.Worker, false)
+	if err != nil || w.Alive {
+		t.Errorf("silent worker: %+v, %v", w, err)
+	}
+	if _, err := c.c.Heartbeat(t.Context(), reg.Worker, api.Heartbeat{}); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("heartbeat of a dead worker: %v", err)
+	}
+}
+
+// TestFigures: the server asks a worker for fresh figures over the data
+// plane, and a worker announces a change of threads by itself.
+func TestFigures(t *testing.T) {
+	c := newCluster(t, nil)
+	tw := c.addWorker(2, func(cfg *worker.Config) { cfg.Name = "figures-test" })
+	c.waitWorkers(1)
+	w, err := c.c.Worker(t.Context(), "w1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Name != "figures-test" || w.Threads != 2 || w.Cores < 1 || len(w.Ops) != 7 || !w.Alive || len(w.Addresses) != 1 {
+		t.Errorf("fresh figures: %+v", w)
+	}
+	if err := tw.w.SetThreads(3); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w, err = c.c.Worker(t.Context(), "w1", false)
+		if err == nil && w.Threads == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server sees %+v, %v; want 3 threads", w, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := c.run(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 12, Params: map[string]string{"ms": "30"}})
+	if st.State != api.JobDone {
+		t.Fatalf("job %s: %s", st.State, st.Error)
+	}
+	if s := tw.w.Stats(); s.Streams != 3 || s.Threads != 3 {
+		t.Errorf("worker has %d streams and %d threads, want 3 each", s.Streams, s.Threads)
+	}
+}
+
+// TestSilentWorker: a worker that takes units but never answers and sends
+// no heartbeat is declared dead after the timeout; its units run on the
+// other worker.
+func TestSilentWorker(t *testing.T) {
+	c := newCluster(t, nil)
+	ln, err := transport.Listen(t.Context(), []string{"127.0.0.1:0"}, &transport.Config{Key: testKey, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// Accept the session and swallow every unit.
+	go func() {
+		sess, err := ln.Accept(context.Background())
+		if err != nil {
+			return
+		}
+		for {
+			st, err := sess.AcceptStream(context.Background())
+			if err != nil {
+				return
+			}
+			go func() {
+				for {
+					if _, err := st.ReadMessage(context.Background()); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	if _, err := c.c.Register(t.Context(), api.Register{Addresses: []string{ln.Addrs()[0].String()}, Threads: 2, Ops: []string{"blur"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.addWorker(1, nil)
+	c.waitWorkers(2)
+	img := ops.SamplePNG(160, 160)
+	st := c.run(api.JobRequest{Op: "blur", Input: c.put(img), Tile: api.Tile{W: 40, H: 40}, Policy: api.PolicyEqual})
+	if st.State != api.JobDone || st.Units.Done != 16 {
+		t.Fatalf("job %s, %+v: %s", st.State, st.Units, st.Error)
+	}
+	if !bytes.Equal(c.get(st.Output), reference(t, ops.Blur(), img, nil)) {
+		t.Error("output differs from the single-unit output")
+	}
+	ws, err := c.c.Workers(t.Context())
+	if err != nil || len(ws) != 2 || ws[0].Alive || ws[0].Done != 0 || ws[1].Done != 16 {
+		t.Errorf("workers %+v, %v: want the silent one dead with no units", ws, err)
+	}
+}
+
+// TestTwoServers: one worker registers with two servers and runs jobs of
+// both.
+func TestTwoServers(t *testing.T) {
+	a := newCluster(t, nil)
+	b := newCluster(t, nil)
+	a.addWorker(2, func(cfg *worker.Config) { cfg.Servers = []string{a.srv.URL(), b.srv.URL()} })
+	a.waitWorkers(1)
+	b.waitWorkers(1)
+	done := make(chan api.JobStatus, 2)
+	for _, c := range []*cluster{a, b} {
+		in := c.put([]byte("two servers"))
+		go func() {
+			st, err := c.c.Submit(context.Background(), api.JobRequest{Op: "sleep", Input: in, Units: 6, Params: map[string]string{"ms": "20"}})
+			if err != nil {
+				t.Error(err)
+				done <- st
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			st, err = c.c.Wait(ctx, st.Job, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- st
+		}()
+	}
+	for range 2 {
+		if st := <-done; st.State != api.JobDone {
+			t.Errorf("job %+v", st)
+		}
+	}
+	ids := a.workers[0].w.IDs()
+	if len(ids) != 2 {
+		t.Errorf("worker IDs by server: %v", ids)
+	}
+}

@@ -1,0 +1,406 @@
+package server
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/store"
+)
+
+// handlerFunc serves one request; an error becomes a JSON error answer.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// methods maps HTTP methods to the handlers of one path.
+type methods map[string]handlerFunc
+
+// Handler returns the control API's HTTP handler. Run serves it; tests may
+// mount it elsewhere.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	open := func(pattern string, m methods) { mux.Handle(pattern, s.endpoint(false, m)) }
+	auth := func(pattern string, m methods) { mux.Handle(pattern, s.endpoint(true, m)) }
+	open(api.SpecPath, methods{http.MethodGet: s.getSpec})
+	open(api.PathHealth, methods{http.MethodGet: s.getHealth})
+	auth(api.PathOps, methods{http.MethodGet: s.getOps})
+	auth(api.PathWorkers, methods{http.MethodGet: s.listWorkers, http.MethodPost: s.postWorker})
+	auth(api.PathWorkers+"/{id}", methods{http.MethodGet: s.getWorker, http.MethodPut: s.putWorker,
+		http.MethodDelete: s.deleteWorker})
+	auth(api.PathWorkers+"/{id}/heartbeat", methods{http.MethodPost: s.postHeartbeat})
+	auth(api.PathBlobs, methods{http.MethodGet: s.listBlobs, http.MethodPost: s.postBlob})
+	auth(api.PathBlobs+"/{id}", methods{http.MethodGet: s.getBlob, http.MethodHead: s.getBlob,
+		http.MethodDelete: s.deleteBlob})
+	auth(api.PathJobs, methods{http.MethodGet: s.listJobs, http.MethodPost: s.postJob})
+	auth(api.PathJobs+"/{id}", methods{http.MethodGet: s.getJob})
+	auth(api.PathJobs+"/{id}/cancel", methods{http.MethodPost: s.cancelJob})
+	mux.Handle("/", s.endpoint(false, nil))
+	return mux
+}
+
+// endpoint wraps the handlers of one path: method dispatch, the bearer
+// check and error answers.
+func (s *Server) endpoint(auth bool, m methods) http.Handler {
+	allowed := make([]string, 0, len(m))
+	for meth := range m {
+		allowed = append(allowed, meth)
+	}
+	slices.Sort(allowed)
+	allow := strings.Join(allowed, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		h, ok := m[r.Method]
+		switch {
+		case m == nil:
+			err = kindf(errNotFound, "no endpoint %s; the API is described at %s", r.URL.Path, api.SpecPath)
+		case !ok:
+			w.Header().Set("Allow", allow)
+			err = kindf(errMethod, "%s does not take %s; it takes %s", r.URL.Path, r.Method, allow)
+		case auth && !s.authorized(r):
+			err = kindf(errUnauthorized, "missing or wrong bearer token: the client's cluster key differs from the server's (check BRAID_KEY or --key-file)")
+		default:
+			err = h(w, r)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.token)) == 1
+}
+
+// writeError answers with err's status and message as an api.Error.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := httpStatus(err)
+	level := slog.LevelDebug
+	if code >= 500 {
+		level = slog.LevelWarn
+	}
+	s.log.Log(r.Context(), level, "request failed", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+	writeJSON(w, code, &api.Error{Message: err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) error {
+	w.Header().Set("Content-Type", api.ContentTypeJSON)
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// readJSON decodes a JSON request body of at most MaxRequest bytes into v,
+// rejecting unknown fields, so a misspelt field is an error, not ignored.
+func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, what string, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return fmt.Errorf("%s: body larger than %d bytes: %w", what, s.cfg.MaxRequest, err)
+		}
+		if errors.Is(err, io.EOF) {
+			return kindf(errBadRequest, "%s: empty body; send a JSON object", what)
+		}
+		return kindf(errBadRequest, "%s: %v", what, err)
+	}
+	if dec.More() {
+		return kindf(errBadRequest, "%s: more than one JSON value in the body", what)
+	}
+	return nil
+}
+
+func (s *Server) getSpec(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", api.ContentTypeSpec)
+	_, err := w.Write(api.Spec)
+	return err
+}
+
+func (s *Server) getHealth(w http.ResponseWriter, r *http.Request) error {
+	s.mu.Lock()
+	n := len(s.peers)
+	s.mu.Unlock()
+	return writeJSON(w, http.StatusOK, &api.Health{Status: "ok", Workers: n})
+}
+
+func (s *Server) getOps(w http.ResponseWriter, r *http.Request) error {
+	list := api.OpList{Ops: []api.OpInfo{}}
+	for _, name := range s.cfg.Ops.Names() {
+		op, err := s.cfg.Ops.Lookup(name)
+		if err != nil {
+			continue
+		}
+		info := op.Info()
+		oi := api.OpInfo{Name: name, Doc: info.Doc, Tiles: info.Tiles}
+		for _, p := range info.Params {
+			oi.Params = append(oi.Params, api.ParamInfo{Name: p.Name, Default: p.Default, Doc: p.Doc})
+		}
+		list.Ops = append(list.Ops, oi)
+	}
+	return writeJSON(w, http.StatusOK, &list)
+}
+
+// Blobs.
+
+func blobID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if !store.ValidID(id) {
+		return "", kindf(errBadRequest, "%q is not a blob id: want the 64 lowercase hex digits that the upload returned", id)
+	}
+	return id, nil
+}
+
+func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) error {
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBlob)
+	id, size, err := s.blobs.Put(r.Context(), body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return fmt.Errorf("upload larger than the server's limit of %d bytes: %w", s.cfg.MaxBlob, err)
+		}
+		return fmt.Errorf("upload: %w", err)
+	}
+	s.log.Debug("blob stored", "blob", id, "bytes", size)
+	w.Header().Set("Location", api.PathBlobs+"/"+id)
+	return writeJSON(w, http.StatusCreated, &api.BlobInfo{ID: id, Size: size})
+}
+
+func (s *Server) listBlobs(w http.ResponseWriter, r *http.Request) error {
+	infos, err := s.blobs.List(r.Context())
+	if err != nil {
+		return err
+	}
+	list := api.BlobList{Blobs: make([]api.BlobInfo, 0, len(infos))}
+	for _, b := range infos {
+		list.Blobs = append(list.Blobs, api.BlobInfo{ID: b.ID, Size: b.Size})
+	}
+	return writeJSON(w, http.StatusOK, &list)
+}
+
+// getBlob streams a blob, honouring Range requests, for GET and HEAD.
+func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
+	id, err := blobID(r)
+	if err != nil {
+		return err
+	}
+	f, _, err := s.blobs.Open(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return kindf(errNotFound, "no blob %s on this server", id)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := s.blobs.Stat(id)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", api.ContentTypeBlob)
+	w.Header().Set("ETag", `"`+id+`"`)
+	w.Header().Set("Cache-Control", "immutable")
+	http.ServeContent(w, r, "", info.ModTime, f)
+	return nil
+}
+
+func (s *Server) deleteBlob(w http.ResponseWriter, r *http.Request) error {
+	id, err := blobID(r)
+	if err != nil {
+		return err
+	}
+	users, err := s.db.BlobUsers(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if len(users) > 0 {
+		return kindf(errConflict, "blob %s is used by unfinished jobs %s; cancel them or wait for them to finish", id, joinIDs(users))
+	}
+	if err := s.blobs.Delete(id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return kindf(errNotFound, "no blob %s on this server", id)
+		}
+		return err
+	}
+	s.known.forget(id)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func joinIDs(ids []uint64) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatUint(id, 10)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Jobs.
+
+func jobID(r *http.Request) (uint64, error) {
+	s := r.PathValue("id")
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || id == 0 {
+		return 0, kindf(errBadRequest, "%q is not a job id: want a positive whole number", s)
+	}
+	return id, nil
+}
+
+func (s *Server) postJob(w http.ResponseWriter, r *http.Request) error {
+	var req api.JobRequest
+	if err := s.readJSON(w, r, "job request", &req); err != nil {
+		return err
+	}
+	st, err := s.submit(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", api.PathJobs+"/"+strconv.FormatUint(st.Job, 10))
+	return writeJSON(w, http.StatusAccepted, &st)
+}
+
+// maxWait bounds how long GET /v1/jobs/{id}?wait= holds an answer.
+const maxWait = time.Minute
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	if ws := r.URL.Query().Get("wait"); ws != "" {
+		d, err := time.ParseDuration(ws)
+		if err != nil || d < 0 {
+			return kindf(errBadRequest, "wait=%q: want a duration such as 30s", ws)
+		}
+		s.waitJob(r.Context(), id, min(d, maxWait))
+	}
+	st, err := s.status(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, &st)
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := store.JobFilter{State: store.JobState(q.Get("state"))}
+	if f.State != "" && !api.JobState(f.State).Valid() {
+		return kindf(errBadRequest, "state=%q: want queued, running, done, failed or canceled", f.State)
+	}
+	if ls := q.Get("limit"); ls != "" {
+		n, err := strconv.Atoi(ls)
+		if err != nil || n < 1 {
+			return kindf(errBadRequest, "limit=%q: want a whole number of at least 1", ls)
+		}
+		f.Limit = min(n, 10000)
+	}
+	jobs, err := s.db.ListJobs(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	list := api.JobList{Jobs: make([]api.JobStatus, 0, len(jobs))}
+	for _, j := range jobs {
+		list.Jobs = append(list.Jobs, s.jobStatus(j))
+	}
+	return writeJSON(w, http.StatusOK, &list)
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
+	id, err := jobID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.cancel(r.Context(), id); err != nil {
+		return err
+	}
+	st, err := s.status(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, &st)
+}
+
+// Workers.
+
+func (s *Server) postWorker(w http.ResponseWriter, r *http.Request) error {
+	var reg api.Register
+	if err := s.readJSON(w, r, "worker registration", &reg); err != nil {
+		return err
+	}
+	ans, err := s.register(r.Context(), "", reg)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", api.PathWorkers+"/"+ans.Worker)
+	return writeJSON(w, http.StatusCreated, &ans)
+}
+
+func (s *Server) putWorker(w http.ResponseWriter, r *http.Request) error {
+	var reg api.Register
+	if err := s.readJSON(w, r, "worker registration", &reg); err != nil {
+		return err
+	}
+	ans, err := s.register(r.Context(), r.PathValue("id"), reg)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, &ans)
+}
+
+func (s *Server) postHeartbeat(w http.ResponseWriter, r *http.Request) error {
+	var hb api.Heartbeat
+	if err := s.readJSON(w, r, "heartbeat", &hb); err != nil {
+		return err
+	}
+	ans, err := s.heartbeat(r.Context(), r.PathValue("id"), hb)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, &ans)
+}
+
+func (s *Server) getWorker(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if fresh := r.URL.Query().Get("fresh"); fresh != "" && fresh != "0" && fresh != "false" {
+		if err := s.refresh(r.Context(), id); err != nil {
+			return err
+		}
+	}
+	rec, err := s.db.Worker(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return kindf(errNotFound, "no worker %s; see GET %s", id, api.PathWorkers)
+	}
+	if err != nil {
+		return err
+	}
+	info := s.workerInfo(rec)
+	return writeJSON(w, http.StatusOK, &info)
+}
+
+func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) error {
+	recs, err := s.db.Workers(r.Context())
+	if err != nil {
+		return err
+	}
+	list := api.WorkerList{Workers: make([]api.WorkerInfo, 0, len(recs))}
+	for _, rec := range recs {
+		list.Workers = append(list.Workers, s.workerInfo(rec))
+	}
+	return writeJSON(w, http.StatusOK, &list)
+}
+
+func (s *Server) deleteWorker(w http.ResponseWriter, r *http.Request) error {
+	if err := s.deregister(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,468 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/sched"
+	"github.com/braid-hpc/braid/store"
+	"github.com/braid-hpc/braid/transport"
+)
+
+// maxResult bounds a result message from a worker.
+const maxResult = 1 << 30
+
+// peer is a live worker: its registration and the data-plane session the
+// server dialed to it, with one stream per thread the worker lends.
+type peer struct {
+	id       string
+	sess     *transport.Session
+	cancel   context.CancelFunc
+	lastSeen atomic.Int64 // unix nanoseconds
+	// loops counts the stream loops, which the watcher waits for.
+	loops sync.WaitGroup
+
+	mu      sync.Mutex
+	ctx     context.Context // the peer's lifetime: canceled by drop; only for new stream loops
+	reg     api.Register
+	streams []*pstream
+	dead    bool
+	figSeq  uint64
+	figWait map[uint64]chan api.Result
+}
+
+func (p *peer) seen() { p.lastSeen.Store(time.Now().UnixNano()) }
+
+func (p *peer) silence() time.Duration { return time.Since(time.Unix(0, p.lastSeen.Load())) }
+
+func (p *peer) addresses() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reg.Addresses
+}
+
+// pstream is one stream of a peer: units go out, results come back on it.
+type pstream struct {
+	idx    int
+	st     *transport.Stream
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	inFlight map[flightKey]sched.Assignment
+}
+
+// flightKey names a unit's copy as its Result does.
+type flightKey struct {
+	job, unit uint64
+	attempt   uint32
+}
+
+func keyOf(a sched.Assignment) flightKey {
+	return flightKey{a.Job, a.Unit, uint32(a.Attempt)}
+}
+
+func (ps *pstream) add(a sched.Assignment) {
+	ps.mu.Lock()
+	ps.inFlight[keyOf(a)] = a
+	ps.mu.Unlock()
+}
+
+func (ps *pstream) take(k flightKey) (sched.Assignment, bool) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	a, ok := ps.inFlight[k]
+	delete(ps.inFlight, k)
+	return a, ok
+}
+
+func (ps *pstream) takeAll() []sched.Assignment {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	out := make([]sched.Assignment, 0, len(ps.inFlight))
+	for _, a := range ps.inFlight {
+		out = append(out, a)
+	}
+	clear(ps.inFlight)
+	return out
+}
+
+// startPeer makes a registered worker live: it opens reg.Threads streams
+// on sess and gives the worker to the scheduler. A live peer of the same
+// ID is dropped first.
+func (s *Server) startPeer(id string, reg api.Register, sess *transport.Session) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &peer{id: id, sess: sess, cancel: cancel, ctx: ctx, reg: reg, figWait: map[uint64]chan api.Result{}}
+	p.seen()
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		cancel()
+		sess.Close()
+		return kindf(errUnavailable, "the server is shutting down; register again once it is back")
+	}
+	old := s.peers[id]
+	s.peers[id] = p
+	s.bg.Add(1) // the watcher; added under s.mu so Run's Wait cannot have begun
+	s.mu.Unlock()
+	if old != nil {
+		// Its streams' units must leave the scheduler before the new
+		// streams, which have the same numbers, arrive.
+		s.kill(old)
+		lost, errs := s.sched.RemoveWorker(id)
+		s.lostAll(lost, errs)
+	}
+	s.resize(p, reg.Threads)
+	s.setSched(p, reg)
+	go func() {
+		defer s.bg.Done()
+		s.watch(ctx, p)
+	}()
+	return nil
+}
+
+// watch drops the peer when its session ends, and waits for its stream
+// loops once it is dropped.
+func (s *Server) watch(ctx context.Context, p *peer) {
+	select {
+	case <-p.sess.Done():
+		err := p.sess.Err()
+		if err == nil {
+			err = transport.ErrClosed
+		}
+		s.drop(p, fmt.Errorf("data-plane session ended: %w", err))
+	case <-ctx.Done():
+	}
+	p.loops.Wait()
+}
+
+// update applies a registration with unchanged addresses to a live peer:
+// threads (streams) and operations.
+func (s *Server) update(p *peer, reg api.Register) {
+	p.mu.Lock()
+	old := p.reg
+	p.reg = reg
+	p.mu.Unlock()
+	if reg.Threads > old.Threads {
+		s.resize(p, reg.Threads)
+		s.setSched(p, reg)
+	} else {
+		s.setSched(p, reg)
+		s.resize(p, reg.Threads)
+	}
+	if reg.Threads != old.Threads {
+		s.log.Info("worker changed its threads", "worker", p.id, "threads", reg.Threads, "was", old.Threads)
+	}
+}
+
+// setSched tells the scheduler what the peer offers.
+func (s *Server) setSched(p *peer, reg api.Register) {
+	lost, errs := s.sched.SetWorker(sched.Worker{ID: p.id, Streams: reg.Threads, Ops: reg.Ops})
+	s.lostAll(lost, errs)
+}
+
+// resize opens or closes streams until the peer has n.
+func (s *Server) resize(p *peer, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead {
+		return
+	}
+	for len(p.streams) < n {
+		st, err := p.sess.OpenStream(p.ctx)
+		if err != nil {
+			return // the session ended; the watcher drops the peer
+		}
+		sctx, cancel := context.WithCancel(p.ctx)
+		ps := &pstream{idx: len(p.streams), st: st, cancel: cancel, inFlight: map[flightKey]sched.Assignment{}}
+		p.streams = append(p.streams, ps)
+		p.loops.Go(func() { s.runStream(sctx, p, ps) })
+	}
+	for len(p.streams) > n {
+		p.streams[len(p.streams)-1].cancel()
+		p.streams = p.streams[:len(p.streams)-1]
+	}
+}
+
+// kill ends a peer's session and loops. It reports false if the peer was
+// dead already.
+func (s *Server) kill(p *peer) bool {
+	p.mu.Lock()
+	if p.dead {
+		p.mu.Unlock()
+		return false
+	}
+	p.dead = true
+	p.mu.Unlock()
+	p.cancel()
+	p.sess.Close()
+	return true
+}
+
+// drop declares a peer dead, because of cause (nil: deregistered or
+// shutting down): its session closes and its units run elsewhere.
+func (s *Server) drop(p *peer, cause error) {
+	if !s.kill(p) {
+		return
+	}
+	s.mu.Lock()
+	current := s.peers[p.id] == p
+	if current {
+		delete(s.peers, p.id)
+	}
+	closing := s.closing
+	s.mu.Unlock()
+	if !current {
+		return
+	}
+	lost, errs := s.sched.RemoveWorker(p.id)
+	s.lostAll(lost, errs)
+	switch {
+	case cause != nil && !closing:
+		s.log.Warn("worker lost; its units run elsewhere", "worker", p.id, "units", len(lost), "err", cause)
+	default:
+		s.log.Info("worker removed", "worker", p.id, "units", len(lost))
+	}
+}
+
+// lostAll books the assignments the scheduler took back from a worker
+// and fails the jobs it gave up.
+func (s *Server) lostAll(lost []sched.Assignment, errs []*sched.UnitError) {
+	for _, a := range lost {
+		if r := s.run(a.Job); r != nil {
+			r.release(a.Seq)
+		}
+	}
+	for _, e := range errs {
+		s.unitFailed(e, "")
+	}
+}
+
+// lose reports that a copy will bring no result.
+func (s *Server) lose(a sched.Assignment) {
+	if r := s.run(a.Job); r != nil {
+		r.release(a.Seq)
+	}
+	if e := s.sched.Lost(a); e != nil {
+		s.unitFailed(e, "")
+	}
+}
+
+// runStream drives one stream: a sender of units and a receiver of
+// results. When either ends, the stream closes and what was in flight on
+// it runs elsewhere.
+func (s *Server) runStream(ctx context.Context, p *peer, ps *pstream) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer cancel()
+		s.receive(ctx, p, ps)
+	})
+	s.send(ctx, p, ps)
+	cancel()
+	ps.st.Close()
+	wg.Wait()
+	for _, a := range ps.takeAll() {
+		s.lose(a)
+	}
+}
+
+// send writes the units the scheduler picks for the stream.
+func (s *Server) send(ctx context.Context, p *peer, ps *pstream) {
+	var buf, scratch []byte
+	for ctx.Err() == nil {
+		changed := s.sched.Changed()
+		a, ok := s.sched.Next(p.id, ps.idx)
+		if !ok {
+			select {
+			case <-changed:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		r := s.run(a.Job)
+		if r == nil {
+			s.sched.Done(a) // the job ended meanwhile: free the slot
+			continue
+		}
+		first := r.dispatched(a)
+		var err error
+		buf, scratch, err = r.message(s, a, buf[:0], scratch)
+		if err != nil {
+			r.release(a.Seq)
+			if e := s.sched.Fail(a, err); e != nil {
+				s.unitFailed(e, "the server could not prepare it")
+			}
+			continue
+		}
+		if first {
+			// Marks the job running, with its start time.
+			if _, err := s.db.StartUnit(ctx, a.Job, a.Unit, p.id); err != nil && !errors.Is(err, store.ErrConflict) && ctx.Err() == nil {
+				s.log.Warn("recording job start failed", "job", a.Job, "err", err)
+			}
+		}
+		ps.add(a)
+		if err := ps.st.WriteMessage(ctx, buf); err != nil {
+			return
+		}
+		s.log.Debug("unit sent", "job", a.Job, "unit", a.Unit, "worker", p.id, "stream", ps.idx, "bytes", len(buf))
+	}
+}
+
+// receive reads results from the stream.
+func (s *Server) receive(ctx context.Context, p *peer, ps *pstream) {
+	for {
+		b, err := ps.st.ReadMessage(ctx)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				s.log.Debug("stream ended", "worker", p.id, "stream", ps.idx, "err", err)
+			}
+			return
+		}
+		var res api.Result
+		if err := res.Decode(b, maxResult); err != nil {
+			s.drop(p, fmt.Errorf("malformed result on stream %d: %w", ps.idx, err))
+			return
+		}
+		if res.Job == 0 {
+			p.deliverFigures(res)
+			continue
+		}
+		a, ok := ps.take(flightKey{res.Job, res.ID, res.Attempt})
+		if !ok {
+			s.log.Debug("result for no unit in flight; dropped", "job", res.Job, "unit", res.ID, "worker", p.id)
+			continue
+		}
+		s.onResult(ctx, p, a, &res)
+	}
+}
+
+// onResult books one result: the first for a unit counts.
+func (s *Server) onResult(ctx context.Context, p *peer, a sched.Assignment, res *api.Result) {
+	r := s.run(a.Job)
+	if r == nil {
+		s.sched.Done(a) // the job ended meanwhile
+		return
+	}
+	r.release(a.Seq)
+	if res.Err != "" {
+		if e := s.sched.Fail(a, errors.New(res.Err)); e != nil {
+			s.persist(func(ctx context.Context) error { return s.db.FailUnit(ctx, a.Job, a.Unit, p.id, res.Err) })
+			s.unitFailed(e, fmt.Sprintf("unit %d failed on worker %s: %s", a.Unit, p.id, res.Err))
+		}
+		return
+	}
+	id, have := r.result(a.Unit)
+	if !have {
+		var err error
+		// The result is in hand: store it even if the stream is closing.
+		if id, err = s.storeResult(context.WithoutCancel(ctx), res.Output); err != nil {
+			if e := s.sched.Fail(a, err); e != nil {
+				s.unitFailed(e, fmt.Sprintf("unit %d: storing its result failed: %v", a.Unit, err))
+			}
+			return
+		}
+		id = r.offer(a.Unit, id)
+	}
+	counted, jobDone := s.sched.Done(a)
+	if counted {
+		r.count(a.Unit, res.ComputeNanos)
+		s.rec.add(store.UnitResult{Job: a.Job, ID: a.Unit, Worker: p.id, Result: id, ComputeNanos: res.ComputeNanos})
+	}
+	if jobDone {
+		s.bg.Go(func() { s.assemble(r) })
+	}
+}
+
+// persist runs a small state write that must not depend on a request's or
+// stream's context.
+func (s *Server) persist(fn func(ctx context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fn(ctx); err != nil {
+		s.log.Warn("state write failed", "err", err)
+	}
+}
+
+// storeResult stores a unit's result and returns its blob ID. Identical
+// results (every copy of a repeated job) are stored once.
+func (s *Server) storeResult(ctx context.Context, data []byte) (string, error) {
+	sum := sha256.Sum256(data)
+	id := hex.EncodeToString(sum[:])
+	if s.known.has(id) {
+		return id, nil
+	}
+	if _, err := s.results.Stat(id); err != nil {
+		if _, _, err := s.results.Put(ctx, bytes.NewReader(data)); err != nil {
+			return "", err
+		}
+	}
+	s.known.add(id)
+	return id, nil
+}
+
+// figures asks the worker for its current figures: a figures request on
+// stream 0, which the worker answers as soon as it reads it, ahead of the
+// units queued for its threads.
+func (p *peer) figures(ctx context.Context) (api.Register, error) {
+	p.mu.Lock()
+	if p.dead || len(p.streams) == 0 {
+		p.mu.Unlock()
+		return api.Register{}, kindf(errConflict, "worker %s is not live; it cannot be asked for fresh figures", p.id)
+	}
+	st := p.streams[0].st
+	p.figSeq++
+	id := p.figSeq
+	ch := make(chan api.Result, 1)
+	p.figWait[id] = ch
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.figWait, id)
+		p.mu.Unlock()
+	}()
+	req := api.Unit{ID: id, Attempt: 1, Op: api.OpFigures}
+	b, _ := req.MarshalBinary()
+	ctx, cancel := context.WithTimeout(ctx, figuresTimeout)
+	defer cancel()
+	if err := st.WriteMessage(ctx, b); err != nil {
+		return api.Register{}, kindf(errUnreachable, "ask worker %s for figures: %v", p.id, err)
+	}
+	var res api.Result
+	select {
+	case res = <-ch:
+	case <-ctx.Done():
+		return api.Register{}, kindf(errTimeout, "worker %s did not send its figures within %v", p.id, figuresTimeout)
+	}
+	if res.Err != "" {
+		return api.Register{}, kindf(errUnreachable, "worker %s refused to send its figures: %s", p.id, res.Err)
+	}
+	var reg api.Register
+	if err := json.Unmarshal(res.Output, &reg); err != nil {
+		return api.Register{}, kindf(errUnreachable, "worker %s sent malformed figures: %v", p.id, err)
+	}
+	return reg, nil
+}
+
+func (p *peer) deliverFigures(res api.Result) {
+	p.mu.Lock()
+	ch := p.figWait[res.ID]
+	p.mu.Unlock()
+	if ch != nil {
+		res.Output = bytes.Clone(res.Output)
+		select {
+		case ch <- res:
+		default:
+		}
+	}
+}

@@ -1,0 +1,97 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/braid-hpc/braid/store"
+)
+
+// maxBatch bounds the results one transaction records.
+const maxBatch = 2048
+
+// recorder writes unit results to the job store in batches: whatever
+// arrived while the last transaction ran goes into the next one. A
+// transaction per result would cap the server at a few thousand units a
+// second; a batch costs about one row write per result.
+type recorder struct {
+	db   store.Jobs
+	log  *slog.Logger
+	in   chan recItem
+	done chan struct{}
+}
+
+// recItem is a result to record or, if flush is set, a marker: flush
+// receives the outcome of the batch that recorded everything before it.
+type recItem struct {
+	res   store.UnitResult
+	flush chan error
+}
+
+func newRecorder(db store.Jobs, log *slog.Logger) *recorder {
+	return &recorder{db: db, log: log, in: make(chan recItem, 4*maxBatch), done: make(chan struct{})}
+}
+
+// add queues a result. It blocks while the queue is full, which slows the
+// streams down to what the store takes. It must not be called after close.
+func (r *recorder) add(res store.UnitResult) { r.in <- recItem{res: res} }
+
+// flush waits until every result added before it is recorded.
+func (r *recorder) flush(ctx context.Context) error {
+	ch := make(chan error, 1)
+	select {
+	case r.in <- recItem{flush: ch}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// close records what is queued and stops the recorder.
+func (r *recorder) close() {
+	close(r.in)
+	<-r.done
+}
+
+func (r *recorder) run() {
+	defer close(r.done)
+	batch := make([]store.UnitResult, 0, maxBatch)
+	var waiters []chan error
+	take := func(it recItem) {
+		if it.flush != nil {
+			waiters = append(waiters, it.flush)
+		} else {
+			batch = append(batch, it.res)
+		}
+	}
+	for it := range r.in {
+		take(it)
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case it, ok := <-r.in:
+				if !ok {
+					break drain
+				}
+				take(it)
+			default:
+				break drain
+			}
+		}
+		var err error
+		if len(batch) > 0 {
+			if _, err = r.db.FinishUnits(context.Background(), batch); err != nil {
+				r.log.Error("recording unit results failed; their jobs will fail", "units", len(batch), "err", err)
+			}
+		}
+		for _, w := range waiters {
+			w <- err
+		}
+		batch, waiters = batch[:0], waiters[:0]
+	}
+}

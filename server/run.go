@@ -1,0 +1,249 @@
+package server
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/sched"
+	"github.com/braid-hpc/braid/store"
+)
+
+// run is an active (unfinished) job: what the streams need to send its
+// units and what assembly needs. Unit IDs are the indexes of Split's
+// units, 0 to n-1.
+type run struct {
+	id     uint64
+	op     ops.Op
+	job    store.Job // as submitted; its counters are not kept up to date
+	hint   ops.Hint
+	policy sched.Policy
+	// finished is closed when the job reached a final state.
+	finished chan struct{}
+
+	mu      sync.Mutex
+	units   []runUnit
+	out     map[uint64]uint64 // copies in flight: unit by assignment Seq
+	done    int
+	running int // units with a copy in flight
+	compute int64
+	started time.Time
+	ended   bool
+	readers map[string]store.Reader // open blobs the units' data comes from
+}
+
+type runUnit struct {
+	params map[string]string
+	// blob, off and n locate the unit's own data; blob is empty for none.
+	blob   string
+	off, n int64
+	deps   []uint64
+	// result is the ID of the first result that arrived; done is set
+	// once the scheduler counted a result.
+	result string
+	done   bool
+	copies int
+}
+
+func newRun(j store.Job, op ops.Op, units []store.Unit) (*run, error) {
+	policy, err := sched.ParsePolicy(j.Policy)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{
+		id:       j.ID,
+		op:       op,
+		job:      j,
+		hint:     ops.Hint{Units: j.Units, TileW: j.TileW, TileH: j.TileH, Repeat: j.Repeat},
+		policy:   policy,
+		finished: make(chan struct{}),
+		units:    make([]runUnit, len(units)),
+		out:      map[uint64]uint64{},
+		started:  j.Started,
+		readers:  map[string]store.Reader{},
+	}
+	for i, u := range units {
+		if u.ID != uint64(i) {
+			return nil, fmt.Errorf("job %d: unit %d stored at position %d; the store is inconsistent", j.ID, u.ID, i)
+		}
+		ru := runUnit{params: u.Params, blob: u.Blob, off: u.Off, n: u.Len, deps: u.Deps}
+		if u.State == store.UnitDone {
+			ru.done, ru.result = true, u.Result
+			r.done++
+			r.compute += u.ComputeNanos
+		}
+		r.units[i] = ru
+	}
+	return r, nil
+}
+
+// dispatched books a copy going out; it reports whether it is the job's
+// first.
+func (r *run) dispatched(a sched.Assignment) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a.Unit >= uint64(len(r.units)) {
+		return false
+	}
+	r.out[a.Seq] = a.Unit
+	u := &r.units[a.Unit]
+	if u.copies++; u.copies == 1 {
+		r.running++
+	}
+	first := r.started.IsZero()
+	if first {
+		r.started = time.Now()
+	}
+	return first
+}
+
+// release books that copy seq is back or lost. It is idempotent.
+func (r *run) release(seq uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i, ok := r.out[seq]
+	if !ok {
+		return
+	}
+	delete(r.out, seq)
+	u := &r.units[i]
+	if u.copies--; u.copies == 0 {
+		r.running--
+	}
+}
+
+// result returns the unit's result ID if one arrived.
+func (r *run) result(unit uint64) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if unit >= uint64(len(r.units)) {
+		return "", false
+	}
+	id := r.units[unit].result
+	return id, id != ""
+}
+
+// offer records a result unless one arrived first, and returns the one
+// kept.
+func (r *run) offer(unit uint64, id string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u := &r.units[unit]
+	if u.result == "" {
+		u.result = id
+	}
+	return u.result
+}
+
+// count books the result the scheduler counted.
+func (r *run) count(unit uint64, computeNanos int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if u := &r.units[unit]; !u.done {
+		u.done = true
+		r.done++
+		r.compute += computeNanos
+	}
+}
+
+// end marks the job final; only the first call reports true.
+func (r *run) end() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return false
+	}
+	r.ended = true
+	return true
+}
+
+func (r *run) counts() (done, running int, compute int64, started time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.done, r.running, r.compute, r.started
+}
+
+func (r *run) resultIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, len(r.units))
+	for i, u := range r.units {
+		ids[i] = u.result
+	}
+	return ids
+}
+
+// reader returns an open reader of blob, opened once per job.
+func (r *run) reader(s *Server, blob string) (store.Reader, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rd := r.readers[blob]; rd != nil {
+		return rd, nil
+	}
+	if r.ended {
+		return nil, fmt.Errorf("job %d ended", r.id)
+	}
+	rd, _, err := s.blobs.Open(blob)
+	if err != nil {
+		return nil, err
+	}
+	r.readers[blob] = rd
+	return rd, nil
+}
+
+func (r *run) closeReaders() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, rd := range r.readers {
+		rd.Close()
+		delete(r.readers, id)
+	}
+}
+
+// message encodes the unit of assignment a into buf: its operation,
+// parameters, own data (read into scratch) and the results of the units
+// it depends on.
+func (r *run) message(s *Server, a sched.Assignment, buf, scratch []byte) (msg, scratchOut []byte, err error) {
+	r.mu.Lock()
+	if a.Unit >= uint64(len(r.units)) {
+		r.mu.Unlock()
+		return buf, scratch, fmt.Errorf("no unit %d", a.Unit)
+	}
+	u := r.units[a.Unit]
+	deps := make([]string, len(u.deps))
+	for i, d := range u.deps {
+		deps[i] = r.units[d].result
+	}
+	r.mu.Unlock()
+
+	inputs := make([][]byte, 1, 1+len(deps))
+	if u.blob != "" && u.n > 0 {
+		rd, err := r.reader(s, u.blob)
+		if err != nil {
+			return buf, scratch, fmt.Errorf("open its data: %w", err)
+		}
+		if int64(cap(scratch)) < u.n {
+			scratch = make([]byte, u.n)
+		}
+		data := scratch[:u.n]
+		if n, err := rd.ReadAt(data, u.off); n < len(data) {
+			return buf, scratch, fmt.Errorf("read its data (blob %s bytes %d-%d): %w", u.blob, u.off, u.off+u.n, err)
+		}
+		inputs[0] = data
+	}
+	for i, id := range deps {
+		if id == "" {
+			return buf, scratch, fmt.Errorf("dependency unit %d has no result", u.deps[i])
+		}
+		b, err := s.readBlob(s.results, id)
+		if err != nil {
+			return buf, scratch, fmt.Errorf("read the result of unit %d: %w", u.deps[i], err)
+		}
+		inputs = append(inputs, b)
+	}
+	m := api.Unit{Job: r.id, ID: a.Unit, Attempt: uint32(a.Attempt), Op: r.op.Name(), Params: u.params, Inputs: inputs}
+	buf, _ = m.AppendBinary(buf)
+	return buf, scratch, nil
+}

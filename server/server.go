@@ -1,0 +1,235 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/sched"
+	"github.com/braid-hpc/braid/store"
+	"github.com/braid-hpc/braid/transport"
+)
+
+// Server is a braid server: the control API, the job store, the scheduler
+// and the data-plane sessions to the workers.
+//
+// Lock order: Server.mu, then run.mu, then peer.mu. The scheduler's and the
+// stores' locks are leaves: nothing is called back with them held.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	ln    net.Listener
+	url   string
+	token string
+	tcfg  transport.Config
+
+	// blobs syncs every Put (uploads, unit data, outputs); results
+	// syncs only with Config.Durable (unit results, which can be
+	// computed again). Both use the same directory.
+	blobs   *store.Disk
+	results *store.Disk
+	db      *store.SQLite
+	sched   *sched.Scheduler
+	rec     *recorder
+	known   knownBlobs
+
+	mu      sync.Mutex
+	peers   map[string]*peer // live workers by ID
+	jobs    map[uint64]*run  // unfinished jobs by ID
+	resume  []*run           // recovered jobs with every unit done
+	started bool
+	closing bool
+	stop    chan struct{} // closed when Run begins to shut down
+
+	// bg counts the goroutines Run waits for: peers, assemblies, the
+	// reaper.
+	bg sync.WaitGroup
+}
+
+// New opens the data directory, resumes the jobs it holds and listens on
+// cfg.Listen. Call Run to serve.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.populate(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:   cfg,
+		log:   cfg.Logger,
+		token: api.Token(cfg.Key),
+		peers: map[string]*peer{},
+		jobs:  map[uint64]*run{},
+		stop:  make(chan struct{}),
+		sched: sched.New(sched.Config{InFlight: cfg.InFlight}),
+	}
+	if cfg.Transport != nil {
+		s.tcfg = *cfg.Transport
+	}
+	s.tcfg.Key = cfg.Key
+	if s.tcfg.Logger == nil {
+		s.tcfg.Logger = cfg.Logger
+	}
+	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+		return nil, fmt.Errorf("server: data directory: %w", err)
+	}
+	dir := filepath.Join(cfg.Data, "blobs")
+	var err error
+	if s.blobs, err = store.OpenDisk(dir, nil); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	// Opened second, so it does not clear the first one's uploads.
+	if s.results, err = store.OpenDisk(dir, &store.DiskConfig{NoSync: !cfg.Durable}); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s.db, err = store.OpenSQLite(ctx, filepath.Join(cfg.Data, "jobs.db"), &store.SQLiteConfig{Durable: cfg.Durable})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.rec = newRecorder(s.db, s.log)
+	if err := s.recover(ctx); err != nil {
+		s.db.Close()
+		return nil, fmt.Errorf("server: resume jobs: %w", err)
+	}
+	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		s.db.Close()
+		return nil, fmt.Errorf("server: listen on %s: %w", cfg.Listen, err)
+	}
+	s.url = "http://" + s.ln.Addr().String()
+	return s, nil
+}
+
+// URL returns the base URL of the control API, e.g. "http://127.0.0.1:7400".
+func (s *Server) URL() string { return s.url }
+
+// Run serves the control API and drives the jobs until ctx ends, then shuts
+// down: it stops taking requests, closes the sessions to the workers
+// (their units stay unfinished in the store, to resume at the next start),
+// records the results that arrived and closes the stores. A Server runs
+// once.
+func (s *Server) Run(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return errors.New("server: Run called twice")
+	}
+	s.started = true
+	resume := s.resume
+	s.resume = nil
+	s.mu.Unlock()
+
+	recDone := make(chan struct{})
+	go func() {
+		defer close(recDone)
+		s.rec.run()
+	}()
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(s.ln) }()
+	s.bg.Go(s.reap)
+	for _, r := range resume {
+		s.bg.Go(func() { s.assemble(r) })
+	}
+	s.log.Info("server running", "url", s.url, "data", s.cfg.Data)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+		err = fmt.Errorf("server: serve HTTP: %w", err)
+	}
+
+	// Shut down: no new requests, then no sessions, then no writers.
+	s.mu.Lock()
+	s.closing = true
+	close(s.stop)
+	s.mu.Unlock()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if herr := hs.Shutdown(sctx); herr != nil {
+		hs.Close()
+	}
+	cancel()
+	s.mu.Lock()
+	peers := make([]*peer, 0, len(s.peers))
+	for _, p := range s.peers {
+		peers = append(peers, p)
+	}
+	s.mu.Unlock()
+	for _, p := range peers {
+		s.drop(p, nil)
+	}
+	s.bg.Wait()
+	s.rec.close()
+	<-recDone
+	s.mu.Lock()
+	for _, r := range s.jobs {
+		r.closeReaders()
+	}
+	s.mu.Unlock()
+	if cerr := s.db.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("server: close database: %w", cerr)
+	}
+	s.log.Info("server stopped", "url", s.url)
+	return err
+}
+
+// lifetime returns a context that ends when the server shuts down, for
+// work that outlives the request or stream that started it.
+func (s *Server) lifetime() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// knownBlobs remembers the IDs of recently stored results, so that a
+// result stored before (every copy of a repeated job yields the same
+// bytes) costs no file system call.
+type knownBlobs struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+}
+
+const maxKnownBlobs = 1 << 14
+
+func (k *knownBlobs) has(id string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	_, ok := k.ids[id]
+	return ok
+}
+
+func (k *knownBlobs) add(id string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ids == nil || len(k.ids) >= maxKnownBlobs {
+		k.ids = make(map[string]struct{})
+	}
+	k.ids[id] = struct{}{}
+}
+
+// forget drops id, e.g. after the blob was deleted.
+func (k *knownBlobs) forget(id string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.ids, id)
+}

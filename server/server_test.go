@@ -1,0 +1,89 @@
+package server_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/ops"
+)
+
+// reference runs a job in this process, as one unit.
+func reference(t testing.TB, op ops.Op, in []byte, params map[string]string) []byte {
+	t.Helper()
+	out, err := ops.Execute(t.Context(), op, bytes.NewReader(in), int64(len(in)), params, ops.Hint{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestBlurTwoWorkers runs a tiled blur over a server and two workers and
+// compares the output with the single-unit output, for every policy.
+func TestBlurTwoWorkers(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(2, nil)
+	c.addWorker(1, nil)
+	c.waitWorkers(2)
+	img := ops.SamplePNG(300, 200)
+	want := reference(t, ops.Blur(), img, map[string]string{"radius": "4"})
+	in := c.put(img)
+	for _, policy := range []string{api.PolicyEqual, api.PolicyProportional, api.PolicyDynamic} {
+		t.Run(policy, func(t *testing.T) {
+			st := c.run(api.JobRequest{Op: "blur", Input: in, Params: map[string]string{"radius": "4"},
+				Tile: api.Tile{W: 64, H: 48}, Policy: policy})
+			if st.State != api.JobDone {
+				t.Fatalf("job %d is %s: %s", st.Job, st.State, st.Error)
+			}
+			if st.Units.Total != 25 || st.Units.Done != 25 || st.Units.Running != 0 {
+				t.Errorf("units %+v, want 25 done", st.Units)
+			}
+			if st.Policy != policy {
+				t.Errorf("policy %q, want %q", st.Policy, policy)
+			}
+			if got := c.get(st.Output); !bytes.Equal(got, want) {
+				t.Errorf("output differs from the single-unit output (%d vs %d bytes)", len(got), len(want))
+			}
+		})
+	}
+}
+
+// TestChecksumDAG runs the checksum operation, whose reduce unit depends
+// on every chunk unit.
+func TestChecksumDAG(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(2, nil)
+	c.addWorker(2, nil)
+	c.waitWorkers(2)
+	data := bytes.Repeat([]byte("braid checksum DAG "), 50_000) // ~950 KB
+	st := c.run(api.JobRequest{Op: "checksum", Input: c.put(data), Params: map[string]string{"block": "4096"}, Units: 7})
+	if st.State != api.JobDone {
+		t.Fatalf("job is %s: %s", st.State, st.Error)
+	}
+	if st.Units.Total != 8 {
+		t.Errorf("%d units, want 7 chunks and a reduce", st.Units.Total)
+	}
+	if got, want := string(c.get(st.Output)), ops.ChecksumOf(data, 4096); got != want {
+		t.Errorf("checksum %q, want %q", got, want)
+	}
+}
+
+// TestRepeatNoop: every copy of a repeated job counts once and the output
+// is the input.
+func TestRepeatNoop(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(2, nil)
+	c.waitWorkers(1)
+	data := ops.SampleGIF()
+	st := c.run(api.JobRequest{Op: "noop", Input: c.put(data), Repeat: 300, InFlight: 4})
+	if st.State != api.JobDone || st.Units.Done != 300 {
+		t.Fatalf("job is %s with %+v: %s", st.State, st.Units, st.Error)
+	}
+	if !bytes.Equal(c.get(st.Output), data) {
+		t.Error("noop output differs from its input")
+	}
+	ws, err := c.c.Workers(t.Context())
+	if err != nil || len(ws) != 1 || ws[0].Done != 300 {
+		t.Errorf("workers %+v, %v: want one credited with 300 units", ws, err)
+	}
+}

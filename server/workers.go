@@ -1,0 +1,232 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/store"
+	"github.com/braid-hpc/braid/transport"
+)
+
+// figuresTimeout bounds how long the server waits for a worker's answer
+// to a figures request.
+const figuresTimeout = 10 * time.Second
+
+// registration is the answer to a registration or a heartbeat.
+func (s *Server) registration(id string) api.Registration {
+	return api.Registration{
+		Worker:          id,
+		HeartbeatMillis: s.cfg.HeartbeatInterval.Milliseconds(),
+		TimeoutMillis:   s.cfg.WorkerTimeout.Milliseconds(),
+	}
+}
+
+// checkRegister validates what a worker registers.
+func (s *Server) checkRegister(reg *api.Register) error {
+	switch {
+	case len(reg.Addresses) == 0:
+		return kindf(errBadRequest, "registration: no data-plane addresses; give one host:port per network (braid worker --listen)")
+	case len(reg.Addresses) > 64:
+		return kindf(errBadRequest, "registration: %d addresses, at most 64", len(reg.Addresses))
+	case reg.Threads < 1 || reg.Threads > s.cfg.MaxThreads:
+		return kindf(errBadRequest, "registration: threads %d: want 1 to %d", reg.Threads, s.cfg.MaxThreads)
+	case len(reg.Ops) == 0:
+		return kindf(errBadRequest, "registration: no operations; a worker must offer at least one (GET %s lists them)", api.PathOps)
+	case reg.Cores < 0 || reg.Memory < 0 || reg.Disk < 0 || reg.CPUMHz < 0:
+		return kindf(errBadRequest, "registration: cores, memory, disk and cpu_mhz must not be negative")
+	case len(reg.Name) > 256:
+		return kindf(errBadRequest, "registration: name longer than 256 bytes")
+	}
+	for _, a := range reg.Addresses {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || port == "" || port == "0" {
+			return kindf(errBadRequest, "registration: address %q: want host:port with a fixed port", a)
+		}
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			return kindf(errBadRequest, "registration: address %q: give the worker's own address on the network, one the server can reach, not a wildcard", a)
+		}
+	}
+	for _, op := range reg.Ops {
+		if _, err := s.cfg.Ops.Lookup(op); err != nil {
+			s.log.Warn("worker offers an operation this server does not know; it gets no units of it", "op", op)
+		}
+	}
+	return nil
+}
+
+// register registers a new worker (id empty) or updates worker id. A new
+// worker, or one whose addresses changed or that the server does not hold
+// live (it was declared dead, or the server restarted), gets a new
+// data-plane session; the registration fails if the server cannot open
+// it.
+func (s *Server) register(ctx context.Context, id string, reg api.Register) (api.Registration, error) {
+	if err := s.checkRegister(&reg); err != nil {
+		return api.Registration{}, err
+	}
+	if id != "" {
+		if _, err := s.db.Worker(ctx, id); errors.Is(err, store.ErrNotFound) {
+			return api.Registration{}, kindf(errNotFound, "no worker %s on this server; register anew with POST %s", id, api.PathWorkers)
+		} else if err != nil {
+			return api.Registration{}, err
+		}
+	}
+	s.mu.Lock()
+	closing, p := s.closing, s.peers[id]
+	s.mu.Unlock()
+	if closing {
+		return api.Registration{}, kindf(errUnavailable, "the server is shutting down; register again once it is back")
+	}
+	if p != nil && slices.Equal(p.addresses(), reg.Addresses) {
+		if _, err := s.db.RegisterWorker(ctx, storeWorker(id, reg)); err != nil {
+			return api.Registration{}, err
+		}
+		p.seen()
+		s.update(p, reg)
+		return s.registration(id), nil
+	}
+	sess, err := s.dial(ctx, reg.Addresses)
+	if err != nil {
+		return api.Registration{}, err
+	}
+	rec, err := s.db.RegisterWorker(ctx, storeWorker(id, reg))
+	if err != nil {
+		sess.Close()
+		return api.Registration{}, err
+	}
+	if err := s.startPeer(rec.ID, reg, sess); err != nil {
+		return api.Registration{}, err
+	}
+	s.log.Info("worker registered", "worker", rec.ID, "name", reg.Name, "path", strings.Join(reg.Addresses, ","),
+		"threads", reg.Threads, "ops", strings.Join(reg.Ops, ","))
+	return s.registration(rec.ID), nil
+}
+
+func storeWorker(id string, reg api.Register) store.Worker {
+	return store.Worker{ID: id, Name: reg.Name, Addresses: reg.Addresses, Cores: reg.Cores, Memory: reg.Memory,
+		Disk: reg.Disk, CPUMHz: reg.CPUMHz, Threads: reg.Threads, Ops: reg.Ops}
+}
+
+// dial opens a data-plane session to a worker, one path per address.
+func (s *Server) dial(ctx context.Context, addrs []string) (*transport.Session, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DialTimeout)
+	defer cancel()
+	paths := make([]transport.Path, len(addrs))
+	for i, a := range addrs {
+		paths[i] = transport.Path{Remote: a}
+	}
+	sess, err := transport.Dial(ctx, paths, &s.tcfg)
+	switch {
+	case errors.Is(err, transport.ErrAuth):
+		return nil, fmt.Errorf("registration rejected: the server cannot authenticate to the worker's data plane at %s: %w",
+			strings.Join(addrs, ","), err)
+	case err != nil:
+		return nil, kindf(errUnreachable, "registration rejected: the server cannot reach the worker's data plane at %s: %v; "+
+			"the worker must listen on addresses the server can reach (braid worker --listen)", strings.Join(addrs, ","), err)
+	}
+	return sess, nil
+}
+
+// heartbeat notes a worker's sign of life.
+func (s *Server) heartbeat(ctx context.Context, id string, hb api.Heartbeat) (api.Registration, error) {
+	if hb.Running < 0 || hb.Queued < 0 {
+		return api.Registration{}, kindf(errBadRequest, "heartbeat: running and queued must not be negative")
+	}
+	s.mu.Lock()
+	p := s.peers[id]
+	s.mu.Unlock()
+	if p == nil {
+		return api.Registration{}, kindf(errNotFound, "worker %s is not registered with this server "+
+			"(declared dead, deregistered, or the server restarted); register again", id)
+	}
+	p.seen()
+	if err := s.db.Heartbeat(ctx, id, hb.Running, hb.Queued, hb.Load); err != nil {
+		return api.Registration{}, err
+	}
+	return s.registration(id), nil
+}
+
+// deregister forgets a worker; its units run elsewhere.
+func (s *Server) deregister(ctx context.Context, id string) error {
+	s.mu.Lock()
+	p := s.peers[id]
+	s.mu.Unlock()
+	if p != nil {
+		s.drop(p, nil)
+	}
+	if err := s.db.DeleteWorker(ctx, id); errors.Is(err, store.ErrNotFound) {
+		return kindf(errNotFound, "no worker %s on this server", id)
+	} else if err != nil {
+		return err
+	}
+	s.log.Info("worker deregistered", "worker", id)
+	return nil
+}
+
+// refresh asks a live worker for its current figures over the data plane
+// and records them as if it had sent them itself.
+func (s *Server) refresh(ctx context.Context, id string) error {
+	s.mu.Lock()
+	p := s.peers[id]
+	s.mu.Unlock()
+	if p == nil {
+		if _, err := s.db.Worker(ctx, id); err != nil {
+			return kindf(errNotFound, "no worker %s on this server", id)
+		}
+		return kindf(errConflict, "worker %s is not live; it cannot be asked for fresh figures", id)
+	}
+	reg, err := p.figures(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = s.register(ctx, id, reg)
+	return err
+}
+
+// workerInfo is the API view of a worker record.
+func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
+	s.mu.Lock()
+	_, alive := s.peers[w.ID]
+	s.mu.Unlock()
+	return api.WorkerInfo{
+		ID: w.ID,
+		Register: api.Register{Name: w.Name, Addresses: w.Addresses, Cores: w.Cores, Memory: w.Memory, Disk: w.Disk,
+			CPUMHz: w.CPUMHz, Threads: w.Threads, Ops: w.Ops},
+		Registered: w.Registered,
+		LastSeen:   w.LastSeen,
+		Alive:      alive,
+		Running:    w.Running,
+		Queued:     w.Queued,
+		Load:       w.Load,
+		Done:       w.Done,
+	}
+}
+
+// reap declares workers dead that were silent past the timeout.
+func (s *Server) reap() {
+	t := time.NewTicker(max(s.cfg.WorkerTimeout/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		var silent []*peer
+		for _, p := range s.peers {
+			if p.silence() > s.cfg.WorkerTimeout {
+				silent = append(silent, p)
+			}
+		}
+		s.mu.Unlock()
+		for _, p := range silent {
+			s.drop(p, fmt.Errorf("no heartbeat for %v", p.silence().Round(time.Millisecond)))
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package worker
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/transport"
+)
+
+// Config configures a Worker. Servers and Key are required; every other
+// field's zero value works.
+type Config struct {
+	// Servers are the base URLs of the servers to register with, e.g.
+	// "http://10.0.0.1:7400". Required.
+	Servers []string
+	// Key is the cluster key: it authenticates the servers' sessions and
+	// the worker's control API requests. Required.
+	Key []byte
+	// Listen are the data-plane addresses (host:port), one per network.
+	// Empty means "127.0.0.1:0", loopback on a free port.
+	Listen []string
+	// Advertise are the addresses registered with the servers, one per
+	// network. Empty means the addresses actually listened on, which then
+	// must name a host (not 0.0.0.0 or ::).
+	Advertise []string
+	// Threads is how many units the worker runs at once, the threads it
+	// lends. Zero means the number of CPUs.
+	Threads int
+	// Ops are the operations the worker runs. Nil means ops.Builtin().
+	Ops *ops.Registry
+	// Name labels the worker in listings. Empty means the host name.
+	Name string
+	// Dir is where free disk space is measured. Empty means the system's
+	// temporary directory.
+	Dir string
+	// Transport configures the listener. Its Key and a nil Logger are set
+	// from this Config. Nil means the transport's defaults.
+	Transport *transport.Config
+	// FiguresInterval is how often the worker re-measures its figures and
+	// announces them if they changed. Zero means 30s.
+	FiguresInterval time.Duration
+	// RetryInterval is the first delay before registering again after a
+	// failure; it doubles up to 5s. Zero means 200ms.
+	RetryInterval time.Duration
+	// HTTPClient sends the control API requests. Nil means a default
+	// client.
+	HTTPClient *http.Client
+	// Logger receives lifecycle events. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) populate() error {
+	if len(c.Servers) == 0 {
+		return errors.New("worker: no server to register with (braid worker --server URL)")
+	}
+	if len(c.Key) == 0 {
+		return errors.New("worker: Config.Key is empty: set the cluster key (BRAID_KEY or --key-file)")
+	}
+	if c.Threads < 0 {
+		return errors.New("worker: Threads must not be negative (0 means one per CPU)")
+	}
+	if len(c.Listen) == 0 {
+		c.Listen = []string{"127.0.0.1:0"}
+	}
+	if c.Threads == 0 {
+		c.Threads = runtime.NumCPU()
+	}
+	if c.Ops == nil {
+		c.Ops = ops.Builtin()
+	}
+	if c.Name == "" {
+		c.Name, _ = os.Hostname()
+	}
+	if c.Dir == "" {
+		c.Dir = os.TempDir()
+	}
+	if c.FiguresInterval <= 0 {
+		c.FiguresInterval = 30 * time.Second
+	}
+	if c.RetryInterval <= 0 {
+		c.RetryInterval = 200 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}

@@ -1,0 +1,638 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/transport"
+)
+
+// maxUnit bounds a unit message from a server.
+const maxUnit = 1 << 30
+
+// Worker registers with servers and runs the units they send.
+type Worker struct {
+	cfg   Config
+	log   *slog.Logger
+	ln    *transport.Listener
+	addrs []string // advertised
+	gate  gate
+
+	mu       sync.Mutex
+	threads  int
+	announce chan struct{} // closed and replaced when the figures should be sent now
+	ids      map[string]string
+	started  bool
+
+	sessions, streams       atomic.Int64
+	units, failed, computeN atomic.Int64
+	running                 atomic.Int64
+	first, last             atomic.Int64 // unix nanoseconds
+}
+
+// New listens on the data-plane addresses. Call Run to register and work.
+func New(cfg Config) (*Worker, error) {
+	if err := cfg.populate(); err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, log: cfg.Logger, threads: cfg.Threads, announce: make(chan struct{}), ids: map[string]string{}}
+	w.gate.init(cfg.Threads)
+	var tcfg transport.Config
+	if cfg.Transport != nil {
+		tcfg = *cfg.Transport
+	}
+	tcfg.Key = cfg.Key
+	if tcfg.Logger == nil {
+		tcfg.Logger = cfg.Logger
+	}
+	ln, err := transport.Listen(context.Background(), cfg.Listen, &tcfg)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	w.ln = ln
+	if len(cfg.Advertise) > 0 {
+		w.addrs = slices.Clone(cfg.Advertise)
+	} else {
+		for _, a := range ln.Addrs() {
+			host, _, _ := net.SplitHostPort(a.String())
+			if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+				ln.Close()
+				return nil, fmt.Errorf("worker: listening on %s, a wildcard address the servers cannot dial; "+
+					"listen on each network's own address (e.g. --listen 10.1.0.2:7420,10.2.0.2:7420) or give --advertise", a)
+			}
+			w.addrs = append(w.addrs, a.String())
+		}
+	}
+	return w, nil
+}
+
+// Addrs returns the data-plane addresses the worker registers.
+func (w *Worker) Addrs() []string { return slices.Clone(w.addrs) }
+
+// SetThreads changes the threads the worker lends and announces it to
+// every server, which then opens or closes streams to match.
+func (w *Worker) SetThreads(n int) error {
+	if n < 1 {
+		return errors.New("worker: threads must be at least 1")
+	}
+	w.mu.Lock()
+	w.threads = n
+	close(w.announce)
+	w.announce = make(chan struct{})
+	w.mu.Unlock()
+	w.gate.resize(n)
+	return nil
+}
+
+// IDs returns the ID each server gave the worker, by server URL, for the
+// servers it is registered with now.
+func (w *Worker) IDs() map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]string, len(w.ids))
+	for k, v := range w.ids {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Stats are a worker's counters.
+type Stats struct {
+	// Threads is how many units may run at once.
+	Threads int
+	// Sessions and Streams are open now.
+	Sessions, Streams int
+	// Running is the number of units computing now.
+	Running int
+	// Units counts the units run, Failed those whose operation failed.
+	Units, Failed int64
+	// ComputeNanos sums the time operations ran.
+	ComputeNanos int64
+	// First is when the first unit arrived, Last when the last result
+	// was sent; zero before.
+	First, Last time.Time
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats {
+	w.mu.Lock()
+	threads := w.threads
+	w.mu.Unlock()
+	st := Stats{
+		Threads: threads, Sessions: int(w.sessions.Load()), Streams: int(w.streams.Load()),
+		Running: int(w.running.Load()), Units: w.units.Load(), Failed: w.failed.Load(), ComputeNanos: w.computeN.Load(),
+	}
+	if n := w.first.Load(); n != 0 {
+		st.First = time.Unix(0, n)
+	}
+	if n := w.last.Load(); n != 0 {
+		st.Last = time.Unix(0, n)
+	}
+	return st
+}
+
+// ResetStats zeroes the counters of units, compute time and the
+// first/last times, e.g. between the jobs of a benchmark.
+func (w *Worker) ResetStats() {
+	w.units.Store(0)
+	w.failed.Store(0)
+	w.computeN.Store(0)
+	w.first.Store(0)
+	w.last.Store(0)
+}
+
+// ComputeFraction is the share of the lent thread time that went into
+// operations between the first unit and the last result:
+// ComputeNanos / (Threads x (Last - First)).
+func (s Stats) ComputeFraction() float64 {
+	wall := s.Last.Sub(s.First)
+	if wall <= 0 || s.Threads <= 0 {
+		return 0
+	}
+	return float64(s.ComputeNanos) / (float64(s.Threads) * float64(wall))
+}
+
+// Run registers with every server, sends heartbeats and serves the
+// servers' sessions until ctx ends, then deregisters and closes the
+// listener. It returns early with an error if every server rejected the
+// worker (wrong cluster key, invalid registration, unreachable data
+// plane): retrying would not help.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.started {
+		w.mu.Unlock()
+		return errors.New("worker: Run called twice")
+	}
+	w.started = true
+	w.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	wg.Go(func() { w.accept(ctx) })
+	errs := make(chan error, len(w.cfg.Servers))
+	for _, url := range w.cfg.Servers {
+		c := client.New(url, client.WithKey(w.cfg.Key), client.WithHTTPClient(w.httpClient()))
+		wg.Go(func() { errs <- w.serve(ctx, c) })
+	}
+	w.log.Info("worker running", "path", strings.Join(w.addrs, ","), "threads", w.cfg.Threads,
+		"ops", strings.Join(w.cfg.Ops.Names(), ","), "servers", strings.Join(w.cfg.Servers, ","))
+	var failures []error
+	for range w.cfg.Servers {
+		if err := <-errs; err != nil {
+			failures = append(failures, err)
+		} else {
+			break // ctx ended
+		}
+		if len(failures) == len(w.cfg.Servers) {
+			break
+		}
+	}
+	cancel()
+	w.ln.Close()
+	wg.Wait()
+	if len(failures) == len(w.cfg.Servers) {
+		return errors.Join(failures...)
+	}
+	return nil
+}
+
+func (w *Worker) httpClient() *http.Client {
+	if w.cfg.HTTPClient != nil {
+		return w.cfg.HTTPClient
+	}
+	return &http.Client{Timeout: 30 * time.Second}
+}
+
+// figures measures what the worker registers.
+func (w *Worker) figures() api.Register {
+	w.mu.Lock()
+	threads := w.threads
+	w.mu.Unlock()
+	return api.Register{
+		Name: w.cfg.Name, Addresses: w.Addrs(), Cores: runtime.NumCPU(), Memory: memTotal(), Disk: diskFree(w.cfg.Dir),
+		CPUMHz: cpuMHz(), Threads: threads, Ops: w.cfg.Ops.Names(),
+	}
+}
+
+// changed reports whether figures b differ from a enough to announce:
+// any change but drifts of free disk and CPU frequency under 5%.
+func changed(a, b api.Register) bool {
+	near := func(x, y int64) bool { return 20*abs(x-y) <= max(x, y) }
+	return a.Name != b.Name || !slices.Equal(a.Addresses, b.Addresses) || a.Cores != b.Cores || a.Memory != b.Memory ||
+		a.Threads != b.Threads || !slices.Equal(a.Ops, b.Ops) || !near(a.Disk, b.Disk) || !near(int64(a.CPUMHz), int64(b.CPUMHz))
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// fatal reports whether a registration error will not go away by
+// retrying: the server refused the key or the registration.
+func fatal(err error) bool {
+	switch client.StatusOf(err) {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden:
+		return true
+	}
+	return false
+}
+
+// serve keeps the worker registered with one server until ctx ends. It
+// returns an error only if the server rejects the worker for good.
+func (w *Worker) serve(ctx context.Context, c *client.Client) error {
+	log := w.log.With("server", c.URL())
+	var (
+		id        string
+		reg       api.Registration
+		announced api.Register
+	)
+	setID := func(v string) {
+		id = v
+		w.mu.Lock()
+		w.ids[c.URL()] = v
+		w.mu.Unlock()
+	}
+	// register (again) until it works; false means ctx ended.
+	register := func() (bool, error) {
+		delay := w.cfg.RetryInterval
+		for {
+			fig := w.figures()
+			var err error
+			if id != "" {
+				reg, err = c.Update(ctx, id, fig)
+				if errors.Is(err, client.ErrNotFound) {
+					setID("")
+				}
+			}
+			if id == "" {
+				reg, err = c.Register(ctx, fig)
+			}
+			if err == nil {
+				setID(reg.Worker)
+				announced = fig
+				log.Info("registered", "worker", reg.Worker, "heartbeat", time.Duration(reg.HeartbeatMillis)*time.Millisecond)
+				return true, nil
+			}
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			if fatal(err) {
+				log.Error("the server rejected the worker", "err", err)
+				return false, fmt.Errorf("server %s: %w", c.URL(), err)
+			}
+			log.Warn("registration failed; retrying", "err", err, "in", delay)
+			if !sleep(ctx, delay) {
+				return false, nil
+			}
+			delay = min(2*delay, 5*time.Second)
+		}
+	}
+	if ok, err := register(); !ok {
+		return err
+	}
+	defer func() {
+		// Deregister so the server runs our units elsewhere at once.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if id != "" {
+			_ = c.Deregister(dctx, id)
+		}
+		setID("")
+	}()
+	figTick := time.NewTicker(w.cfg.FiguresInterval)
+	defer figTick.Stop()
+	for {
+		hb := time.NewTimer(max(time.Duration(reg.HeartbeatMillis)*time.Millisecond, 10*time.Millisecond))
+		w.mu.Lock()
+		announce := w.announce
+		w.mu.Unlock()
+		var err error
+		select {
+		case <-ctx.Done():
+			hb.Stop()
+			return nil
+		case <-hb.C:
+			_, err = c.Heartbeat(ctx, id, api.Heartbeat{Running: int(w.running.Load()), Load: loadAvg()})
+		case <-announce:
+			hb.Stop()
+			fig := w.figures()
+			if reg, err = c.Update(ctx, id, fig); err == nil {
+				announced = fig
+				log.Info("announced new figures", "worker", id, "threads", fig.Threads)
+			}
+		case <-figTick.C:
+			hb.Stop()
+			if fig := w.figures(); changed(announced, fig) {
+				if reg, err = c.Update(ctx, id, fig); err == nil {
+					announced = fig
+					log.Info("announced changed figures", "worker", id)
+				}
+			}
+		}
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, client.ErrNotFound):
+			log.Warn("the server does not know this worker any more; registering again", "worker", id)
+			if ok, err := register(); !ok {
+				return err
+			}
+		default:
+			log.Debug("control request failed", "err", err)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// accept serves the sessions servers open.
+func (w *Worker) accept(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		sess, err := w.ln.Accept(ctx)
+		if err != nil {
+			return
+		}
+		wg.Go(func() { w.session(ctx, sess) })
+	}
+}
+
+// session serves one server session. Every stream the server opens gets a
+// reader, which queues the stream's units in the session's queue, a
+// writer of its results, and one processing goroutine: the session's
+// processors take units from the queue in arrival order, whichever stream
+// they came on, and hand each result to the writer of its unit's stream.
+// So the threads a session reserves (one per stream) share its units,
+// and a thread never waits while a unit of the session is queued.
+func (w *Worker) session(ctx context.Context, sess *transport.Session) {
+	w.sessions.Add(1)
+	defer w.sessions.Add(-1)
+	id := sess.ID()[:8]
+	w.log.Info("server session opened", "session", id)
+	q := newUnitQueue()
+	var readers, procs, writers sync.WaitGroup
+	var outs []*outStream
+	for {
+		st, err := sess.AcceptStream(ctx)
+		if err != nil {
+			break
+		}
+		o := &outStream{st: st, results: make(chan *api.Result, 4)}
+		outs = append(outs, o)
+		writers.Go(func() { w.write(ctx, o) })
+		readers.Go(func() { w.read(ctx, o, q) })
+		procs.Go(func() { w.process(ctx, q) })
+	}
+	sess.Close()
+	readers.Wait()
+	q.close()
+	procs.Wait()
+	for _, o := range outs {
+		close(o.results)
+	}
+	writers.Wait()
+	w.log.Info("server session closed", "session", id, "err", sess.Err())
+}
+
+// outStream is a stream's way back: its results, in the order they were
+// computed.
+type outStream struct {
+	st      *transport.Stream
+	results chan *api.Result
+}
+
+// task is a unit waiting for a thread, and the stream its result goes to.
+type task struct {
+	u   api.Unit
+	out *outStream
+}
+
+// read queues the units of one stream; it answers figures requests at
+// once.
+func (w *Worker) read(ctx context.Context, o *outStream, q *unitQueue) {
+	w.streams.Add(1)
+	defer w.streams.Add(-1)
+	for {
+		b, err := o.st.ReadMessage(ctx)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				w.log.Debug("stream ended", "stream", o.st.ID(), "err", err)
+			}
+			return
+		}
+		w.first.CompareAndSwap(0, time.Now().UnixNano())
+		var u api.Unit
+		if err := u.Decode(b, maxUnit); err != nil {
+			w.log.Warn("malformed unit; ignoring the rest of the stream", "stream", o.st.ID(), "err", err)
+			return
+		}
+		if u.Op == api.OpFigures {
+			res := &api.Result{Job: u.Job, ID: u.ID, Attempt: u.Attempt}
+			res.Output, _ = json.Marshal(w.figures())
+			select {
+			case o.results <- res:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		q.push(task{u: u, out: o})
+	}
+}
+
+// process runs queued units until the session ends.
+func (w *Worker) process(ctx context.Context, q *unitQueue) {
+	for {
+		t, ok := q.pop()
+		if !ok {
+			return
+		}
+		res := &api.Result{Job: t.u.Job, ID: t.u.ID, Attempt: t.u.Attempt}
+		w.compute(ctx, &t.u, res)
+		select {
+		case t.out.results <- res:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// write sends a stream's results. After a failed write it discards the
+// rest, which the server will have run elsewhere.
+func (w *Worker) write(ctx context.Context, o *outStream) {
+	var out []byte
+	failed := false
+	for res := range o.results {
+		if failed {
+			continue
+		}
+		out, _ = res.AppendBinary(out[:0])
+		if err := o.st.WriteMessage(ctx, out); err != nil {
+			failed = true
+			continue
+		}
+		w.last.Store(time.Now().UnixNano())
+	}
+	o.st.Close()
+}
+
+// unitQueue is a session's FIFO of units waiting for a thread. Its
+// length is bounded by the server: streams x units in flight per stream.
+type unitQueue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	items  []task
+	closed bool
+}
+
+func newUnitQueue() *unitQueue {
+	q := &unitQueue{}
+	q.cond = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *unitQueue) push(t task) {
+	q.mu.Lock()
+	q.items = append(q.items, t)
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+// pop returns the oldest task, waiting for one; false once the queue is
+// closed (what is left is dropped: the session is gone).
+func (q *unitQueue) pop() (task, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.items) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if q.closed {
+		return task{}, false
+	}
+	t := q.items[0]
+	q.items[0] = task{}
+	q.items = q.items[1:]
+	return t, true
+}
+
+func (q *unitQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.items = nil
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// compute runs one unit into res.
+func (w *Worker) compute(ctx context.Context, u *api.Unit, res *api.Result) {
+	op, err := w.cfg.Ops.Lookup(u.Op)
+	if err != nil {
+		res.Err = fmt.Sprintf("worker %s does not run operation %q (it runs %s)", w.cfg.Name, u.Op, strings.Join(w.cfg.Ops.Names(), ", "))
+		w.failed.Add(1)
+		return
+	}
+	if err := w.gate.acquire(ctx); err != nil {
+		res.Err = "worker stopping: " + err.Error()
+		return
+	}
+	w.running.Add(1)
+	start := time.Now()
+	out, err := runSafely(ctx, op.Run, u)
+	d := time.Since(start)
+	w.running.Add(-1)
+	w.gate.release()
+	res.ComputeNanos = d.Nanoseconds()
+	w.computeN.Add(res.ComputeNanos)
+	w.units.Add(1)
+	if err != nil {
+		res.Err = ops.Message(err)
+		w.failed.Add(1)
+		return
+	}
+	res.Output = out
+}
+
+// runSafely runs an operation, turning a panic into an error.
+func runSafely(ctx context.Context, run func(context.Context, map[string]string, [][]byte) ([]byte, error), u *api.Unit) (out []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s: panic: %v", u.Op, p)
+		}
+	}()
+	return run(ctx, u.Params, u.Inputs)
+}
+
+// gate lets at most n units compute at once; n may change.
+type gate struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	n    int
+	used int
+}
+
+func (g *gate) init(n int) {
+	g.n = n
+	g.cond = sync.NewCond(&g.mu)
+}
+
+func (g *gate) resize(n int) {
+	g.mu.Lock()
+	g.n = n
+	g.cond.Broadcast()
+	g.mu.Unlock()
+}
+
+func (g *gate) acquire(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		g.mu.Lock()
+		g.cond.Broadcast()
+		g.mu.Unlock()
+	})
+	defer stop()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.used >= g.n {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		g.cond.Wait()
+	}
+	g.used++
+	return nil
+}
+
+func (g *gate) release() {
+	g.mu.Lock()
+	g.used--
+	g.cond.Broadcast()
+	g.mu.Unlock()
+}
