@@ -572,7 +572,10 @@ func (s *Session) claim(p *path, taken *map[*txSeg]int) (frame, txRef, bool) {
 		if n := (*taken)[seg]; n > 0 && n >= s.batchShare(p, seg) {
 			continue
 		}
-		if seg.claimed[p.id] && !seg.withdrawn[p.id] && !s.worthClaiming(p, seg) {
+		// Only the last queued segment's end decides when the data
+		// arrives: earlier ones leave slow paths work further on.
+		last := i == len(s.striped)-1
+		if last && seg.claimed[p.id] && !seg.withdrawn[p.id] && !s.worthClaiming(p, seg) {
 			// Leave the rest of the segment to the faster paths: its
 			// fragments go back to the plan for them to sweep. At least
 			// one live path always stays.
