@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -44,4 +45,21 @@ func TestExplore(t *testing.T) {
 		r, err = (&Braid{Bed: bed, Nets: seq(len(rates)), Config: transport.Config{FragmentSize: 16 << 10}}).PingPong(ctx, size, 20)
 		t.Log(fmt.Sprintf("size=%d", size), "braid frag16k", r.Mbps, r.RTT, r.Transport, err)
 	}
+}
+
+func TestExploreFailover(t *testing.T) {
+	if !*explore {
+		t.Skip("exploratory; run with -explore")
+	}
+	testbed.Skip(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	bed, err := NewBed(ctx, []int64{100e6, 100e6, 100e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bed.Down()
+	s := &Suite{Log: os.Stderr, Duration: 2 * time.Second}
+	r, err := s.failoverRun(ctx, bed, "link down")
+	t.Logf("%+v %v", r, err)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -70,6 +71,9 @@ func (b *Braid) config(host string) *transport.Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+		if os.Getenv("BRAID_BENCH_LOG") != "" {
+			c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		}
 	}
 	return &c
 }
