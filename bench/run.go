@@ -164,7 +164,8 @@ func (b *Braid) Bulk(ctx context.Context, msgSize, streams int, d time.Duration)
 	}()
 	before := cli.Stats()
 	buf := make([]byte, msgSize)
-	stop := time.Now().Add(d)
+	sendStart := time.Now()
+	stop := sendStart.Add(d)
 	var wg sync.WaitGroup
 	for range streams {
 		st, err := cli.OpenStream(ctx)
@@ -187,10 +188,11 @@ func (b *Braid) Bulk(ctx context.Context, msgSize, streams int, d time.Duration)
 	cancel()
 	time.Sleep(50 * time.Millisecond)
 	mu.Lock()
-	// Count from the first message's arrival: a message of msgSize was
-	// already in flight then.
-	el := last.Sub(first)
-	n := recvd - int64(msgSize)
+	// Everything received, from the first send to the last arrival: a
+	// channel that buffers bursts at the receiver cannot inflate it.
+	el := last.Sub(sendStart)
+	n := recvd
+	_ = first
 	mu.Unlock()
 	res := Result{Name: "braid", Elapsed: el, Transport: cli.StripeStats()}
 	if el > 0 {
@@ -199,7 +201,7 @@ func (b *Braid) Bulk(ctx context.Context, msgSize, streams int, d time.Duration)
 	// Per-path rates over the same receiver-side interval.
 	for i, p := range cli.Stats() {
 		if el > 0 {
-			res.PerPath = append(res.PerPath, float64(p.BytesSent-before[i].BytesSent)*8/(el+time.Duration(float64(msgSize)*8/res.Mbps/1e6*float64(time.Second))).Seconds()/1e6)
+			res.PerPath = append(res.PerPath, float64(p.BytesSent-before[i].BytesSent)*8/el.Seconds()/1e6)
 		}
 	}
 	return res, nil
