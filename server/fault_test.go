@@ -352,12 +352,20 @@ func TestFigures(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	st := c.run(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 12, Params: map[string]string{"ms": "30"}})
-	if st.State != api.JobDone {
-		t.Fatalf("job %s: %s", st.State, st.Error)
-	}
-	if s := tw.w.Stats(); s.Streams != 3 || s.Threads != 3 {
-		t.Errorf("worker has %d streams and %d threads, want 3 each", s.Streams, s.Threads)
+	// A stream reaches the worker with its first unit, so run jobs with
+	// more units than two streams keep in flight until all three are seen.
+	for attempt := 0; ; attempt++ {
+		st := c.run(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 48, Params: map[string]string{"ms": "5"}})
+		if st.State != api.JobDone {
+			t.Fatalf("job %s: %s", st.State, st.Error)
+		}
+		s := tw.w.Stats()
+		if s.Streams == 3 && s.Threads == 3 {
+			break
+		}
+		if attempt == 4 {
+			t.Fatalf("worker has %d streams and %d threads after %d jobs, want 3 each", s.Streams, s.Threads, attempt+1)
+		}
 	}
 }
 
