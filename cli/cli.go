@@ -115,6 +115,27 @@ func parseFlags(fs *flag.FlagSet, args []string) int {
 	return -1
 }
 
+// parseInterspersed parses flags that may follow positional arguments
+// ("send a b --to x", "get ID -o FILE"); it returns the positional arguments. "--" ends the
+// flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, int) {
+	var pos []string
+	for {
+		if code := parseFlags(fs, args); code >= 0 {
+			return nil, code
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, -1
+		}
+		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
+			return append(pos, rest...), -1
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
 // splitList splits a comma-separated flag value, dropping empty items.
 func splitList(s string) []string {
 	var out []string

@@ -87,30 +87,9 @@ func clientFail(env *Env, cmd string, err error) int {
 	return 1
 }
 
-// parseArgs parses flags that may come before or after the positional
-// arguments ("get ID -o FILE"); "--" ends the flags. It returns the
-// positional arguments, or an exit code >= 0 to stop with.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, int) {
-	var pos []string
-	for {
-		if code := parseFlags(fs, args); code >= 0 {
-			return nil, code
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, -1
-		}
-		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
-			return append(pos, rest...), -1
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
 // oneArg parses args expecting exactly one positional argument.
 func oneArg(env *Env, fs *flag.FlagSet, args []string, what string) (string, int) {
-	pos, code := parseArgs(fs, args)
+	pos, code := parseInterspersed(fs, args)
 	if code >= 0 {
 		return "", code
 	}
@@ -335,7 +314,7 @@ if it failed).
 	inFlight := fs.Int("in-flight", 0, "units a stream may hold at once (0: the server's default)")
 	wait := fs.Bool("wait", false, "wait for the job and print its final status; progress on stderr")
 	cf := addClientFlags(fs, 0)
-	pos, code := parseArgs(fs, args)
+	pos, code := parseInterspersed(fs, args)
 	if code >= 0 {
 		return code
 	}

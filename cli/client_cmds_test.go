@@ -15,7 +15,7 @@ import (
 
 // braidProc is a braid command running in the background.
 type braidProc struct {
-	out, err syncBuf
+	out, err syncBuffer
 	cancel   context.CancelFunc
 	done     chan int
 }

@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -19,7 +17,7 @@ func runBraid(t testing.TB, d time.Duration, args ...string) (int, string, strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	var out, errb syncBuf
+	var out, errb syncBuffer
 	code := Run(ctx, args, &out, &errb)
 	if ctx.Err() != nil {
 		t.Fatalf("braid %s: still running after %v\nstderr:\n%s", strings.Join(args, " "), d, errb.String())
@@ -27,24 +25,7 @@ func runBraid(t testing.TB, d time.Duration, args ...string) (int, string, strin
 	return code, out.String(), errb.String()
 }
 
-// syncBuf is a bytes.Buffer safe for concurrent use.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
+// syncBuffer is a bytes.Buffer safe for concurrent use.
 // TestLocal runs 'braid local' in-process: an embedded cluster blurs a
 // sample image and checks the output against the single-unit blur.
 func TestLocal(t *testing.T) {

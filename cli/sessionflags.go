@@ -241,27 +241,6 @@ func dialPaths(to, from string, port int) ([]transport.Path, error) {
 	return paths, nil
 }
 
-// parseInterspersed parses flags that may follow positional arguments
-// ("send a b --to x"); it returns the positional arguments. "--" ends the
-// flags.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, int) {
-	var pos []string
-	for {
-		if code := parseFlags(fs, args); code >= 0 {
-			return nil, code
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, -1
-		}
-		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
-			return append(pos, rest...), -1
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
 // mbps converts bytes over seconds to Mbit/s.
 func mbps(bytes int64, seconds float64) float64 {
 	if seconds <= 0 {
