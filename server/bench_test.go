@@ -174,3 +174,45 @@ func BenchmarkTransportEcho(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPaperBlur is the workload of the paper's Figs. 6 and 10: the
+// 19 KB GIF blurred N times as N units (--repeat N), on one worker lending
+// 1, 2, 3 or 5 threads (one stream each), and on two workers. It reports
+// milliseconds per unit, the paper's measure.
+func BenchmarkPaperBlur(b *testing.B) {
+	type setup struct {
+		name    string
+		workers []int // threads per worker
+	}
+	setups := []setup{
+		{"workers=1/streams=1", []int{1}},
+		{"workers=1/streams=2", []int{2}},
+		{"workers=1/streams=3", []int{3}},
+		{"workers=1/streams=5", []int{5}},
+		{"workers=2/streams=2+2", []int{2, 2}},
+	}
+	for _, s := range setups {
+		for _, units := range []int{10, 100, 500, 1000} {
+			b.Run(fmt.Sprintf("%s/units=%d", s.name, units), func(b *testing.B) {
+				c := newCluster(b, nil)
+				for _, th := range s.workers {
+					c.addWorker(th, nil)
+				}
+				c.waitWorkers(len(s.workers))
+				in := c.put(ops.SampleGIF())
+				var busy time.Duration
+				n := 0
+				for b.Loop() {
+					start := time.Now()
+					st := c.run(api.JobRequest{Op: "blur", Input: in, Repeat: units, Params: map[string]string{"radius": "2"}})
+					busy += time.Since(start)
+					if st.State != api.JobDone {
+						b.Fatalf("job %s: %s", st.State, st.Error)
+					}
+					n += units
+				}
+				b.ReportMetric(float64(busy.Microseconds())/1000/float64(n), "ms/unit")
+			})
+		}
+	}
+}
