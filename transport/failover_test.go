@@ -23,6 +23,12 @@ type faultRelay interface {
 // relayed returns a session pair whose k paths each pass through a fault
 // relay on loopback.
 func relayed(tb testing.TB, k int, mod func(*Config)) (client, server *Session, relays []faultRelay) {
+	return relayedQueue(tb, k, 0, mod)
+}
+
+// relayedQueue is relayed with TCP relays holding at most queue bytes per
+// direction (0: the relay's default).
+func relayedQueue(tb testing.TB, k, queue int, mod func(*Config)) (client, server *Session, relays []faultRelay) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -56,7 +62,7 @@ func relayed(tb testing.TB, k int, mod func(*Config)) (client, server *Session, 
 			paths = append(paths, Path{Remote: r.Addr()})
 			continue
 		}
-		r, err := relay.ListenTCP(a.String(), nil)
+		r, err := relay.ListenTCP(a.String(), &relay.Config{Queue: queue})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -189,8 +195,9 @@ func TestAllPathsDownThenBack(t *testing.T) {
 }
 
 func TestSmallMessagesOvertakeLargeOnes(t *testing.T) {
-	// Two paths of 40 Mbit/s each: the large message takes about a second.
-	c, s, relays := relayed(t, 2, nil)
+	// Two paths of 40 Mbit/s each, each with a 256 KB queue (50 ms): the
+	// large message takes about a second.
+	c, s, relays := relayedQueue(t, 2, 256<<10, nil)
 	for _, r := range relays {
 		r.(*relay.TCP).SetRate(40e6)
 	}

@@ -13,6 +13,10 @@ type Config struct {
 	// with the same packets drops the same ones; 0 means a random seed.
 	// TCP relays ignore it.
 	Seed uint64
+	// Queue bounds the bytes a TCP relay holds per connection and
+	// direction, like a router's buffer: with SetRate, data beyond it
+	// waits in the sender's kernel. 0 means 8 MiB.
+	Queue int
 }
 
 func (c *Config) addr() string {

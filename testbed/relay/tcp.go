@@ -29,6 +29,7 @@ type TCP struct {
 	rate  atomic.Int64 // bit/s per direction, 0 = unlimited
 	black atomic.Bool
 	pace  [2]pacer
+	queue int // bytes per connection and direction
 
 	mu     sync.Mutex
 	open   chan struct{} // closed while not blackholed
@@ -46,7 +47,10 @@ func ListenTCP(target string, cfg *Config) (*TCP, error) {
 	}
 	open := make(chan struct{})
 	close(open)
-	r := &TCP{ln: ln.(*net.TCPListener), target: target, open: open, conns: map[*tcpConn]struct{}{}}
+	r := &TCP{ln: ln.(*net.TCPListener), target: target, open: open, conns: map[*tcpConn]struct{}{}, queue: maxQueued}
+	if cfg != nil && cfg.Queue > 0 {
+		r.queue = cfg.Queue
+	}
 	r.wg.Add(1)
 	go r.accept()
 	return r, nil
@@ -220,6 +224,14 @@ func (r *TCP) serve(c *tcpConn) {
 	default:
 	}
 
+	if r.queue != maxQueued {
+		// A bounded queue means the kernel must not hide a larger one
+		// behind it.
+		for _, tc := range []*net.TCPConn{c.client, c.server} {
+			_ = tc.SetReadBuffer(r.queue)
+			_ = tc.SetWriteBuffer(r.queue)
+		}
+	}
 	var wg sync.WaitGroup
 	for _, p := range []*tcpPipe{
 		newPipe(r, c, c.client, c.server, 0),
@@ -341,7 +353,7 @@ func (p *tcpPipe) push(ch chunk) bool {
 	cost := len(ch.b) + chunkOverhead
 	for {
 		p.mu.Lock()
-		if p.queued+cost <= maxQueued || p.queued == 0 {
+		if p.queued+cost <= p.r.queue || p.queued == 0 {
 			p.q = append(p.q, ch)
 			p.queued += cost
 			p.mu.Unlock()
