@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/transport"
 )
 
 func init() {
@@ -53,6 +54,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	timeout := fs.Duration("worker-timeout", 0, "declare a worker dead after this long without heartbeat (default 5 heartbeats)")
 	inFlight := fs.Int("in-flight", 0, "units a stream holds at once for jobs that do not say (default 8)")
 	maxThreads := fs.Int("max-threads", 0, "most threads (streams) one worker may lend (default 1024)")
+	chanKind := fs.String("transport", "tcp", "channel `kind` of the data-plane paths to workers: tcp, mptcp, sctp or sctp-udp (workers must listen with the same)")
 	durable := fs.Bool("durable", false, "sync unit results and every database commit to disk (slower; survives power loss)")
 	key := keyFlag(fs)
 	logger := logFlags(fs)
@@ -75,6 +77,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	srv, err := server.New(server.Config{
 		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
 		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: logger(env),
+		Transport: &transport.Config{Transport: *chanKind},
 	})
 	if err != nil {
 		env.Errorf("%v", err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/transport"
 	"github.com/braid-hpc/braid/worker"
 )
 
@@ -42,6 +43,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	advertise := fs.String("advertise", "", "`addresses` to register instead of the --listen ones (e.g. behind NAT)")
 	opsList := fs.String("ops", "", "offer only these `operations`, comma-separated (default: all)")
 	name := fs.String("name", "", "`name` in listings (default: the host name)")
+	chanKind := fs.String("transport", "tcp", "channel `kind` of the data plane: tcp, mptcp, sctp or sctp-udp (the server must dial with the same)")
 	key := keyFlag(fs)
 	logger := logFlags(fs)
 	if code := parseFlags(fs, args); code >= 0 {
@@ -83,6 +85,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	w, err := worker.New(worker.Config{
 		Servers: urls, Key: k, Listen: splitList(*listen), Advertise: splitList(*advertise), Threads: *threads,
 		Ops: reg, Name: *name, Logger: logger(env),
+		Transport: &transport.Config{Transport: *chanKind},
 	})
 	if err != nil {
 		env.Errorf("%v", err)
