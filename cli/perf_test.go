@@ -62,8 +62,10 @@ func TestPerf(t *testing.T) {
 				sum += p.Bytes
 			}
 			if rep.Mode == "bulk" && !rep.Baseline {
-				// Wire bytes: the payload plus a little framing.
-				if float64(sum) < float64(rep.Bytes) || float64(sum) > 1.05*float64(rep.Bytes) {
+				// Wire bytes less duplicates: the payload plus a little
+				// framing. The sender's counters and the receiver's count
+				// are read at slightly different moments, hence 0.98.
+				if float64(sum) < 0.98*float64(rep.Bytes) || float64(sum) > 1.05*float64(rep.Bytes) {
 					t.Errorf("per-path bytes add up to %d for %d bytes of payload", sum, rep.Bytes)
 				}
 				if rep.Control.Segments == 0 {
