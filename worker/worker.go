@@ -478,6 +478,11 @@ func (w *Worker) process(ctx context.Context, q *unitQueue) {
 		}
 		res := &api.Result{Job: t.u.Job, ID: t.u.ID, Attempt: t.u.Attempt}
 		w.compute(ctx, &t.u, res)
+		if ctx.Err() != nil {
+			// Stopping: a unit cut short is not a failure of its data.
+			// The server runs it elsewhere once the session is gone.
+			return
+		}
 		select {
 		case t.out.results <- res:
 		case <-ctx.Done():
