@@ -158,6 +158,7 @@ func (b *Braid) Bulk(ctx context.Context, msgSize, streams int, d time.Duration)
 					recvd += int64(len(m))
 					last = now
 					mu.Unlock()
+					st.Release(m)
 				}
 			}()
 		}

@@ -203,6 +203,7 @@ func (s *perfServer) braid(ctx context.Context, sess *transport.Session, ctrl *t
 						return
 					}
 				}
+				st.Release(b)
 			}
 		})
 	}

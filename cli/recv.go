@@ -221,6 +221,7 @@ func (r *receiver) write(ctx context.Context, st *transport.Stream, h *fileHeade
 		}
 		hash.Write(msg)
 		got += int64(len(msg))
+		st.Release(msg)
 	}
 	var tr fileTrailer
 	if err := readJSON(ctx, st, 2*time.Minute, &tr); err != nil {

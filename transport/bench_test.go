@@ -45,9 +45,18 @@ func BenchmarkLoopback(b *testing.B) {
 		c.Close()
 		<-done
 	})
-	for _, paths := range []int{1, 2} {
-		for _, mode := range []StripeMode{StripeEnhanced, StripeOff} {
-			b.Run(fmt.Sprintf("impl=braid/paths=%d/stripe=%v", paths, mode), func(b *testing.B) {
+	type variant struct {
+		paths   int
+		mode    StripeMode
+		release bool // the reader hands buffers back with Session.Release
+	}
+	for _, v := range []variant{
+		{1, StripeEnhanced, true}, {1, StripeOff, true}, {1, StripeOff, false},
+		{2, StripeEnhanced, true}, {2, StripeOff, true},
+	} {
+		paths, mode := v.paths, v.mode
+		{
+			b.Run(fmt.Sprintf("impl=braid/paths=%d/stripe=%v/release=%v", paths, mode, v.release), func(b *testing.B) {
 				c, s := pair(b, paths, func(c *Config) { c.Stripe = mode })
 				ctx := context.Background()
 				st, _ := c.OpenStream(ctx)
@@ -58,8 +67,12 @@ func BenchmarkLoopback(b *testing.B) {
 				go func() {
 					defer close(done)
 					for {
-						if _, err := rs.ReadMessage(ctx); err != nil {
+						m, err := rs.ReadMessage(ctx)
+						if err != nil {
 							return
+						}
+						if v.release {
+							rs.Release(m)
 						}
 					}
 				}()

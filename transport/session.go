@@ -72,7 +72,21 @@ func (s *Session) getBuf(n int) []byte {
 	return make([]byte, n)
 }
 
-// putBuf recycles a buffer from getBuf.
+// rxBuf returns a receive buffer of n bytes. Buffers of at least half a
+// segment come from the pool (unzeroed: every byte is received before the
+// segment completes); smaller ones are allocated, where pooling would
+// waste more memory than zeroing costs.
+func (s *Session) rxBuf(n int) []byte {
+	if n <= s.segmentSize && n >= s.segmentSize/2 {
+		if b, ok := s.bufs.Get().(*[]byte); ok {
+			return (*b)[:n]
+		}
+		return make([]byte, n, s.segmentSize)
+	}
+	return make([]byte, n)
+}
+
+// putBuf recycles a buffer from getBuf or rxBuf.
 func (s *Session) putBuf(b []byte) {
 	if cap(b) == s.segmentSize {
 		b = b[:cap(b)]

@@ -111,7 +111,10 @@ func TestMessagesArriveWholeAndInOrder(t *testing.T) {
 	modes(t, func(t *testing.T, k int, mod func(*Config)) {
 		c, s := pair(t, k, mod)
 		ctx := t.Context()
+		// Twice over, releasing every buffer read: the second round reads
+		// into reused memory.
 		sizes := []int{0, 1, 100, 4 << 10, 4<<10 + 1, 64 << 10, 200 << 10, 1 << 20}
+		sizes = append(sizes, sizes...)
 		st, err := c.OpenStream(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -138,6 +141,7 @@ func TestMessagesArriveWholeAndInOrder(t *testing.T) {
 			if !bytes.Equal(got, randBytes(uint64(i), n)) {
 				t.Fatalf("message %d: got %d bytes, want %d (content differs)", i, len(got), n)
 			}
+			rs.Release(got)
 		}
 		if _, err := rs.ReadMessage(ctx); err != io.EOF {
 			t.Fatalf("after close: got %v, want io.EOF", err)
