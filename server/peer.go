@@ -341,9 +341,11 @@ func (s *Server) receive(ctx context.Context, p *peer, ps *pstream) {
 		a, ok := ps.take(flightKey{res.Job, res.ID, res.Attempt})
 		if !ok {
 			s.log.Debug("result for no unit in flight; dropped", "job", res.Job, "unit", res.ID, "worker", p.id)
+			ps.st.Release(b)
 			continue
 		}
 		s.onResult(ctx, p, a, &res)
+		ps.st.Release(b) // onResult keeps no reference to the output
 	}
 }
 

@@ -119,6 +119,26 @@ const (
 	setFailed     = "worker = ?, error = ?"
 )
 
+// unitInsertBatch is how many units one INSERT statement creates, with
+// unitInsertCols parameters each (well under SQLite's 32766).
+const (
+	unitInsertBatch = 128
+	unitInsertCols  = 8
+)
+
+// insertUnits returns an INSERT of n units.
+func insertUnits(n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO units (job, id, params, blob, off, len, deps, state) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+	}
+	return b.String()
+}
+
 func moveQuery(extra string) string {
 	set := "state = ?"
 	if extra != "" {
@@ -315,22 +335,44 @@ func (s *SQLite) CreateJob(ctx context.Context, j Job, units []Unit) (Job, error
 			return err
 		}
 		j.ID = uint64(id)
-		stmt, err := tx.PrepareContext(ctx, `INSERT INTO units (job, id, params, blob, off, len, deps, state)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
-		for _, u := range units {
-			var params any // NULL: the job's
-			if !maps.Equal(u.Params, j.Params) && !(len(u.Params) == 0 && len(j.Params) == 0) {
-				params = toJSON(u.Params)
+		// Many rows per statement: a job of thousands of units is created
+		// in a few statements rather than one per unit.
+		var (
+			stmt     *sql.Stmt
+			stmtRows int
+			args     = make([]any, 0, unitInsertBatch*unitInsertCols)
+		)
+		defer func() {
+			if stmt != nil {
+				stmt.Close()
 			}
-			deps := ""
-			if len(u.Deps) > 0 {
-				deps = toJSON(u.Deps)
+		}()
+		for len(units) > 0 {
+			batch := units[:min(len(units), unitInsertBatch)]
+			units = units[len(batch):]
+			if stmtRows != len(batch) {
+				if stmt != nil {
+					stmt.Close()
+				}
+				if stmt, err = tx.PrepareContext(ctx, insertUnits(len(batch))); err != nil {
+					stmt = nil
+					return err
+				}
+				stmtRows = len(batch)
 			}
-			if _, err := stmt.ExecContext(ctx, id, int64(u.ID), params, u.Blob, u.Off, u.Len, deps, UnitPending); err != nil {
+			args = args[:0]
+			for _, u := range batch {
+				var params any // NULL: the job's
+				if !maps.Equal(u.Params, j.Params) && !(len(u.Params) == 0 && len(j.Params) == 0) {
+					params = toJSON(u.Params)
+				}
+				deps := ""
+				if len(u.Deps) > 0 {
+					deps = toJSON(u.Deps)
+				}
+				args = append(args, id, int64(u.ID), params, u.Blob, u.Off, u.Len, deps, UnitPending)
+			}
+			if _, err := stmt.ExecContext(ctx, args...); err != nil {
 				return err
 			}
 		}
@@ -584,9 +626,10 @@ func (s *SQLite) FinishUnit(ctx context.Context, job, id uint64, worker, result 
 	return counted, err
 }
 
-// FinishUnits implements Jobs. Per result it costs one read and one
-// write of the unit; job counters and worker credits are summed and
-// written once per job and worker.
+// FinishUnits implements Jobs. Units still pending, the usual case, are
+// finished many per statement; the others cost one read and one write
+// each. Job counters and worker credits are summed and written once per
+// job and worker.
 func (s *SQLite) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, error) {
 	counted := make([]bool, len(rs))
 	type delta struct {
@@ -597,6 +640,7 @@ func (s *SQLite) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, erro
 		open := map[uint64]bool{} // job ID: unfinished
 		deltas := map[uint64]*delta{}
 		credits := map[string]int{}
+		var todo []int // indexes into rs of results for unfinished jobs
 		for i, r := range rs {
 			if r.Job > math.MaxInt64 || r.ID > math.MaxInt64 {
 				continue
@@ -610,18 +654,18 @@ func (s *SQLite) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, erro
 				ok = err == nil && !j.State.Final()
 				open[r.Job] = ok
 			}
-			if !ok {
-				continue
+			if ok {
+				todo = append(todo, i)
 			}
-			// Most units go straight from pending to done: one write.
+		}
+		fromPending, err := s.finishPending(ctx, tx, rs, todo)
+		if err != nil {
+			return err
+		}
+		for k, i := range todo {
+			r := rs[i]
 			st := UnitPending
-			res, err := s.exec(ctx, tx, finishPending, r.Worker, r.Result, r.ComputeNanos, int64(r.Job), int64(r.ID))
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 0 {
+			if !fromPending[k] {
 				err := s.queryRow(ctx, tx, unitState, int64(r.Job), int64(r.ID)).Scan(&st)
 				if errors.Is(err, sql.ErrNoRows) {
 					continue
@@ -669,6 +713,74 @@ func (s *SQLite) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, erro
 		return nil, fmt.Errorf("store: finish %d units: %w", len(rs), err)
 	}
 	return counted, nil
+}
+
+// finishPending marks done, many per statement, the units of rs[todo]
+// that are still pending, and reports which ones it marked. A unit named
+// twice is marked by its first result only.
+func (s *SQLite) finishPending(ctx context.Context, tx *sql.Tx, rs []UnitResult, todo []int) ([]bool, error) {
+	marked := make([]bool, len(todo))
+	type key struct{ job, id uint64 }
+	pos := map[key]int{} // unit: index into todo, within the current batch
+	args := make([]any, 0, unitFinishBatch*5)
+	flush := func(from, to int) error {
+		if from == to {
+			return nil
+		}
+		rows, err := tx.QueryContext(ctx, finishPendingMany(to-from), args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var job, id int64
+			if err := rows.Scan(&job, &id); err != nil {
+				return err
+			}
+			if k, ok := pos[key{uint64(job), uint64(id)}]; ok {
+				marked[k] = true
+			}
+		}
+		return rows.Err()
+	}
+	start := 0
+	for k, i := range todo {
+		r := rs[i]
+		u := key{r.Job, r.ID}
+		if _, dup := pos[u]; dup || k-start == unitFinishBatch {
+			if err := flush(start, k); err != nil {
+				return nil, err
+			}
+			clear(pos)
+			args, start = args[:0], k
+		}
+		pos[u] = k
+		args = append(args, r.Worker, r.Result, r.ComputeNanos, int64(r.Job), int64(r.ID))
+	}
+	if err := flush(start, len(todo)); err != nil {
+		return nil, err
+	}
+	return marked, nil
+}
+
+// unitFinishBatch is how many units one finishPendingMany statement
+// marks done.
+const unitFinishBatch = 128
+
+// finishPendingMany returns an UPDATE that marks n pending units done,
+// each given as (worker, result, compute_ns, job, id), and returns the
+// job and id of those it changed.
+func finishPendingMany(n int) string {
+	var b strings.Builder
+	b.WriteString("UPDATE units SET state = 'done', worker = v.column1, result = v.column2, compute_ns = v.column3, error = '' FROM (VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?)")
+	}
+	b.WriteString(") AS v WHERE units.job = v.column4 AND units.id = v.column5 AND units.state = 'pending' RETURNING job, id")
+	return b.String()
 }
 
 // FailUnit implements Jobs.

@@ -467,3 +467,37 @@ func BenchmarkFinishUnits(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "units/s")
 }
+
+func TestCreateJobManyUnitsRoundTrip(t *testing.T) {
+	// More units than one INSERT carries, and not a multiple of it: every
+	// unit must come back as given, in order.
+	ctx := t.Context()
+	s := openDB(t, ":memory:")
+	n := 2*unitInsertBatch + 37
+	j := Job{Op: "checksum", Input: strings.Repeat("b", 64), Params: map[string]string{"block": "4096"}}
+	units := make([]Unit, n)
+	for i := range units {
+		units[i] = Unit{ID: uint64(i), Blob: j.Input, Off: int64(i) * 10, Len: int64(i%7 + 1)}
+		if i%3 == 0 {
+			units[i].Params = map[string]string{"block": "4096", "i": fmt.Sprint(i)}
+		}
+		if i > 0 && i%50 == 0 {
+			units[i].Deps = []uint64{uint64(i - 1), uint64(i - 2)}
+		}
+	}
+	j = must[Job](t)(s.CreateJob(ctx, j, units))
+	if j.Total != n {
+		t.Fatalf("job total %d, want %d", j.Total, n)
+	}
+	got := must[[]Unit](t)(s.Units(ctx, j.ID))
+	if len(got) != n {
+		t.Fatalf("%d units stored, want %d", len(got), n)
+	}
+	for i, u := range got {
+		want := units[i]
+		if u.ID != want.ID || u.Off != want.Off || u.Len != want.Len || u.Blob != want.Blob ||
+			!maps.Equal(u.Params, want.Params) || !slices.Equal(u.Deps, want.Deps) || u.State != UnitPending {
+			t.Fatalf("unit %d stored as %+v, want %+v", i, u, want)
+		}
+	}
+}

@@ -59,39 +59,6 @@ type Session struct {
 	wg          sync.WaitGroup
 
 	starts, ends, stripedSegs atomic.Int64
-	bufs                      sync.Pool // *[]byte of segmentSize capacity
-}
-
-// getBuf returns a send buffer of n bytes, reused where possible.
-func (s *Session) getBuf(n int) []byte {
-	if n == s.segmentSize {
-		if b, ok := s.bufs.Get().(*[]byte); ok {
-			return (*b)[:n]
-		}
-	}
-	return make([]byte, n)
-}
-
-// rxBuf returns a receive buffer of n bytes. Buffers of at least half a
-// segment come from the pool (unzeroed: every byte is received before the
-// segment completes); smaller ones are allocated, where pooling would
-// waste more memory than zeroing costs.
-func (s *Session) rxBuf(n int) []byte {
-	if n <= s.segmentSize && n >= s.segmentSize/2 {
-		if b, ok := s.bufs.Get().(*[]byte); ok {
-			return (*b)[:n]
-		}
-		return make([]byte, n, s.segmentSize)
-	}
-	return make([]byte, n)
-}
-
-// putBuf recycles a buffer from getBuf or rxBuf.
-func (s *Session) putBuf(b []byte) {
-	if cap(b) == s.segmentSize {
-		b = b[:cap(b)]
-		s.bufs.Put(&b)
-	}
 }
 
 func newSession(cfg *Config, id [wire.SessionIDLen]byte, isClient bool, peerWindow, peerSegment uint32) *Session {
@@ -408,7 +375,7 @@ func (s *Session) segAcked(seg *txSeg) {
 		return
 	}
 	if !seg.resent {
-		s.putBuf(seg.data)
+		putBuf(seg.data)
 	}
 	seg.data = nil
 	s.unackedSegs--

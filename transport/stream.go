@@ -109,7 +109,7 @@ func (st *Stream) WriteMessage(ctx context.Context, b []byte) error {
 				return ctx.Err()
 			}
 		}
-		data := s.getBuf(n)
+		data := getBuf(n)
 		copy(data, b[off:off+n])
 		off += n
 		flags := uint8(0)
@@ -208,7 +208,7 @@ func (st *Stream) ReadMessage(ctx context.Context) ([]byte, error) {
 // is done with it: later messages of the session may reuse its memory,
 // which saves allocating and zeroing a buffer per message. Calling it is
 // optional; b must not be used afterwards.
-func (st *Stream) Release(b []byte) { st.s.putBuf(b) }
+func (st *Stream) Release(b []byte) { putBuf(b) }
 
 // popLocked consumes the next complete segment. done reports that a whole
 // message (or EOF) is ready. Caller holds s.mu.
@@ -257,7 +257,7 @@ func (st *Stream) popLocked(seg *rxSeg) (msg []byte, done bool, err error) {
 	// bytes.Join leaves the new buffer unzeroed before filling it.
 	out := bytes.Join(st.rxPartial, nil)
 	for _, b := range st.rxPartial {
-		s.putBuf(b)
+		putBuf(b)
 	}
 	st.rxPartial, st.rxPartLen = nil, 0
 	return out, true, nil
@@ -323,7 +323,7 @@ func (s *Session) rxSegment(ref wire.SegmentRef) (*Stream, *rxSeg, error) {
 	if ref.Seq-st.rxNext > uint64(s.cfg.StreamWindow) {
 		return nil, nil, protoErrorf("stream %d: segment %d far ahead of %d", st.id, ref.Seq, st.rxNext)
 	}
-	seg := &rxSeg{ref: ref, buf: s.rxBuf(int(ref.Len)), state: make([]uint8, ref.Fragments())}
+	seg := &rxSeg{ref: ref, buf: getBuf(int(ref.Len)), state: make([]uint8, ref.Fragments())}
 	st.rxSegs[ref.Seq] = seg
 	st.rxBuffered += int64(ref.Len)
 	return st, seg, nil

@@ -406,7 +406,7 @@ func (w *Worker) session(ctx context.Context, sess *transport.Session) {
 		if err != nil {
 			break
 		}
-		o := &outStream{st: st, results: make(chan *api.Result, 4)}
+		o := &outStream{st: st, results: make(chan done, 4)}
 		outs = append(outs, o)
 		writers.Go(func() { w.write(ctx, o) })
 		readers.Go(func() { w.read(ctx, o, q) })
@@ -427,13 +427,21 @@ func (w *Worker) session(ctx context.Context, sess *transport.Session) {
 // computed.
 type outStream struct {
 	st      *transport.Stream
-	results chan *api.Result
+	results chan done
 }
 
 // task is a unit waiting for a thread, and the stream its result goes to.
 type task struct {
 	u   api.Unit
+	buf []byte // the message u was decoded from; u's inputs alias it
 	out *outStream
+}
+
+// done is a result on its way out, with the message of its unit, which
+// the result may alias and which is released once the result is encoded.
+type done struct {
+	res  *api.Result
+	unit []byte
 }
 
 // read queues the units of one stream; it answers figures requests at
@@ -459,13 +467,13 @@ func (w *Worker) read(ctx context.Context, o *outStream, q *unitQueue) {
 			res := &api.Result{Job: u.Job, ID: u.ID, Attempt: u.Attempt}
 			res.Output, _ = json.Marshal(w.figures())
 			select {
-			case o.results <- res:
+			case o.results <- done{res: res}:
 			case <-ctx.Done():
 				return
 			}
 			continue
 		}
-		q.push(task{u: u, out: o})
+		q.push(task{u: u, buf: b, out: o})
 	}
 }
 
@@ -484,7 +492,7 @@ func (w *Worker) process(ctx context.Context, q *unitQueue) {
 			return
 		}
 		select {
-		case t.out.results <- res:
+		case t.out.results <- done{res: res, unit: t.buf}:
 		case <-ctx.Done():
 			return
 		}
@@ -496,11 +504,14 @@ func (w *Worker) process(ctx context.Context, q *unitQueue) {
 func (w *Worker) write(ctx context.Context, o *outStream) {
 	var out []byte
 	failed := false
-	for res := range o.results {
+	for d := range o.results {
 		if failed {
 			continue
 		}
-		out, _ = res.AppendBinary(out[:0])
+		out, _ = d.res.AppendBinary(out[:0])
+		if d.unit != nil {
+			o.st.Release(d.unit) // out holds a copy of what the result aliased
+		}
 		if err := o.st.WriteMessage(ctx, out); err != nil {
 			failed = true
 			continue

@@ -1,0 +1,53 @@
+package transport
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// Message buffers of minPooled bytes and more are recycled through pools by
+// power-of-two size class, shared by all sessions: a send copy goes back
+// when the peer acknowledges it, a receive buffer when the reader calls
+// Stream.Release. A recycled buffer is not zeroed, which is safe because
+// every byte is written (copied in, or received) before it is read.
+const (
+	minPooledShift = 12 // 4 KiB: smaller buffers cost less to allocate than to pool
+	maxPooledShift = 26 // 64 MiB, above any SegmentSize
+	minPooled      = 1 << minPooledShift
+)
+
+var bufPools [maxPooledShift - minPooledShift + 1]sync.Pool // *[]byte
+
+// sizeClass returns the pool index for a buffer of n bytes and whether n
+// is pooled at all.
+func sizeClass(n int) (int, bool) {
+	if n < minPooled || n > 1<<maxPooledShift {
+		return 0, false
+	}
+	shift := bits.Len(uint(n - 1)) // smallest power of two >= n
+	return shift - minPooledShift, true
+}
+
+// getBuf returns a buffer of n bytes, recycled where possible and then not
+// zeroed: the caller must overwrite all of it.
+func getBuf(n int) []byte {
+	c, ok := sizeClass(n)
+	if !ok {
+		return make([]byte, n)
+	}
+	if b, ok := bufPools[c].Get().(*[]byte); ok {
+		return (*b)[:n]
+	}
+	return make([]byte, n, 1<<(c+minPooledShift))
+}
+
+// putBuf recycles b if its capacity is exactly one of the size classes,
+// as getBuf's are; other buffers are left to the garbage collector.
+func putBuf(b []byte) {
+	c, ok := sizeClass(cap(b))
+	if !ok || cap(b) != 1<<(c+minPooledShift) {
+		return
+	}
+	b = b[:cap(b)]
+	bufPools[c].Put(&b)
+}
