@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -46,6 +47,31 @@ func TestHeterogeneousPingPong(t *testing.T) {
 		}
 		if !bytes.Equal(got, msg) {
 			t.Fatalf("message %d corrupted", i)
+		}
+	}
+}
+
+func TestFragmentSizeFollowsTheSlowestPath(t *testing.T) {
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	up := func(rate float64) *path { return &path{conn: c1, drate: rate} }
+	for _, tc := range []struct {
+		name  string
+		frag  int
+		paths []*path
+		want  int
+	}{
+		{"rates unknown", 32 << 10, []*path{up(0), up(0)}, 32 << 10},
+		{"fast paths", 32 << 10, []*path{up(12.5e6), up(12.5e6)}, 32 << 10},
+		{"one 10 Mbit/s path", 32 << 10, []*path{up(12.5e6), up(1.25e6)}, 6250},
+		{"very slow path", 32 << 10, []*path{up(12.5e6), up(10e3)}, minFragment},
+		{"slow path down", 32 << 10, []*path{up(12.5e6), {drate: 10e3}}, 32 << 10},
+		{"configured below the floor", 1 << 10, []*path{up(10e3)}, 1 << 10},
+	} {
+		s := &Session{cfg: &Config{FragmentSize: tc.frag}, paths: tc.paths}
+		if got := s.fragSize(); got != tc.want {
+			t.Errorf("%s: fragment size %d, want %d", tc.name, got, tc.want)
 		}
 	}
 }

@@ -334,12 +334,37 @@ func (s *Session) pickPath(n int) *path {
 	return best
 }
 
+// Fragments of a striped segment are sized so that the slowest live path
+// sends one in about fragTime, within [minFragment, FragmentSize]: the
+// last fragment a slow path holds is what a message waits for, so the
+// slower the path, the finer the split.
+const (
+	fragTime    = 5 * time.Millisecond
+	minFragment = 4 << 10
+)
+
+// fragSize returns the fragment size for a segment striped now. Caller
+// holds s.mu.
+func (s *Session) fragSize() int {
+	f := s.cfg.FragmentSize
+	floor := min(f, minFragment)
+	for _, p := range s.paths {
+		if p == nil || p.conn == nil {
+			continue
+		}
+		if r := p.speed(); r > 0 {
+			f = min(f, max(int(r*fragTime.Seconds()), floor))
+		}
+	}
+	return f
+}
+
 // enqueue schedules a segment for sending. Caller holds s.mu.
 func (s *Session) enqueue(seg *txSeg) {
 	s.unackedSegs++
 	n := int(seg.ref.Len)
 	if s.cfg.Stripe != StripeOff && n > s.cfg.StripeThreshold {
-		seg.ref.FragSize = uint32(s.cfg.FragmentSize)
+		seg.ref.FragSize = uint32(s.fragSize())
 		mode := stripe.Enhanced
 		if s.cfg.Stripe == StripeBasic {
 			mode = stripe.Basic
