@@ -40,6 +40,7 @@ type Stream struct {
 	rxSkipping bool // discarding the rest of an oversized message
 	// rxLimitSent is the limit last announced in a WINDOW frame.
 	rxLimitSent uint64
+	rxReader    *MessageReader // open reader of NextMessage
 }
 
 func newStream(s *Session, id uint32) *Stream {
@@ -169,13 +170,17 @@ func (st *Stream) Close() error {
 
 // ReadMessage returns the next message, or io.EOF after the peer closed
 // the stream. Messages larger than Config.MaxMessageSize are skipped with
-// ErrMessageTooLarge.
+// ErrMessageTooLarge: NextMessage reads messages of any size.
 func (st *Stream) ReadMessage(ctx context.Context) ([]byte, error) {
 	st.readMu.Lock()
 	defer st.readMu.Unlock()
 	s := st.s
 	for {
 		s.mu.Lock()
+		if st.rxReader != nil {
+			s.mu.Unlock()
+			return nil, errReaderOpen
+		}
 		seg := st.rxSegs[st.rxNext]
 		if seg != nil && seg.complete {
 			msg, done, err := st.popLocked(seg)
@@ -210,9 +215,9 @@ func (st *Stream) ReadMessage(ctx context.Context) ([]byte, error) {
 // optional; b must not be used afterwards.
 func (st *Stream) Release(b []byte) { putBuf(b) }
 
-// popLocked consumes the next complete segment. done reports that a whole
-// message (or EOF) is ready. Caller holds s.mu.
-func (st *Stream) popLocked(seg *rxSeg) (msg []byte, done bool, err error) {
+// consumeLocked removes the next segment, complete, from the receive
+// state and opens the window by its size. Caller holds s.mu.
+func (st *Stream) consumeLocked(seg *rxSeg) {
 	s := st.s
 	delete(st.rxSegs, st.rxNext)
 	st.rxNext++
@@ -225,6 +230,14 @@ func (st *Stream) popLocked(seg *rxSeg) (msg []byte, done bool, err error) {
 		s.ctrlAny = append(s.ctrlAny, wire.Window{Stream: st.id, Limit: st.rxLimit}.Append(nil))
 		s.work.Broadcast()
 	}
+}
+
+// popLocked consumes the next complete segment. done reports that a whole
+// message (or EOF) is ready. Caller holds s.mu.
+func (st *Stream) popLocked(seg *rxSeg) (msg []byte, done bool, err error) {
+	st.consumeLocked(seg)
+	s := st.s
+	n := int64(seg.ref.Len)
 	if seg.ref.Flags&wire.FlagClose != 0 {
 		st.rxEOF = true
 		st.maybeForget()
@@ -248,7 +261,7 @@ func (st *Stream) popLocked(seg *rxSeg) (msg []byte, done bool, err error) {
 	if st.rxPartLen > s.cfg.MaxMessageSize {
 		st.rxPartial, st.rxPartLen = nil, 0
 		st.rxSkipping = !fin
-		return nil, true, fmt.Errorf("%w (%d bytes); read it in parts or raise the limit", ErrMessageTooLarge, s.cfg.MaxMessageSize)
+		return nil, true, fmt.Errorf("%w (%d bytes); read it with NextMessage or raise the limit", ErrMessageTooLarge, s.cfg.MaxMessageSize)
 	}
 	st.rxPartial = append(st.rxPartial, seg.buf)
 	if !fin {
