@@ -128,15 +128,14 @@ const (
 
 // insertUnits returns an INSERT of n units.
 func insertUnits(n int) string {
-	var b strings.Builder
-	b.WriteString("INSERT INTO units (job, id, params, blob, off, len, deps, state) VALUES ")
-	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-	}
-	return b.String()
+	return "INSERT INTO units (job, id, params, blob, off, len, deps, state) VALUES " + valueRows(n, unitInsertCols)
+}
+
+// valueRows returns n parenthesized rows of cols placeholders each, for a
+// VALUES list.
+func valueRows(n, cols int) string {
+	row := "(" + strings.Repeat("?, ", cols-1) + "?)"
+	return strings.Repeat(row+", ", n-1) + row
 }
 
 func moveQuery(extra string) string {
@@ -771,16 +770,8 @@ const unitFinishBatch = 128
 // each given as (worker, result, compute_ns, job, id), and returns the
 // job and id of those it changed.
 func finishPendingMany(n int) string {
-	var b strings.Builder
-	b.WriteString("UPDATE units SET state = 'done', worker = v.column1, result = v.column2, compute_ns = v.column3, error = '' FROM (VALUES ")
-	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(?, ?, ?, ?, ?)")
-	}
-	b.WriteString(") AS v WHERE units.job = v.column4 AND units.id = v.column5 AND units.state = 'pending' RETURNING job, id")
-	return b.String()
+	return "UPDATE units SET state = 'done', worker = v.column1, result = v.column2, compute_ns = v.column3, error = '' FROM (VALUES " +
+		valueRows(n, 5) + ") AS v WHERE units.job = v.column4 AND units.id = v.column5 AND units.state = 'pending' RETURNING job, id"
 }
 
 // FailUnit implements Jobs.
