@@ -1,0 +1,149 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/testbed"
+)
+
+var braidBin struct {
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
+// buildBraid builds the braid binary once per test process (without the
+// race detector: the processes are the system under test, not the test).
+func buildBraid(t testing.TB) string {
+	t.Helper()
+	braidBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "braid-bench-bin-")
+		if err != nil {
+			braidBin.err = err
+			return
+		}
+		goTool := "go"
+		if _, err := exec.LookPath(goTool); err != nil {
+			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		braidBin.path = filepath.Join(dir, "braid")
+		cmd := exec.Command(goTool, "build", "-o", braidBin.path, "github.com/braid-hpc/braid/cmd/braid")
+		braidBin.out, braidBin.err = cmd.CombinedOutput()
+	})
+	if braidBin.err != nil {
+		t.Fatalf("go build braid: %v\n%s", braidBin.err, braidBin.out)
+	}
+	return braidBin.path
+}
+
+// TestClusterTestbed is the job system end to end: a server host and two
+// dual-homed worker hosts on a testbed, each role a braid process, a blur
+// job on a 4096 x 4096 PNG in 256 tiles driven by braid put, submit and
+// get. The output must be pixel-identical to the same blur in one unit,
+// both workers must have done units, and both networks must have carried
+// a substantial share of the tiles.
+func TestClusterTestbed(t *testing.T) {
+	testbed.Skip(t)
+	if testing.Short() {
+		t.Skip("builds braid and runs a 4096 x 4096 job on a testbed; not in -short")
+	}
+	bin := buildBraid(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	res, err := (&ClusterRun{Bin: bin, Dir: dir, Size: 4096, Tile: 256, Rate: 1e9}).Run(ctx)
+	if err != nil {
+		logTails(t, dir)
+		t.Fatal(err)
+	}
+	if res.Job.Units.Total != 256 || res.Job.Units.Done != 256 {
+		t.Errorf("job units %+v, want 256 done", res.Job.Units)
+	}
+	// Both outputs are PNGs written by the same encoder, so equal pixels
+	// mean equal bytes. (Decoding and blurring 4096 x 4096 here, under
+	// the race detector, would take a minute.)
+	got, err := os.ReadFile(res.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(res.Reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RefJob.Units.Total != 1 {
+		t.Fatalf("reference job has %d units, want 1", res.RefJob.Units.Total)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the output of 256 tiles (%d bytes) differs from the single-unit blur of the same image (%d bytes)", len(got), len(want))
+	}
+	if cfg, err := png.DecodeConfig(bytes.NewReader(got)); err != nil || cfg.Width != 4096 || cfg.Height != 4096 {
+		t.Errorf("output image %+v, %v; want a 4096 x 4096 PNG", cfg, err)
+	}
+
+	// Every tile crosses to a worker with its halo and comes back: at
+	// least 2 x 4096 x 4096 x 4 bytes of pixels in all.
+	const tileBytes = 2 * 4096 * 4096 * 4
+	var perNet [2]int64
+	for _, h := range []string{ClusterW1, ClusterW2} {
+		nb := res.NetBytes[h]
+		if len(nb) != 2 {
+			t.Fatalf("%s: counters for %d networks, want 2", h, len(nb))
+		}
+		perNet[0] += nb[0]
+		perNet[1] += nb[1]
+		t.Logf("%s: network a %d bytes, network b %d bytes", h, nb[0], nb[1])
+	}
+	if perNet[0]+perNet[1] < tileBytes {
+		t.Errorf("the workers' interfaces carried %d bytes in all, less than the %d bytes of tiles and results", perNet[0]+perNet[1], tileBytes)
+	}
+	for j, n := range perNet {
+		if n < tileBytes/10 {
+			t.Errorf("network %d carried %d bytes, less than 10%% of the %d bytes of tiles and results", j, n, tileBytes)
+		}
+	}
+	var credited uint64
+	for _, w := range res.Workers {
+		if !w.Alive || len(w.Addresses) != 2 {
+			t.Errorf("worker %s (%s): alive %v, addresses %v; want alive on 2 addresses", w.ID, w.Name, w.Alive, w.Addresses)
+		}
+		if w.Done == 0 {
+			t.Errorf("worker %s (%s) did no unit", w.ID, w.Name)
+		}
+		credited += w.Done
+	}
+	if len(res.Workers) != 2 || credited != 256 {
+		t.Errorf("%d workers credited with %d units, want 2 with 256", len(res.Workers), credited)
+	}
+	t.Logf("job %d: %d units in %v", res.Job.Job, res.Job.Units.Total, res.Job.Elapsed())
+}
+
+// logTails logs the processes' logs of a failed run.
+func logTails(t *testing.T, dir string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		if len(b) > 3000 {
+			b = b[len(b)-3000:]
+		}
+		t.Logf("%s:\n%s", filepath.Base(l), b)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if braidBin.path != "" {
+		os.RemoveAll(filepath.Dir(braidBin.path))
+	}
+	os.Exit(code)
+}
