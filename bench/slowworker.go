@@ -273,7 +273,8 @@ func (s *Suite) slowWorker(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	run := &SlowWorkerRun{Bin: s.bin(), Dir: dir, FastCPU: slowBenchFastCPU, SlowCPU: slowBenchSlowCPU, Logf: s.logf}
+	run := &SlowWorkerRun{Bin: s.bin(), Dir: dir, Units: 1000, FastThreads: 2, SlowThreads: 1,
+		FastCPU: slowBenchFastCPU, SlowCPU: slowBenchSlowCPU, Logf: s.logf}
 	res, err := run.Run(ctx)
 	if err != nil {
 		return err
@@ -298,9 +299,12 @@ func (s *Suite) slowWorker(ctx context.Context) error {
 	return nil
 }
 
-// The CPU caps of the slowworker experiment: two fast workers of 60% of a
-// CPU each leave the server its share of the 2 cores; the slow one runs
-// at a sixth of their speed.
+// The CPU caps of the slowworker experiment. Each worker stands for a
+// host of its own: the caps keep the three workers from sharing this
+// machine's 2 cores among themselves, so the slow worker adds capacity
+// instead of taking it from the fast ones. Two fast workers of 60% of a
+// CPU leave the server and the clients the rest; the slow one gets a
+// sixth of a fast one's CPU and half its threads.
 const (
 	slowBenchFastCPU = 0.6
 	slowBenchSlowCPU = 0.1

@@ -221,3 +221,20 @@ func TestJobCommandsHelp(t *testing.T) {
 		t.Errorf("worker without --server: %d %s", code, stderr)
 	}
 }
+
+// TestNoKey: every role started without BRAID_KEY or --key-file stops
+// at once and says how to give the cluster key.
+func TestNoKey(t *testing.T) {
+	t.Setenv("BRAID_KEY", "")
+	for _, args := range [][]string{
+		{"worker", "--server", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"},
+		{"server", "--listen", "127.0.0.1:0", "--data", t.TempDir()},
+		{"put", "-", "--server", "http://127.0.0.1:1"},
+		{"submit", "--op", "blur", "--input", strings.Repeat("0", 64), "--server", "http://127.0.0.1:1"},
+	} {
+		code, _, stderr := runBraid(t, 10*time.Second, args...)
+		if code != 2 || !strings.Contains(stderr, "no cluster key: set BRAID_KEY or pass --key-file FILE") {
+			t.Errorf("braid %s without a key: exit %d, %q", strings.Join(args, " "), code, stderr)
+		}
+	}
+}
