@@ -111,8 +111,23 @@ func TestClusterTestbed(t *testing.T) {
 			t.Errorf("network %d carried %d bytes, less than 10%% of the %d bytes of tiles and results", j, n, tileBytes)
 		}
 	}
+	// braid workers --json shows the same from the server's side: each
+	// worker's two paths, each with a share of its traffic.
 	var credited uint64
 	for _, w := range res.Workers {
+		var sum int64
+		for _, p := range w.Paths {
+			sum += p.BytesSent + p.BytesReceived
+		}
+		if len(w.Paths) != 2 {
+			t.Errorf("worker %s: %d paths in braid workers --json, want 2", w.Name, len(w.Paths))
+		}
+		for _, p := range w.Paths {
+			if b := p.BytesSent + p.BytesReceived; p.State != "up" || b < sum/10 {
+				t.Errorf("worker %s: path to %s is %s with %d of the worker's %d bytes; want up with at least 10%%",
+					w.Name, p.Remote, p.State, b, sum)
+			}
+		}
 		if !w.Alive || len(w.Addresses) != 2 {
 			t.Errorf("worker %s (%s): alive %v, addresses %v; want alive on 2 addresses", w.ID, w.Name, w.Alive, w.Addresses)
 		}
