@@ -3,15 +3,18 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/testbed"
 )
 
@@ -161,4 +164,56 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(filepath.Dir(braidBin.path))
 	}
 	os.Exit(code)
+}
+
+// TestSlowWorkerRun runs the slowworker experiment's machinery briefly:
+// real worker processes, the slow one in a CPU cgroup. It checks what
+// does not depend on timing: each policy's share of the slow worker on
+// real processes (equal: a third; proportional: its 1 thread of 5), and
+// that every job completed in both setups.
+func TestSlowWorkerRun(t *testing.T) {
+	testbed.Skip(t)
+	if testing.Short() {
+		t.Skip("builds braid and runs worker processes on a testbed; not in -short")
+	}
+	bin := buildBraid(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	run := &SlowWorkerRun{Bin: bin, Dir: dir, Units: 30, Radius: 2, FastThreads: 2, SlowThreads: 1,
+		FastCPU: 0.6, SlowCPU: 0.25, Rounds: 1, Logf: t.Logf}
+	res, err := run.Run(ctx)
+	if err != nil {
+		logTails(t, dir)
+		t.Fatal(err)
+	}
+	if res.Note != "" {
+		t.Logf("fallback: %s", res.Note)
+	} else if !strings.Contains(res.Slow, "25% of a CPU (cgroup v") {
+		t.Errorf("slow worker %q, want it capped at 25%% of a CPU by a cgroup", res.Slow)
+	}
+	want := map[string]uint64{api.PolicyEqual: 10, api.PolicyProportional: 6}
+	if len(res.Cells) != 3 {
+		t.Fatalf("%d policies measured, want 3", len(res.Cells))
+	}
+	for _, cell := range res.Cells {
+		if len(cell.Fast) != 1 || len(cell.WithSlow) != 1 || len(cell.SlowUnits) != 1 || cell.Fast[0] <= 0 || cell.WithSlow[0] <= 0 {
+			t.Errorf("%s: %+v, want one timed job in each setup", cell.Policy, cell)
+			continue
+		}
+		if n, ok := want[cell.Policy]; ok && cell.SlowUnits[0] != n {
+			t.Errorf("%s: the slow worker delivered %d of 30 units, want %d", cell.Policy, cell.SlowUnits[0], n)
+		}
+		if cell.SlowUnits[0] > 30 {
+			t.Errorf("%s: the slow worker credited with %d of 30 units", cell.Policy, cell.SlowUnits[0])
+		}
+	}
+	if res.Note == "" && len(res.Cgroups) != 3 {
+		t.Errorf("cgroups %v, want one per worker", res.Cgroups)
+	}
+	for _, dir := range res.Cgroups {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s left behind (%v)", dir, err)
+		}
+	}
 }

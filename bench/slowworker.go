@@ -71,6 +71,9 @@ type SlowWorkerResult struct {
 	Fast, Slow string
 	// Note says what fallback was taken, if any.
 	Note string
+	// Cgroups are the directories of the CPU cgroups the run made and
+	// removed.
+	Cgroups []string
 }
 
 // Policies in table order.
@@ -115,6 +118,7 @@ func (r *SlowWorkerRun) Run(ctx context.Context) (res SlowWorkerResult, err erro
 		l, err := NewCPULimit(fmt.Sprintf("braid-bench-%s-%s", bed.ID(), host), cpus)
 		if err == nil {
 			limits = append(limits, l)
+			res.Cgroups = append(res.Cgroups, l.dir)
 		}
 		return l, err
 	}
@@ -273,7 +277,7 @@ func (s *Suite) slowWorker(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	run := &SlowWorkerRun{Bin: s.bin(), Dir: dir, Units: 1000, FastThreads: 2, SlowThreads: 1,
+	run := &SlowWorkerRun{Bin: s.bin(), Dir: dir, Units: 1000, FastThreads: 2, SlowThreads: 1, Rounds: 5,
 		FastCPU: slowBenchFastCPU, SlowCPU: slowBenchSlowCPU, Logf: s.logf}
 	res, err := run.Run(ctx)
 	if err != nil {
