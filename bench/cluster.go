@@ -86,7 +86,7 @@ const ServerPort = 7400
 const WorkerPort = 7420
 
 // start starts a braid process in host, with its output in a log file.
-// ready, if not nil, must be a line prefix the process prints on stdout
+// ready, if not empty, is a line prefix the process prints on stdout
 // once it is listening; start waits for it.
 func (c *Cluster) start(ctx context.Context, name, host, ready string, args ...string) (*Proc, error) {
 	c.mu.Lock()
