@@ -212,7 +212,7 @@ func localBlur(t testing.TB, in []byte, radius string) []byte {
 
 // TestJobCommandsHelp: every command explains itself.
 func TestJobCommandsHelp(t *testing.T) {
-	for _, cmd := range []string{"server", "worker", "put", "get", "submit", "status", "wait", "jobs", "workers", "cancel", "ops", "local"} {
+	for _, cmd := range []string{"server", "worker", "put", "get", "submit", "status", "wait", "jobs", "workers", "cancel", "ops", "local", "sample"} {
 		code, _, stderr := runBraid(t, 10*time.Second, cmd, "--help")
 		if code != 0 || !strings.Contains(stderr, "Usage: braid "+cmd) || !strings.Contains(stderr, "Flags:") {
 			t.Errorf("braid %s --help: exit %d\n%s", cmd, code, stderr)
