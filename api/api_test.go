@@ -120,7 +120,7 @@ func TestSpecMatchesTypes(t *testing.T) {
 	}
 	schemas := specSchemas(t)
 	types := []any{Error{}, Health{}, OpInfo{}, ParamInfo{}, OpList{}, Register{}, Registration{},
-		Heartbeat{}, WorkerInfo{}, WorkerList{}, BlobInfo{}, BlobList{}, JobRequest{}, UnitCounts{},
+		Heartbeat{}, WorkerInfo{}, PathInfo{}, WorkerList{}, BlobInfo{}, BlobList{}, JobRequest{}, UnitCounts{},
 		Timings{}, JobStatus{}, JobList{}}
 	for _, v := range types {
 		typ := reflect.TypeOf(v)

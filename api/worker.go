@@ -66,6 +66,25 @@ type WorkerInfo struct {
 	Load    float64 `json:"load"`
 	// Done counts the units whose results this worker delivered first.
 	Done uint64 `json:"done"`
+	// Paths are the paths of the server's data-plane session to the
+	// worker, one per address, while the worker is live.
+	Paths []PathInfo `json:"paths,omitempty"`
+}
+
+// PathInfo is one path of the data-plane session between the server and
+// a worker, as the server sees it.
+type PathInfo struct {
+	// Local and Remote are the path's endpoints (host:port); Remote is
+	// one of the worker's addresses.
+	Local  string `json:"local"`
+	Remote string `json:"remote"`
+	// State is "up" while the path carries traffic.
+	State string `json:"state"`
+	// BytesSent and BytesReceived count the bytes the server sent and
+	// received on the path over the session's life: units out, results
+	// back.
+	BytesSent     int64 `json:"bytes_sent"`
+	BytesReceived int64 `json:"bytes_received"`
 }
 
 // WorkerList is the answer to GET /v1/workers.

@@ -4,6 +4,15 @@
 // (the "ideal" is their sum), k plain TCP connections striped by hand, and
 // one Linux MPTCP connection over the same links.
 //
-// Every measurement is a pair of namespaced hosts: "srv" listens, "cli"
-// sends. Figures are ratios measured side by side in one run.
+// Every transport measurement is a pair of namespaced hosts: "srv"
+// listens, "cli" sends. Figures are ratios measured side by side in one
+// run.
+//
+// The job-system experiments run the braid binary itself as separate
+// processes in the hosts (Cluster): a server, workers with one data-plane
+// address per network, and the client commands. ClusterRun is the end to
+// end run (a server host and two dual-homed workers, a tiled blur, bytes
+// per network from the interface counters); SlowWorkerRun times two fast
+// workers with and without a slow, CPU-capped one (CPULimit) under each
+// scheduling policy.
 package bench

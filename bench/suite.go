@@ -23,6 +23,9 @@ type Suite struct {
 	Log      io.Writer // progress lines
 	Duration time.Duration
 	Only     string // run experiments whose name contains this
+	// Braid is the braid binary that the job-system experiments start as
+	// server, worker and client processes; empty means this executable.
+	Braid string
 }
 
 func (s *Suite) logf(format string, args ...any) {
@@ -48,6 +51,8 @@ func Experiments() []Experiment {
 		{"failover", (*Suite).failover},
 		{"hol", (*Suite).hol},
 		{"transports", (*Suite).transports},
+		{"cluster", (*Suite).cluster},
+		{"slowworker", (*Suite).slowWorker},
 	}
 }
 

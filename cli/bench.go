@@ -28,6 +28,10 @@ report. Each experiment measures its peers in the same run: one plain TCP
 connection per path alone (the "ideal" is their sum), k TCP connections
 striped by hand, and Linux MPTCP over the same links.
 
+The job-system experiments (cluster, slowworker) run this braid binary as
+separate server, worker and client processes in the testbed's hosts;
+slowworker caps worker CPU with a cgroup it creates and removes.
+
 Experiments: `+strings.Join(names, ", ")+`.`)
 	only := fs.String("only", "", "run only experiments whose `name` contains this")
 	secs := fs.Float64("time", 5, "`seconds` per bulk measurement")

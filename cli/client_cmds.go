@@ -552,13 +552,26 @@ func runWorkers(ctx context.Context, env *Env, args []string) int {
 		return 0
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tNAME\tALIVE\tTHREADS\tCORES\tMEMORY\tUNITS\tADDRESSES\tOPS")
+	fmt.Fprintln(tw, "WORKER\tNAME\tALIVE\tTHREADS\tCORES\tMEMORY\tUNITS\tADDRESSES\tMB PER PATH\tOPS")
 	for _, w := range ws {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.1f GiB\t%d\t%s\t%s\n", w.ID, w.Name, w.Alive, w.Threads, w.Cores,
-			float64(w.Memory)/(1<<30), w.Done, strings.Join(w.Addresses, ","), strings.Join(w.Ops, ","))
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.1f GiB\t%d\t%s\t%s\t%s\n", w.ID, w.Name, w.Alive, w.Threads, w.Cores,
+			float64(w.Memory)/(1<<30), w.Done, strings.Join(w.Addresses, ","), pathMB(w.Paths), strings.Join(w.Ops, ","))
 	}
 	tw.Flush()
 	return 0
+}
+
+// pathMB formats the megabytes each data-plane path carried, both ways:
+// "37.5/33.8"; "-" for a worker without a live session.
+func pathMB(paths []api.PathInfo) string {
+	if len(paths) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(paths))
+	for i, p := range paths {
+		parts[i] = fmt.Sprintf("%.1f", float64(p.BytesSent+p.BytesReceived)/1e6)
+	}
+	return strings.Join(parts, "/")
 }
 
 func runCancel(ctx context.Context, env *Env, args []string) int {

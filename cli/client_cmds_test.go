@@ -159,6 +159,11 @@ func TestClientCommands(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`(?m)^1\s+done\s+blur\s+12/12`).MatchString(out) || !strings.Contains(out, "canceled") {
 		t.Errorf("jobs: %d\n%s", code, out)
 	}
+	// The worker list shows the bytes on the worker's one path.
+	code, out, _ = runBraid(t, 10*time.Second, "workers")
+	if code != 0 || !strings.Contains(out, "MB PER PATH") || !regexp.MustCompile(`(?m)^w1\s.*127\.0\.0\.1:\d+\s+\d+\.\d\s+blur`).MatchString(out) {
+		t.Errorf("workers: %d\n%s", code, out)
+	}
 	code, out, _ = runBraid(t, 10*time.Second, "ops")
 	if code != 0 || !strings.Contains(out, "--param radius=") {
 		t.Errorf("ops: %d\n%s", code, out)
@@ -207,7 +212,7 @@ func localBlur(t testing.TB, in []byte, radius string) []byte {
 
 // TestJobCommandsHelp: every command explains itself.
 func TestJobCommandsHelp(t *testing.T) {
-	for _, cmd := range []string{"server", "worker", "put", "get", "submit", "status", "wait", "jobs", "workers", "cancel", "ops", "local"} {
+	for _, cmd := range []string{"server", "worker", "put", "get", "submit", "status", "wait", "jobs", "workers", "cancel", "ops", "local", "sample"} {
 		code, _, stderr := runBraid(t, 10*time.Second, cmd, "--help")
 		if code != 0 || !strings.Contains(stderr, "Usage: braid "+cmd) || !strings.Contains(stderr, "Flags:") {
 			t.Errorf("braid %s --help: exit %d\n%s", cmd, code, stderr)
@@ -219,5 +224,22 @@ func TestJobCommandsHelp(t *testing.T) {
 	t.Setenv("BRAID_SERVER", "")
 	if code, _, stderr := runBraid(t, 10*time.Second, "worker", "--key-file", writeKey(t, t.TempDir(), "a-key-for-the-test")); code != 2 || !strings.Contains(stderr, "--server URL") {
 		t.Errorf("worker without --server: %d %s", code, stderr)
+	}
+}
+
+// TestNoKey: every role started without BRAID_KEY or --key-file stops
+// at once and says how to give the cluster key.
+func TestNoKey(t *testing.T) {
+	t.Setenv("BRAID_KEY", "")
+	for _, args := range [][]string{
+		{"worker", "--server", "http://127.0.0.1:1", "--listen", "127.0.0.1:0"},
+		{"server", "--listen", "127.0.0.1:0", "--data", t.TempDir()},
+		{"put", "-", "--server", "http://127.0.0.1:1"},
+		{"submit", "--op", "blur", "--input", strings.Repeat("0", 64), "--server", "http://127.0.0.1:1"},
+	} {
+		code, _, stderr := runBraid(t, 10*time.Second, args...)
+		if code != 2 || !strings.Contains(stderr, "no cluster key: set BRAID_KEY or pass --key-file FILE") {
+			t.Errorf("braid %s without a key: exit %d, %q", strings.Join(args, " "), code, stderr)
+		}
 	}
 }

@@ -17,7 +17,10 @@
 //   - Proportional: likewise, in proportion to each worker's streams
 //     (the threads it lends).
 //   - Dynamic (the default): no plan; any stream with room takes the next
-//     ready unit. When nothing is ready, an idle stream takes a backup
+//     ready unit, but no more than its share of what is left of the job
+//     (the unfinished units over the streams that can run them), so the
+//     first stream to ask does not take a whole small job, nor a slow
+//     stream a queue of the last units. When nothing is ready, an idle stream takes a backup
 //     copy of the unit on another worker that would start last (deepest
 //     in its stream's queue, else running longest), so a slow worker
 //     cannot hold up the end of a job. In simulation, adding a slow worker

@@ -127,6 +127,7 @@ type job struct {
 	units     []*unit
 	byID      map[uint64]*unit
 	remaining int
+	left      map[string]int    // unfinished units by operation
 	ready     queue             // dynamic: ready units
 	owned     map[string]*queue // static: ready units by owner
 	running   []*unit           // units with copies out, by first dispatch
@@ -297,7 +298,8 @@ func (s *Scheduler) AddJob(spec Job) error {
 	if len(spec.Units) == 0 {
 		return fmt.Errorf("sched: job %d has no units", spec.ID)
 	}
-	j := &job{id: spec.ID, policy: spec.Policy, limit: spec.InFlight, byID: make(map[uint64]*unit, len(spec.Units)), owned: map[string]*queue{}}
+	j := &job{id: spec.ID, policy: spec.Policy, limit: spec.InFlight, byID: make(map[uint64]*unit, len(spec.Units)),
+		owned: map[string]*queue{}, left: map[string]int{}}
 	if j.limit <= 0 {
 		j.limit = s.cfg.InFlight
 	}
@@ -323,6 +325,7 @@ func (s *Scheduler) AddJob(spec Job) error {
 		}
 		if !u.done {
 			j.remaining++
+			j.left[u.op]++
 		}
 	}
 	if err := checkAcyclic(j); err != nil {
@@ -410,13 +413,15 @@ func (s *Scheduler) Next(workerID string, stream int) (Assignment, bool) {
 		if held >= j.limit {
 			continue
 		}
-		q := &j.ready
+		q, ok := &j.ready, runs
 		if j.policy.static() {
 			if q = j.owned[workerID]; q == nil {
 				continue
 			}
+		} else {
+			ok = func(u *unit) bool { return runs(u) && held < s.share(j, u.op) }
 		}
-		if u := q.take(runs); u != nil {
+		if u := q.take(ok); u != nil {
 			return s.dispatch(j, u, w, stream, false), true
 		}
 	}
@@ -434,6 +439,24 @@ func (s *Scheduler) Next(workerID string, stream int) (Assignment, bool) {
 		}
 	}
 	return Assignment{}, false
+}
+
+// share returns how many units a stream of a worker running op may hold
+// at once for dynamic job j: InFlight, or less when the job has fewer
+// units of op left than the streams that run op could hold. The streams
+// share what is left, so that one stream does not take it all (and a slow
+// stream does not sit on a queue of it) while others stand idle; the
+// units a slow stream did not take stay for the fast ones, and the few it
+// holds are what backup copies must cover.
+func (s *Scheduler) share(j *job, op string) int {
+	streams := 0
+	for _, w := range s.workers {
+		if w.ops[op] {
+			streams += len(w.streams)
+		}
+	}
+	share := (j.left[op] + streams - 1) / max(streams, 1)
+	return max(1, min(j.limit, share))
 }
 
 // backupFor picks, among the units out on other workers that w can run,
@@ -562,6 +585,7 @@ func (s *Scheduler) Done(a Assignment) (counted, jobDone bool) {
 	u.done = true
 	u.queued = false // a result from a copy thought lost may beat the requeued one
 	j.remaining--
+	j.left[u.op]--
 	for _, c := range u.children {
 		if c.waiting--; c.waiting == 0 && !c.done {
 			s.enqueue(j, c)

@@ -494,3 +494,50 @@ func TestStreamsConcurrently(t *testing.T) {
 		}
 	}
 }
+
+// TestDynamicShare: a stream of a dynamic job holds at most its share of
+// the unfinished units (over the streams that run their operation), so
+// the first stream to ask does not take a whole small job. Static jobs
+// and large jobs keep InFlight.
+func TestDynamicShare(t *testing.T) {
+	s := New(Config{InFlight: 8, NoBackups: true})
+	s.SetWorker(Worker{ID: "a", Streams: 2, Ops: []string{"blur"}})
+	s.SetWorker(Worker{ID: "b", Streams: 2, Ops: []string{"blur"}})
+	s.SetWorker(Worker{ID: "n", Streams: 4, Ops: []string{"noop"}}) // does not count for blur
+	mustAdd(t, s, Job{ID: 1, Units: units(6, "blur")})
+	first := drain(s, "a", 0)
+	if len(first) != 2 { // ceil(6 / 4 streams)
+		t.Fatalf("first stream took %d of 6 units, want 2", len(first))
+	}
+	for _, w := range []string{"a", "b"} {
+		for st := range 2 {
+			if w == "a" && st == 0 {
+				continue
+			}
+			if got := drain(s, w, st); len(got) > 2 {
+				t.Errorf("%s/%d took %d units, want at most 2", w, st, len(got))
+			}
+		}
+	}
+	// 4 left after two results: the share drops to 1, and a's first
+	// stream, holding 0, takes nothing more as nothing is ready.
+	s.Done(first[0])
+	s.Done(first[1])
+	none(t, s, "a", 0)
+
+	// A large job keeps InFlight.
+	mustAdd(t, s, Job{ID: 2, Units: units(100, "blur")})
+	s.CancelJob(1)
+	s.SetWorker(Worker{ID: "c", Streams: 1, Ops: []string{"blur"}})
+	if got := drain(s, "c", 0); len(got) != 8 {
+		t.Errorf("large job: a fresh stream took %d units, want 8", len(got))
+	}
+	// Equal jobs are planned: a stream takes up to InFlight of its own.
+	s2 := New(Config{InFlight: 8, NoBackups: true})
+	s2.SetWorker(Worker{ID: "a", Streams: 2, Ops: []string{"blur"}})
+	s2.SetWorker(Worker{ID: "b", Streams: 2, Ops: []string{"blur"}})
+	mustAdd(t, s2, Job{ID: 1, Policy: Equal, Units: units(6, "blur")})
+	if got := drain(s2, "a", 0); len(got) != 3 {
+		t.Errorf("equal: a's first stream took %d, want its 3", len(got))
+	}
+}

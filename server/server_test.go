@@ -46,6 +46,29 @@ func TestBlurTwoWorkers(t *testing.T) {
 			}
 		})
 	}
+	// The worker list shows each live worker's data-plane paths with the
+	// tiles out and the results back: 3 jobs of 300x200 RGBA pixels.
+	ws, err := c.c.Workers(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent, recv int64
+	for _, w := range ws {
+		if len(w.Paths) != len(w.Addresses) {
+			t.Errorf("worker %s: %d paths for addresses %v", w.ID, len(w.Paths), w.Addresses)
+		}
+		for _, p := range w.Paths {
+			if p.State != "up" || p.Remote != w.Addresses[0] || p.Local == "" {
+				t.Errorf("worker %s: path %+v, want up to %s", w.ID, p, w.Addresses[0])
+			}
+			sent += p.BytesSent
+			recv += p.BytesReceived
+		}
+	}
+	const px = 3 * 300 * 200 * 4
+	if sent < px || recv < px {
+		t.Errorf("paths carried %d bytes out and %d back, want at least %d each way", sent, recv, px)
+	}
 }
 
 // TestChecksumDAG runs the checksum operation, whose reduce unit depends

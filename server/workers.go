@@ -191,8 +191,15 @@ func (s *Server) refresh(ctx context.Context, id string) error {
 // workerInfo is the API view of a worker record.
 func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 	s.mu.Lock()
-	_, alive := s.peers[w.ID]
+	p, alive := s.peers[w.ID]
 	s.mu.Unlock()
+	var paths []api.PathInfo
+	if alive {
+		for _, ps := range p.sess.Stats() {
+			paths = append(paths, api.PathInfo{Local: ps.Local, Remote: ps.Remote, State: ps.State,
+				BytesSent: ps.BytesSent, BytesReceived: ps.BytesReceived})
+		}
+	}
 	return api.WorkerInfo{
 		ID: w.ID,
 		Register: api.Register{Name: w.Name, Addresses: w.Addresses, Cores: w.Cores, Memory: w.Memory, Disk: w.Disk,
@@ -204,6 +211,7 @@ func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 		Queued:     w.Queued,
 		Load:       w.Load,
 		Done:       w.Done,
+		Paths:      paths,
 	}
 }
 

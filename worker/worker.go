@@ -321,12 +321,28 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 	}()
 	figTick := time.NewTicker(w.cfg.FiguresInterval)
 	defer figTick.Stop()
+	// retry fires after an announcement failed, to try again soon rather
+	// than at the next figures tick.
+	var retry <-chan time.Time
+	retryDelay := w.cfg.RetryInterval
+	// update announces fig; the server's answer replaces reg only when it
+	// came, so a failed update keeps the heartbeat interval.
+	update := func(fig api.Register, msg string) error {
+		r, err := c.Update(ctx, id, fig)
+		if err != nil {
+			return err
+		}
+		reg, announced, retry, retryDelay = r, fig, nil, w.cfg.RetryInterval
+		log.Info(msg, "worker", id, "threads", fig.Threads)
+		return nil
+	}
 	for {
 		hb := time.NewTimer(max(time.Duration(reg.HeartbeatMillis)*time.Millisecond, 10*time.Millisecond))
 		w.mu.Lock()
 		announce := w.announce
 		w.mu.Unlock()
 		var err error
+		announcing := false
 		select {
 		case <-ctx.Done():
 			hb.Stop()
@@ -335,18 +351,21 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 			_, err = c.Heartbeat(ctx, id, api.Heartbeat{Running: int(w.running.Load()), Load: loadAvg()})
 		case <-announce:
 			hb.Stop()
-			fig := w.figures()
-			if reg, err = c.Update(ctx, id, fig); err == nil {
-				announced = fig
-				log.Info("announced new figures", "worker", id, "threads", fig.Threads)
+			announcing = true
+			err = update(w.figures(), "announced new figures")
+		case <-retry:
+			hb.Stop()
+			announcing = true
+			if fig := w.figures(); changed(announced, fig) {
+				err = update(fig, "announced new figures")
+			} else {
+				retry = nil
 			}
 		case <-figTick.C:
 			hb.Stop()
 			if fig := w.figures(); changed(announced, fig) {
-				if reg, err = c.Update(ctx, id, fig); err == nil {
-					announced = fig
-					log.Info("announced changed figures", "worker", id)
-				}
+				announcing = true
+				err = update(fig, "announced changed figures")
 			}
 		}
 		switch {
@@ -357,7 +376,13 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 				return err
 			}
 		default:
-			log.Debug("control request failed", "err", err)
+			if announcing {
+				log.Warn("announcing new figures failed; retrying", "err", err, "in", retryDelay)
+				retry = time.After(retryDelay)
+				retryDelay = min(2*retryDelay, 5*time.Second)
+			} else {
+				log.Debug("control request failed", "err", err)
+			}
 		}
 	}
 }

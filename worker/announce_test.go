@@ -1,0 +1,114 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+)
+
+// fakeServer answers a worker's control requests; it fails the first
+// figures update with a 500.
+type fakeServer struct {
+	mu      sync.Mutex
+	updates int // PUT requests seen
+	threads int // threads of the last update accepted
+	beats   int
+}
+
+func (f *fakeServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	reply := func(code int, v any) {
+		rw.Header().Set("Content-Type", "application/json")
+		rw.WriteHeader(code)
+		json.NewEncoder(rw).Encode(v)
+	}
+	reg := api.Registration{Worker: "w1", HeartbeatMillis: 100, TimeoutMillis: 1000}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == api.PathWorkers:
+		reply(http.StatusOK, reg)
+	case r.Method == http.MethodPut && r.URL.Path == api.PathWorkers+"/w1":
+		var in api.Register
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			reply(http.StatusBadRequest, api.Error{Message: err.Error()})
+			return
+		}
+		if f.updates++; f.updates == 1 {
+			reply(http.StatusInternalServerError, api.Error{Message: "database is locked"})
+			return
+		}
+		f.threads = in.Threads
+		reply(http.StatusOK, reg)
+	case r.Method == http.MethodPost && r.URL.Path == api.PathWorkers+"/w1/heartbeat":
+		f.beats++
+		reply(http.StatusOK, reg)
+	case r.Method == http.MethodDelete:
+		rw.WriteHeader(http.StatusNoContent)
+	default:
+		reply(http.StatusNotFound, api.Error{Message: "no such endpoint"})
+	}
+}
+
+func (f *fakeServer) state() (updates, threads, beats int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.updates, f.threads, f.beats
+}
+
+// TestAnnounceRetries: an announcement of new figures that the server
+// fails is sent again soon, not at the next figures tick (here an hour
+// away), and meanwhile the heartbeats keep the server's interval.
+func TestAnnounceRetries(t *testing.T) {
+	f := &fakeServer{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	w, err := New(Config{Servers: []string{srv.URL}, Key: testKey, Threads: 2, Logger: quiet(),
+		RetryInterval: 20 * time.Millisecond, FiguresInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("worker did not stop")
+		}
+	}()
+	waitFor(t, "registration", func() bool { return w.IDs()[srv.URL] == "w1" })
+	if err := w.SetThreads(3); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new threads after a failed announcement", func() bool { _, th, _ := f.state(); return th == 3 })
+	if updates, _, _ := f.state(); updates < 2 {
+		t.Errorf("%d updates, want the failed one and a retry", updates)
+	}
+	// Heartbeats every 100 ms: a failed update must not leave the worker
+	// without the interval (it would send one every 10 ms).
+	_, _, before := f.state()
+	time.Sleep(500 * time.Millisecond)
+	if _, _, after := f.state(); after-before > 15 {
+		t.Errorf("%d heartbeats in 500 ms at a 100 ms interval", after-before)
+	}
+}
+
+// waitFor polls cond for up to 10s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
