@@ -10,7 +10,10 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/transport"
+	_ "github.com/braid-hpc/braid/transport/channel/sctpudp" // the sctp-udp channel kind
+	"github.com/braid-hpc/braid/worker"
 )
 
 // BenchmarkNoop measures units per second through one server and one
@@ -196,22 +199,29 @@ func BenchmarkTransportEcho(b *testing.B) {
 // milliseconds per unit, the paper's measure.
 func BenchmarkPaperBlur(b *testing.B) {
 	type setup struct {
-		name    string
-		workers []int // threads per worker
+		transport string // the data plane's channel kind
+		name      string
+		workers   []int // threads per worker
 	}
 	setups := []setup{
-		{"workers=1/streams=1", []int{1}},
-		{"workers=1/streams=2", []int{2}},
-		{"workers=1/streams=3", []int{3}},
-		{"workers=1/streams=5", []int{5}},
-		{"workers=2/streams=2+2", []int{2, 2}},
+		{"tcp", "workers=1/streams=1", []int{1}},
+		{"tcp", "workers=1/streams=2", []int{2}},
+		{"tcp", "workers=1/streams=3", []int{3}},
+		{"tcp", "workers=1/streams=5", []int{5}},
+		{"tcp", "workers=2/streams=2+2", []int{2, 2}},
+		// The paper's comparison: TCP against SCTP, 2 streams.
+		{"sctp-udp", "workers=1/streams=2", []int{2}},
 	}
 	for _, s := range setups {
 		for _, units := range []int{10, 100, 500, 1000} {
-			b.Run(fmt.Sprintf("%s/units=%d", s.name, units), func(b *testing.B) {
-				c := newCluster(b, nil)
+			b.Run(fmt.Sprintf("transport=%s/%s/units=%d", s.transport, s.name, units), func(b *testing.B) {
+				c := newCluster(b, func(cfg *server.Config) {
+					cfg.Transport = &transport.Config{Transport: s.transport}
+				})
 				for _, th := range s.workers {
-					c.addWorker(th, nil)
+					c.addWorker(th, func(cfg *worker.Config) {
+						cfg.Transport = &transport.Config{Transport: s.transport}
+					})
 				}
 				c.waitWorkers(len(s.workers))
 				in := c.put(ops.SampleGIF())
