@@ -29,7 +29,7 @@ connection per path alone (the "ideal" is their sum), k TCP connections
 striped by hand, and Linux MPTCP over the same links.
 
 Experiments: `+strings.Join(names, ", ")+`.`)
-	only := fs.String("only", "", "run only experiments whose `name` contains this")
+	only := fs.String("only", "", "run only the experiment of this `name`, or else those whose name contains it")
 	secs := fs.Float64("time", 5, "`seconds` per bulk measurement")
 	out := fs.String("o", "", "append the report to this `file` (default: stdout)")
 	if code := parseFlags(fs, args); code >= 0 {

@@ -23,7 +23,8 @@ const (
 	defaultHandshakeTimeout = 10 * time.Second
 	defaultLinger           = 2 * time.Second
 	defaultBacklog          = 128
-	socketBuffer            = 4 << 20 // asked of the kernel; it may grant less
+	defaultSendBuffer       = 64 << 10
+	defaultReceiveBuffer    = 4 << 20
 )
 
 // Config tunes an sctp-udp channel. The zero value works.
@@ -41,6 +42,21 @@ type Config struct {
 	// bytes the association buffers before the reader takes them. Zero means
 	// 4 MiB.
 	MaxReceiveBuffer int
+
+	// SendBuffer is the UDP socket's send buffer asked of the kernel
+	// (SO_SNDBUF; Linux doubles it for bookkeeping and caps it at
+	// net.core.wmem_max). It bounds the packets queued below pion, in the
+	// local qdisc and device, and so is the only backpressure pion gets
+	// from a slow link: a buffer larger than the link's queue lets a burst
+	// overflow that queue and lose hundreds of packets at once, which
+	// pion's loss recovery handles badly (see docs/benchmarks.md, "sctp-udp
+	// on shaped links"). Zero means 64 KiB.
+	SendBuffer int
+
+	// ReceiveBuffer is the UDP socket's receive buffer asked of the kernel
+	// (SO_RCVBUF, capped at net.core.rmem_max): what arrives while pion's
+	// read loop is busy. Zero means 4 MiB.
+	ReceiveBuffer int
 
 	// ZeroChecksum accepts SCTP packets with a zero checksum and, when the
 	// peer accepts them too, sends them (RFC 9653). This saves the CRC32c
@@ -105,6 +121,15 @@ func (c Config) populate() (Config, error) {
 	}
 	if c.Backlog < 0 {
 		return c, fmt.Errorf("sctpudp: negative Backlog %d", c.Backlog)
+	}
+	if c.SendBuffer == 0 {
+		c.SendBuffer = defaultSendBuffer
+	}
+	if c.ReceiveBuffer == 0 {
+		c.ReceiveBuffer = defaultReceiveBuffer
+	}
+	if c.SendBuffer < 0 || c.SendBuffer > 1<<30 || c.ReceiveBuffer < 0 || c.ReceiveBuffer > 1<<30 {
+		return c, fmt.Errorf("sctpudp: socket buffers %d (send) and %d (receive) out of range [0, 1 GiB]", c.SendBuffer, c.ReceiveBuffer)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -110,13 +110,16 @@ func TestConfigPopulate(t *testing.T) {
 		{"negative message", Config{MaxMessageSize: -1}, false},
 		{"window below mtu", Config{MaxReceiveBuffer: 1000}, false},
 		{"negative backlog", Config{Backlog: -1}, false},
+		{"small send buffer", Config{SendBuffer: 4096}, true},
+		{"negative send buffer", Config{SendBuffer: -1}, false},
+		{"huge receive buffer", Config{ReceiveBuffer: 2 << 30}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := tc.cfg.populate()
 			if (err == nil) != tc.ok {
 				t.Fatalf("populate(%+v) error %v, want ok=%v", tc.cfg, err, tc.ok)
 			}
-			if tc.ok && (c.MTU == 0 || c.MaxMessageSize == 0 || c.MaxReceiveBuffer == 0 || c.Logger == nil) {
+			if tc.ok && (c.MTU == 0 || c.MaxMessageSize == 0 || c.MaxReceiveBuffer == 0 || c.SendBuffer == 0 || c.ReceiveBuffer == 0 || c.Logger == nil) {
 				t.Fatalf("populate left zero fields: %+v", c)
 			}
 		})
