@@ -57,20 +57,28 @@ func (s *Suite) Run(ctx context.Context) error {
 	if s.Duration == 0 {
 		s.Duration = 5 * time.Second
 	}
-	exact := false
-	for _, e := range Experiments() {
-		exact = exact || e.Name == s.Only
-	}
-	for _, e := range Experiments() {
-		if s.Only != "" && !strings.Contains(e.Name, s.Only) || exact && e.Name != s.Only {
-			continue
-		}
+	for _, e := range selected(s.Only) {
 		s.logf("== %s", e.Name)
 		if err := e.Run(s, ctx); err != nil {
 			return fmt.Errorf("bench %s: %w", e.Name, err)
 		}
 	}
 	return nil
+}
+
+// selected returns the experiment named only, or else those whose name
+// contains it (all for "").
+func selected(only string) []Experiment {
+	var out []Experiment
+	for _, e := range Experiments() {
+		if e.Name == only {
+			return []Experiment{e}
+		}
+		if strings.Contains(e.Name, only) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func withBed(ctx context.Context, rates []int64, f func(*testbed.Bed) error) error {
