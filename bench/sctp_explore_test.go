@@ -28,7 +28,15 @@ func TestExploreSCTPBulk(t *testing.T) {
 	}
 	testbed.Skip(t)
 	ctx := t.Context()
-	bed, err := NewBed(ctx, []int64{100e6})
+	k := 1
+	if v, err := strconv.Atoi(os.Getenv("PATHS")); err == nil {
+		k = v
+	}
+	rates := make([]int64, k)
+	for i := range rates {
+		rates[i] = 100e6
+	}
+	bed, err := NewBed(ctx, rates)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,13 +46,15 @@ func TestExploreSCTPBulk(t *testing.T) {
 	slog.SetDefault(slog.New(h))
 	defer slog.SetDefault(old)
 	for _, mode := range []transport.StripeMode{transport.StripeOff, transport.StripeEnhanced, transport.StripeOff} {
-		b := &Braid{Bed: bed, Nets: []int{0}, Config: transport.Config{Transport: "sctp-udp", Stripe: mode},
+		b := &Braid{Bed: bed, Nets: seq(k), Config: transport.Config{Transport: "sctp-udp", Stripe: mode},
 			Kind: sctpudp.Kind{Config: sctpudp.Config{SendBuffer: sndbuf}}}
 		q0 := qdiscSent(t, bed)
 		r, err := b.Bulk(ctx, 1<<20, 1, 4*time.Second)
 		sent := qdiscSent(t, bed) - q0
-		t.Logf("%v: %.1f Mbit/s %v; client link carried %.1f MB for %.1f MB delivered; events %v", mode, r.Mbps, err,
-			float64(sent)/1e6, r.Mbps*r.Elapsed.Seconds()/8, h.take())
+		ev := h.take()
+		t.Logf("%v: %.1f Mbit/s %v per path %v; client link 0 carried %.1f MB for %.1f MB delivered; associations up %d, fast recoveries %d, T3 timeouts logged %d",
+			mode, r.Mbps, err, floats(r.PerPath), float64(sent)/1e6, r.Mbps*r.Elapsed.Seconds()/8,
+			ev["sctp-udp: association up"], ev["exit fast-recovery"], ev["T3-rtx timed out: nRto"])
 	}
 }
 
