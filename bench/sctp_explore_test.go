@@ -155,3 +155,32 @@ func qdiscSent(t *testing.T, bed *testbed.Bed) int64 {
 	n, _ := strconv.ParseInt(string(m[1]), 10, 64)
 	return n
 }
+
+func TestExploreHolSCTPSizes(t *testing.T) {
+	if !*explore {
+		t.Skip("exploratory; run with -explore")
+	}
+	testbed.Skip(t)
+	ctx := t.Context()
+	bed, err := NewBed(ctx, []int64{100e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bed.Down()
+	for _, h := range []string{Client, Server} {
+		if err := bed.SetLoss(h, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Suite{Duration: 3 * time.Second}
+	for _, buf := range []int{32 << 10, 64 << 10, 256 << 10} {
+		r, err := s.holSCTP(ctx, bed, buf, 64<<10)
+		t.Logf("sctp streambuf=%d: %s of %d, A=%.1f err=%v", buf, percentiles(r.lat), r.sent, r.mbps(), err)
+	}
+	for _, big := range []int{16 << 10, 4 << 10, 1 << 10} {
+		r, err := s.holSCTP(ctx, bed, 0, big)
+		t.Logf("sctp big=%d: %s of %d, A=%.1f err=%v", big, percentiles(r.lat), r.sent, r.mbps(), err)
+		r, err = s.holTCP(ctx, bed, big)
+		t.Logf("tcp  big=%d: %s of %d, A=%.1f err=%v", big, percentiles(r.lat), r.sent, r.mbps(), err)
+	}
+}

@@ -48,7 +48,8 @@ func TestHolRunsUnderLoss(t *testing.T) {
 		name string
 		run  func() (holResult, error)
 	}{
-		{"sctp streams", func() (holResult, error) { return s.holSCTP(ctx, bed, 64<<10) }},
+		{"sctp streams", func() (holResult, error) { return s.holSCTP(ctx, bed, 0, 64<<10) }},
+		{"sctp streams, own buffers", func() (holResult, error) { return s.holSCTP(ctx, bed, 256<<10, 64<<10) }},
 		{"tcp", func() (holResult, error) { return s.holTCP(ctx, bed, 64<<10) }},
 		{"braid tcp", func() (holResult, error) {
 			return s.holBraid(ctx, bed, []int{0}, transport.Config{Transport: "tcp", StreamWindow: 1 << 20}, 64<<10)
@@ -70,7 +71,7 @@ func TestHolRunsUnderLoss(t *testing.T) {
 	if _, dropped, err := bed.Loss(Client, 0); err != nil || dropped == 0 {
 		t.Errorf("the client's 1%% loss dropped %d packets (%v); want some", dropped, err)
 	}
-	if _, err := s.holSCTP(ctx, bed, 1<<20); err == nil {
+	if _, err := s.holSCTP(ctx, bed, 0, 1<<20); err == nil {
 		t.Error("holSCTP took a message above the SCTP message size")
 	}
 }

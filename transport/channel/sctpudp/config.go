@@ -58,6 +58,17 @@ type Config struct {
 	// read loop is busy. Zero means 4 MiB.
 	ReceiveBuffer int
 
+	// StreamSendBuffer, when positive, gives every stream its own send
+	// buffer of about this many bytes: a Write waits only while its own
+	// stream has that much written and not yet acknowledged, so streams do
+	// not wait for each other. Zero means pion's blocking writes: the
+	// association takes one Write at a time and the next waits until the
+	// previous one's data has all left the send queue, whatever its
+	// stream, so a stream of small messages waits behind another stream's
+	// large ones (docs/benchmarks.md, "Head-of-line blocking under 1%
+	// loss"). Both ends of the association may choose differently.
+	StreamSendBuffer int
+
 	// ZeroChecksum accepts SCTP packets with a zero checksum and, when the
 	// peer accepts them too, sends them (RFC 9653). This saves the CRC32c
 	// per packet but leaves integrity to the UDP checksum alone; pion
@@ -128,6 +139,9 @@ func (c Config) populate() (Config, error) {
 	if c.ReceiveBuffer == 0 {
 		c.ReceiveBuffer = defaultReceiveBuffer
 	}
+	if c.StreamSendBuffer < 0 || c.StreamSendBuffer > 1<<30 {
+		return c, fmt.Errorf("sctpudp: StreamSendBuffer %d out of range [0, 1 GiB]", c.StreamSendBuffer)
+	}
 	if c.SendBuffer < 0 || c.SendBuffer > 1<<30 || c.ReceiveBuffer < 0 || c.ReceiveBuffer > 1<<30 {
 		return c, fmt.Errorf("sctpudp: socket buffers %d (send) and %d (receive) out of range [0, 1 GiB]", c.SendBuffer, c.ReceiveBuffer)
 	}
@@ -143,7 +157,7 @@ func (c *Config) options(nc net.Conn, name string) []sctp.AssociationOption {
 		sctp.WithNetConn(nc),
 		sctp.WithName(name),
 		sctp.WithLoggerFactory(pionLogger{c.Logger}),
-		sctp.WithBlockWrite(true),
+		sctp.WithBlockWrite(c.StreamSendBuffer == 0),
 		sctp.WithEnableZeroChecksum(c.ZeroChecksum),
 		sctp.WithMTU(uint32(c.MTU)),
 		sctp.WithMaxMessageSize(uint32(c.MaxMessageSize)),
