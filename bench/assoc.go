@@ -44,12 +44,15 @@ type assocLayout struct {
 	sctp    bool // sctp-udp, else TCP
 	conns   int  // connections or associations
 	streams int  // SCTP streams per association, each with its own writer
+	// streamBuf is sctpudp.Config.StreamSendBuffer (0: blocking writes).
+	streamBuf int
 }
 
 var assocLayouts = []assocLayout{
-	{"1 sctp-udp association, 2 streams", true, 1, 2},
-	{"4 sctp-udp associations, 1 stream each", true, 4, 1},
-	{"4 TCP connections", false, 4, 1},
+	{"1 sctp-udp association, 2 streams", true, 1, 2, 0},
+	{"1 sctp-udp association, 2 streams, StreamSendBuffer 256 KiB", true, 1, 2, 256 << 10},
+	{"4 sctp-udp associations, 1 stream each", true, 4, 1, 0},
+	{"4 TCP connections", false, 4, 1, 0},
 }
 
 // assocResult is one assoc run.
@@ -112,7 +115,7 @@ func (s *Suite) assocRun(ctx context.Context, env assocEnv, l assocLayout, size 
 		}()
 	}
 	var writers []io.Writer
-	k := sctpudp.Kind{Config: sctpudp.Config{Linger: -1}}
+	k := sctpudp.Kind{Config: sctpudp.Config{Linger: -1, StreamSendBuffer: l.streamBuf}}
 	for range l.conns {
 		var ln net.Listener
 		if err := env.run(Server, func() (err error) {
