@@ -407,7 +407,7 @@ the loss set and the packets dropped so far. Needs nft (nftables).`)
 		fs.Usage()
 		return 2
 	}
-	pct := -1.0
+	var pct float64
 	if fs.NArg() == 3 {
 		v, err := strconv.ParseFloat(strings.TrimSuffix(fs.Arg(2), "%"), 64)
 		if err != nil {

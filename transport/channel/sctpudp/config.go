@@ -49,8 +49,8 @@ type Config struct {
 	// local qdisc and device, and so is the only backpressure pion gets
 	// from a slow link: a buffer larger than the link's queue lets a burst
 	// overflow that queue and lose hundreds of packets at once, which
-	// pion's loss recovery handles badly (see docs/benchmarks.md, "sctp-udp
-	// on shaped links"). Zero means 64 KiB.
+	// pion's loss recovery handles badly (docs/benchmarks.md, "sctp-udp
+	// bulk on tbf links"). Zero means 64 KiB.
 	SendBuffer int
 
 	// ReceiveBuffer is the UDP socket's receive buffer asked of the kernel
