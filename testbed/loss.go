@@ -22,7 +22,8 @@ import (
 // kernel; nftables is. The rules live in the hub namespace, so Down
 // removes them with it.
 
-// lossTable is the nftables table that holds the loss chains of a host.
+// lossTable is the nftables table, in the hub namespace, that holds the
+// loss chains of every host and network.
 const lossTable = "braid_loss"
 
 // LossResolution is the finest loss step SetLoss applies, in percent.

@@ -140,6 +140,9 @@ func TestSetLoss(t *testing.T) {
 func TestSetLossBadInput(t *testing.T) {
 	skipNoNft(t)
 	b := upBed(t, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{}}})
+	if pct, dropped, err := b.Loss("a", 0); err != nil || pct != 0 || dropped != 0 {
+		t.Errorf("Loss before any SetLoss = %v, %d, %v; want 0, 0, nil", pct, dropped, err)
+	}
 	for _, tc := range []struct {
 		host string
 		net  int
