@@ -56,6 +56,9 @@ type Braid struct {
 	Bed    *testbed.Bed
 	Nets   []int
 	Config transport.Config
+	// Kind, if set, makes the channels instead of the kind that
+	// Config.Transport names, e.g. an sctpudp.Kind with its own Config.
+	Kind channel.Kind
 }
 
 func (b *Braid) config(host string) *transport.Config {
@@ -66,6 +69,9 @@ func (b *Braid) config(host string) *transport.Config {
 		name = "tcp"
 	}
 	kind, err := channel.Lookup(name)
+	if b.Kind != nil {
+		kind, err = b.Kind, nil
+	}
 	if err == nil {
 		c.Channel = nsKind{Kind: kind, bed: b.Bed, host: host}
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
-	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -22,7 +21,7 @@ type Suite struct {
 	Out      io.Writer // Markdown report
 	Log      io.Writer // progress lines
 	Duration time.Duration
-	Only     string // run experiments whose name contains this
+	Only     string // run the experiment of this name, or else those whose name contains it
 	// Braid is the braid binary that the job-system experiments start as
 	// server, worker and client processes; empty means this executable.
 	Braid string
@@ -50,7 +49,9 @@ func Experiments() []Experiment {
 		{"basic", (*Suite).basicVsEnhanced},
 		{"failover", (*Suite).failover},
 		{"hol", (*Suite).hol},
+		{"holloss", (*Suite).holLoss},
 		{"transports", (*Suite).transports},
+		{"assoc", (*Suite).assoc},
 		{"cluster", (*Suite).cluster},
 		{"slowworker", (*Suite).slowWorker},
 	}
@@ -61,16 +62,28 @@ func (s *Suite) Run(ctx context.Context) error {
 	if s.Duration == 0 {
 		s.Duration = 5 * time.Second
 	}
-	for _, e := range Experiments() {
-		if s.Only != "" && !strings.Contains(e.Name, s.Only) {
-			continue
-		}
+	for _, e := range selected(s.Only) {
 		s.logf("== %s", e.Name)
 		if err := e.Run(s, ctx); err != nil {
 			return fmt.Errorf("bench %s: %w", e.Name, err)
 		}
 	}
 	return nil
+}
+
+// selected returns the experiment named only, or else those whose name
+// contains it (all for "").
+func selected(only string) []Experiment {
+	var out []Experiment
+	for _, e := range Experiments() {
+		if e.Name == only {
+			return []Experiment{e}
+		}
+		if strings.Contains(e.Name, only) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func withBed(ctx context.Context, rates []int64, f func(*testbed.Bed) error) error {
@@ -505,190 +518,6 @@ func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
 	return s[len(s)/2]
-}
-
-// hol measures the latency of small messages on one stream while another
-// stream sends large messages, against the same traffic on one TCP
-// connection.
-func (s *Suite) hol(ctx context.Context) error {
-	const big = 64 << 20
-	fmt.Fprintf(s.Out, "\n### Head-of-line blocking: 1 KB every ms beside %d MB messages, 100 Mbit/s links\n\n", big>>20)
-	fmt.Fprintf(s.Out, "| run | p50 | p90 | p99 | max | small messages |\n|---|---|---|---|---|---|\n")
-	return withBed(ctx, []int64{100e6, 100e6}, func(bed *testbed.Bed) error {
-		for _, nets := range [][]int{{0}, {0, 1}} {
-			lat, err := s.holBraid(ctx, bed, nets, big)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(s.Out, "| braid, %d path(s), 2 streams | %s |\n", len(nets), percentiles(lat))
-		}
-		lat, err := s.holTCP(ctx, bed, big)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(s.Out, "| one TCP connection, both flows | %s |\n", percentiles(lat))
-		return nil
-	})
-}
-
-func percentiles(lat []time.Duration) string {
-	if len(lat) == 0 {
-		return "- | - | - | - | 0"
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	p := func(q float64) time.Duration {
-		return lat[min(len(lat)-1, int(q*float64(len(lat))))].Round(10 * time.Microsecond)
-	}
-	return fmt.Sprintf("%v | %v | %v | %v | %d", p(0.5), p(0.9), p(0.99), lat[len(lat)-1].Round(10*time.Microsecond), len(lat))
-}
-
-func (s *Suite) holBraid(ctx context.Context, bed *testbed.Bed, nets []int, big int) ([]time.Duration, error) {
-	cli, srv, closeFn, err := (&Braid{Bed: bed, Nets: nets}).session(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer closeFn()
-	bigSt, _ := cli.OpenStream(ctx)
-	smallSt, _ := cli.OpenStream(ctx)
-	bigSt.WriteMessage(ctx, []byte{0})
-	smallSt.WriteMessage(ctx, []byte{0})
-	rb, err := srv.AcceptStream(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rs, err := srv.AcceptStream(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rb.ReadMessage(ctx)
-	rs.ReadMessage(ctx)
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		for rctx.Err() == nil {
-			if _, err := rb.ReadMessage(rctx); err != nil {
-				return
-			}
-		}
-	}()
-	go func() {
-		buf := make([]byte, big)
-		for rctx.Err() == nil {
-			if bigSt.WriteMessage(rctx, buf) != nil {
-				return
-			}
-		}
-	}()
-	time.Sleep(500 * time.Millisecond)
-	var lat []time.Duration
-	var mu sync.Mutex
-	rdone := make(chan struct{})
-	go func() {
-		defer close(rdone)
-		for {
-			m, err := rs.ReadMessage(rctx)
-			if err != nil || len(m) < 8 {
-				return
-			}
-			sent := time.Unix(0, int64(beUint64(m)))
-			mu.Lock()
-			lat = append(lat, time.Since(sent))
-			mu.Unlock()
-		}
-	}()
-	end := time.Now().Add(s.Duration)
-	msg := make([]byte, 1024)
-	for time.Now().Before(end) {
-		putUint64(msg, uint64(time.Now().UnixNano()))
-		smallSt.WriteMessage(ctx, msg)
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond)
-	cancel()
-	mu.Lock()
-	defer mu.Unlock()
-	return append([]time.Duration(nil), lat...), nil
-}
-
-func (s *Suite) holTCP(ctx context.Context, bed *testbed.Bed, big int) ([]time.Duration, error) {
-	cli, srv, err := (&TCP{Bed: bed, Nets: []int{0}}).conns(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer closeAll(cli, srv)
-	c, sv := cli[0], srv[0]
-	// Frames: 1 byte flow, 4 bytes length, payload.
-	var lat []time.Duration
-	var mu sync.Mutex
-	go func() {
-		hdr := make([]byte, 5)
-		buf := make([]byte, big)
-		for {
-			if _, err := io.ReadFull(sv, hdr); err != nil {
-				return
-			}
-			n := int(hdr[1])<<24 | int(hdr[2])<<16 | int(hdr[3])<<8 | int(hdr[4])
-			if _, err := io.ReadFull(sv, buf[:n]); err != nil {
-				return
-			}
-			if hdr[0] == 1 {
-				sent := time.Unix(0, int64(beUint64(buf)))
-				mu.Lock()
-				lat = append(lat, time.Since(sent))
-				mu.Unlock()
-			}
-		}
-	}()
-	var wmu sync.Mutex
-	write := func(flow byte, p []byte) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		hdr := []byte{flow, byte(len(p) >> 24), byte(len(p) >> 16), byte(len(p) >> 8), byte(len(p))}
-		_, err := (&net.Buffers{hdr, p}).WriteTo(c)
-		return err
-	}
-	stop := make(chan struct{})
-	go func() {
-		buf := make([]byte, big)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if write(0, buf) != nil {
-				return
-			}
-		}
-	}()
-	time.Sleep(500 * time.Millisecond)
-	end := time.Now().Add(s.Duration)
-	msg := make([]byte, 1024)
-	for time.Now().Before(end) {
-		putUint64(msg, uint64(time.Now().UnixNano()))
-		go write(1, append([]byte(nil), msg...))
-		time.Sleep(time.Millisecond)
-	}
-	close(stop)
-	time.Sleep(200 * time.Millisecond)
-	mu.Lock()
-	defer mu.Unlock()
-	return append([]time.Duration(nil), lat...), nil
-}
-
-func beUint64(b []byte) uint64 {
-	var v uint64
-	for i := range 8 {
-		v = v<<8 | uint64(b[i])
-	}
-	return v
-}
-
-func putUint64(b []byte, v uint64) {
-	for i := 7; i >= 0; i-- {
-		b[i] = byte(v)
-		v >>= 8
-	}
 }
 
 // transports compares braid over each channel kind on 1, 2 and 3 paths of

@@ -33,7 +33,7 @@ separate server, worker and client processes in the testbed's hosts;
 slowworker caps worker CPU with a cgroup it creates and removes.
 
 Experiments: `+strings.Join(names, ", ")+`.`)
-	only := fs.String("only", "", "run only experiments whose `name` contains this")
+	only := fs.String("only", "", "run only the experiment of this `name`, or else those whose name contains it")
 	secs := fs.Float64("time", 5, "`seconds` per bulk measurement")
 	out := fs.String("o", "", "append the report to this `file` (default: stdout)")
 	if code := parseFlags(fs, args); code >= 0 {

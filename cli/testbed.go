@@ -31,7 +31,7 @@ func init() {
 // can drive it.
 const defaultStateDir = "/run/braid-testbed"
 
-const testbedUsage = `Usage: braid testbed <up|down|show|exec|link|rate|list> [flags] [args]
+const testbedUsage = `Usage: braid testbed <up|down|show|exec|link|rate|loss|list> [flags] [args]
 
 Emulates hosts with one interface on each of several networks, on this
 machine: one network namespace per host, one Linux bridge per network (in a
@@ -43,6 +43,7 @@ reaches every other host on k networks, so k paths. Needs root.
   exec    run a command in a host: braid testbed exec --name lab a -- ip addr
   link    fail or heal a link:   braid testbed link --name lab a 1 down|up|blackhole|restore
   rate    change a network rate: braid testbed rate --name lab 1 10M
+  loss    random packet loss:    braid testbed loss --name lab a 0 1.5   (percent; 0 removes)
   down    remove the bed:        braid testbed down --name lab
   list    list the beds made with up
 
@@ -60,7 +61,7 @@ func runTestbed(ctx context.Context, env *Env, args []string) int {
 	}
 	subs := map[string]func(context.Context, *Env, []string) int{
 		"up": testbedUp, "down": testbedDown, "show": testbedShow, "exec": testbedExec,
-		"link": testbedLink, "rate": testbedRate, "list": testbedList,
+		"link": testbedLink, "rate": testbedRate, "loss": testbedLoss, "list": testbedList,
 	}
 	sub, ok := subs[args[0]]
 	if !ok {
@@ -387,6 +388,57 @@ index or a name; RATE in bit/s with K, M or G suffix; 0 removes shaping).`)
 		env.Errorf("testbed rate: save state: %v", err)
 		return 1
 	}
+	return 0
+}
+
+func testbedLoss(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "testbed loss", "[--name NAME] HOST NET [PERCENT]", `
+Makes the network lose PERCENT of the packets HOST sends on network NET (an
+index or a name), at random, in steps of 0.01; 0 removes the loss. Packets
+are lost past the host's link, so the sender sees no error. For loss in
+both directions of a path, set it on both hosts. Without PERCENT, prints
+the loss set and the packets dropped so far. Needs nft (nftables).`)
+	bf := addBedFlags(fs)
+	if code := parseFlags(fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() != 2 && fs.NArg() != 3 {
+		env.Errorf("testbed loss: want HOST NET [PERCENT]")
+		fs.Usage()
+		return 2
+	}
+	var pct float64
+	if fs.NArg() == 3 {
+		v, err := strconv.ParseFloat(strings.TrimSuffix(fs.Arg(2), "%"), 64)
+		if err != nil {
+			env.Errorf("testbed loss: bad PERCENT %q: want a number from 0 to 100", fs.Arg(2))
+			return 2
+		}
+		pct = v
+	}
+	b, _, err := bf.load()
+	if err != nil {
+		env.Errorf("testbed loss: %v", err)
+		return 1
+	}
+	j, err := network(b, fs.Arg(1))
+	if err != nil {
+		env.Errorf("testbed loss: %v", err)
+		return 2
+	}
+	if fs.NArg() == 3 {
+		if err := b.SetLoss(fs.Arg(0), j, pct); err != nil {
+			env.Errorf("testbed loss: %v", err)
+			return 1
+		}
+		return 0
+	}
+	cur, dropped, err := b.Loss(fs.Arg(0), j)
+	if err != nil {
+		env.Errorf("testbed loss: %v", err)
+		return 1
+	}
+	fmt.Fprintf(env.Stdout, "%s net %d: loss %g%%, %d packets dropped\n", fs.Arg(0), j, cur, dropped)
 	return 0
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,6 +83,23 @@ func TestTestbedCommand(t *testing.T) {
 	}
 	if _, out, _ := braid(t, append([]string{"testbed", "show"}, flags...)...); !strings.Contains(out, "10Mbit/s") {
 		t.Errorf("show after rate:\n%s", out)
+	}
+	if _, err := exec.LookPath("nft"); err == nil {
+		if code, _, errs := braid(t, append(append([]string{"testbed", "loss"}, flags...), "a", "net1", "2.5")...); code != 0 {
+			t.Fatalf("loss: exit %d: %s", code, errs)
+		}
+		if code, out, errs := braid(t, append(append([]string{"testbed", "loss"}, flags...), "a", "1")...); code != 0 || !strings.Contains(out, "loss 2.5%") {
+			t.Errorf("loss query: exit %d: %s%s", code, out, errs)
+		}
+		if code, _, errs := braid(t, append(append([]string{"testbed", "loss"}, flags...), "a", "1", "101")...); code != 1 || !strings.Contains(errs, "out of range") {
+			t.Errorf("loss 101: exit %d: %s", code, errs)
+		}
+		if code, _, errs := braid(t, append(append([]string{"testbed", "loss"}, flags...), "a", "1", "lots")...); code != 2 {
+			t.Errorf("loss lots: exit %d: %s", code, errs)
+		}
+		if code, _, errs := braid(t, append(append([]string{"testbed", "loss"}, flags...), "a", "1", "0")...); code != 0 {
+			t.Errorf("loss 0: exit %d: %s", code, errs)
+		}
 	}
 	if _, out, _ := braid(t, "testbed", "list", "--state-dir", dir); strings.TrimSpace(out) != "clitest" {
 		t.Errorf("list: %q", out)

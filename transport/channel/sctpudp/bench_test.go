@@ -29,6 +29,7 @@ func BenchmarkThroughput(b *testing.B) {
 	}{
 		{"kind=tcp", tcp},
 		{"kind=sctp-udp/mtu=1452", Kind{}},
+		{"kind=sctp-udp/sndbuf=4MiB", Kind{Config: Config{SendBuffer: 4 << 20}}},
 		{"kind=sctp-udp/mtu=8192", Kind{Config: Config{MTU: MaxMTU}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) { benchThroughput(b, bc.kind) })

@@ -23,7 +23,8 @@ const (
 	defaultHandshakeTimeout = 10 * time.Second
 	defaultLinger           = 2 * time.Second
 	defaultBacklog          = 128
-	socketBuffer            = 4 << 20 // asked of the kernel; it may grant less
+	defaultSendBuffer       = 64 << 10
+	defaultReceiveBuffer    = 4 << 20
 )
 
 // Config tunes an sctp-udp channel. The zero value works.
@@ -41,6 +42,32 @@ type Config struct {
 	// bytes the association buffers before the reader takes them. Zero means
 	// 4 MiB.
 	MaxReceiveBuffer int
+
+	// SendBuffer is the UDP socket's send buffer asked of the kernel
+	// (SO_SNDBUF; Linux doubles it for bookkeeping and caps it at
+	// net.core.wmem_max). It bounds the packets queued below pion, in the
+	// local qdisc and device, and so is the only backpressure pion gets
+	// from a slow link: a buffer larger than the link's queue lets a burst
+	// overflow that queue and lose hundreds of packets at once, which
+	// pion's loss recovery handles badly (docs/benchmarks.md, "sctp-udp
+	// bulk on tbf links"). Zero means 64 KiB.
+	SendBuffer int
+
+	// ReceiveBuffer is the UDP socket's receive buffer asked of the kernel
+	// (SO_RCVBUF, capped at net.core.rmem_max): what arrives while pion's
+	// read loop is busy. Zero means 4 MiB.
+	ReceiveBuffer int
+
+	// StreamSendBuffer, when positive, gives every stream its own send
+	// buffer of about this many bytes: a Write waits only while its own
+	// stream has that much written and not yet acknowledged, so streams do
+	// not wait for each other. Zero means pion's blocking writes: the
+	// association takes one Write at a time and the next waits until the
+	// previous one's data has all left the send queue, whatever its
+	// stream, so a stream of small messages waits behind another stream's
+	// large ones (docs/benchmarks.md, "Head-of-line blocking under 1%
+	// loss"). Both ends of the association may choose differently.
+	StreamSendBuffer int
 
 	// ZeroChecksum accepts SCTP packets with a zero checksum and, when the
 	// peer accepts them too, sends them (RFC 9653). This saves the CRC32c
@@ -106,6 +133,18 @@ func (c Config) populate() (Config, error) {
 	if c.Backlog < 0 {
 		return c, fmt.Errorf("sctpudp: negative Backlog %d", c.Backlog)
 	}
+	if c.SendBuffer == 0 {
+		c.SendBuffer = defaultSendBuffer
+	}
+	if c.ReceiveBuffer == 0 {
+		c.ReceiveBuffer = defaultReceiveBuffer
+	}
+	if c.StreamSendBuffer < 0 || c.StreamSendBuffer > 1<<30 {
+		return c, fmt.Errorf("sctpudp: StreamSendBuffer %d out of range [0, 1 GiB]", c.StreamSendBuffer)
+	}
+	if c.SendBuffer < 0 || c.SendBuffer > 1<<30 || c.ReceiveBuffer < 0 || c.ReceiveBuffer > 1<<30 {
+		return c, fmt.Errorf("sctpudp: socket buffers %d (send) and %d (receive) out of range [0, 1 GiB]", c.SendBuffer, c.ReceiveBuffer)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -118,7 +157,7 @@ func (c *Config) options(nc net.Conn, name string) []sctp.AssociationOption {
 		sctp.WithNetConn(nc),
 		sctp.WithName(name),
 		sctp.WithLoggerFactory(pionLogger{c.Logger}),
-		sctp.WithBlockWrite(true),
+		sctp.WithBlockWrite(c.StreamSendBuffer == 0),
 		sctp.WithEnableZeroChecksum(c.ZeroChecksum),
 		sctp.WithMTU(uint32(c.MTU)),
 		sctp.WithMaxMessageSize(uint32(c.MaxMessageSize)),

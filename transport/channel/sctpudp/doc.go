@@ -40,6 +40,16 @@
 // association up (it has no Association.Max.Retrans limit); a reader
 // notices such a peer by its read deadline, as braid's heartbeats do.
 //
+// Writes block by default the way pion's blocking mode does: the
+// association takes one Write at a time, so a stream's Write also waits for
+// other streams' queued data. Config.StreamSendBuffer gives each stream its
+// own send buffer instead (pion's non-blocking writes), so that a stream of
+// small messages is not held up by a busy one.
+//
+// The UDP socket's send buffer (Config.SendBuffer, 64 KiB) is kept small on
+// purpose: it is the only backpressure pion gets from a slow link, and a
+// large one lets pion's bursts overflow the link's queue.
+//
 // Pion sends whatever the congestion and receive windows allow at once and
 // bundles queued chunks; it has no Nagle-style hold-back and no public knob
 // for delayed acknowledgements, so there is no NoDelay option here: sending

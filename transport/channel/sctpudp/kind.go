@@ -45,8 +45,8 @@ func (k Kind) Dial(ctx context.Context, local, remote string) (net.Conn, error) 
 		return nil, err
 	}
 	uc := &udpConn{UDPConn: c.(*net.UDPConn)}
-	_ = uc.SetReadBuffer(socketBuffer)
-	_ = uc.SetWriteBuffer(socketBuffer)
+	_ = uc.SetReadBuffer(cfg.ReceiveBuffer)
+	_ = uc.SetWriteBuffer(cfg.SendBuffer)
 
 	hctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 	defer cancel()

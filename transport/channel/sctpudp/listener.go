@@ -44,8 +44,8 @@ func listen(ctx context.Context, cfg *Config, addr string) (*listener, error) {
 	lc := udp.ListenConfig{
 		Backlog:         cfg.Backlog,
 		AcceptFilter:    isInit,
-		ReadBufferSize:  socketBuffer,
-		WriteBufferSize: socketBuffer,
+		ReadBufferSize:  cfg.ReceiveBuffer,
+		WriteBufferSize: cfg.SendBuffer,
 	}
 	ul, err := lc.Listen("udp", laddr)
 	if err != nil {

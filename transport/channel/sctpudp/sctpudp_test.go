@@ -110,13 +110,18 @@ func TestConfigPopulate(t *testing.T) {
 		{"negative message", Config{MaxMessageSize: -1}, false},
 		{"window below mtu", Config{MaxReceiveBuffer: 1000}, false},
 		{"negative backlog", Config{Backlog: -1}, false},
+		{"small send buffer", Config{SendBuffer: 4096}, true},
+		{"negative send buffer", Config{SendBuffer: -1}, false},
+		{"huge receive buffer", Config{ReceiveBuffer: 2 << 30}, false},
+		{"stream send buffer", Config{StreamSendBuffer: 1 << 20}, true},
+		{"negative stream send buffer", Config{StreamSendBuffer: -1}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := tc.cfg.populate()
 			if (err == nil) != tc.ok {
 				t.Fatalf("populate(%+v) error %v, want ok=%v", tc.cfg, err, tc.ok)
 			}
-			if tc.ok && (c.MTU == 0 || c.MaxMessageSize == 0 || c.MaxReceiveBuffer == 0 || c.Logger == nil) {
+			if tc.ok && (c.MTU == 0 || c.MaxMessageSize == 0 || c.MaxReceiveBuffer == 0 || c.SendBuffer == 0 || c.ReceiveBuffer == 0 || c.Logger == nil) {
 				t.Fatalf("populate left zero fields: %+v", c)
 			}
 		})
@@ -322,8 +327,20 @@ func TestTransfer64MiB(t *testing.T) {
 }
 
 func TestStreams(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		k    Kind
+	}{
+		{"blocking writes", Kind{}},
+		{"per-stream send buffers", Kind{Config: Config{StreamSendBuffer: 128 << 10}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testStreams(t, tc.k) })
+	}
+}
+
+func testStreams(t *testing.T, k Kind) {
 	checkLeaks(t)
-	c, s, _ := pair(t, Kind{})
+	c, s, _ := pair(t, k)
 	const (
 		streams = 5 // stream 0 plus 1..4
 		size    = 2 << 20
@@ -866,5 +883,84 @@ func TestDeadPeer(t *testing.T) {
 	_ = s.Close()
 	if el := time.Since(start); el > 2*time.Second {
 		t.Errorf("server Close on a dead path took %v", el)
+	}
+}
+
+// With per-stream send buffers, a stream whose peer stops acknowledging
+// blocks only its own writes: up to the write deadline, while another
+// stream of the same association keeps moving.
+func TestStreamSendBuffer(t *testing.T) {
+	checkLeaks(t)
+	// The server's window is small and nobody reads stream 1 there, so
+	// stream 1's data stops being acknowledged once the window is full.
+	cfg := Config{StreamSendBuffer: 32 << 10, MaxReceiveBuffer: 256 << 10, Linger: -1}
+	c, s, _ := pair(t, Kind{Config: cfg})
+	stuck, err := c.Assoc().OpenStream(1, StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stuck.SetWriteDeadline(time.Now().Add(500 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	// Less than the window: this much gets acknowledged and frees stream 1.
+	chunk := make([]byte, 16<<10)
+	if _, err := stuck.Write(chunk); err != nil {
+		t.Fatal(err)
+	}
+	// Meanwhile stream 0 carries 1 MiB to a reader: it is not held up by
+	// stream 1 as long as stream 1 has not filled the window.
+	got := make(chan int64, 1)
+	go func() {
+		n, _ := io.CopyN(io.Discard, s, 1<<20)
+		got <- n
+	}()
+	if _, err := c.Write(make([]byte, 1<<20)); err != nil {
+		t.Fatalf("stream 0 write: %v", err)
+	}
+	select {
+	case n := <-got:
+		if n != 1<<20 {
+			t.Fatalf("stream 0 delivered %d of %d bytes", n, 1<<20)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("stream 0 did not deliver")
+	}
+	// Now fill the window through stream 1: its writes must stop at the
+	// deadline with a timeout, not hang.
+	var n int
+	var werr error
+	for range 64 {
+		var m int
+		m, werr = stuck.Write(chunk)
+		n += m
+		if werr != nil {
+			break
+		}
+	}
+	if !errors.Is(werr, os.ErrDeadlineExceeded) {
+		t.Fatalf("stream 1 wrote %d bytes past the window, then %v; want a deadline error (buffered %d)", n, werr, stuck.s.BufferedAmount())
+	}
+	var ne net.Error
+	if !errors.As(werr, &ne) || !ne.Timeout() {
+		t.Errorf("error %v is not a timeout", werr)
+	}
+	// Closing the association ends a write blocked without deadline.
+	if err := stuck.SetWriteDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := stuck.Write(chunk)
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	c.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("blocked write after Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("blocked write did not end with Close")
 	}
 }

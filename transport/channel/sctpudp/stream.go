@@ -97,10 +97,58 @@ type Stream struct {
 
 	wmu    sync.Mutex
 	closed atomic.Bool
+
+	// With Config.StreamSendBuffer: the write deadline, and a signal that
+	// the stream's unacknowledged bytes fell below half the buffer.
+	wdeadline atomic.Pointer[time.Time]
+	room      chan struct{}
 }
 
 func newStream(a *Assoc, s *sctp.Stream, o StreamOptions) *Stream {
-	return &Stream{assoc: a, s: s, messages: o.messages()}
+	st := &Stream{assoc: a, s: s, messages: o.messages()}
+	if limit := a.cfg.StreamSendBuffer; limit > 0 {
+		st.room = make(chan struct{}, 1)
+		s.SetBufferedAmountLowThreshold(uint64(limit / 2))
+		s.OnBufferedAmountLow(func() {
+			select {
+			case st.room <- struct{}{}:
+			default:
+			}
+		})
+	}
+	return st
+}
+
+// roomPoll bounds each wait for the room signal, so a missed signal or an
+// association that died without a word costs at most this much.
+const roomPoll = 50 * time.Millisecond
+
+// waitRoom waits, under Config.StreamSendBuffer, until the stream has fewer
+// than that many bytes written and not yet acknowledged, the write
+// deadline passes, or the stream closes.
+func (s *Stream) waitRoom() error {
+	limit := uint64(s.assoc.cfg.StreamSendBuffer)
+	for s.s.BufferedAmount() >= limit {
+		if s.isClosed() {
+			return s.opError("write", net.ErrClosed)
+		}
+		wait := roomPoll
+		if d := s.wdeadline.Load(); d != nil && !d.IsZero() {
+			left := time.Until(*d)
+			if left <= 0 {
+				return s.opError("write", os.ErrDeadlineExceeded)
+			}
+			wait = min(wait, left)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-s.room:
+		case <-s.assoc.done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return nil
 }
 
 // ID returns the SCTP stream identifier.
@@ -165,6 +213,11 @@ func (s *Stream) Write(p []byte) (int, error) {
 			return n, s.opError("write", net.ErrClosed)
 		}
 		m := min(len(p)-n, limit)
+		if s.room != nil {
+			if err := s.waitRoom(); err != nil {
+				return n, err
+			}
+		}
 		if _, err := s.s.WriteSCTP(p[n:n+m], ppid); err != nil {
 			return n, s.writeError(err)
 		}
@@ -221,11 +274,13 @@ func (s *Stream) SetReadDeadline(t time.Time) error {
 
 // SetWriteDeadline implements net.Conn. A Write waits only while the
 // association's send queue is full (the peer's window or the congestion
-// window holds it back); the deadline bounds that wait.
+// window holds it back), or under Config.StreamSendBuffer while the
+// stream's own buffer is; the deadline bounds that wait.
 func (s *Stream) SetWriteDeadline(t time.Time) error {
 	if s.isClosed() {
 		return s.opError("set", net.ErrClosed)
 	}
+	s.wdeadline.Store(&t)
 	return s.s.SetWriteDeadline(t)
 }
 

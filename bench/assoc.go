@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/braid-hpc/braid/testbed"
+	"github.com/braid-hpc/braid/transport/channel/sctpudp"
+)
+
+// Paper 002, Table 3: one SCTP association carrying 2 streams against 4
+// separate connections, bulk one way, throughput and CPU per byte.
+
+// assocEnv says where an assoc run's two ends live.
+type assocEnv struct {
+	name string
+	// run runs f with the calling thread in host's namespace.
+	run              func(host string, f func() error) error
+	srvAddr, cliAddr string
+}
+
+func bedEnv(name string, bed *testbed.Bed) assocEnv {
+	return assocEnv{name: name, run: bed.Run, srvAddr: bed.Addr(Server, 0), cliAddr: bed.Addr(Client, 0)}
+}
+
+// loopbackEnv runs both ends on 127.0.0.1 of the calling process's
+// namespace.
+var loopbackEnv = assocEnv{
+	name:    "loopback",
+	run:     func(_ string, f func() error) error { return f() },
+	srvAddr: "127.0.0.1",
+	cliAddr: "127.0.0.1",
+}
+
+// assocLayout is one way of carrying the flows.
+type assocLayout struct {
+	name    string
+	sctp    bool // sctp-udp, else TCP
+	conns   int  // connections or associations
+	streams int  // SCTP streams per association, each with its own writer
+	// streamBuf is sctpudp.Config.StreamSendBuffer (0: blocking writes).
+	streamBuf int
+}
+
+var assocLayouts = []assocLayout{
+	{"1 sctp-udp association, 2 streams", true, 1, 2, 0},
+	{"1 sctp-udp association, 2 streams, StreamSendBuffer 256 KiB", true, 1, 2, 256 << 10},
+	{"4 sctp-udp associations, 1 stream each", true, 4, 1, 0},
+	{"4 TCP connections", false, 4, 1, 0},
+}
+
+// assocResult is one assoc run.
+type assocResult struct {
+	mbps     float64
+	cpuPerGB float64 // process CPU seconds per GB delivered
+}
+
+func (s *Suite) assoc(ctx context.Context) error {
+	fmt.Fprintf(s.Out, "\n### One association with 2 streams vs 4 connections (paper 002, Table 3)\n\n")
+	fmt.Fprintf(s.Out, "Bulk one way, every stream or connection written by its own goroutine with messages of the given size. CPU is the whole process (sender and receiver, user + system) per GB delivered, over the same interval as the throughput, after 300 ms of warm-up. The testbed link is one network at 1000 Mbit/s; loopback is 127.0.0.1, unshaped.\n\n")
+	fmt.Fprintf(s.Out, "| where | message | run | Mbit/s | CPU s per GB |\n|---|---|---|---|---|\n")
+	sizes := []int{2560, 64 << 10}
+	each := func(env assocEnv) error {
+		for _, size := range sizes {
+			for _, l := range assocLayouts {
+				r, err := s.assocRun(ctx, env, l, size)
+				if err != nil {
+					return fmt.Errorf("%s, %s, %s: %w", env.name, l.name, sizeName(size), err)
+				}
+				fmt.Fprintf(s.Out, "| %s | %s | %s | %.1f | %.2f |\n", env.name, sizeName(size), l.name, r.mbps, r.cpuPerGB)
+				s.logf("assoc %s %s %s: %.1f Mbit/s, %.2f CPU s/GB", env.name, sizeName(size), l.name, r.mbps, r.cpuPerGB)
+			}
+		}
+		return nil
+	}
+	if err := withBed(ctx, []int64{1000e6}, func(bed *testbed.Bed) error {
+		return each(bedEnv("testbed 1000 Mbit/s", bed))
+	}); err != nil {
+		return err
+	}
+	return each(loopbackEnv)
+}
+
+// assocRun moves size-byte messages one way over layout l for s.Duration
+// and counts what arrives.
+func (s *Suite) assocRun(ctx context.Context, env assocEnv, l assocLayout, size int) (assocResult, error) {
+	var recvd atomic.Int64
+	var wg sync.WaitGroup
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+		wg.Wait()
+	}()
+	// reader counts what r delivers until it fails (at teardown).
+	reader := func(r io.Reader) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 256<<10)
+			for {
+				n, err := r.Read(buf)
+				recvd.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	var writers []io.Writer
+	k := sctpudp.Kind{Config: sctpudp.Config{Linger: -1, StreamSendBuffer: l.streamBuf}}
+	for range l.conns {
+		var ln net.Listener
+		if err := env.run(Server, func() (err error) {
+			addr := net.JoinHostPort(env.srvAddr, "0")
+			if l.sctp {
+				ln, err = k.Listen(ctx, addr)
+			} else {
+				ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+			}
+			return err
+		}); err != nil {
+			return assocResult{}, err
+		}
+		closers = append(closers, ln)
+		var c net.Conn
+		if err := env.run(Client, func() (err error) {
+			if l.sctp {
+				c, err = k.Dial(ctx, env.cliAddr, ln.Addr().String())
+			} else {
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(env.cliAddr)}}
+				c, err = d.DialContext(ctx, "tcp", ln.Addr().String())
+			}
+			return err
+		}); err != nil {
+			return assocResult{}, err
+		}
+		closers = append(closers, c)
+		sc, err := ln.Accept()
+		if err != nil {
+			return assocResult{}, err
+		}
+		closers = append(closers, sc)
+		if !l.sctp {
+			writers = append(writers, c)
+			reader(sc)
+			continue
+		}
+		// SCTP streams 1..l.streams of the association; stream 0, the
+		// channel, stays idle.
+		ca, sa := c.(*sctpudp.Stream).Assoc(), sc.(*sctpudp.Stream).Assoc()
+		for id := range l.streams {
+			st, err := ca.OpenStream(uint16(id+1), sctpudp.StreamOptions{})
+			if err != nil {
+				return assocResult{}, err
+			}
+			writers = append(writers, st)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range l.streams {
+				st, err := sa.AcceptStream(ctx)
+				if err != nil {
+					return
+				}
+				reader(st)
+			}
+		}()
+	}
+	var werr atomic.Pointer[error]
+	for _, w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, size)
+			for {
+				if _, err := w.Write(buf); err != nil {
+					if !errors.Is(err, net.ErrClosed) {
+						werr.CompareAndSwap(nil, &err)
+					}
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	b0, c0, t0 := recvd.Load(), cpuTime(), time.Now()
+	select {
+	case <-time.After(s.Duration):
+	case <-ctx.Done():
+		return assocResult{}, ctx.Err()
+	}
+	b1, c1, el := recvd.Load(), cpuTime(), time.Since(t0)
+	if e := werr.Load(); e != nil {
+		return assocResult{}, *e
+	}
+	n := float64(b1 - b0)
+	if n == 0 {
+		return assocResult{}, errors.New("nothing arrived")
+	}
+	return assocResult{
+		mbps:     n * 8 / el.Seconds() / 1e6,
+		cpuPerGB: (c1 - c0).Seconds() / (n / 1e9),
+	}, nil
+}

@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/testbed"
+	"github.com/braid-hpc/braid/transport"
+)
+
+// The experiments' runs, short: they must measure something and end.
+
+func TestAssocRunLoopback(t *testing.T) {
+	s := &Suite{Duration: 200 * time.Millisecond}
+	for _, l := range assocLayouts {
+		t.Run(l.name, func(t *testing.T) {
+			r, err := s.assocRun(t.Context(), loopbackEnv, l, 2560)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.mbps <= 0 || r.cpuPerGB <= 0 {
+				t.Errorf("%s: %.1f Mbit/s, %.2f CPU s/GB; want both positive", l.name, r.mbps, r.cpuPerGB)
+			}
+		})
+	}
+}
+
+func TestHolRunsUnderLoss(t *testing.T) {
+	testbed.Skip(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Skip("nft not found in PATH; install nftables to emulate loss")
+	}
+	ctx := t.Context()
+	bed, err := NewBed(ctx, []int64{100e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bed.Down()
+	for _, h := range []string{Client, Server} {
+		if err := bed.SetLoss(h, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Suite{Duration: time.Second}
+	for _, tc := range []struct {
+		name string
+		run  func() (holResult, error)
+	}{
+		{"sctp streams", func() (holResult, error) { return s.holSCTP(ctx, bed, 0, 64<<10) }},
+		{"sctp streams, own buffers", func() (holResult, error) { return s.holSCTP(ctx, bed, 256<<10, 64<<10) }},
+		{"tcp", func() (holResult, error) { return s.holTCP(ctx, bed, 64<<10) }},
+		{"braid tcp", func() (holResult, error) {
+			return s.holBraid(ctx, bed, []int{0}, transport.Config{Transport: "tcp", StreamWindow: 1 << 20}, 64<<10)
+		}},
+	} {
+		r, err := tc.run()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(r.lat) == 0 || r.bytes == 0 {
+			t.Errorf("%s: %d small messages, %d bytes of stream A; want both", tc.name, len(r.lat), r.bytes)
+		}
+		for _, l := range r.lat {
+			if l <= 0 || l > time.Minute {
+				t.Fatalf("%s: latency %v", tc.name, l)
+			}
+		}
+	}
+	if _, dropped, err := bed.Loss(Client, 0); err != nil || dropped == 0 {
+		t.Errorf("the client's 1%% loss dropped %d packets (%v); want some", dropped, err)
+	}
+	if _, err := s.holSCTP(ctx, bed, 0, 1<<20); err == nil {
+		t.Error("holSCTP took a message above the SCTP message size")
+	}
+}
+
+func TestSelected(t *testing.T) {
+	names := func(es []Experiment) string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	for only, want := range map[string]string{
+		"hol":     "hol",
+		"ho":      "hol,holloss",
+		"holloss": "holloss",
+		"nothing": "",
+	} {
+		if got := names(selected(only)); got != want {
+			t.Errorf("selected(%q) = %s, want %s", only, got, want)
+		}
+	}
+	if got := len(selected("")); got != len(Experiments()) {
+		t.Errorf("selected(\"\") has %d experiments, want all %d", got, len(Experiments()))
+	}
+}
