@@ -195,8 +195,23 @@ func TestAllPathsDownThenBack(t *testing.T) {
 }
 
 func TestSmallMessagesOvertakeLargeOnes(t *testing.T) {
+	// 8 MB in one message is striped; in 48 KB messages it travels as
+	// whole segments, which wait in the session for a path: both must let
+	// the other stream's small messages through.
+	for _, tc := range []struct {
+		name string
+		size int
+	}{
+		{"one striped message", 8 << 20},
+		{"many whole messages", 48 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testOvertake(t, 8<<20, tc.size) })
+	}
+}
+
+func testOvertake(t *testing.T, total, size int) {
 	// Two paths of 40 Mbit/s each, each with a 256 KB queue (50 ms): the
-	// large message takes about a second.
+	// large transfer takes about a second.
 	c, s, relays := relayedQueue(t, 2, 256<<10, nil)
 	for _, r := range relays {
 		r.(*relay.TCP).SetRate(40e6)
@@ -217,15 +232,22 @@ func TestSmallMessagesOvertakeLargeOnes(t *testing.T) {
 	rbig.ReadMessage(ctx)
 	rsmall.ReadMessage(ctx)
 
-	const bigSize = 8 << 20 // < StreamWindow, so it is queued at once
+	// total < StreamWindow, so it is all queued at once.
 	bigDone := make(chan time.Time, 1)
 	go func() {
-		big.WriteMessage(ctx, make([]byte, bigSize))
+		for range total / size {
+			if big.WriteMessage(ctx, make([]byte, size)) != nil {
+				return
+			}
+		}
 	}()
 	go func() {
-		if _, err := rbig.ReadMessage(ctx); err == nil {
-			bigDone <- time.Now()
+		for range total / size {
+			if _, err := rbig.ReadMessage(ctx); err != nil {
+				return
+			}
 		}
+		bigDone <- time.Now()
 	}()
 	// While the large message is in flight, small messages on the other
 	// stream must arrive before it completes.

@@ -31,8 +31,6 @@ type path struct {
 	ctrl   [][]byte // control frames for this channel
 	goAway bool     // GoAway queued: write it, then stop sending
 	ackDue bool     // send an Ack of rxFrames
-	whole  []*txSeg // whole segments placed on this path, not yet sent
-	queued int64    // bytes in whole
 
 	unacked      []txRef // data frames sent on conn, in order, not yet acknowledged
 	unackedBytes int64

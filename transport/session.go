@@ -46,6 +46,7 @@ type Session struct {
 	acceptQ     []*Stream
 	acceptCh    chan struct{} // signalled when acceptQ grows
 	striped     []*txSeg      // segments with fragments left to claim, oldest first
+	wholeQ      []*Stream     // streams with whole segments to send, in turn order
 	retx        []txRef       // frames to send again on any path
 	ctrlAny     [][]byte      // control frames for any path
 	rr          int           // round-robin cursor
@@ -308,30 +309,57 @@ func (s *Session) workers() []stripe.Worker {
 	return ws
 }
 
-// pickPath chooses the path for a whole segment of n bytes, or nil when
-// no path is up. Caller holds s.mu.
-func (s *Session) pickPath(n int) *path {
+// takeWhole returns the next whole segment that path p should send, or
+// nil. Whole segments wait in the session, one queue per stream, until a
+// path is ready to write: the streams take turns, so a small message
+// waits behind at most one segment of each busier stream, not behind
+// everything they queued. Under the soonest policy a path takes a segment
+// only if no other live path would deliver it sooner; under round-robin
+// the live paths take segments in turn. Caller holds s.mu.
+func (s *Session) takeWhole(p *path) *txSeg {
+	for i, st := range s.wholeQ {
+		seg := st.txWhole[0]
+		if !s.shouldTake(p, int(seg.ref.Len)) {
+			continue
+		}
+		st.txWhole[0] = nil
+		st.txWhole = st.txWhole[1:]
+		s.wholeQ = append(s.wholeQ[:i], s.wholeQ[i+1:]...)
+		if len(st.txWhole) > 0 {
+			s.wholeQ = append(s.wholeQ, st) // its next segment waits its turn
+		} else {
+			st.txWhole = nil
+		}
+		return seg
+	}
+	return nil
+}
+
+// shouldTake reports whether path p is the one to send a whole segment
+// of n bytes now. Caller holds s.mu.
+func (s *Session) shouldTake(p *path, n int) bool {
 	live := s.livePaths()
-	if len(live) == 0 {
-		return nil
-	}
 	if s.cfg.Policy == PolicyRoundRobin {
+		if live[s.rr%len(live)] != p {
+			return false
+		}
 		s.rr++
-		return live[s.rr%len(live)]
+		return true
 	}
-	var best *path
-	var bestT float64
-	for _, p := range live {
-		rate := p.speed()
+	finish := func(q *path) float64 {
+		rate := q.speed()
 		if rate <= 0 {
 			rate = 100e6 / 8
 		}
-		t := float64(p.queued+p.unackedBytes+int64(n))/rate + p.rtt.Seconds()/2
-		if best == nil || t < bestT {
-			best, bestT = p, t
+		return float64(q.unackedBytes+int64(n))/rate + q.rtt.Seconds()/2
+	}
+	tp := finish(p)
+	for _, q := range live {
+		if q != p && finish(q) < tp {
+			return false
 		}
 	}
-	return best
+	return true
 }
 
 // Fragments of a striped segment are sized so that the slowest live path
@@ -376,20 +404,13 @@ func (s *Session) enqueue(seg *txSeg) {
 		s.stripedSegs.Add(1)
 	} else {
 		seg.frags, seg.pending = 1, 1
-		s.assignWhole(seg)
+		st := seg.st
+		if len(st.txWhole) == 0 {
+			s.wholeQ = append(s.wholeQ, st)
+		}
+		st.txWhole = append(st.txWhole, seg)
 	}
 	s.work.Broadcast()
-}
-
-// assignWhole queues a whole segment on a path, or for any path when none
-// is up. Caller holds s.mu.
-func (s *Session) assignWhole(seg *txSeg) {
-	if p := s.pickPath(int(seg.ref.Len)); p != nil {
-		p.whole = append(p.whole, seg)
-		p.queued += int64(seg.ref.Len)
-		return
-	}
-	s.retx = append(s.retx, txRef{seg: seg, idx: -1})
 }
 
 // segAcked records that one frame of seg reached the peer. Caller holds
@@ -519,10 +540,15 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 			p.sent(r)
 			budget -= r.size()
 		}
-		for budget > 0 && len(p.whole) > 0 {
-			seg := p.whole[0]
-			p.whole = p.whole[1:]
-			p.queued -= int64(seg.ref.Len)
+		for budget > 0 {
+			seg := s.takeWhole(p)
+			if seg == nil {
+				if len(s.wholeQ) > 0 {
+					// Left to another path: make sure its writer looks.
+					s.work.Broadcast()
+				}
+				break
+			}
 			r := txRef{seg: seg, idx: -1}
 			buf = append(buf, s.dataFrame(r, nil, false))
 			p.sent(r)
@@ -766,9 +792,6 @@ func (s *Session) pathDown(p *path, gen int, err error) {
 	p.unackedBytes = 0
 	p.ctrl = p.ctrl[:0]
 	p.ackDue = false
-	whole := p.whole
-	p.whole = nil
-	p.queued = 0
 	live := s.livePaths()
 	for _, seg := range s.striped {
 		seg.plan.Remove(p.id)
@@ -778,9 +801,6 @@ func (s *Session) pathDown(p *path, gen int, err error) {
 			seg.plan.Join(stripe.Worker{ID: q.id, Rate: q.speed()})
 		}
 		seg.withdrawn = nil
-	}
-	for _, seg := range whole {
-		s.assignWhole(seg)
 	}
 	// Window updates sent on the failed channel may be lost: send the
 	// current limits again.

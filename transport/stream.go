@@ -29,6 +29,7 @@ type Stream struct {
 	txStarted  uint64 // segment bytes queued so far
 	txLimit    uint64 // flow-control limit granted by the peer
 	txClosed   bool
+	txWhole    []*txSeg // whole segments waiting for a path, in order
 	rxSegs     map[uint64]*rxSeg
 	rxNext     uint64 // next segment to deliver
 	rxBuffered int64  // bytes of segments received or arriving, not yet read
