@@ -309,13 +309,19 @@ func (s *Session) workers() []stripe.Worker {
 	return ws
 }
 
+// wholeQuantum is how many bytes of whole segments a stream sends in one
+// turn (deficit round robin): a stream of small messages gets as many
+// bytes per turn as one of large ones, not as many messages.
+const wholeQuantum = 64 << 10
+
 // takeWhole returns the next whole segment that path p should send, or
 // nil. Whole segments wait in the session, one queue per stream, until a
-// path is ready to write: the streams take turns, so a small message
-// waits behind at most one segment of each busier stream, not behind
-// everything they queued. Under the soonest policy a path takes a segment
-// only if no other live path would deliver it sooner; under round-robin
-// the live paths take segments in turn. Caller holds s.mu.
+// path is ready to write: the streams take turns of wholeQuantum bytes,
+// so a small message waits behind about one turn of each busier stream,
+// not behind everything they queued. Under the soonest policy a path
+// takes a segment only if no other live path would deliver it sooner;
+// under round-robin the live paths take segments in turn. Caller holds
+// s.mu.
 func (s *Session) takeWhole(p *path) *txSeg {
 	for i, st := range s.wholeQ {
 		seg := st.txWhole[0]
@@ -324,11 +330,15 @@ func (s *Session) takeWhole(p *path) *txSeg {
 		}
 		st.txWhole[0] = nil
 		st.txWhole = st.txWhole[1:]
-		s.wholeQ = append(s.wholeQ[:i], s.wholeQ[i+1:]...)
-		if len(st.txWhole) > 0 {
-			s.wholeQ = append(s.wholeQ, st) // its next segment waits its turn
-		} else {
-			st.txWhole = nil
+		st.txTurn += int(seg.ref.Len) + 1 // empty segments count too
+		switch {
+		case len(st.txWhole) == 0:
+			s.wholeQ = append(s.wholeQ[:i], s.wholeQ[i+1:]...)
+			st.txWhole, st.txTurn = nil, 0
+		case st.txTurn >= wholeQuantum:
+			// Turn over: its next segment waits behind the other streams.
+			s.wholeQ = append(append(s.wholeQ[:i], s.wholeQ[i+1:]...), st)
+			st.txTurn = 0
 		}
 		return seg
 	}

@@ -30,6 +30,7 @@ type Stream struct {
 	txLimit    uint64 // flow-control limit granted by the peer
 	txClosed   bool
 	txWhole    []*txSeg // whole segments waiting for a path, in order
+	txTurn     int      // bytes of txWhole sent in the stream's current turn
 	rxSegs     map[uint64]*rxSeg
 	rxNext     uint64 // next segment to deliver
 	rxBuffered int64  // bytes of segments received or arriving, not yet read
