@@ -1,0 +1,323 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestLaneOf(t *testing.T) {
+	for _, tt := range []struct {
+		id   uint32
+		n    int
+		want uint16
+	}{
+		{0, 8, 0}, {5, 1, 0}, {1, 8, 1}, {2, 8, 2}, {3, 8, 2}, {13, 8, 7}, {15, 8, 1}, {4, 2, 1},
+	} {
+		if got := laneOf(tt.id, tt.n); got != tt.want {
+			t.Errorf("laneOf(%d, %d) = %d, want %d", tt.id, tt.n, got, tt.want)
+		}
+	}
+	// The dialer's streams 1, 3, 5, ... cover every data lane.
+	seen := map[uint16]bool{}
+	for id := uint32(1); id < 2*16; id += 2 {
+		seen[laneOf(id, 16)] = true
+	}
+	if len(seen) != 15 || seen[0] {
+		t.Errorf("odd stream ids use lanes %v, want 1..15", seen)
+	}
+}
+
+// holdProxy relays UDP datagrams between clients and a target, and
+// withholds, in order, those from clients that match a predicate until
+// released: a loss of exactly the datagrams that carry some data, undone
+// at a moment of the test's choosing.
+type holdProxy struct {
+	pc     *net.UDPConn
+	target *net.UDPAddr
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	ups       map[netip.AddrPort]*net.UDPConn
+	match     func([]byte) bool
+	held      []heldDatagram
+	heldBytes int
+}
+
+type heldDatagram struct {
+	up *net.UDPConn // towards the target, for the client that sent it
+	b  []byte
+}
+
+func newHoldProxy(tb testing.TB, target string) *holdProxy {
+	tb.Helper()
+	ta, err := net.ResolveUDPAddr("udp", target)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &holdProxy{pc: pc, target: ta, ups: map[netip.AddrPort]*net.UDPConn{}}
+	p.wg.Add(1)
+	go p.fromClients()
+	tb.Cleanup(p.close)
+	return p
+}
+
+func (p *holdProxy) addr() string { return p.pc.LocalAddr().String() }
+
+func (p *holdProxy) fromClients() {
+	defer p.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, from, err := p.pc.ReadFromUDPAddrPort(buf)
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			continue
+		}
+		p.mu.Lock()
+		up := p.ups[from]
+		if up == nil {
+			if up, err = net.DialUDP("udp", nil, p.target); err != nil {
+				p.mu.Unlock()
+				continue
+			}
+			p.ups[from] = up
+			p.wg.Add(1)
+			go p.fromTarget(up, from)
+		}
+		if p.match != nil && p.match(buf[:n]) {
+			p.held = append(p.held, heldDatagram{up, bytes.Clone(buf[:n])})
+			p.heldBytes += n
+		} else {
+			_, _ = up.Write(buf[:n])
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *holdProxy) fromTarget(up *net.UDPConn, client netip.AddrPort) {
+	defer p.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := up.Read(buf)
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err == nil {
+			_, _ = p.pc.WriteToUDPAddrPort(buf[:n], client)
+		}
+	}
+}
+
+// hold starts withholding datagrams for which match is true.
+func (p *holdProxy) hold(match func([]byte) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.match = match
+}
+
+// heldSoFar returns how many bytes of datagrams are withheld.
+func (p *holdProxy) heldSoFar() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.heldBytes
+}
+
+// release sends the withheld datagrams on, in order, and stops holding.
+func (p *holdProxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, d := range p.held {
+		_, _ = d.up.Write(d.b)
+	}
+	p.held, p.heldBytes, p.match = nil, 0, nil
+}
+
+func (p *holdProxy) close() {
+	_ = p.pc.Close()
+	p.mu.Lock()
+	for _, up := range p.ups {
+		_ = up.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// TestLanesNoHeadOfLineBlocking withholds every datagram that carries
+// stream A's message on a one-path sctp-udp session, then sends small
+// messages on stream B. With lanes, A and B travel on different SCTP
+// streams of the association, and B's messages are delivered while A's
+// data is still missing. With Lanes=1 (everything on SCTP stream 0, as
+// over TCP) B's messages cannot be delivered before A's lost data: they
+// wait in the association until the datagrams are released.
+func TestLanesNoHeadOfLineBlocking(t *testing.T) {
+	for _, lanes := range []int{8, 1} {
+		t.Run(fmt.Sprintf("lanes=%d", lanes), func(t *testing.T) {
+			holBody(t, lanes)
+		})
+	}
+}
+
+func holBody(t *testing.T, lanes int) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cfg := testConfig(t)
+	cfg.Transport = "sctp-udp"
+	cfg.Lanes = lanes
+	cfg.Stripe = StripeOff
+	// A's withheld data stops everything on a path without lanes,
+	// heartbeats included: keep the path up meanwhile.
+	cfg.PathTimeout = 20 * time.Second
+	ln, err := Listen(ctx, []string{"127.0.0.1:0"}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	proxy := newHoldProxy(t, ln.Addrs()[0].String())
+	c, err := Dial(ctx, []Path{{Remote: proxy.addr()}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); c.wait() })
+	s, err := ln.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	a, _ := c.OpenStream(ctx)
+	b, _ := c.OpenStream(ctx)
+	if lanes > 1 && laneOf(a.ID(), lanes) == laneOf(b.ID(), lanes) {
+		t.Fatalf("streams %d and %d share lane %d", a.ID(), b.ID(), laneOf(a.ID(), lanes))
+	}
+	// Both streams reach the peer, and the association's congestion
+	// window grows past A's message.
+	for i := range 8 {
+		if err := a.WriteMessage(ctx, randBytes(uint64(i), 256<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.WriteMessage(ctx, []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	ra, err := s.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := s.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if m, err := ra.ReadMessage(ctx); err != nil || !bytes.Equal(m, randBytes(uint64(i), 256<<10)) {
+			t.Fatalf("warm-up message %d: %v", i, err)
+		}
+	}
+	if m, err := rb.ReadMessage(ctx); err != nil || string(m) != "hello" {
+		t.Fatalf("warm-up on B: %q %v", m, err)
+	}
+	if st := c.Stats()[0]; lanes > 1 && st.Lanes != 3 {
+		t.Fatalf("client uses %d lanes, want 3 (lane 0 and one per stream)", st.Lanes)
+	}
+
+	// A's message is one byte value throughout; withhold every datagram
+	// carrying a long run of it.
+	const fill = 0xA5
+	run := bytes.Repeat([]byte{fill}, 64)
+	proxy.hold(func(d []byte) bool { return bytes.Contains(d, run) })
+	msgA := bytes.Repeat([]byte{fill}, 32<<10)
+	if err := a.WriteMessage(ctx, msgA); err != nil {
+		t.Fatal(err)
+	}
+	gotA := make(chan error, 1)
+	go func() {
+		m, err := ra.ReadMessage(ctx)
+		if err == nil && !bytes.Equal(m, msgA) {
+			err = fmt.Errorf("A's message: %d bytes, content differs", len(m))
+		}
+		gotA <- err
+	}()
+	// Wait until A's data went out (and was withheld) before B writes.
+	for deadline := time.Now().Add(10 * time.Second); proxy.heldSoFar() < len(msgA)-2048; {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d bytes of A's %d withheld", proxy.heldSoFar(), len(msgA))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	const nB = 5
+	for i := range nB {
+		if err := b.WriteMessage(ctx, fmt.Appendf(nil, "b%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gotB := make(chan string, nB)
+	go func() {
+		for range nB {
+			m, err := rb.ReadMessage(ctx)
+			if err != nil {
+				gotB <- "error: " + err.Error()
+				return
+			}
+			gotB <- string(m)
+		}
+	}()
+	if lanes > 1 {
+		// Every B message arrives while A's data is still withheld.
+		for i := range nB {
+			select {
+			case m := <-gotB:
+				if want := fmt.Sprintf("b%d", i); m != want {
+					t.Fatalf("B read %q, want %q", m, want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("B's message %d blocked behind A's lost data (lanes=%d)", i, lanes)
+			}
+		}
+		select {
+		case err := <-gotA:
+			t.Fatalf("A's message complete while its data was withheld: %v", err)
+		default:
+		}
+		proxy.release()
+	} else {
+		// Nothing of B can arrive while A's data is missing: B's
+		// messages sit behind it on SCTP stream 0.
+		select {
+		case m := <-gotB:
+			t.Fatalf("B read %q before A's withheld data was released, without lanes", m)
+		case <-time.After(300 * time.Millisecond):
+		}
+		proxy.release()
+		for i := range nB {
+			select {
+			case m := <-gotB:
+				if want := fmt.Sprintf("b%d", i); m != want {
+					t.Fatalf("B read %q, want %q", m, want)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("B's message %d never arrived after the release", i)
+			}
+		}
+	}
+	select {
+	case err := <-gotA:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("A's message never arrived after the release")
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
