@@ -475,7 +475,7 @@ func (r *reader) readMsg(h wire.Header) error {
 
 func (r *reader) readFrag(h wire.Header) error {
 	if r.cur == nil {
-		return protoErrorf("FRAG without a preceding START on this channel")
+		return protoErrorf("FRAG without a preceding START on lane %d", r.lane)
 	}
 	ref := r.cur.ref
 	if r.curPos < 0 || r.curPos >= ref.Fragments() {

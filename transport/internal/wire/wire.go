@@ -6,7 +6,12 @@
 //
 // Enhanced striping (Frag) frames carry no sequence header at all: the
 // receiver knows where a fragment goes from the Start frame that preceded
-// it on the same channel and the channel's FIFO order.
+// it on the same channel and the channel's FIFO order. On a channel split
+// into lanes (independent ordered streams of one connection, such as SCTP
+// streams) the unit of FIFO order is the lane: Start, Frag and End of one
+// segment travel on one lane, and data frames are acknowledged per lane
+// (Ack for lane 0, AckLane for the others). Every other control frame
+// travels on lane 0.
 package wire
 
 import (
