@@ -396,3 +396,81 @@ func TestMalformedLaneClosesChannel(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestLanesBothDirections echoes messages on many streams over two
+// sctp-udp paths with 4 lanes each, so that streams share lanes, both
+// sides send on the same lane ids, and one side's OpenLane races the
+// other's first data on a lane.
+func TestLanesBothDirections(t *testing.T) {
+	c, s := pair(t, 2, func(c *Config) {
+		c.Transport = "sctp-udp"
+		c.Lanes = 4
+		c.FragmentSize = 4 << 10
+		c.SegmentSize = 64 << 10
+		c.StreamWindow = 256 << 10
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	const streams, msgs = 8, 10
+	go func() { // echo server
+		for {
+			rs, err := s.AcceptStream(ctx)
+			if err != nil {
+				return
+			}
+			go func() {
+				for {
+					m, err := rs.ReadMessage(ctx)
+					if err != nil || rs.WriteMessage(ctx, m) != nil {
+						rs.Close()
+						return
+					}
+				}
+			}()
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	for i := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := c.OpenStream(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			for j := range msgs {
+				want := randBytes(uint64(i*1000+j), (i*7919+j*104729)%(200<<10))
+				if err := st.WriteMessage(ctx, want); err != nil {
+					errs <- err
+					return
+				}
+				got, err := st.ReadMessage(ctx)
+				if err != nil {
+					errs <- fmt.Errorf("stream %d msg %d: %w", st.ID(), j, err)
+					return
+				}
+				if !bytes.Equal(got, want) {
+					errs <- fmt.Errorf("stream %d msg %d: echo differs", st.ID(), j)
+					return
+				}
+			}
+			st.Close()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for name, sess := range map[string]*Session{"client": c, "server": s} {
+		for _, p := range sess.Stats() {
+			// Lane 0 and the three data lanes, on both sides: each side
+			// sent on every data lane, since 8 streams cover them.
+			if p.Lanes != 4 {
+				t.Errorf("%s path %d: %d lanes in use, want 4", name, p.ID, p.Lanes)
+			}
+		}
+	}
+}
