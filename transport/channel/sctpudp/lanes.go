@@ -41,7 +41,9 @@ func (s *Stream) AcceptLane(ctx context.Context) (uint16, net.Conn, error) {
 	return st.ID(), st, nil
 }
 
-// lane returns the Stream of lane id, opening it on first use.
+// lane returns the Stream of lane id, opening it on first use. It holds
+// as.mu across pion's OpenStream, which takes the association's own lock:
+// as.mu comes first, and pion never calls back into Assoc.
 func (as *Assoc) lane(id uint16) (*Stream, error) {
 	if id == 0 {
 		return nil, ErrStreamID
@@ -67,7 +69,9 @@ func (as *Assoc) lane(id uint16) (*Stream, error) {
 }
 
 // acceptLane returns the next stream the peer sent on first that lane
-// has not handed out.
+// has not handed out. pion queues at most 16 streams the peer started and
+// drops the data of more until they are accepted (the peer resends it),
+// so the caller should keep accepting.
 func (as *Assoc) acceptLane(ctx context.Context) (*Stream, error) {
 	as.acceptOnce.Do(func() {
 		as.pumpOn.Store(true)
