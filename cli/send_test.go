@@ -299,6 +299,7 @@ func TestRecvUsage(t *testing.T) {
 		{[]string{"recv", "--dir", dir}, "--listen"},
 		{[]string{"recv", "--listen", "127.0.0.1:0"}, "--dir is required"},
 		{[]string{"recv", "--listen", "127.0.0.1:0", "--dir", filepath.Join(dir, "nope")}, "not a directory"},
+		{[]string{"recv", "--listen", "127.0.0.1:0", "--dir", dir, "--lanes", "65"}, "--lanes 65"},
 	} {
 		if code, _, errs := runCmd(t, 5*time.Second, tt.args...); code != 2 || !strings.Contains(errs, tt.want) {
 			t.Errorf("%v: exit %d, %q", tt.args, code, errs)

@@ -26,6 +26,7 @@ type sessionFlags struct {
 	stripe    *string
 	policy    *string
 	frag      *string
+	lanes     *int
 	timeout   *time.Duration
 	verbose   *bool
 }
@@ -37,6 +38,7 @@ func addSessionFlags(fs *flag.FlagSet) *sessionFlags {
 		stripe:    fs.String("stripe", "enhanced", "striping of large messages over the paths: enhanced, basic or off"),
 		policy:    fs.String("policy", "soonest", "path choice for messages that travel whole: soonest or round-robin"),
 		frag:      fs.String("frag", "", "striping fragment `size` in bytes, K/M suffixes (default: the transport's, 32K)"),
+		lanes:     fs.Int("lanes", 0, "independent ordered `lanes` per path where the transport has them (sctp-udp: one SCTP stream each), so a loss on one stream's data does not delay the others; 1: one lane, as over TCP (default 8)"),
 		timeout:   fs.Duration("session-timeout", 0, "give up when every path stayed down this `duration` (default 30s)"),
 		verbose:   fs.Bool("v", false, "log path events (up, down, failover) on stderr"),
 	}
@@ -63,6 +65,10 @@ func (f *sessionFlags) config(env *Env) (*transport.Config, error) {
 		}
 		cfg.FragmentSize = int(n)
 	}
+	if *f.lanes < 0 || *f.lanes > transport.MaxLanes {
+		return nil, usageError{fmt.Errorf("--lanes %d: want 1 to %d", *f.lanes, transport.MaxLanes)}
+	}
+	cfg.Lanes = *f.lanes
 	return cfg, nil
 }
 

@@ -92,6 +92,16 @@ type Config struct {
 	// custom channels, or channels created inside a network namespace.
 	Channel channel.Kind
 
+	// Lanes is how many lanes this side sends on over each path whose
+	// channel kind has them (channel.Lanes: sctp-udp, one SCTP stream per
+	// lane). Lane 0 carries control frames; the data of stream id goes on
+	// lane 1 + (id/2) mod (Lanes-1), so a packet lost from one stream's
+	// data delays only the streams that share its lane, not the whole path
+	// (see lane.go). The peer reads whatever lanes this side uses. Zero
+	// means 8; 1 sends everything on the channel, as over TCP. At most
+	// MaxLanes. Channels without lanes ignore it.
+	Lanes int
+
 	// Stripe selects the striping technique. Zero means StripeEnhanced.
 	Stripe StripeMode
 	// Policy places messages that travel whole. Zero means PolicySoonest.
@@ -163,6 +173,7 @@ func (c *Config) populate() (*Config, error) {
 	if cc.Policy > PolicyRoundRobin {
 		return nil, fmt.Errorf("transport: invalid Policy %d", cc.Policy)
 	}
+	setDefault(&cc.Lanes, 8)
 	setDefault(&cc.FragmentSize, 32<<10)
 	setDefault(&cc.StripeThreshold, 2*cc.FragmentSize)
 	setDefault(&cc.SegmentSize, 1<<20)
@@ -178,6 +189,8 @@ func (c *Config) populate() (*Config, error) {
 		cc.Logger = slog.Default()
 	}
 	switch {
+	case cc.Lanes < 1 || cc.Lanes > MaxLanes:
+		return nil, fmt.Errorf("transport: Lanes %d must be between 1 and %d", cc.Lanes, MaxLanes)
 	case cc.FragmentSize < 512 || cc.FragmentSize > cc.SegmentSize:
 		return nil, fmt.Errorf("transport: FragmentSize %d must be between 512 and SegmentSize (%d)", cc.FragmentSize, cc.SegmentSize)
 	case cc.SegmentSize > wire.MaxSegment:

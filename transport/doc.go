@@ -25,6 +25,16 @@
 // dropped by (stream, segment, fragment), so nothing is lost, duplicated or
 // reordered within a stream.
 //
+// Lanes: over a channel kind that carries several independent ordered
+// streams in one connection (sctp-udp: the streams of an SCTP
+// association), each path's channel is split into Config.Lanes lanes.
+// Lane 0 carries control frames; each braid stream's data, with the Start
+// and End frames that steer its striped segments, goes on one of the
+// others. A packet lost from one stream's data then delays only the
+// streams sharing its lane, not the whole path. Each lane is FIFO, which
+// is all Enhanced striping needs; frames are counted, acknowledged and
+// failed over per lane. TCP and MPTCP channels have one lane.
+//
 // Per-stream flow control: the receiver grants each stream
 // Config.StreamWindow bytes of unread data; a slow reader stalls only its
 // own stream.

@@ -30,20 +30,15 @@ type path struct {
 
 	ctrl   [][]byte // control frames for this channel
 	goAway bool     // GoAway queued: write it, then stop sending
-	ackDue bool     // send an Ack of rxFrames
 
-	unacked      []txRef // data frames sent on conn, in order, not yet acknowledged
-	unackedBytes int64
-	ackedFrames  uint64 // data frames of this channel acknowledged by the peer
-	rxFrames     uint64 // data frames received on this channel
-	rxAcked      uint64 // rxFrames value in the last Ack we queued
+	// Lanes of conn (see lane.go): lanes[0] is conn itself. nlanes is how
+	// many this side sends on: Config.Lanes if conn has lanes, else 1.
+	lanes        []*lane
+	nlanes       int
+	ackDue       bool  // some lane has an acknowledgement to send
+	inflight     int   // data frames sent on conn, on any lane, not yet acknowledged
+	unackedBytes int64 // their bytes
 	lastRx       time.Time
-
-	// The peer's striping counter for this channel, as last set by a
-	// Start we sent: the segment, next fragment and direction.
-	ctrSeg  *txSeg
-	ctrNext int
-	ctrDir  uint8
 
 	// Rate estimation, updated by the session monitor.
 	idle      bool // the writer waited for work during the current sample
@@ -67,13 +62,15 @@ type path struct {
 	dwinBytes int64
 }
 
-// sent records data frame r as written on the current channel. Caller
-// holds s.mu.
+// sent records data frame r as written on the current channel, on its
+// stream's lane. Caller holds s.mu.
 func (p *path) sent(r txRef) {
-	if len(p.unacked) == 0 {
+	if p.inflight == 0 {
 		p.dwinStart, p.dwinBytes = time.Now(), 0
 	}
-	p.unacked = append(p.unacked, r)
+	l := p.dataLane(r.seg.ref.Stream)
+	l.unacked = append(l.unacked, r)
+	p.inflight++
 	p.unackedBytes += r.size()
 }
 
@@ -105,7 +102,7 @@ func (p *path) sampleDelivery(acked []txRef, now time.Time) {
 		}
 		p.dwinStart, p.dwinBytes = now, 0
 	}
-	if len(p.unacked) == len(acked) {
+	if p.inflight == len(acked) {
 		// Nothing left in flight: the next window starts with the next send.
 		p.dwinStart = time.Time{}
 	}
@@ -141,79 +138,74 @@ func (p *path) tick(now time.Time) {
 	}
 }
 
-// onAck releases the frames the peer acknowledged on channel gen.
-func (s *Session) onAck(p *path, gen int, n uint64) error {
+// onAck releases the frames the peer acknowledged on lane id of channel
+// gen: n is how many it received there so far.
+func (s *Session) onAck(p *path, gen int, id uint16, n uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p.gen != gen {
 		return nil
 	}
-	if n < p.ackedFrames || n-p.ackedFrames > uint64(len(p.unacked)) {
-		return protoErrorf("ACK of %d frames, but %d sent and %d acknowledged", n, p.ackedFrames+uint64(len(p.unacked)), p.ackedFrames)
+	if int(id) >= len(p.lanes) || p.lanes[id] == nil {
+		return protoErrorf("ACK of %d frames on lane %d, which this side never sent on", n, id)
 	}
-	k := int(n - p.ackedFrames)
-	p.sampleDelivery(p.unacked[:k], time.Now())
-	for _, r := range p.unacked[:k] {
+	l := p.lanes[id]
+	if n < l.ackedFrames || n-l.ackedFrames > uint64(len(l.unacked)) {
+		return protoErrorf("ACK of %d frames on lane %d, but %d sent and %d acknowledged", n, id, l.ackedFrames+uint64(len(l.unacked)), l.ackedFrames)
+	}
+	k := int(n - l.ackedFrames)
+	p.sampleDelivery(l.unacked[:k], time.Now())
+	for _, r := range l.unacked[:k] {
 		p.unackedBytes -= r.size()
 		s.segAcked(r.seg)
 	}
 	if k > 0 {
 		s.work.Broadcast()
 	}
-	p.unacked = p.unacked[k:]
-	p.ackedFrames = n
+	p.inflight -= k
+	l.unacked = l.unacked[k:]
+	l.ackedFrames = n
 	return nil
 }
 
 // writeLoop puts frames on channel gen of p until it fails or is replaced.
-func (s *Session) writeLoop(p *path, conn net.Conn, gen int) {
+// Frames go on the lane of their stream (control frames on lane 0, the
+// channel itself); a batch is written one run of same-lane frames at a
+// time.
+func (s *Session) writeLoop(p *path, conn net.Conn, gen, nlanes int) {
 	defer s.wg.Done()
 	var (
 		frames []frame
 		bufs   net.Buffers
 		hdrs   []byte
 	)
+	lc := laneConns{s: s, p: p, gen: gen, conns: []net.Conn{conn}}
+	lc.lanes, _ = conn.(channel.Lanes)
 	for {
 		var ok bool
 		frames, ok = s.nextBatch(p, gen, frames[:0])
 		if !ok && len(frames) == 0 {
 			return
 		}
-		// Headers go into one buffer; payloads are written in place.
-		need := 0
-		for _, f := range frames {
-			need += len(f.hdr)
-		}
-		if cap(hdrs) < need {
-			hdrs = make([]byte, 0, need)
-		}
-		hdrs = hdrs[:0]
-		bufs = bufs[:0]
-		lo := 0
-		for _, f := range frames {
-			hdrs = append(hdrs, f.hdr...)
-			if len(f.payload) > 0 {
-				if len(hdrs) > lo {
-					bufs = append(bufs, hdrs[lo:len(hdrs):len(hdrs)])
-				}
-				bufs = append(bufs, f.payload)
-				lo = len(hdrs)
+		for run := frames; len(run) > 0; {
+			id := laneOf(run[0].stream, nlanes)
+			n := 1
+			for n < len(run) && laneOf(run[n].stream, nlanes) == id {
+				n++
 			}
+			w, err := lc.get(id)
+			var total int64
+			if err == nil {
+				total, err = writeFrames(w, run[:n], &bufs, &hdrs)
+			}
+			if err != nil {
+				s.pathDown(p, gen, &PathError{Path: p.id, Local: p.local, Remote: p.remote, Op: "write", Err: err})
+				return
+			}
+			p.bytesSent.Add(total)
+			p.framesSent.Add(int64(n))
+			run = run[n:]
 		}
-		if len(hdrs) > lo {
-			bufs = append(bufs, hdrs[lo:len(hdrs):len(hdrs)])
-		}
-		var total int64
-		for _, b := range bufs {
-			total += int64(len(b))
-		}
-		w := bufs
-		if _, err := w.WriteTo(conn); err != nil {
-			s.pathDown(p, gen, &PathError{Path: p.id, Local: p.local, Remote: p.remote, Op: "write", Err: err})
-			return
-		}
-		p.bytesSent.Add(total)
-		p.framesSent.Add(int64(len(frames)))
 		if !ok {
 			return
 		}
@@ -221,6 +213,41 @@ func (s *Session) writeLoop(p *path, conn net.Conn, gen int) {
 			frames[i] = frame{}
 		}
 	}
+}
+
+// writeFrames writes frames to w: headers go into one buffer, payloads are
+// written in place. bufs and hdrs are the caller's scratch space.
+func writeFrames(w net.Conn, frames []frame, bufs *net.Buffers, hdrs *[]byte) (int64, error) {
+	need := 0
+	for _, f := range frames {
+		need += len(f.hdr)
+	}
+	if cap(*hdrs) < need {
+		*hdrs = make([]byte, 0, need)
+	}
+	h := (*hdrs)[:0]
+	b := (*bufs)[:0]
+	lo := 0
+	for _, f := range frames {
+		h = append(h, f.hdr...)
+		if len(f.payload) > 0 {
+			if len(h) > lo {
+				b = append(b, h[lo:len(h):len(h)])
+			}
+			b = append(b, f.payload)
+			lo = len(h)
+		}
+	}
+	if len(h) > lo {
+		b = append(b, h[lo:len(h):len(h)])
+	}
+	var total int64
+	for _, x := range b {
+		total += int64(len(x))
+	}
+	*hdrs, *bufs = h, b
+	_, err := b.WriteTo(w)
+	return total, err
 }
 
 // heartbeat pings channel gen of p every HeartbeatInterval.
@@ -240,8 +267,10 @@ func (s *Session) heartbeat(p *path, gen int) {
 			return
 		}
 		p.ctrl = append(p.ctrl, wire.AppendU64(nil, wire.TypePing, uint64(time.Now().UnixNano())))
-		if p.rxFrames != p.rxAcked {
-			p.ackDue, p.rxAcked = true, p.rxFrames
+		for _, l := range p.lanes {
+			if l != nil && l.rxFrames != l.rxAcked {
+				l.ackDue, l.rxAcked, p.ackDue = true, l.rxFrames, true
+			}
 		}
 		s.work.Broadcast()
 		s.mu.Unlock()
@@ -254,10 +283,10 @@ type deadlineConn interface {
 	SetReadDeadline(time.Time) error
 }
 
-// readLoop reads frames from channel gen of p until it fails.
-func (s *Session) readLoop(p *path, conn net.Conn, gen int) {
+// readLoop reads frames from lane id of channel gen of p until it fails.
+func (s *Session) readLoop(p *path, conn net.Conn, gen int, id uint16, l *lane) {
 	defer s.wg.Done()
-	r := &reader{s: s, p: p, gen: gen, conn: conn, br: bufio.NewReaderSize(conn, 64<<10)}
+	r := &reader{s: s, p: p, gen: gen, lane: id, l: l, conn: conn, br: bufio.NewReaderSize(conn, 64<<10)}
 	err := r.run()
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
@@ -268,6 +297,9 @@ func (s *Session) readLoop(p *path, conn net.Conn, gen int) {
 		return
 	}
 	op := "read"
+	if id != 0 {
+		op = fmt.Sprintf("read lane %d", id)
+	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		op = "heartbeat"
@@ -278,11 +310,16 @@ func (s *Session) readLoop(p *path, conn net.Conn, gen int) {
 
 var errGoAway = errors.New("peer sent GOAWAY")
 
-// reader decodes the frames of one channel.
+// reader decodes the frames of one lane of a channel (lane 0: the channel
+// itself, and the only one on channels without lanes). Several readers of
+// one path run at once when it has lanes; they share state only under
+// s.mu, as the readers of different paths do.
 type reader struct {
 	s    *Session
 	p    *path
 	gen  int
+	lane uint16
+	l    *lane // the lane's state, for acknowledgements; guarded by s.mu
 	conn deadlineConn
 	br   *bufio.Reader
 	body [4096]byte
@@ -301,7 +338,9 @@ func (r *reader) run() error {
 	var hdr [wire.HeaderLen]byte
 	for {
 		now := time.Now()
-		if now.Sub(r.lastDeadline) > s.cfg.PathTimeout/8 {
+		// Heartbeats arrive on lane 0 only: the others may stay idle for
+		// as long as their streams have nothing to send.
+		if r.lane == 0 && now.Sub(r.lastDeadline) > s.cfg.PathTimeout/8 {
 			_ = r.conn.SetReadDeadline(now.Add(s.cfg.PathTimeout))
 			r.lastDeadline = now
 		}
@@ -338,6 +377,9 @@ func (r *reader) fixed(n int) ([]byte, error) {
 
 func (r *reader) readControl(h wire.Header) error {
 	s := r.s
+	if r.lane != 0 && h.Type != wire.TypeStart && h.Type != wire.TypeEnd {
+		return protoErrorf("%v frame on data lane %d; control frames go on lane 0", h.Type, r.lane)
+	}
 	body, err := r.fixed(int(h.Len))
 	if err != nil {
 		return err
@@ -367,7 +409,13 @@ func (r *reader) readControl(h wire.Header) error {
 		if err != nil {
 			return &ProtocolError{Msg: err.Error()}
 		}
-		return s.onAck(r.p, r.gen, n)
+		return s.onAck(r.p, r.gen, 0, n)
+	case wire.TypeAckLane:
+		a, err := wire.ParseAckLane(body)
+		if err != nil {
+			return &ProtocolError{Msg: err.Error()}
+		}
+		return s.onAck(r.p, r.gen, a.Lane, a.Count)
 	case wire.TypeWindow:
 		w, err := wire.ParseWindow(body)
 		if err != nil {
@@ -425,7 +473,7 @@ func (r *reader) readMsg(h wire.Header) error {
 
 func (r *reader) readFrag(h wire.Header) error {
 	if r.cur == nil {
-		return protoErrorf("FRAG without a preceding START on this channel")
+		return protoErrorf("FRAG without a preceding START on lane %d", r.lane)
 	}
 	ref := r.cur.ref
 	if r.curPos < 0 || r.curPos >= ref.Fragments() {
@@ -479,10 +527,10 @@ func (r *reader) readPayload(st *Stream, seg *rxSeg, idx, n int) error {
 		return err
 	}
 	s.mu.Lock()
-	if r.p.gen == r.gen {
-		r.p.rxFrames++
-		if r.p.rxFrames-r.p.rxAcked >= 8 || r.br.Buffered() == 0 {
-			r.p.ackDue, r.p.rxAcked = true, r.p.rxFrames
+	if l := r.l; r.p.gen == r.gen {
+		l.rxFrames++
+		if l.rxFrames-l.rxAcked >= 8 || r.br.Buffered() == 0 {
+			l.ackDue, l.rxAcked, r.p.ackDue = true, l.rxFrames, true
 			s.work.Broadcast()
 		}
 	}

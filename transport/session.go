@@ -482,6 +482,7 @@ func (r txRef) size() int64 {
 type frame struct {
 	hdr     []byte
 	payload []byte
+	stream  uint32 // the stream whose lane carries the frame; 0: lane 0
 }
 
 // dataFrame encodes data frame r, preceded by an optional Start. Caller
@@ -494,7 +495,7 @@ func (s *Session) dataFrame(r txRef, start *wire.Start, explicit bool) frame {
 	}
 	if r.idx < 0 {
 		hdr = wire.AppendMsgHeader(hdr, seg.ref)
-		return frame{hdr: hdr, payload: seg.data}
+		return frame{hdr: hdr, payload: seg.data, stream: seg.ref.Stream}
 	}
 	off := r.idx * int(seg.ref.FragSize)
 	payload := seg.data[off : off+seg.ref.FragLen(r.idx)]
@@ -503,7 +504,7 @@ func (s *Session) dataFrame(r txRef, start *wire.Start, explicit bool) frame {
 	} else {
 		hdr = wire.AppendFragHeader(hdr, len(payload))
 	}
-	return frame{hdr: hdr, payload: payload}
+	return frame{hdr: hdr, payload: payload, stream: seg.ref.Stream}
 }
 
 // nextBatch returns the frames path p sends next on channel generation gen,
@@ -534,7 +535,18 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 		}
 		if p.ackDue {
 			p.ackDue = false
-			buf = append(buf, frame{hdr: wire.AppendU64(nil, wire.TypeAck, p.rxAcked)})
+			for id, l := range p.lanes {
+				switch {
+				case l == nil || !l.ackDue:
+				case id == 0:
+					buf = append(buf, frame{hdr: wire.AppendU64(nil, wire.TypeAck, l.rxAcked)})
+				default:
+					buf = append(buf, frame{hdr: wire.AckLane{Lane: uint16(id), Count: l.rxAcked}.Append(nil)})
+				}
+				if l != nil {
+					l.ackDue = false
+				}
+			}
 		}
 		for len(s.ctrlAny) > 0 {
 			buf = append(buf, frame{hdr: s.ctrlAny[0]})
@@ -640,9 +652,9 @@ func (s *Session) claim(p *path, taken *map[*txSeg]int) (frame, txRef, bool) {
 			if seg.claimed[p.id] {
 				delete(seg.claimed, p.id)
 				if s.cfg.Stripe == StripeEnhanced {
-					p.ctrSeg = nil
+					p.dataLane(seg.st.id).ctrSeg = nil
 					s.ends.Add(1)
-					return frame{hdr: wire.End{Stream: seg.st.id, Seq: seg.ref.Seq}.Append(nil)}, txRef{}, true
+					return frame{hdr: wire.End{Stream: seg.st.id, Seq: seg.ref.Seq}.Append(nil), stream: seg.st.id}, txRef{}, true
 				}
 			}
 			if seg.plan.Unsent() == 0 && len(seg.claimed) == 0 {
@@ -667,14 +679,15 @@ func (s *Session) claim(p *path, taken *map[*txSeg]int) (frame, txRef, bool) {
 			if c.Dir == stripe.Dec {
 				dir, step = wire.DirDec, -1
 			}
-			// The receiver's counter for this channel must point at
+			// The receiver's counter for this lane must point at
 			// c.Index; if it does not (another segment came between, or
 			// the plan moved us), say where we are.
-			if c.Start || p.ctrSeg != seg || p.ctrNext != c.Index || p.ctrDir != dir {
+			l := p.dataLane(seg.st.id)
+			if c.Start || l.ctrSeg != seg || l.ctrNext != c.Index || l.ctrDir != dir {
 				start = &wire.Start{Ref: seg.ref, First: uint32(c.Index), Dir: dir}
 				s.starts.Add(1)
 			}
-			p.ctrSeg, p.ctrNext, p.ctrDir = seg, c.Index+step, dir
+			l.ctrSeg, l.ctrNext, l.ctrDir = seg, c.Index+step, dir
 		}
 		return s.dataFrame(r, start, s.cfg.Stripe == StripeBasic), r, true
 	}
@@ -691,7 +704,7 @@ const maxDupBacklog = 10 * time.Millisecond
 func (s *Session) stealTail(p *path) (txRef, bool) {
 	var q *path
 	for _, c := range s.livePaths() {
-		if c == p || len(c.unacked) == 0 {
+		if c == p || c.inflight == 0 {
 			continue
 		}
 		if q == nil || c.unackedBytes > q.unackedBytes {
@@ -704,22 +717,28 @@ func (s *Session) stealTail(p *path) (txRef, bool) {
 	// q delivers its last frame after about tq; p would deliver a copy
 	// after tp. Duplicate only frames p delivers clearly sooner.
 	tq := float64(q.unackedBytes) / q.speed()
-	for i := len(q.unacked) - 1; i >= 0; i-- {
-		r := q.unacked[i]
-		if r.seg.data == nil || r.seg.dup[r.idx] {
+	// Lane by lane when q has lanes: each lane's tail is its most recent.
+	for _, l := range q.lanes {
+		if l == nil {
 			continue
 		}
-		// Copies add to p's own backlog, which small messages queued on p
-		// wait behind: keep it under maxDupBacklog.
-		tp := float64(p.unackedBytes+r.size()) / p.speed()
-		if tp+0.002 >= tq || tp > maxDupBacklog.Seconds() || p.unackedBytes+r.size() > int64(8*s.cfg.FragmentSize) {
-			return txRef{}, false
+		for i := len(l.unacked) - 1; i >= 0; i-- {
+			r := l.unacked[i]
+			if r.seg.data == nil || r.seg.dup[r.idx] {
+				continue
+			}
+			// Copies add to p's own backlog, which small messages queued
+			// on p wait behind: keep it under maxDupBacklog.
+			tp := float64(p.unackedBytes+r.size()) / p.speed()
+			if tp+0.002 >= tq || tp > maxDupBacklog.Seconds() || p.unackedBytes+r.size() > int64(8*s.cfg.FragmentSize) {
+				return txRef{}, false
+			}
+			if r.seg.dup == nil {
+				r.seg.dup = map[int]bool{}
+			}
+			r.seg.dup[r.idx] = true
+			return r, true
 		}
-		if r.seg.dup == nil {
-			r.seg.dup = map[int]bool{}
-		}
-		r.seg.dup[r.idx] = true
-		return r, true
 	}
 	return txRef{}, false
 }
@@ -790,15 +809,21 @@ func (s *Session) pathDown(p *path, gen int, err error) {
 		p.failovers.Add(1)
 	}
 	var retxBytes int64
-	for _, r := range p.unacked {
-		if r.seg.data != nil {
-			r.seg.resent = true
-			s.retx = append(s.retx, r)
-			retxBytes += r.size()
+	for _, l := range p.lanes {
+		if l == nil {
+			continue
+		}
+		for _, r := range l.unacked {
+			if r.seg.data != nil {
+				r.seg.resent = true
+				s.retx = append(s.retx, r)
+				retxBytes += r.size()
+			}
 		}
 	}
 	p.retransmitted.Add(retxBytes)
-	p.unacked = p.unacked[:0]
+	p.lanes = nil
+	p.inflight = 0
 	p.unackedBytes = 0
 	p.ctrl = p.ctrl[:0]
 	p.ackDue = false
@@ -875,8 +900,15 @@ func (s *Session) attach(id int, local, remote string, conn net.Conn) error {
 	gen := p.gen
 	p.state = PathUp
 	p.lastErr = nil
-	p.rxFrames, p.rxAcked, p.ackedFrames = 0, 0, 0
-	p.ctrSeg = nil
+	// Lane 0 is the channel; the other lanes open as either side first
+	// sends on them.
+	p.lanes = []*lane{{conn: conn, reading: true}}
+	p.nlanes = 1
+	lanes, hasLanes := conn.(channel.Lanes)
+	if hasLanes {
+		p.nlanes = s.cfg.Lanes
+	}
+	nlanes, lane0 := p.nlanes, p.lanes[0]
 	p.lowat = channel.NotSentLowat
 	p.lastRx = time.Now()
 	s.downSince = time.Time{}
@@ -885,9 +917,13 @@ func (s *Session) attach(id int, local, remote string, conn net.Conn) error {
 	}
 	s.work.Broadcast()
 	s.wg.Add(3)
+	if hasLanes {
+		s.wg.Add(1)
+		go s.acceptLanes(p, lanes, gen)
+	}
 	s.mu.Unlock()
-	go s.readLoop(p, conn, gen)
-	go s.writeLoop(p, conn, gen)
+	go s.readLoop(p, conn, gen, 0, lane0)
+	go s.writeLoop(p, conn, gen, nlanes)
 	go s.heartbeat(p, gen)
 	s.log.Info("path up", "path", id, "local", local, "remote", remote)
 	return nil
@@ -927,6 +963,7 @@ type PathStats struct {
 	Retransmitted int64         `json:"retransmitted_bytes"`      // bytes sent again elsewhere after this path failed
 	Duplicated    int64         `json:"duplicated_bytes"`         // bytes this idle path sent again on behalf of a slower one
 	DupReceived   int64         `json:"duplicate_bytes_received"` // payload bytes received that were already there, and dropped
+	Lanes         int           `json:"lanes"`                    // lanes of the current channel in use, counting lane 0 (see Config.Lanes); 0 while down
 	LastError     string        `json:"last_error,omitempty"`
 }
 
@@ -948,6 +985,11 @@ func (s *Session) Stats() []PathStats {
 			Retransmitted: p.retransmitted.Load(),
 			Duplicated:    p.duplicated.Load(),
 			DupReceived:   p.dupRecv.Load(),
+		}
+		for _, l := range p.lanes {
+			if l != nil && l.conn != nil {
+				ps.Lanes++
+			}
 		}
 		if p.lastErr != nil {
 			ps.LastError = p.lastErr.Error()

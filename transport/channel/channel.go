@@ -79,3 +79,30 @@ func ResolveLocal(local string) (*net.TCPAddr, error) {
 	}
 	return &net.TCPAddr{IP: ip, Port: p}, nil
 }
+
+// Lanes is implemented by channels that carry several independent ordered
+// byte streams ("lanes") over one connection, such as the streams of an
+// SCTP association. Lane 0 is the channel itself; lanes 1 and up are
+// further streams of the same connection, each reliable and FIFO on its
+// own, with no ordering between lanes: a lost packet of one lane delays
+// only that lane, not the others.
+//
+// A lane is bidirectional and named by its id on both ends: what one side
+// writes on lane 5 the other reads from lane 5. OpenLane returns the same
+// net.Conn for an id every time, whichever side used the lane first;
+// AcceptLane returns a lane only if OpenLane had not returned it before,
+// and at most once. So a user that reads every lane either call returns
+// first, and no lane twice, reads everything the peer sends. Lanes end
+// when the channel (lane 0) is closed.
+//
+// TCP and MPTCP channels do not implement Lanes; a braid session then
+// carries everything on the one channel.
+type Lanes interface {
+	// OpenLane returns lane id (1 and up), the same net.Conn each time
+	// for the same id. Nothing is sent until the first Write.
+	OpenLane(id uint16) (net.Conn, error)
+	// AcceptLane waits for the peer to send on a lane this side has not
+	// opened, and returns it with its id. It fails once the channel is
+	// closed.
+	AcceptLane(ctx context.Context) (uint16, net.Conn, error)
+}

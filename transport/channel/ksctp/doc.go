@@ -23,6 +23,12 @@
 // deadlines and Close behave as on a TCP net.Conn; errors name "tcp" as the
 // network, since that is the only stream type package net knows.
 //
+// Conn carries one ordered byte stream on SCTP stream 0 and does not
+// implement channel.Lanes yet: a braid session over kernel SCTP puts all of
+// its streams on that one SCTP stream, as over TCP. Lanes here would send
+// with sendmsg and an SCTP_SNDINFO control message naming the stream, and
+// demultiplex recvmsg's SCTP_RCVINFO into one reader per stream.
+//
 // Kernel SCTP may be missing (module not loaded, or a container without
 // it): socket(IPPROTO_SCTP) then fails, and Dial and Listen return an error
 // that wraps ErrUnavailable. Available reports it up front.

@@ -24,6 +24,7 @@ type Assoc struct {
 
 	mu      sync.Mutex
 	streams map[*Stream]struct{} // every Stream handed out, for Close
+	lanes   map[uint16]*Stream   // lanes handed out by OpenLane or AcceptLane
 
 	closing   atomic.Bool
 	done      chan struct{} // closed when Close starts
@@ -44,6 +45,7 @@ func newAssoc(a *sctp.Association, cfg *Config, laddr, raddr net.Addr) (*Assoc, 
 		laddr:    laddr,
 		raddr:    raddr,
 		streams:  map[*Stream]struct{}{},
+		lanes:    map[uint16]*Stream{},
 		done:     make(chan struct{}),
 		accepted: make(chan *sctp.Stream),
 		pumpDone: make(chan struct{}),
@@ -175,6 +177,9 @@ func (as *Assoc) track(s *sctp.Stream, o StreamOptions) *Stream {
 func (as *Assoc) untrack(st *Stream) {
 	as.mu.Lock()
 	delete(as.streams, st)
+	if as.lanes[st.ID()] == st {
+		delete(as.lanes, st.ID())
+	}
 	as.mu.Unlock()
 }
 

@@ -22,6 +22,13 @@
 // streams the peer used first. A stream may be unordered and partially
 // reliable (RFC 3758 / RFC 7496); such a stream keeps message boundaries.
 //
+// The channel implements channel.Lanes with SCTP streams: OpenLane(id) is
+// stream id, the same Stream for every call, and AcceptLane returns the
+// streams the peer sent on first. A braid session puts each of its
+// streams' data on its own lane, so a lost packet of one holds back only
+// that lane, as SCTP intends. Lanes and OpenStream / AcceptStream do not
+// mix on one association.
+//
 // UDP encapsulation follows RFC 6951: each side sends from the UDP port it
 // receives on, and answers to the source port of the peer's datagrams, so
 // no port needs configuring beyond the addresses handed to Dial and Listen.

@@ -10,6 +10,7 @@ type Frame struct {
 	Start   Start
 	End     End
 	Window  Window
+	AckLane AckLane
 	Value   uint64 // Ack, Ping, Pong
 	Payload []byte // Msg, Frag, FragX, GoAway reason
 }
@@ -50,6 +51,8 @@ func Decode(b []byte) (Frame, int, error) {
 		f.Value, err = ParseU64(h.Type, body)
 	case TypeGoAway:
 		f.Payload = body
+	case TypeAckLane:
+		f.AckLane, err = ParseAckLane(body)
 	}
 	if err != nil {
 		return Frame{}, 0, err
@@ -79,6 +82,8 @@ func (f Frame) Append(b []byte) []byte {
 		return AppendU64(b, f.Type, f.Value)
 	case TypeGoAway:
 		return AppendGoAway(b, string(f.Payload))
+	case TypeAckLane:
+		return f.AckLane.Append(b)
 	}
 	return b
 }

@@ -6,7 +6,12 @@
 //
 // Enhanced striping (Frag) frames carry no sequence header at all: the
 // receiver knows where a fragment goes from the Start frame that preceded
-// it on the same channel and the channel's FIFO order.
+// it on the same channel and the channel's FIFO order. On a channel split
+// into lanes (independent ordered streams of one connection, such as SCTP
+// streams) the unit of FIFO order is the lane: Start, Frag and End of one
+// segment travel on one lane, and data frames are acknowledged per lane
+// (Ack for lane 0, AckLane for the others). Every other control frame
+// travels on lane 0.
 package wire
 
 import (
@@ -20,16 +25,17 @@ type Type uint8
 
 // Frame types.
 const (
-	TypeMsg    Type = 1  // a whole segment of a message on one channel
-	TypeStart  Type = 2  // enhanced striping: the next fragments on this channel
-	TypeFrag   Type = 3  // enhanced striping: one fragment, no header
-	TypeFragX  Type = 4  // a fragment with its position (basic striping, retransmission)
-	TypeEnd    Type = 5  // enhanced striping: this channel sends no more of a segment
-	TypeAck    Type = 6  // data frames received on this channel so far
-	TypeWindow Type = 7  // per-stream flow-control limit
-	TypePing   Type = 8  // heartbeat with a timestamp to echo
-	TypePong   Type = 9  // echo of a Ping
-	TypeGoAway Type = 10 // the session is closing
+	TypeMsg     Type = 1  // a whole segment of a message on one channel
+	TypeStart   Type = 2  // enhanced striping: the next fragments on this channel
+	TypeFrag    Type = 3  // enhanced striping: one fragment, no header
+	TypeFragX   Type = 4  // a fragment with its position (basic striping, retransmission)
+	TypeEnd     Type = 5  // enhanced striping: this channel sends no more of a segment
+	TypeAck     Type = 6  // data frames received on this channel so far
+	TypeWindow  Type = 7  // per-stream flow-control limit
+	TypePing    Type = 8  // heartbeat with a timestamp to echo
+	TypePong    Type = 9  // echo of a Ping
+	TypeGoAway  Type = 10 // the session is closing
+	TypeAckLane Type = 11 // data frames received on one lane of this channel so far
 )
 
 func (t Type) String() string {
@@ -54,6 +60,8 @@ func (t Type) String() string {
 		return "PONG"
 	case TypeGoAway:
 		return "GOAWAY"
+	case TypeAckLane:
+		return "ACKLANE"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
@@ -110,7 +118,7 @@ func ParseHeader(b []byte) (Header, error) {
 	switch h.Type {
 	case TypeMsg, TypeFrag, TypeFragX:
 		limit = MaxFrame
-	case TypeStart, TypeEnd, TypeAck, TypeWindow, TypePing, TypePong, TypeGoAway:
+	case TypeStart, TypeEnd, TypeAck, TypeWindow, TypePing, TypePong, TypeGoAway, TypeAckLane:
 		limit = maxControl
 	default:
 		return h, fmt.Errorf("%w %d", ErrUnknownType, uint8(h.Type))
@@ -323,6 +331,33 @@ func ParseU64(t Type, body []byte) (uint64, error) {
 		return 0, fmt.Errorf("%w: %v body of %d bytes", ErrMalformed, t, len(body))
 	}
 	return binary.BigEndian.Uint64(body), nil
+}
+
+// AckLane acknowledges the data frames received on one lane of a channel
+// (see transport's Config.Lanes): Count is how many arrived on lane Lane
+// so far. Lane 0, the channel itself, is acknowledged with Ack.
+type AckLane struct {
+	Lane  uint16
+	Count uint64
+}
+
+// Append appends the AckLane frame.
+func (a AckLane) Append(b []byte) []byte {
+	b = AppendHeader(b, TypeAckLane, 10)
+	b = binary.BigEndian.AppendUint16(b, a.Lane)
+	return binary.BigEndian.AppendUint64(b, a.Count)
+}
+
+// ParseAckLane decodes an AckLane body.
+func ParseAckLane(body []byte) (AckLane, error) {
+	if len(body) != 10 {
+		return AckLane{}, fmt.Errorf("%w: ACKLANE body of %d bytes", ErrMalformed, len(body))
+	}
+	a := AckLane{Lane: binary.BigEndian.Uint16(body), Count: binary.BigEndian.Uint64(body[2:])}
+	if a.Lane == 0 {
+		return a, fmt.Errorf("%w: ACKLANE for lane 0 (the channel is acknowledged with ACK)", ErrMalformed)
+	}
+	return a, nil
 }
 
 // Window raises the flow-control limit of a stream: the sender may have

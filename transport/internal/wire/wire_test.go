@@ -21,6 +21,8 @@ func sampleFrames() []Frame {
 		{Type: TypePing, Value: 12345},
 		{Type: TypePong, Value: 12345},
 		{Type: TypeGoAway, Payload: []byte("bye")},
+		{Type: TypeAckLane, AckLane: AckLane{Lane: 7, Count: 1 << 35}},
+		{Type: TypeAckLane, AckLane: AckLane{Lane: 65535}},
 	}
 }
 
@@ -62,6 +64,8 @@ func TestRejects(t *testing.T) {
 		{"fragx wrong payload", append(AppendFragXHeader(nil, ref, 0)[:HeaderLen+FragXHeaderLen], 'x'), ErrMalformed},
 		{"segment too large", Start{Ref: SegmentRef{Len: MaxSegment + 1, FragSize: 4}}.Append(nil), ErrTooLarge},
 		{"bad flags", AppendMsgHeader(nil, SegmentRef{Flags: 0x80}), ErrMalformed},
+		{"acklane for lane 0", AckLane{Count: 3}.Append(nil), ErrMalformed},
+		{"acklane short", AppendU64(nil, TypeAckLane, 3), ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
