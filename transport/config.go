@@ -109,7 +109,7 @@ type Config struct {
 
 	// FragmentSize is the largest striping unit in bytes: segments striped
 	// while a path is slow use smaller fragments, down to 4 KiB, so that
-	// the slowest path sends one in about 5 ms. Zero means 32 KiB.
+	// the slowest path sends one in about 2 ms. Zero means 32 KiB.
 	FragmentSize int
 	// StripeThreshold: segments longer than this are striped over all live
 	// paths; shorter ones travel whole. Zero means 2 x FragmentSize.

@@ -63,8 +63,9 @@ func TestFragmentSizeFollowsTheSlowestPath(t *testing.T) {
 		want  int
 	}{
 		{"rates unknown", 32 << 10, []*path{up(0), up(0)}, 32 << 10},
-		{"fast paths", 32 << 10, []*path{up(12.5e6), up(12.5e6)}, 32 << 10},
-		{"one 10 Mbit/s path", 32 << 10, []*path{up(12.5e6), up(1.25e6)}, 6250},
+		{"1 Gbit/s paths", 32 << 10, []*path{up(125e6), up(125e6)}, 32 << 10},
+		{"100 Mbit/s paths", 32 << 10, []*path{up(125e6), up(12.5e6)}, 25000},
+		{"one 25 Mbit/s path", 32 << 10, []*path{up(12.5e6), up(3.125e6)}, 6250},
 		{"very slow path", 32 << 10, []*path{up(12.5e6), up(10e3)}, minFragment},
 		{"slow path down", 32 << 10, []*path{up(12.5e6), {drate: 10e3}}, 32 << 10},
 		{"configured below the floor", 1 << 10, []*path{up(10e3)}, 1 << 10},

@@ -377,7 +377,7 @@ func (s *Session) shouldTake(p *path, n int) bool {
 // last fragment a slow path holds is what a message waits for, so the
 // slower the path, the finer the split.
 const (
-	fragTime    = 5 * time.Millisecond
+	fragTime    = 2 * time.Millisecond
 	minFragment = 4 << 10
 )
 
