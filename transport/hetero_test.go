@@ -67,7 +67,7 @@ func TestFragmentSizeFollowsTheSlowestPath(t *testing.T) {
 		{"100 Mbit/s paths", 32 << 10, []*path{up(125e6), up(12.5e6)}, 25000},
 		{"one 25 Mbit/s path", 32 << 10, []*path{up(12.5e6), up(3.125e6)}, 6250},
 		{"very slow path", 32 << 10, []*path{up(12.5e6), up(10e3)}, minFragment},
-		{"slow path down", 32 << 10, []*path{up(12.5e6), {drate: 10e3}}, 32 << 10},
+		{"slow path down", 32 << 10, []*path{up(125e6), {drate: 10e3}}, 32 << 10},
 		{"configured below the floor", 1 << 10, []*path{up(10e3)}, 1 << 10},
 	} {
 		s := &Session{cfg: &Config{FragmentSize: tc.frag}, paths: tc.paths}
