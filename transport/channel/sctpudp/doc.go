@@ -69,7 +69,8 @@
 //   - Delayed SACK / SACK frequency: fixed. The first DATA packet after an
 //     idle spell starts a 200 ms timer (ackInterval, ack_timer.go) and the
 //     next one sends the SACK at once, so a SACK goes every second packet
-//     or after 200 ms; a gap or a duplicate is acknowledged at once. The
+//     or after 200 ms; a gap in the TSNs, or a chunk with the I bit, is
+//     acknowledged at once. The
 //     association's ackMode (ackModeNoDelay, ackModeAlwaysDelay) is
 //     unexported, "for testing".
 //   - Maximum burst: none in normal sending, which the congestion and
