@@ -179,7 +179,7 @@ func addSCTPFlags(fs *flag.FlagSet) *sctpFlags {
 		case "int":
 			fs.Int(k.name, 0, k.usage)
 		default:
-			fs.String(k.name, "", k.usage)
+			fs.String(k.name, "", k.usage+"; a `size` in bytes, K/M suffixes")
 		}
 	}
 	return f
