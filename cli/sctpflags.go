@@ -53,14 +53,14 @@ var sctpKnobs = []sctpKnob{
 		name: "sctp-sack-freq", kind: "int",
 		usage:  "sctp: packets a receiver takes before it SACKs without waiting for the delay; 1 turns delayed SACK off (SCTP_DELAYED_SACK sack_freq; kernel default 2)",
 		udpWhy: pionNoSACKKnob, kernField: "SACKFreq",
-		kern: func(c *ksctp.Config, v string) (err error) { c.SACKFreq, err = atoi(v); return },
+		kern: func(c *ksctp.Config, v string) (err error) { c.SACKFreq, err = intArg(v); return },
 	},
 	{
 		name: "sctp-max-burst", kind: "int",
 		usage:  "sctp: most packets sent at once in reply to one SACK; 0 removes the limit (SCTP_MAX_BURST; kernel default 4)",
 		udpWhy: "pion has no Max.Burst: only its congestion and receive windows bound a burst (docs/sctp.md)", kernField: "MaxBurst",
 		kern: func(c *ksctp.Config, v string) error {
-			n, err := atoi(v)
+			n, err := intArg(v)
 			if n < 0 {
 				return fmt.Errorf("%d packets: want 1 to 65535, or 0 for no limit", n)
 			}
@@ -75,7 +75,7 @@ var sctpKnobs = []sctpKnob{
 		name: "sctp-maxseg", kind: "size",
 		usage:  "sctp: fragmentation point, the most user bytes per DATA chunk; longer messages are cut (SCTP_MAXSEG, 512 to 65516; default: the path MTU's)",
 		udpWhy: "pion fragments at the MTU: set --sctp-mtu (a DATA chunk carries MTU less 28 bytes)", kernField: "MaxSeg",
-		kern: func(c *ksctp.Config, v string) (err error) { c.MaxSeg, err = size(v); return },
+		kern: func(c *ksctp.Config, v string) (err error) { c.MaxSeg, err = sizeArg(v); return },
 	},
 	{
 		name: "sctp-rto-initial", kind: "duration",
@@ -100,39 +100,39 @@ var sctpKnobs = []sctpKnob{
 		name: "sctp-sndbuf", kind: "size",
 		usage:    "socket send buffer asked of the kernel (SO_SNDBUF, doubled by Linux, capped by net.core.wmem_max). sctp: the SCTP socket's (kernel default); sctp-udp: the UDP socket's, pion's only backpressure (default 64K)",
 		udpField: "SendBuffer", kernField: "SendBuffer",
-		udp:  func(c *sctpudp.Config, v string) (err error) { c.SendBuffer, err = size(v); return },
-		kern: func(c *ksctp.Config, v string) (err error) { c.SendBuffer, err = size(v); return },
+		udp:  func(c *sctpudp.Config, v string) (err error) { c.SendBuffer, err = sizeArg(v); return },
+		kern: func(c *ksctp.Config, v string) (err error) { c.SendBuffer, err = sizeArg(v); return },
 	},
 	{
 		name: "sctp-rcvbuf", kind: "size",
 		usage:    "socket receive buffer asked of the kernel (SO_RCVBUF, capped by net.core.rmem_max). sctp: also the advertised receive window (kernel default); sctp-udp: the UDP socket's (default 4M)",
 		udpField: "ReceiveBuffer", kernField: "ReceiveBuffer",
-		udp:  func(c *sctpudp.Config, v string) (err error) { c.ReceiveBuffer, err = size(v); return },
-		kern: func(c *ksctp.Config, v string) (err error) { c.ReceiveBuffer, err = size(v); return },
+		udp:  func(c *sctpudp.Config, v string) (err error) { c.ReceiveBuffer, err = sizeArg(v); return },
+		kern: func(c *ksctp.Config, v string) (err error) { c.ReceiveBuffer, err = sizeArg(v); return },
 	},
 	{
 		name: "sctp-mtu", kind: "size",
 		usage:    "sctp-udp: largest SCTP packet (UDP payload); it sets the fragmentation point, MTU less 28 bytes per DATA chunk (256 to 8192; default 1452)",
 		udpField: "MTU", kernWhy: "the kernel finds the path MTU itself: set the fragmentation point with --sctp-maxseg",
-		udp: func(c *sctpudp.Config, v string) (err error) { c.MTU, err = size(v); return },
+		udp: func(c *sctpudp.Config, v string) (err error) { c.MTU, err = sizeArg(v); return },
 	},
 	{
 		name: "sctp-max-msg", kind: "size",
 		usage:    "sctp-udp: largest SCTP message; writes are cut into messages of this size (default 64K)",
 		udpField: "MaxMessageSize", kernWhy: "braid writes messages of 64 KiB to kernel SCTP",
-		udp: func(c *sctpudp.Config, v string) (err error) { c.MaxMessageSize, err = size(v); return },
+		udp: func(c *sctpudp.Config, v string) (err error) { c.MaxMessageSize, err = sizeArg(v); return },
 	},
 	{
 		name: "sctp-rwnd", kind: "size",
 		usage:    "sctp-udp: receive window advertised to the peer, the bytes buffered before the reader takes them (default 4M)",
 		udpField: "MaxReceiveBuffer", kernWhy: "kernel SCTP advertises its receive buffer: set --sctp-rcvbuf",
-		udp: func(c *sctpudp.Config, v string) (err error) { c.MaxReceiveBuffer, err = size(v); return },
+		udp: func(c *sctpudp.Config, v string) (err error) { c.MaxReceiveBuffer, err = sizeArg(v); return },
 	},
 	{
 		name: "sctp-stream-sndbuf", kind: "size",
 		usage:    "sctp-udp: send buffer of each SCTP stream, so streams do not wait for each other's writes; 0: pion's blocking writes, one at a time (default 0)",
 		udpField: "StreamSendBuffer", kernWhy: onlyUDP,
-		udp: func(c *sctpudp.Config, v string) (err error) { c.StreamSendBuffer, err = size(v); return },
+		udp: func(c *sctpudp.Config, v string) (err error) { c.StreamSendBuffer, err = sizeArg(v); return },
 	},
 	{
 		name: "sctp-zero-checksum", kind: "bool", def: "false",
@@ -142,7 +142,7 @@ var sctpKnobs = []sctpKnob{
 	},
 }
 
-func atoi(v string) (int, error) {
+func intArg(v string) (int, error) {
 	var n int
 	if _, err := fmt.Sscan(v, &n); err != nil {
 		return 0, fmt.Errorf("bad number %q", v)
@@ -150,7 +150,7 @@ func atoi(v string) (int, error) {
 	return n, nil
 }
 
-func size(v string) (int, error) {
+func sizeArg(v string) (int, error) {
 	n, err := parseSize(v)
 	if err != nil {
 		return 0, err
