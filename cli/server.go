@@ -56,6 +56,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	maxThreads := fs.Int("max-threads", 0, "most threads (streams) one worker may lend (default 1024)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data-plane paths to workers: tcp, mptcp, sctp or sctp-udp (workers must listen with the same)")
 	durable := fs.Bool("durable", false, "sync unit results and every database commit to disk (slower; survives power loss)")
+	sctp := addSCTPFlags(fs)
 	key := keyFlag(fs)
 	logger := logFlags(fs)
 	if code := parseFlags(fs, args); code >= 0 {
@@ -74,10 +75,15 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("server: %v", err)
 		return 2
 	}
+	ch, err := sctp.channel(*chanKind)
+	if err != nil {
+		env.Errorf("server: %v", err)
+		return 2
+	}
 	srv, err := server.New(server.Config{
 		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
 		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: logger(env),
-		Transport: &transport.Config{Transport: *chanKind},
+		Transport: &transport.Config{Transport: *chanKind, Channel: ch},
 	})
 	if err != nil {
 		env.Errorf("%v", err)

@@ -19,7 +19,8 @@ import (
 )
 
 // sessionFlags are the transport flags shared by perf, send and recv. They
-// only fill a transport.Config.
+// only fill a transport.Config. Server and worker take --transport and the
+// --sctp-* knobs (sctpFlags) alone.
 type sessionFlags struct {
 	key       func() ([]byte, error)
 	transport *string
@@ -29,6 +30,7 @@ type sessionFlags struct {
 	lanes     *int
 	timeout   *time.Duration
 	verbose   *bool
+	sctp      *sctpFlags
 }
 
 func addSessionFlags(fs *flag.FlagSet) *sessionFlags {
@@ -41,6 +43,7 @@ func addSessionFlags(fs *flag.FlagSet) *sessionFlags {
 		lanes:     fs.Int("lanes", 0, "independent ordered `lanes` per path where the transport has them (sctp-udp: one SCTP stream each), so a loss on one stream's data does not delay the others; 1: one lane, as over TCP (default 8)"),
 		timeout:   fs.Duration("session-timeout", 0, "give up when every path stayed down this `duration` (default 30s)"),
 		verbose:   fs.Bool("v", false, "log path events (up, down, failover) on stderr"),
+		sctp:      addSCTPFlags(fs),
 	}
 }
 
@@ -69,6 +72,9 @@ func (f *sessionFlags) config(env *Env) (*transport.Config, error) {
 		return nil, usageError{fmt.Errorf("--lanes %d: want 1 to %d", *f.lanes, transport.MaxLanes)}
 	}
 	cfg.Lanes = *f.lanes
+	if cfg.Channel, err = f.sctp.channel(*f.transport); err != nil {
+		return nil, usageError{err}
+	}
 	return cfg, nil
 }
 

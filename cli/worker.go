@@ -44,6 +44,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	opsList := fs.String("ops", "", "offer only these `operations`, comma-separated (default: all)")
 	name := fs.String("name", "", "`name` in listings (default: the host name)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data plane: tcp, mptcp, sctp or sctp-udp (the server must dial with the same)")
+	sctp := addSCTPFlags(fs)
 	key := keyFlag(fs)
 	logger := logFlags(fs)
 	if code := parseFlags(fs, args); code >= 0 {
@@ -70,6 +71,11 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("worker: %v", err)
 		return 2
 	}
+	ch, err := sctp.channel(*chanKind)
+	if err != nil {
+		env.Errorf("worker: %v", err)
+		return 2
+	}
 	reg := ops.Builtin()
 	if *opsList != "" {
 		if reg, err = reg.Subset(splitList(*opsList)...); err != nil {
@@ -85,7 +91,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	w, err := worker.New(worker.Config{
 		Servers: urls, Key: k, Listen: splitList(*listen), Advertise: splitList(*advertise), Threads: *threads,
 		Ops: reg, Name: *name, Logger: logger(env),
-		Transport: &transport.Config{Transport: *chanKind},
+		Transport: &transport.Config{Transport: *chanKind, Channel: ch},
 	})
 	if err != nil {
 		env.Errorf("%v", err)

@@ -29,6 +29,14 @@
 // with sendmsg and an SCTP_SNDINFO control message naming the stream, and
 // demultiplex recvmsg's SCTP_RCVINFO into one reader per stream.
 //
+// Config's knobs are the kernel's socket options for data-centre tuning
+// (paper 002): SCTP_NODELAY (Config.Nagle), delayed SACK
+// (SCTP_DELAYED_SACK: SACKDelay, SACKFreq), SCTP_MAX_BURST (MaxBurst), the
+// fragmentation point SCTP_MAXSEG (MaxSeg), SCTP_RTOINFO (RTOInitial,
+// RTOMin, RTOMax) and SO_SNDBUF / SO_RCVBUF. They are set on the socket
+// before it connects or listens, so every association, dialed or accepted,
+// starts with them; docs/sctp.md says what each does.
+//
 // Kernel SCTP may be missing (module not loaded, or a container without
 // it): socket(IPPROTO_SCTP) then fails, and Dial and Listen return an error
 // that wraps ErrUnavailable. Available reports it up front.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"time"
 
 	"github.com/braid-hpc/braid/transport/channel"
 )
@@ -13,35 +12,6 @@ var errNoRemote = errors.New("no remote address")
 
 func init() {
 	channel.Register(Kind{})
-}
-
-// Config tunes kernel SCTP channels. The zero value works.
-type Config struct {
-	// Nagle lets the kernel hold back small messages to bundle them.
-	// False (the zero value) sets SCTP_NODELAY, as braid's TCP channels set
-	// TCP_NODELAY.
-	Nagle bool
-
-	// Backlog is the listen queue length. Zero means 128.
-	Backlog int
-
-	// Timeout bounds Dial's handshake when the context has no sooner
-	// deadline. Zero means 10 s.
-	Timeout time.Duration
-}
-
-func (c Config) backlog() int {
-	if c.Backlog <= 0 {
-		return 128
-	}
-	return c.Backlog
-}
-
-func (c Config) timeout() time.Duration {
-	if c.Timeout <= 0 {
-		return 10 * time.Second
-	}
-	return c.Timeout
 }
 
 // Kind is the "sctp" channel kind.
@@ -56,6 +26,9 @@ func (Kind) Name() string { return "sctp" }
 // the package documentation); the association binds every local address
 // and knows every remote one.
 func (k Kind) Dial(ctx context.Context, local, remote string) (net.Conn, error) {
+	if err := k.Config.Validate(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, k.Config.timeout())
 	defer cancel()
 	raddr, err := ParseAddr(ctx, nil, remote, true)
@@ -79,6 +52,9 @@ func (k Kind) Dial(ctx context.Context, local, remote string) (net.Conn, error) 
 // Listen implements channel.Kind. addr may be an address list (see the
 // package documentation); ":port" listens on every local address.
 func (k Kind) Listen(ctx context.Context, addr string) (net.Listener, error) {
+	if err := k.Config.Validate(); err != nil {
+		return nil, err
+	}
 	laddr, err := ParseAddr(ctx, nil, addr, true)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,9 @@ type proto struct {
 	bind    func(fd int, b []byte) error // packed sockaddrs, all on one port
 	connect func(fd int, b []byte) error // packed sockaddrs; EINPROGRESS expected
 	noDelay func(fd int, on bool) error
+	// setopt sets one socket option from its bytes: Config's knobs
+	// (sockopts).
+	setopt func(fd, level, opt int, b []byte) error
 }
 
 var sctpProto = proto{
@@ -43,6 +46,7 @@ var sctpProto = proto{
 		return unix.SetsockoptString(fd, solSCTP, sctpSockoptConnectx, string(b))
 	},
 	noDelay: setsockoptNoDelay,
+	setopt:  setsockopt,
 }
 
 // Available reports whether the kernel offers SCTP, by opening and closing
@@ -146,6 +150,9 @@ func (p proto) dial(ctx context.Context, cfg *Config, laddr, raddr *Addr) (net.C
 		}
 	}()
 	if err := p.noDelay(fd, !cfg.Nagle); err != nil {
+		return nil, err
+	}
+	if err := setOpts(fd, cfg, p.setopt); err != nil {
 		return nil, err
 	}
 	if len(laddr.IPs) > 0 || laddr.Port != 0 {
@@ -253,6 +260,10 @@ func (p proto) listen(cfg *Config, laddr *Addr) (net.Listener, error) {
 		return nil, os.NewSyscallError("setsockopt SO_REUSEADDR", err)
 	}
 	if err := p.noDelay(fd, !cfg.Nagle); err != nil {
+		return nil, err
+	}
+	// Accepted associations inherit these from the listening socket.
+	if err := setOpts(fd, cfg, p.setopt); err != nil {
 		return nil, err
 	}
 	if err := p.bindAll(fd, fam, laddr); err != nil {

@@ -40,6 +40,7 @@ var tcpStandIn = proto{
 		}
 		return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, v)
 	},
+	setopt: setsockopt, // the SOL_SOCKET ones; the tests fake SOL_SCTP
 }
 
 // firstSockaddr decodes the first struct sockaddr_in of a packed list.

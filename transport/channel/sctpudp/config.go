@@ -25,6 +25,8 @@ const (
 	defaultBacklog          = 128
 	defaultSendBuffer       = 64 << 10
 	defaultReceiveBuffer    = 4 << 20
+	minRTOMax               = 10 * time.Millisecond
+	maxRTOMax               = 24 * time.Hour
 )
 
 // Config tunes an sctp-udp channel. The zero value works.
@@ -76,6 +78,17 @@ type Config struct {
 	// only where both ends are braid. False means every packet carries a
 	// CRC32c.
 	ZeroChecksum bool
+
+	// RTOMax caps the retransmission timeout (pion's WithRTOMax): the
+	// longest the sender waits for a SACK before it resends, and the
+	// ceiling of its exponential backoff. pion's RTO.Initial and RTO.Min
+	// are both fixed at 1 s (rtoInitial, rtoMin in its rtx_timer.go), so a
+	// cap under 1 s also sets the timeout itself: with 200 ms, lost data
+	// is resent after 200 ms instead of 1 s. The handshake retransmits its
+	// INIT at most 8 times on the same timer, so a cap of a few
+	// milliseconds gives up on a slow peer quickly. Zero means pion's 60 s.
+	// From 10 ms to 24 h.
+	RTOMax time.Duration
 
 	// HandshakeTimeout bounds the INIT/COOKIE handshake of Dial (unless the
 	// context ends sooner) and of each association a listener accepts.
@@ -145,15 +158,25 @@ func (c Config) populate() (Config, error) {
 	if c.SendBuffer < 0 || c.SendBuffer > 1<<30 || c.ReceiveBuffer < 0 || c.ReceiveBuffer > 1<<30 {
 		return c, fmt.Errorf("sctpudp: socket buffers %d (send) and %d (receive) out of range [0, 1 GiB]", c.SendBuffer, c.ReceiveBuffer)
 	}
+	if c.RTOMax != 0 && (c.RTOMax < minRTOMax || c.RTOMax > maxRTOMax) {
+		return c, fmt.Errorf("sctpudp: RTOMax %v out of range [%v, %v]", c.RTOMax, minRTOMax, maxRTOMax)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return c, nil
 }
 
+// Validate reports the first field out of range, naming it, as Dial and
+// Listen would.
+func (c Config) Validate() error {
+	_, err := c.populate()
+	return err
+}
+
 // options translates a populated Config into pion's association options.
 func (c *Config) options(nc net.Conn, name string) []sctp.AssociationOption {
-	return []sctp.AssociationOption{
+	opts := []sctp.AssociationOption{
 		sctp.WithNetConn(nc),
 		sctp.WithName(name),
 		sctp.WithLoggerFactory(pionLogger{c.Logger}),
@@ -163,4 +186,8 @@ func (c *Config) options(nc net.Conn, name string) []sctp.AssociationOption {
 		sctp.WithMaxMessageSize(uint32(c.MaxMessageSize)),
 		sctp.WithMaxReceiveBufferSize(uint32(c.MaxReceiveBuffer)),
 	}
+	if c.RTOMax > 0 {
+		opts = append(opts, sctp.WithRTOMax(float64(c.RTOMax)/float64(time.Millisecond)))
+	}
+	return opts
 }

@@ -57,8 +57,30 @@
 // purpose: it is the only backpressure pion gets from a slow link, and a
 // large one lets pion's bursts overflow the link's queue.
 //
-// Pion sends whatever the congestion and receive windows allow at once and
-// bundles queued chunks; it has no Nagle-style hold-back and no public knob
-// for delayed acknowledgements, so there is no NoDelay option here: sending
-// is always no-delay.
+// Of paper 002's data-centre knobs, pion v1.11.3 offers only the
+// fragmentation point, through the MTU: a DATA chunk carries at most
+// Config.MTU less 28 bytes (12 of common header, 16 of DATA chunk header,
+// rounded down to 4). It has no public knob for the others:
+//
+//   - No-delay: pion has no Nagle-style hold-back. Its write loop sends
+//     whatever the congestion and receive windows allow as soon as a Write
+//     queues data, bundling queued chunks into MTU-sized packets; sending
+//     is always no-delay, so there is no NoDelay option.
+//   - Delayed SACK / SACK frequency: fixed. The first DATA packet after an
+//     idle spell starts a 200 ms timer (ackInterval, ack_timer.go) and the
+//     next one sends the SACK at once, so a SACK goes every second packet
+//     or after 200 ms; a gap in the TSNs, or a chunk with the I bit, is
+//     acknowledged at once. The
+//     association's ackMode (ackModeNoDelay, ackModeAlwaysDelay) is
+//     unexported, "for testing".
+//   - Maximum burst: none in normal sending, which the congestion and
+//     receive windows alone bound. Only during tail-loss recovery does pion
+//     limit bursts, to constants: tlrBurstDefaultFirstRTT (4 MTUs) and
+//     tlrBurstDefaultLaterRTT (2 MTUs) in association.go.
+//
+// What it does offer braid exposes: MTU, MaxMessageSize, the advertised
+// window (MaxReceiveBuffer), the UDP socket buffers (SendBuffer,
+// ReceiveBuffer), per-stream send buffers (StreamSendBuffer), zero
+// checksum (ZeroChecksum) and the RTO cap (RTOMax). docs/sctp.md sets them
+// beside the kernel's.
 package sctpudp

@@ -115,6 +115,9 @@ func TestConfigPopulate(t *testing.T) {
 		{"huge receive buffer", Config{ReceiveBuffer: 2 << 30}, false},
 		{"stream send buffer", Config{StreamSendBuffer: 1 << 20}, true},
 		{"negative stream send buffer", Config{StreamSendBuffer: -1}, false},
+		{"rto max", Config{RTOMax: 200 * time.Millisecond}, true},
+		{"rto max too small", Config{RTOMax: time.Millisecond}, false},
+		{"rto max too large", Config{RTOMax: 25 * time.Hour}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := tc.cfg.populate()

@@ -1,0 +1,96 @@
+//go:build linux
+
+package ksctp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Socket options of linux/sctp.h that Config sets.
+const (
+	sctpRTOInfo     = 0  // SCTP_RTOINFO, struct sctp_rtoinfo
+	sctpMaxSeg      = 13 // SCTP_MAXSEG, struct sctp_assoc_value
+	sctpDelayedSACK = 16 // SCTP_DELAYED_SACK (= SCTP_DELAYED_ACK_TIME), struct sctp_sack_info
+	sctpMaxBurst    = 20 // SCTP_MAX_BURST, struct sctp_assoc_value
+
+	// sctpFutureAssoc is SCTP_FUTURE_ASSOC, the sctp_assoc_t that means
+	// "this socket's associations to come": the only one a one-to-one
+	// socket takes before it connects.
+	sctpFutureAssoc = 0
+)
+
+// sockopt is one setsockopt call: level, option and the option's bytes
+// in the kernel's layout.
+type sockopt struct {
+	level, opt int
+	name       string // for errors: "SCTP_MAX_BURST"
+	val        []byte
+}
+
+// sockopts returns the options that cfg's knobs ask for, in the order they
+// are set; knobs left at zero set nothing. SCTP_NODELAY is set apart (see
+// proto.noDelay). cfg must have passed Validate.
+func sockopts(cfg *Config) []sockopt {
+	var out []sockopt
+	if cfg.SendBuffer > 0 {
+		out = append(out, sockopt{unix.SOL_SOCKET, unix.SO_SNDBUF, "SO_SNDBUF", u32s(uint32(cfg.SendBuffer))})
+	}
+	if cfg.ReceiveBuffer > 0 {
+		out = append(out, sockopt{unix.SOL_SOCKET, unix.SO_RCVBUF, "SO_RCVBUF", u32s(uint32(cfg.ReceiveBuffer))})
+	}
+	if cfg.SACKDelay != 0 || cfg.SACKFreq != 0 {
+		// struct sctp_sack_info { sctp_assoc_t sack_assoc_id; uint32_t
+		// sack_delay; uint32_t sack_freq; }: a zero field is left as is.
+		out = append(out, sockopt{solSCTP, sctpDelayedSACK, "SCTP_DELAYED_SACK",
+			u32s(sctpFutureAssoc, millis(cfg.SACKDelay), uint32(cfg.SACKFreq))})
+	}
+	if cfg.MaxBurst != 0 {
+		// struct sctp_assoc_value { sctp_assoc_t assoc_id; uint32_t
+		// assoc_value; }: 0 is no limit.
+		v := uint32(max(cfg.MaxBurst, 0))
+		out = append(out, sockopt{solSCTP, sctpMaxBurst, "SCTP_MAX_BURST", u32s(sctpFutureAssoc, v)})
+	}
+	if cfg.MaxSeg != 0 {
+		out = append(out, sockopt{solSCTP, sctpMaxSeg, "SCTP_MAXSEG", u32s(sctpFutureAssoc, uint32(cfg.MaxSeg))})
+	}
+	if cfg.RTOInitial != 0 || cfg.RTOMin != 0 || cfg.RTOMax != 0 {
+		// struct sctp_rtoinfo { sctp_assoc_t srto_assoc_id; __u32
+		// srto_initial; __u32 srto_max; __u32 srto_min; }, in ms: a zero
+		// field is left as is.
+		out = append(out, sockopt{solSCTP, sctpRTOInfo, "SCTP_RTOINFO",
+			u32s(sctpFutureAssoc, millis(cfg.RTOInitial), millis(cfg.RTOMax), millis(cfg.RTOMin))})
+	}
+	return out
+}
+
+// u32s lays out 32-bit fields back to back in host byte order, as the
+// kernel's structs of __u32 and sctp_assoc_t (__s32) are.
+func u32s(vs ...uint32) []byte {
+	b := make([]byte, 0, 4*len(vs))
+	for _, v := range vs {
+		b = binary.NativeEndian.AppendUint32(b, v)
+	}
+	return b
+}
+
+func millis(d time.Duration) uint32 { return uint32(d / time.Millisecond) }
+
+// setsockopt passes b to the kernel as the option's value, unchanged.
+func setsockopt(fd, level, opt int, b []byte) error {
+	return unix.SetsockoptString(fd, level, opt, string(b))
+}
+
+// setOpts sets cfg's options on fd through set.
+func setOpts(fd int, cfg *Config, set func(fd, level, opt int, b []byte) error) error {
+	for _, o := range sockopts(cfg) {
+		if err := set(fd, o.level, o.opt, o.val); err != nil {
+			return fmt.Errorf("ksctp: %w", os.NewSyscallError("setsockopt "+o.name, err))
+		}
+	}
+	return nil
+}
