@@ -35,7 +35,7 @@ func TestValidate(t *testing.T) {
 		{"rto too long", Config{RTOMax: 25 * time.Hour}, "RTOMax 25h0m0s out of range"},
 		{"rto not ms", Config{RTOMin: 1500 * time.Microsecond}, "RTOMin 1.5ms is not a whole number"},
 		{"sndbuf negative", Config{SendBuffer: -1}, "SendBuffer -1 out of range [0, 1 GiB]"},
-		{"rcvbuf large", Config{ReceiveBuffer: 2 << 30}, "ReceiveBuffer 2147483648 out of range"},
+		{"rcvbuf large", Config{ReceiveBuffer: 1<<31 - 1}, "ReceiveBuffer 2147483647 out of range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
