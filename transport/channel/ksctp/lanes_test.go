@@ -83,6 +83,8 @@ func (f *fakeSock) send(sid uint16, p []byte) (int, error) {
 		select {
 		case <-ch:
 		case <-tc:
+			// Woken by the deadline: the poller reports it.
+			return 0, os.ErrDeadlineExceeded
 		case <-f.stop:
 			return 0, net.ErrClosed
 		}
