@@ -59,22 +59,40 @@ func sndinfo(sid uint16) []byte {
 }
 
 // rcvinfoSid finds the SCTP_RCVINFO control message in oob and returns its
-// rcv_sid.
+// rcv_sid. Control data that ends inside a message is an error.
 func rcvinfoSid(oob []byte) (uint16, error) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return 0, fmt.Errorf("ksctp: recvmsg control data of %d bytes does not parse: %w", len(oob), err)
-	}
-	for _, m := range msgs {
-		if m.Header.Level != solSCTP || m.Header.Type != sctpRcvInfo {
-			continue
+	hdr := unix.CmsgLen(0)
+	for b := oob; len(b) > 0; {
+		if len(b) < hdr {
+			return 0, fmt.Errorf("ksctp: recvmsg control data does not parse: %d bytes left, less than a cmsghdr", len(b))
 		}
-		if len(m.Data) < sizeofRcvinfo {
-			return 0, fmt.Errorf("ksctp: SCTP_RCVINFO control message of %d bytes, want %d", len(m.Data), sizeofRcvinfo)
+		l, level, typ := cmsgHeader(b)
+		if l < uint64(hdr) || l > uint64(len(b)) {
+			return 0, fmt.Errorf("ksctp: recvmsg control data does not parse: cmsg_len %d with %d bytes left", l, len(b))
 		}
-		return binary.NativeEndian.Uint16(m.Data), nil
+		if level == solSCTP && typ == sctpRcvInfo {
+			if int(l)-hdr < sizeofRcvinfo {
+				return 0, fmt.Errorf("ksctp: SCTP_RCVINFO control message of %d bytes, want %d", int(l)-hdr, sizeofRcvinfo)
+			}
+			return binary.NativeEndian.Uint16(b[hdr:]), nil
+		}
+		b = b[min(len(b), unix.CmsgSpace(int(l)-hdr)):]
 	}
 	return 0, errors.New("ksctp: recvmsg returned data without an SCTP_RCVINFO control message")
+}
+
+// cmsgHeader reads struct cmsghdr at the start of b (at least
+// unix.CmsgLen(0) bytes, any alignment): cmsg_len is a size_t, then
+// cmsg_level and cmsg_type.
+func cmsgHeader(b []byte) (l uint64, level, typ int32) {
+	var h unix.Cmsghdr
+	off := int(unsafe.Sizeof(h.Len))
+	if off == 8 {
+		l = binary.NativeEndian.Uint64(b)
+	} else {
+		l = uint64(binary.NativeEndian.Uint32(b))
+	}
+	return l, int32(binary.NativeEndian.Uint32(b[off:])), int32(binary.NativeEndian.Uint32(b[off+4:]))
 }
 
 // decodePiece turns what recvmsg returned into a piece. skip is true for
