@@ -56,14 +56,13 @@ type sendFunc func(sid uint16, p []byte) (int, error)
 type mux struct {
 	recv   recvFunc
 	send   sendFunc
-	nin    int // inbound streams the association has: stream ids below nin are valid
-	nout   int // outbound streams: OpenLane ids below nout
-	limit  int // laneBuffer, smaller in tests
-	onFail func(err error)
-	addrs  func() (local, remote net.Addr)
+	nin    int             // inbound streams the association has: stream ids below nin are valid
+	nout   int             // outbound streams: OpenLane ids below nout
+	limit  int             // laneBuffer, smaller in tests
+	onFail func(err error) // closes the socket after a protocol error
 
 	// setWriteDeadline sets the socket's write deadline, which every
-	// lane's writes wait under (see writeDeadline).
+	// lane's writes wait under (see lane.setWriteDeadline).
 	setWriteDeadline func(time.Time) error
 
 	mu       sync.Mutex
