@@ -163,9 +163,28 @@ func lanesWrap(nc net.Conn) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ksctp: lanes: %w", err)
 	}
+	return newLanesConn(nc, rc, in, out), nil
+}
+
+// newLanesConn makes a Conn with lanes of nc, whose raw conn is rc and
+// whose association has in inbound and out outbound streams, and starts
+// its demultiplexer.
+func newLanesConn(nc net.Conn, rc syscall.RawConn, in, out int) *Conn {
 	c := wrap(nc)
+	m := newMux(sctpRecv(rc), sctpSend(rc), in, out)
+	m.setWriteDeadline = nc.SetWriteDeadline
+	m.onFail = func(error) { _ = nc.Close() }
+	c.mux = m
+	c.lane = m.lane0()
+	go m.run()
+	return c
+}
+
+// sctpRecv returns the demultiplexer's recvmsg on rc: it waits in the
+// poller, skips notifications and decodes each piece.
+func sctpRecv(rc syscall.RawConn) recvFunc {
 	oob := make([]byte, unix.CmsgSpace(sizeofRcvinfo)+unix.CmsgSpace(64))
-	recv := func(b []byte) (piece, error) {
+	return func(b []byte) (piece, error) {
 		for {
 			var n, oobn, flags int
 			var rerr error
@@ -177,11 +196,11 @@ func lanesWrap(nc net.Conn) (*Conn, error) {
 					}
 				}
 			})
-			if err == nil {
-				err = rerr
-			}
 			if err != nil {
-				return piece{}, os.NewSyscallError("recvmsg", err)
+				return piece{}, err
+			}
+			if rerr != nil {
+				return piece{}, os.NewSyscallError("recvmsg", rerr)
 			}
 			p, skip, err := decodePiece(n, oobn, flags, oob)
 			if !skip {
@@ -189,7 +208,13 @@ func lanesWrap(nc net.Conn) (*Conn, error) {
 			}
 		}
 	}
-	send := func(sid uint16, p []byte) (int, error) {
+}
+
+// sctpSend returns the lanes' sendmsg on rc: one message on stream sid,
+// waiting in the poller (under the socket's write deadline) while the
+// send buffer is full.
+func sctpSend(rc syscall.RawConn) sendFunc {
+	return func(sid uint16, p []byte) (int, error) {
 		oob := sndinfo(sid)
 		var n int
 		var werr error
@@ -201,16 +226,12 @@ func lanesWrap(nc net.Conn) (*Conn, error) {
 				}
 			}
 		})
-		if err == nil && werr != nil {
-			err = os.NewSyscallError("sendmsg", werr)
+		if err != nil {
+			return 0, err
 		}
-		return n, err
+		if werr != nil {
+			return 0, os.NewSyscallError("sendmsg", werr)
+		}
+		return n, nil
 	}
-	m := newMux(recv, send, in, out)
-	m.setWriteDeadline = nc.SetWriteDeadline
-	m.onFail = func(error) { _ = nc.Close() }
-	c.mux = m
-	c.lane = m.lane0()
-	go m.run()
-	return c, nil
 }

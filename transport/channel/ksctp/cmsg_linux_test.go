@@ -3,10 +3,17 @@
 package ksctp
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -147,4 +154,167 @@ func FuzzDecodePiece(f *testing.F) {
 			t.Fatalf("n %d, piece %+v", n, p)
 		}
 	})
+}
+
+// seqpacketPair returns a Conn with lanes over one end of an AF_UNIX
+// SOCK_SEQPACKET socket pair, and the other end. The pair keeps message
+// boundaries as SCTP does and drops the SOL_SCTP control messages, so the
+// real sendmsg and recvmsg plumbing (poller waits, deadlines) runs without
+// kernel SCTP; the peer sees no stream ids, and what it sends arrives
+// without SCTP_RCVINFO.
+func seqpacketPair(t *testing.T) (*Conn, net.Conn) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make([]net.Conn, 2)
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "seqpacket")
+		c, err := net.FileConn(f)
+		_ = f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	rc, err := conns[0].(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newLanesConn(conns[0], rc, numStreams, numStreams)
+	t.Cleanup(func() { _ = c.Close(); _ = conns[1].Close() })
+	return c, conns[1]
+}
+
+func TestLanesPollerWrite(t *testing.T) {
+	c, peer := seqpacketPair(t)
+	l3, err := c.OpenLane(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := bytes.Repeat([]byte("0123456789"), 15<<10/10*10)
+	if n, err := l3.Write(msg); err != nil || n != len(msg) {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	var got []byte
+	b := make([]byte, 128<<10)
+	for len(got) < len(msg) {
+		_ = peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := peer.Read(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > maxMessage {
+			t.Fatalf("a message of %d bytes", n)
+		}
+		got = append(got, b[:n]...)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatal("messages do not add up to the Write")
+	}
+}
+
+func TestLanesPollerWriteDeadlines(t *testing.T) {
+	c, peer := seqpacketPair(t)
+	l1, _ := c.OpenLane(1)
+	l2, _ := c.OpenLane(2)
+	// Nobody reads: the socket fills up and the writers wait in the poller.
+	_ = l1.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	big := make([]byte, 4<<20)
+	done2 := make(chan error, 1)
+	n2 := 1 << 20
+	go func() {
+		_, err := l2.Write(make([]byte, n2))
+		done2 <- err
+	}()
+	n1, err := l1.Write(big)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() || !strings.Contains(err.Error(), "lane 1") {
+		t.Fatalf("lane 1 Write past its deadline: %d, %v", n1, err)
+	}
+	select {
+	case err := <-done2:
+		t.Fatalf("lane 2 Write returned with lane 1's deadline: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	// Reading unblocks lane 2, which writes all of its bytes.
+	total := 0
+	b := make([]byte, 128<<10)
+	for total < n1+n2 {
+		_ = peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := peer.Read(b)
+		if err != nil {
+			t.Fatalf("read %d of %d bytes: %v", total, n1+n2, err)
+		}
+		total += n
+	}
+	if err := <-done2; err != nil {
+		t.Fatalf("lane 2 Write: %v", err)
+	}
+}
+
+func TestLanesPollerCloseWakesWriter(t *testing.T) {
+	c, _ := seqpacketPair(t)
+	l1, _ := c.OpenLane(1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := l1.Write(make([]byte, 4<<20))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	_ = c.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Write after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake the writer")
+	}
+}
+
+func TestLanesPollerRecvWithoutRcvinfo(t *testing.T) {
+	c, peer := seqpacketPair(t)
+	if _, err := peer.Write([]byte("no stream id")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := c.Read(make([]byte, 64))
+	if err == nil || !strings.Contains(err.Error(), "without an SCTP_RCVINFO") {
+		t.Fatalf("Read: %v", err)
+	}
+	// The association is closed: the peer reads the end.
+	_ = peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := peer.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("peer Read after the protocol error: %d, %v; want EOF", n, err)
+	}
+}
+
+// A deadline set in the past wakes a Write already waiting, as on a
+// net.Conn.
+func TestLanesPollerDeadlineInterrupts(t *testing.T) {
+	c, _ := seqpacketPair(t)
+	l1, _ := c.OpenLane(1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := l1.Write(make([]byte, 4<<20))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	_ = l1.SetWriteDeadline(time.Now().Add(-time.Second))
+	select {
+	case err := <-done:
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("Write: %v, want a timeout", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a past deadline did not wake the writer")
+	}
+	// The socket deadline is back in step: lane 2 times out at its own.
+	l2, _ := c.OpenLane(2)
+	_ = l2.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := l2.Write(make([]byte, 4<<20)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("lane 2 Write into a full socket: %v, want its own timeout", err)
+	}
 }
