@@ -271,7 +271,7 @@ func (l *lane) read(p []byte) (int, error) {
 	m := l.m
 	for {
 		m.mu.Lock()
-		if l.closed {
+		if l.closed || m.closed {
 			m.mu.Unlock()
 			return 0, net.ErrClosed
 		}

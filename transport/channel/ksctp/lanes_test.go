@@ -458,6 +458,21 @@ func TestMuxCloseWakesAll(t *testing.T) {
 	if _, err := c.OpenLane(2); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("OpenLane after Close: %v", err)
 	}
+	if _, err := l1.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("lane Write after Close: %v", err)
+	}
+}
+
+func TestMuxReadAfterClose(t *testing.T) {
+	c, f := newTestConn(t, numStreams, numStreams, laneBuffer)
+	l1, _ := c.OpenLane(1)
+	f.feed(t, step{data: []byte("unread"), sid: 1, eor: true}, step{data: []byte("unread"), sid: 0, eor: true})
+	_ = c.Close()
+	for _, conn := range []net.Conn{c, l1} {
+		if _, err := conn.Read(make([]byte, 8)); !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Read after Close with data buffered: %v, want net.ErrClosed", err)
+		}
+	}
 }
 
 func TestNoLanes(t *testing.T) {
