@@ -318,3 +318,38 @@ func TestLanesPollerDeadlineInterrupts(t *testing.T) {
 		t.Errorf("lane 2 Write into a full socket: %v, want its own timeout", err)
 	}
 }
+
+// Closing a lane wakes its Write waiting in the poller; the channel and
+// the other lanes go on.
+func TestLanesPollerLaneCloseWakesWriter(t *testing.T) {
+	c, peer := seqpacketPair(t)
+	l1, _ := c.OpenLane(1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := l1.Write(make([]byte, 4<<20))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	_ = l1.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Write on a lane closed under it: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing the lane did not wake its writer")
+	}
+	// Drain what lane 1 got out, then lane 0 still writes.
+	go func() {
+		b := make([]byte, 128<<10)
+		for {
+			if _, err := peer.Read(b); err != nil {
+				return
+			}
+		}
+	}()
+	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("still here")); err != nil {
+		t.Fatalf("channel Write after a lane closed: %v", err)
+	}
+}

@@ -327,7 +327,8 @@ func (l *lane) setReadDeadline(t time.Time) {
 // Write deadlines. Lanes share one socket, and the poller has one write
 // deadline per socket. While a writer whose lane's deadline has passed is
 // waiting, the socket's deadline is in the past, which wakes every writer
-// waiting; otherwise it is the earliest lane deadline still ahead, or none.
+// waiting (and while a Write waits on a lane closed under it); otherwise it
+// is the earliest lane deadline still ahead, or none.
 // A writer woken by another lane's deadline sets the socket's anew and
 // waits again.
 
@@ -347,6 +348,8 @@ func (m *mux) syncWriteDeadlineLocked() error {
 	var next time.Time
 	for _, l := range m.lanes {
 		switch {
+		case l.closed && l.writing:
+			next = aLongTimeAgo // wake it to return
 		case l.wdl.IsZero():
 		case !now.Before(l.wdl):
 			if l.writing {
@@ -425,7 +428,8 @@ func (l *lane) write(p []byte, send func([]byte) (int, error)) (int, error) {
 	return n, nil
 }
 
-// closeLane closes l locally: its Read and Write fail, and data the peer
+// closeLane closes l locally: its Read and Write fail (a Write waiting
+// too, through the socket's write deadline), and data the peer
 // sends on it from now on is dropped. The association and the peer's side
 // of the lane are untouched.
 func (l *lane) closeLane() {
@@ -438,6 +442,7 @@ func (l *lane) closeLane() {
 	}
 	signal(l.wake)
 	signal(l.space)
+	_ = m.syncWriteDeadlineLocked() // wakes a Write waiting on the lane
 	m.mu.Unlock()
 }
 
