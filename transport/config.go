@@ -93,8 +93,8 @@ type Config struct {
 	Channel channel.Kind
 
 	// Lanes is how many lanes this side sends on over each path whose
-	// channel kind has them (channel.Lanes: sctp-udp, one SCTP stream per
-	// lane). Lane 0 carries control frames; the data of stream id goes on
+	// channel kind has them (channel.Lanes: sctp-udp and sctp, one SCTP
+	// stream per lane). Lane 0 carries control frames; the data of stream id goes on
 	// lane 1 + (id/2) mod (Lanes-1), so a packet lost from one stream's
 	// data delays only the streams that share its lane, not the whole path
 	// (see lane.go). The peer reads whatever lanes this side uses. Zero

@@ -26,7 +26,7 @@
 // reordered within a stream.
 //
 // Lanes: over a channel kind that carries several independent ordered
-// streams in one connection (sctp-udp: the streams of an SCTP
+// streams in one connection (sctp-udp and sctp: the streams of an SCTP
 // association), each path's channel is split into Config.Lanes lanes.
 // Lane 0 carries control frames; each braid stream's data, with the Start
 // and End frames that steer its striped segments, goes on one of the

@@ -20,15 +20,48 @@
 //
 // The socket is created non-blocking and handed to the runtime poller
 // (os.NewFile, then net.FileConn / net.FileListener), so Read, Write,
-// deadlines and Close behave as on a TCP net.Conn; errors name "tcp" as the
-// network, since that is the only stream type package net knows.
+// deadlines and Close behave as on a TCP net.Conn; errors that come from
+// the socket name "tcp" as the network, since that is the only stream type
+// package net knows, and those of the lanes below name "sctp".
 //
-// Conn carries one ordered byte stream on SCTP stream 0 and does not
-// implement channel.Lanes yet: a braid session over kernel SCTP puts all of
-// its streams on that one SCTP stream, as over TCP. Lanes here would send
-// with sendmsg and an SCTP_SNDINFO control message naming the stream, and
-// demultiplex recvmsg's SCTP_RCVINFO into one reader per stream.
+// Lanes (channel.Lanes): Conn carries one ordered byte stream per SCTP
+// stream of the association. Lane 0 is the Conn itself, on SCTP stream 0;
+// OpenLane(k) is SCTP stream k. Each association asks for 65 streams each
+// way (SCTP_INITMSG; transport.MaxLanes is 64) and reads what it got from
+// SCTP_STATUS: OpenLane of an id the association cannot carry is an error.
+// A lane's Write sends messages of at most 64 KiB with sendmsg and an
+// SCTP_SNDINFO control message naming the stream; writes to different
+// lanes may run at once (the kernel serializes them), writes to one lane
+// keep their order.
 //
+// Reading: one demultiplexer goroutine per association reads every
+// message with recvmsg, with SCTP_RECVRCVINFO on so that each piece comes
+// with an SCTP_RCVINFO control message naming its stream (a message split
+// by partial delivery comes as several pieces of one stream, the last
+// with MSG_EOR), and appends it to that lane's buffer. A lane holds at
+// most 1 MiB unread: past that the demultiplexer stops reading the socket
+// until the lane's reader catches up, and the kernel's receive window
+// holds the peer back. (A user that never reads a lane the peer sends on
+// thus stalls the association; braid's session reads every lane.) The
+// first data on a stream this side has not opened makes the lane
+// available to AcceptLane, once. A message on a stream the association
+// does not have, a piece of another stream inside a message, or control
+// data that does not parse closes the association with an error saying
+// which; every lane's Read returns it.
+//
+// The demultiplexer runs from the moment the association is set up, also
+// when no lane is ever opened, so that a Read on the channel never races
+// with a lane opening for data the peer already sent on another stream
+// (a plain read would take it as stream 0's). Lane 0 therefore behaves as
+// before, ordered bytes with deadlines, EOF after the peer's shutdown and
+// net.ErrClosed after Close, at the cost of one copy per byte received.
+// Deadlines are per lane; the socket's write deadline follows the earliest
+// lane deadline still ahead (see lane.setWriteDeadline). Closing a lane is
+// local: its Read and Write fail and what the peer sends on it is dropped.
+// Closing the Conn ends the association and wakes every Read, Write and
+// AcceptLane. Errors are *net.OpError; a lane's name the lane ("lane 3:
+// i/o timeout").
+
 // Config's knobs are the kernel's socket options for data-centre tuning
 // (paper 002): SCTP_NODELAY (Config.Nagle), delayed SACK
 // (SCTP_DELAYED_SACK: SACKDelay, SACKFreq), SCTP_MAX_BURST (MaxBurst), the

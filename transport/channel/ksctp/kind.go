@@ -3,7 +3,10 @@ package ksctp
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"sync"
+	"time"
 
 	"github.com/braid-hpc/braid/transport/channel"
 )
@@ -71,6 +74,15 @@ type Conn struct {
 	net.Conn // a *net.TCPConn over the SCTP socket: the stream-socket plumbing
 	laddr    *Addr
 	raddr    *Addr
+
+	// mux reads the socket and hands each SCTP stream's data to its lane;
+	// lane 0 is this Conn. Nil where there are no lanes (the tests' TCP
+	// stand-in): Read then reads the socket directly.
+	mux  *mux
+	lane *lane // lane 0, when mux is set
+
+	lmu   sync.Mutex
+	lanes map[uint16]*Lane
 }
 
 // LocalAddr implements net.Conn: the address the association was set up
@@ -88,6 +100,13 @@ const maxMessage = 64 << 10
 // Write implements net.Conn: p goes out as SCTP messages of at most 64 KiB
 // on stream 0, which the peer reads back as one ordered byte stream.
 func (c *Conn) Write(p []byte) (int, error) {
+	if c.mux != nil {
+		n, err := c.lane.write(p, c.Conn.Write)
+		if err != nil && !isOpError(err) {
+			err = &net.OpError{Op: "write", Net: "sctp", Source: c.laddr, Addr: c.raddr, Err: err}
+		}
+		return n, err
+	}
 	n := 0
 	for n < len(p) {
 		m, err := c.Conn.Write(p[n:min(len(p), n+maxMessage)])
@@ -97,6 +116,59 @@ func (c *Conn) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// Read implements net.Conn: the bytes the peer wrote on stream 0, in
+// order.
+func (c *Conn) Read(p []byte) (int, error) {
+	if c.mux == nil {
+		return c.Conn.Read(p)
+	}
+	n, err := c.lane.read(p)
+	if err != nil && err != io.EOF {
+		err = &net.OpError{Op: "read", Net: "sctp", Source: c.laddr, Addr: c.raddr, Err: err}
+	}
+	return n, err
+}
+
+// SetDeadline implements net.Conn.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// SetReadDeadline implements net.Conn.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.mux == nil {
+		return c.Conn.SetReadDeadline(t)
+	}
+	c.lane.setReadDeadline(t)
+	return nil
+}
+
+// SetWriteDeadline implements net.Conn. The socket's deadline is shared
+// with the lanes' (see lane.setWriteDeadline).
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if c.mux == nil {
+		return c.Conn.SetWriteDeadline(t)
+	}
+	return c.lane.setWriteDeadline(t)
+}
+
+// Close implements net.Conn: it ends the association and every lane,
+// waking their readers, writers and AcceptLane.
+func (c *Conn) Close() error {
+	if c.mux != nil {
+		c.mux.close()
+	}
+	return c.Conn.Close()
+}
+
+func isOpError(err error) bool {
+	_, ok := err.(*net.OpError)
+	return ok
 }
 
 // CloseWrite starts the SCTP SHUTDOWN: the peer reads io.EOF after the
@@ -125,6 +197,7 @@ type listener struct {
 	addr         *Addr
 	cfg          *Config
 	noDelay      func(fd int, on bool) error
+	wrap         func(net.Conn) (*Conn, error)
 }
 
 // Accept implements net.Listener.
@@ -137,7 +210,15 @@ func (l *listener) Accept() (net.Conn, error) {
 		_ = c.Close()
 		return nil, err
 	}
-	return wrap(c), nil
+	if l.wrap == nil {
+		return wrap(c), nil
+	}
+	kc, err := l.wrap(c)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return kc, nil
 }
 
 // Addr implements net.Listener: every address bound, with the port (which

@@ -308,3 +308,84 @@ func noDelay(t *testing.T, c net.Conn) int {
 	t.Helper()
 	return getNoDelay(t, c)
 }
+
+// TestLanesKernel runs lanes over a real association: the dialer writes on
+// lanes 0, 1 and 2 at once, the listener accepts lanes 1 and 2 and reads
+// each back in order, and answers on lane 2.
+func TestLanesKernel(t *testing.T) {
+	requireKernel(t)
+	c, s, _ := pair(t, Kind{}, "127.0.0.1", "127.0.0.1:0")
+	cl, sl := c.(channel.Lanes), s.(channel.Lanes)
+	payload := func(lane, size int) []byte {
+		b := make([]byte, size)
+		for i := range b {
+			b[i] = byte(lane*31 + i/977)
+		}
+		return b
+	}
+	sizes := map[uint16]int{0: 100 << 10, 1: 1 << 20, 2: 3000}
+	errs := make(chan error, 3)
+	for id, size := range sizes {
+		go func() {
+			conn := c
+			if id != 0 {
+				var err error
+				if conn, err = cl.OpenLane(id); err != nil {
+					errs <- err
+					return
+				}
+			}
+			_, err := conn.Write(payload(int(id), size))
+			errs <- err
+		}()
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	got := map[uint16]net.Conn{0: s}
+	for range 2 {
+		id, l, err := sl.AcceptLane(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[id] != nil {
+			t.Fatalf("lane %d accepted twice", id)
+		}
+		got[id] = l
+	}
+	for range sizes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, size := range sizes {
+		l := got[id]
+		if l == nil {
+			t.Fatalf("lane %d not accepted", id)
+		}
+		if b := readN(t, l, size); !bytes.Equal(b, payload(int(id), size)) {
+			t.Errorf("lane %d: bytes differ", id)
+		}
+	}
+	if _, err := got[2].Write([]byte("back on 2")); err != nil {
+		t.Fatal(err)
+	}
+	l2, _ := cl.OpenLane(2)
+	if b := readN(t, l2, 9); string(b) != "back on 2" {
+		t.Errorf("answer %q", b)
+	}
+	if _, err := cl.OpenLane(numStreams); err == nil {
+		t.Errorf("OpenLane(%d) beyond the negotiated streams succeeded", numStreams)
+	}
+	// Closing the channel ends AcceptLane.
+	done := make(chan error, 1)
+	go func() { _, _, err := cl.AcceptLane(context.Background()); done <- err }()
+	_ = c.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("AcceptLane after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end AcceptLane")
+	}
+}

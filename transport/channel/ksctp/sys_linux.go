@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,6 +33,9 @@ type proto struct {
 	// setopt sets one socket option from its bytes: Config's knobs
 	// (sockopts).
 	setopt func(fd, level, opt int, b []byte) error
+	// lanes: ask for numStreams streams (SCTP_INITMSG) and demultiplex
+	// them (lanesWrap). The TCP stand-in has none.
+	lanes bool
 }
 
 var sctpProto = proto{
@@ -47,6 +49,27 @@ var sctpProto = proto{
 	},
 	noDelay: setsockoptNoDelay,
 	setopt:  setsockopt,
+	lanes:   true,
+}
+
+// setInitMsg asks for numStreams streams each way on associations fd sets
+// up.
+func (p proto) setInitMsg(fd int) error {
+	if !p.lanes {
+		return nil
+	}
+	if err := p.setopt(fd, solSCTP, sctpInitMsg, initMsg(numStreams)); err != nil {
+		return fmt.Errorf("ksctp: %w", os.NewSyscallError("setsockopt SCTP_INITMSG", err))
+	}
+	return nil
+}
+
+// wrap makes a Conn of a connected socket: with lanes, or plain.
+func (p proto) wrap(c net.Conn) (*Conn, error) {
+	if !p.lanes {
+		return wrap(c), nil
+	}
+	return lanesWrap(c)
 }
 
 // Available reports whether the kernel offers SCTP, by opening and closing
@@ -155,6 +178,9 @@ func (p proto) dial(ctx context.Context, cfg *Config, laddr, raddr *Addr) (net.C
 	if err := setOpts(fd, cfg, p.setopt); err != nil {
 		return nil, err
 	}
+	if err := p.setInitMsg(fd); err != nil {
+		return nil, err
+	}
 	if len(laddr.IPs) > 0 || laddr.Port != 0 {
 		if err := p.bindAll(fd, fam, laddr); err != nil {
 			return nil, err
@@ -181,11 +207,13 @@ func (p proto) dial(ctx context.Context, cfg *Config, laddr, raddr *Addr) (net.C
 	if err != nil {
 		return nil, err
 	}
-	return wrap(c), nil
+	kc, err := p.wrap(c)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return kc, nil
 }
-
-// aLongTimeAgo is a deadline in the past, to wake a waiting poll.
-var aLongTimeAgo = time.Unix(1, 0)
 
 // waitConnected waits, in the runtime poller, for the non-blocking connect
 // on f to finish, as package net does for TCP: writability, then SO_ERROR,
@@ -266,6 +294,9 @@ func (p proto) listen(cfg *Config, laddr *Addr) (net.Listener, error) {
 	if err := setOpts(fd, cfg, p.setopt); err != nil {
 		return nil, err
 	}
+	if err := p.setInitMsg(fd); err != nil {
+		return nil, err
+	}
 	if err := p.bindAll(fd, fam, laddr); err != nil {
 		return nil, err
 	}
@@ -279,5 +310,5 @@ func (p proto) listen(cfg *Config, laddr *Addr) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &listener{Listener: ln, addr: laddr, cfg: cfg, noDelay: p.noDelay}, nil
+	return &listener{Listener: ln, addr: laddr, cfg: cfg, noDelay: p.noDelay, wrap: p.wrap}, nil
 }
