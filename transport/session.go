@@ -323,9 +323,13 @@ const wholeQuantum = 64 << 10
 // under round-robin the live paths take segments in turn. Caller holds
 // s.mu.
 func (s *Session) takeWhole(p *path) *txSeg {
+	if len(s.wholeQ) == 0 {
+		return nil
+	}
+	live := s.livePaths()
 	for i, st := range s.wholeQ {
 		seg := st.txWhole[0]
-		if !s.shouldTake(p, int(seg.ref.Len)) {
+		if !s.shouldTake(p, live, int(seg.ref.Len)) {
 			continue
 		}
 		st.txWhole[0] = nil
@@ -345,10 +349,9 @@ func (s *Session) takeWhole(p *path) *txSeg {
 	return nil
 }
 
-// shouldTake reports whether path p is the one to send a whole segment
-// of n bytes now. Caller holds s.mu.
-func (s *Session) shouldTake(p *path, n int) bool {
-	live := s.livePaths()
+// shouldTake reports whether path p, one of the live paths, is the one to
+// send a whole segment of n bytes now. Caller holds s.mu.
+func (s *Session) shouldTake(p *path, live []*path, n int) bool {
 	if s.cfg.Policy == PolicyRoundRobin {
 		if live[s.rr%len(live)] != p {
 			return false
