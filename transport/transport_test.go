@@ -309,3 +309,41 @@ func testLogger() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }
+
+func TestRoundRobinTakesPathsInTurn(t *testing.T) {
+	// Paper 000's policy: whole messages go to the live paths in turn,
+	// whatever their queues hold.
+	c, s := pair(t, 2, func(c *Config) { c.Policy = PolicyRoundRobin; c.Stripe = StripeOff })
+	ctx := t.Context()
+	st, err := c.OpenStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, size = 40, 10 << 10
+	before := c.Stats()
+	go func() {
+		for i := range n {
+			if err := st.WriteMessage(ctx, randBytes(uint64(i), size)); err != nil {
+				return
+			}
+		}
+	}()
+	rs, err := s.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		m, err := rs.ReadMessage(ctx)
+		if err != nil || !bytes.Equal(m, randBytes(uint64(i), size)) {
+			t.Fatalf("message %d: %d bytes, %v", i, len(m), err)
+		}
+	}
+	after := c.Stats()
+	for i := range after {
+		got := after[i].BytesSent - before[i].BytesSent
+		// Half the payload each, give or take heartbeats and acks.
+		if want := int64(n / 2 * size); got < want || got > want+want/10 {
+			t.Errorf("path %d sent %d bytes, want about %d (half of the messages)", i, got, want)
+		}
+	}
+}
