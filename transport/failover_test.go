@@ -371,3 +371,62 @@ func TestMalformedFrameClosesOnlyThatChannel(t *testing.T) {
 	}
 	c.Close()
 }
+
+func TestStuckSmallMessagesGoAgainElsewhere(t *testing.T) {
+	// A path goes silent but is not yet declared dead (a long PathTimeout
+	// here, a TCP retransmission timeout in life): the small messages it
+	// holds are sent again on the other path instead of waiting for it.
+	c, s, relays := relayed(t, 2, func(c *Config) { c.PathTimeout = 20 * time.Second })
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	st, err := c.OpenStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan time.Time, 64)
+	write := func(i int) {
+		sent <- time.Now()
+		if err := st.WriteMessage(ctx, randBytes(uint64(i), 1000)); err != nil {
+			t.Error(err)
+		}
+	}
+	write(0)
+	rs, err := s.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.ReadMessage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+	relays[1].Blackhole(true)
+	defer relays[1].Blackhole(false)
+	const n = 40
+	go func() {
+		for i := 1; i <= n; i++ {
+			write(i)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	var worst time.Duration
+	for i := 1; i <= n; i++ {
+		m, err := rs.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v (the silent path held it)", i, err)
+		}
+		if !bytes.Equal(m, randBytes(uint64(i), 1000)) {
+			t.Fatalf("message %d: wrong content", i)
+		}
+		worst = max(worst, time.Since(<-sent))
+	}
+	if worst > 5*time.Second {
+		t.Errorf("a small message took %v, as if it waited for the silent path", worst)
+	}
+	var stuck int64
+	for _, p := range c.Stats() {
+		stuck += p.Duplicated
+	}
+	if stuck == 0 {
+		t.Error("no frame was sent again on the live path")
+	}
+}

@@ -69,6 +69,7 @@ func (p *path) sent(r txRef) {
 		p.dwinStart, p.dwinBytes = time.Now(), 0
 	}
 	l := p.dataLane(r.seg.ref.Stream)
+	r.at = time.Now()
 	l.unacked = append(l.unacked, r)
 	p.inflight++
 	p.unackedBytes += r.size()

@@ -470,6 +470,7 @@ type txSeg struct {
 type txRef struct {
 	seg *txSeg
 	idx int
+	at  time.Time // when it was written on its current path
 }
 
 func (r txRef) size() int64 {
@@ -554,6 +555,22 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 		for len(s.ctrlAny) > 0 {
 			buf = append(buf, frame{hdr: s.ctrlAny[0]})
 			s.ctrlAny = s.ctrlAny[1:]
+		}
+		// Small frames stuck on another path (a lost packet waiting for
+		// that path's retransmission timeout) go again here, before new
+		// data: what they carry is usually a small message that everything
+		// else on its stream is waiting for.
+		for now := time.Now(); budget > 0; {
+			r, ok := s.rescue(p, now)
+			if !ok {
+				break
+			}
+			r.seg.pending++
+			r.seg.resent = true
+			buf = append(buf, s.dataFrame(r, nil, r.idx >= 0))
+			p.sent(r)
+			p.duplicated.Add(r.size())
+			budget -= r.size()
 		}
 		for budget > 0 && len(s.retx) > 0 {
 			r := s.retx[0]
@@ -700,6 +717,53 @@ func (s *Session) claim(p *path, taken *map[*txSeg]int) (frame, txRef, bool) {
 // maxDupBacklog bounds how far ahead an idle path may fill its own queue
 // with copies of a slower path's frames (and 8 fragments bound it in bytes).
 const maxDupBacklog = 10 * time.Millisecond
+
+// Rescue thresholds: a frame of at most maxRescue bytes that another path
+// has held unacknowledged for longer than twice its round-trip time plus
+// rescueSlack is sent again on a path that would deliver it sooner.
+const (
+	maxRescue   = 64 << 10
+	rescueSlack = 30 * time.Millisecond
+)
+
+// rescue returns a small frame that another live path has held
+// unacknowledged for too long, for p to send again. Caller holds s.mu.
+func (s *Session) rescue(p *path, now time.Time) (txRef, bool) {
+	// When p would deliver a copy, as far as its rate is known.
+	ahead := p.rtt / 2
+	if r := p.speed(); r > 0 {
+		ahead += time.Duration(float64(p.unackedBytes) / r * float64(time.Second))
+	}
+	for _, q := range s.livePaths() {
+		if q == p || q.inflight == 0 {
+			continue
+		}
+		late := 2*q.rtt + rescueSlack
+		if ahead > late {
+			continue // p would not deliver a copy soon enough
+		}
+		for _, l := range q.lanes {
+			if l == nil {
+				continue
+			}
+			// Oldest first; the first frame young enough ends the lane.
+			for _, r := range l.unacked {
+				if now.Sub(r.at) <= late {
+					break
+				}
+				if r.seg.data == nil || r.size() > maxRescue || r.seg.dup[r.idx] {
+					continue
+				}
+				if r.seg.dup == nil {
+					r.seg.dup = map[int]bool{}
+				}
+				r.seg.dup[r.idx] = true
+				return r, true
+			}
+		}
+	}
+	return txRef{}, false
+}
 
 // stealTail picks a frame for idle path p to duplicate: the most recently
 // sent, not yet duplicated frame of the live path with the largest

@@ -185,8 +185,18 @@ func (st *Stream) ReadMessage(ctx context.Context) ([]byte, error) {
 		}
 		seg := st.rxSegs[st.rxNext]
 		if seg != nil && seg.complete {
-			msg, done, err := st.popLocked(seg)
+			msg, parts, done, err := st.popLocked(seg)
 			s.mu.Unlock()
+			if parts != nil {
+				// Assembled outside the session lock: copying a large
+				// message must not hold up the other streams and paths.
+				// bytes.Join leaves the new buffer unzeroed before
+				// filling it.
+				msg = bytes.Join(parts, nil)
+				for _, b := range parts {
+					putBuf(b)
+				}
+			}
 			if done || err != nil {
 				return msg, err
 			}
@@ -235,8 +245,9 @@ func (st *Stream) consumeLocked(seg *rxSeg) {
 }
 
 // popLocked consumes the next complete segment. done reports that a whole
-// message (or EOF) is ready. Caller holds s.mu.
-func (st *Stream) popLocked(seg *rxSeg) (msg []byte, done bool, err error) {
+// message (or EOF) is ready: msg, or for a message of several segments,
+// parts for the caller to join. Caller holds s.mu.
+func (st *Stream) popLocked(seg *rxSeg) (msg []byte, parts [][]byte, done bool, err error) {
 	st.consumeLocked(seg)
 	s := st.s
 	n := int64(seg.ref.Len)
@@ -245,37 +256,33 @@ func (st *Stream) popLocked(seg *rxSeg) (msg []byte, done bool, err error) {
 		st.maybeForget()
 		if len(st.rxPartial) > 0 {
 			st.rxPartial, st.rxPartLen = nil, 0
-			return nil, true, fmt.Errorf("transport: stream %d closed in the middle of a message", st.id)
+			return nil, nil, true, fmt.Errorf("transport: stream %d closed in the middle of a message", st.id)
 		}
-		return nil, true, io.EOF
+		return nil, nil, true, io.EOF
 	}
 	fin := seg.ref.Flags&wire.FlagFin != 0
 	if st.rxSkipping {
 		if fin {
 			st.rxSkipping = false
 		}
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	if fin && len(st.rxPartial) == 0 {
-		return seg.buf, true, nil
+		return seg.buf, nil, true, nil
 	}
 	st.rxPartLen += n
 	if st.rxPartLen > s.cfg.MaxMessageSize {
 		st.rxPartial, st.rxPartLen = nil, 0
 		st.rxSkipping = !fin
-		return nil, true, fmt.Errorf("%w (%d bytes); read it with NextMessage or raise the limit", ErrMessageTooLarge, s.cfg.MaxMessageSize)
+		return nil, nil, true, fmt.Errorf("%w (%d bytes); read it with NextMessage or raise the limit", ErrMessageTooLarge, s.cfg.MaxMessageSize)
 	}
 	st.rxPartial = append(st.rxPartial, seg.buf)
 	if !fin {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
-	// bytes.Join leaves the new buffer unzeroed before filling it.
-	out := bytes.Join(st.rxPartial, nil)
-	for _, b := range st.rxPartial {
-		putBuf(b)
-	}
+	parts = st.rxPartial
 	st.rxPartial, st.rxPartLen = nil, 0
-	return out, true, nil
+	return nil, parts, true, nil
 }
 
 // maybeForget drops a stream closed in both directions. Caller holds s.mu.
