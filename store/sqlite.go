@@ -112,11 +112,9 @@ const (
 	creditDone  = "UPDATE workers SET done = done + 1 WHERE id = ?"
 	creditDoneN = "UPDATE workers SET done = done + ? WHERE id = ?"
 	unitState   = "SELECT state FROM units WHERE job = ? AND id = ?"
-	// finishPending is moveQuery(setFinished) for a pending unit only.
-	finishPending = "UPDATE units SET state = 'done', " + setFinished + " WHERE job = ? AND id = ? AND state = 'pending'"
-	setStarted    = "worker = ?, attempts = ?"
-	setFinished   = "worker = ?, result = ?, compute_ns = ?, error = ''"
-	setFailed     = "worker = ?, error = ?"
+	setStarted  = "worker = ?, attempts = ?"
+	setFinished = "worker = ?, result = ?, compute_ns = ?, error = ''"
+	setFailed   = "worker = ?, error = ?"
 )
 
 // unitInsertBatch is how many units one INSERT statement creates, with
@@ -146,8 +144,8 @@ func moveQuery(extra string) string {
 	return "UPDATE units SET " + set + " WHERE job = ? AND id = ?"
 }
 
-var hot = []string{selectJob, selectUnit, countUnits, startJob, creditDone, creditDoneN, unitState, finishPending,
-	moveQuery(""), moveQuery(setStarted), moveQuery(setFinished), moveQuery(setFailed)}
+var hot = []string{selectJob, selectUnit, countUnits, startJob, creditDone, creditDoneN, unitState,
+	finishPendingMany(unitFinishBatch), moveQuery(""), moveQuery(setStarted), moveQuery(setFinished), moveQuery(setFailed)}
 
 // exec runs query in tx, through its prepared statement if it is hot.
 func (s *SQLite) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
@@ -726,7 +724,14 @@ func (s *SQLite) finishPending(ctx context.Context, tx *sql.Tx, rs []UnitResult,
 		if from == to {
 			return nil
 		}
-		rows, err := tx.QueryContext(ctx, finishPendingMany(to-from), args...)
+		q := finishPendingMany(to - from)
+		var rows *sql.Rows
+		var err error
+		if st := s.stmts[q]; st != nil { // a full batch: prepared once
+			rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		} else {
+			rows, err = tx.QueryContext(ctx, q, args...)
+		}
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"math/bits"
 	"sync"
 )
@@ -39,6 +40,17 @@ func getBuf(n int) []byte {
 		return (*b)[:n]
 	}
 	return make([]byte, n, 1<<(c+minPooledShift))
+}
+
+// joinParts returns the concatenation of pooled buffers in a new one and
+// recycles them. bytes.Join leaves the new buffer unzeroed before filling
+// it. Call it without the session lock: the copy may be large.
+func joinParts(parts [][]byte) []byte {
+	out := bytes.Join(parts, nil)
+	for _, b := range parts {
+		putBuf(b)
+	}
+	return out
 }
 
 // putBuf recycles b if its capacity is exactly one of the size classes,

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -48,13 +47,11 @@ func (st *Stream) NextMessage(ctx context.Context) (*MessageReader, error) {
 	// Segments that a ReadMessage cut short by its context had already
 	// taken come first.
 	if len(st.rxPartial) > 0 {
-		m.cur = bytes.Join(st.rxPartial, nil)
-		for _, b := range st.rxPartial {
-			putBuf(b)
-		}
+		parts := st.rxPartial
 		st.rxPartial, st.rxPartLen = nil, 0
 		st.rxReader = m
 		s.mu.Unlock()
+		m.cur = joinParts(parts) // outside the lock, like ReadMessage
 		return m, nil
 	}
 	s.mu.Unlock()

@@ -565,11 +565,7 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 			if !ok {
 				break
 			}
-			r.seg.pending++
-			r.seg.resent = true
-			buf = append(buf, s.dataFrame(r, nil, r.idx >= 0))
-			p.sent(r)
-			p.duplicated.Add(r.size())
+			buf = s.sendCopy(p, r, buf)
 			budget -= r.size()
 		}
 		for budget > 0 && len(s.retx) > 0 {
@@ -619,11 +615,7 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 				break
 			}
 			p.dupping = true
-			r.seg.pending++
-			r.seg.resent = true
-			buf = append(buf, s.dataFrame(r, nil, r.idx >= 0))
-			p.sent(r)
-			p.duplicated.Add(r.size())
+			buf = s.sendCopy(p, r, buf)
 			budget -= r.size()
 		}
 		if len(buf) > 0 {
@@ -734,8 +726,8 @@ func (s *Session) rescue(p *path, now time.Time) (txRef, bool) {
 	if r := p.speed(); r > 0 {
 		ahead += time.Duration(float64(p.unackedBytes) / r * float64(time.Second))
 	}
-	for _, q := range s.livePaths() {
-		if q == p || q.inflight == 0 {
+	for _, q := range s.paths {
+		if q == nil || q == p || q.conn == nil || q.inflight == 0 {
 			continue
 		}
 		late := 2*q.rtt + rescueSlack
@@ -754,15 +746,33 @@ func (s *Session) rescue(p *path, now time.Time) (txRef, bool) {
 				if r.seg.data == nil || r.size() > maxRescue || r.seg.dup[r.idx] {
 					continue
 				}
-				if r.seg.dup == nil {
-					r.seg.dup = map[int]bool{}
-				}
-				r.seg.dup[r.idx] = true
+				r.seg.markDup(r.idx)
 				return r, true
 			}
 		}
 	}
 	return txRef{}, false
+}
+
+// markDup records that frame idx of seg has been sent a second time, on
+// another path, so that it is not copied again. Caller holds s.mu.
+func (seg *txSeg) markDup(idx int) {
+	if seg.dup == nil {
+		seg.dup = map[int]bool{}
+	}
+	seg.dup[idx] = true
+}
+
+// sendCopy appends to buf a second copy of frame r, sent on p while r's
+// first path still holds it unacknowledged; the receiver drops whichever
+// copy arrives second. Caller holds s.mu.
+func (s *Session) sendCopy(p *path, r txRef, buf []frame) []frame {
+	r.seg.pending++
+	r.seg.resent = true
+	buf = append(buf, s.dataFrame(r, nil, r.idx >= 0))
+	p.sent(r)
+	p.duplicated.Add(r.size())
+	return buf
 }
 
 // stealTail picks a frame for idle path p to duplicate: the most recently
@@ -800,10 +810,7 @@ func (s *Session) stealTail(p *path) (txRef, bool) {
 			if tp+0.002 >= tq || tp > maxDupBacklog.Seconds() || p.unackedBytes+r.size() > int64(8*s.cfg.FragmentSize) {
 				return txRef{}, false
 			}
-			if r.seg.dup == nil {
-				r.seg.dup = map[int]bool{}
-			}
-			r.seg.dup[r.idx] = true
+			r.seg.markDup(r.idx)
 			return r, true
 		}
 	}

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -190,12 +189,7 @@ func (st *Stream) ReadMessage(ctx context.Context) ([]byte, error) {
 			if parts != nil {
 				// Assembled outside the session lock: copying a large
 				// message must not hold up the other streams and paths.
-				// bytes.Join leaves the new buffer unzeroed before
-				// filling it.
-				msg = bytes.Join(parts, nil)
-				for _, b := range parts {
-					putBuf(b)
-				}
+				msg = joinParts(parts)
 			}
 			if done || err != nil {
 				return msg, err
