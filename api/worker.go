@@ -66,6 +66,14 @@ type WorkerInfo struct {
 	Load    float64 `json:"load"`
 	// Done counts the units whose results this worker delivered first.
 	Done uint64 `json:"done"`
+	// ComputeNanos and LentNanos measure the live session: the compute
+	// time the worker's results report, and the thread time it lent while
+	// it had units, its threads times the time it had any in flight.
+	// ComputeNanos / LentNanos is the share of the lent time it spent
+	// computing (its compute fraction); the rest went to waiting for units
+	// and to moving them.
+	ComputeNanos int64 `json:"compute_ns,omitempty"`
+	LentNanos    int64 `json:"lent_ns,omitempty"`
 	// Paths are the paths of the server's data-plane session to the
 	// worker, one per address, while the worker is live.
 	Paths []PathInfo `json:"paths,omitempty"`
@@ -90,4 +98,12 @@ type PathInfo struct {
 // WorkerList is the answer to GET /v1/workers.
 type WorkerList struct {
 	Workers []WorkerInfo `json:"workers"`
+}
+
+// ComputeFraction is ComputeNanos / LentNanos; 0 before any unit.
+func (w WorkerInfo) ComputeFraction() float64 {
+	if w.LentNanos <= 0 {
+		return 0
+	}
+	return float64(w.ComputeNanos) / float64(w.LentNanos)
 }

@@ -217,3 +217,41 @@ func TestSlowWorkerRun(t *testing.T) {
 		}
 	}
 }
+
+// TestFractionRun runs the fraction experiment's machinery briefly: a
+// server and a worker process on a testbed, two small jobs. It checks
+// what does not depend on timing: every job is measured, its compute
+// fraction lies in (0, 1], and the worker process used CPU.
+func TestFractionRun(t *testing.T) {
+	testbed.Skip(t)
+	if testing.Short() {
+		t.Skip("builds braid and runs worker processes on a testbed; not in -short")
+	}
+	bin := buildBraid(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	w := FractionWorkloads(40, 512)
+	run := &FractionRun{Bin: bin, Dir: dir, Threads: []int{2}, Workloads: []FractionWorkload{w[2], w[3]}, Rounds: 1, Logf: t.Logf}
+	cells, err := run.Run(ctx)
+	if err != nil {
+		logTails(t, dir)
+		t.Fatal(err)
+	}
+	if len(cells) != 2 {
+		t.Fatalf("%d cells, want 2", len(cells))
+	}
+	for i, want := range []int{40, 4} {
+		c := cells[i]
+		if c.Units != want || c.Threads != 2 || len(c.Fraction) != 1 || len(c.CPU) != 1 {
+			t.Errorf("%s: %+v, want one job of %d units on 2 threads", c.Workload, c, want)
+			continue
+		}
+		if f := c.Fraction[0]; f <= 0 || f > 1 {
+			t.Errorf("%s: compute fraction %.3f, want within (0, 1]", c.Workload, f)
+		}
+		if c.CPU[0] < 0 {
+			t.Errorf("%s: worker CPU %.3f of the lent time, want >= 0", c.Workload, c.CPU[0])
+		}
+	}
+}

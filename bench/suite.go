@@ -54,6 +54,7 @@ func Experiments() []Experiment {
 		{"assoc", (*Suite).assoc},
 		{"cluster", (*Suite).cluster},
 		{"slowworker", (*Suite).slowWorker},
+		{"fraction", (*Suite).fraction},
 	}
 }
 

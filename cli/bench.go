@@ -28,9 +28,10 @@ report. Each experiment measures its peers in the same run: one plain TCP
 connection per path alone (the "ideal" is their sum), k TCP connections
 striped by hand, and Linux MPTCP over the same links.
 
-The job-system experiments (cluster, slowworker) run this braid binary as
-separate server, worker and client processes in the testbed's hosts;
-slowworker caps worker CPU with a cgroup it creates and removes.
+The job-system experiments (cluster, slowworker, fraction) run this braid
+binary as separate server, worker and client processes in the testbed's
+hosts; slowworker caps worker CPU with a cgroup it creates and removes;
+fraction measures the share of a worker's lent thread time spent computing.
 
 Experiments: `+strings.Join(names, ", ")+`.`)
 	only := fs.String("only", "", "run only the experiment of this `name`, or else those whose name contains it")

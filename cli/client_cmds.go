@@ -552,13 +552,22 @@ func runWorkers(ctx context.Context, env *Env, args []string) int {
 		return 0
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tNAME\tALIVE\tTHREADS\tCORES\tMEMORY\tUNITS\tADDRESSES\tMB PER PATH\tOPS")
+	fmt.Fprintln(tw, "WORKER\tNAME\tALIVE\tTHREADS\tCORES\tMEMORY\tUNITS\tCOMPUTING\tADDRESSES\tMB PER PATH\tOPS")
 	for _, w := range ws {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.1f GiB\t%d\t%s\t%s\t%s\n", w.ID, w.Name, w.Alive, w.Threads, w.Cores,
-			float64(w.Memory)/(1<<30), w.Done, strings.Join(w.Addresses, ","), pathMB(w.Paths), strings.Join(w.Ops, ","))
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.1f GiB\t%d\t%s\t%s\t%s\t%s\n", w.ID, w.Name, w.Alive, w.Threads, w.Cores,
+			float64(w.Memory)/(1<<30), w.Done, computing(w), strings.Join(w.Addresses, ","), pathMB(w.Paths), strings.Join(w.Ops, ","))
 	}
 	tw.Flush()
 	return 0
+}
+
+// computing formats a worker's compute fraction as a percentage: "98.5%";
+// "-" before it had a unit.
+func computing(w api.WorkerInfo) string {
+	if w.LentNanos <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*w.ComputeFraction())
 }
 
 // pathMB formats the megabytes each data-plane path carried, both ways:

@@ -52,7 +52,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	data := fs.String("data", "", "`directory` of the blobs and the job database (required)")
 	heartbeat := fs.Duration("heartbeat", time.Second, "how often workers send a heartbeat")
 	timeout := fs.Duration("worker-timeout", 0, "declare a worker dead after this long without heartbeat (default 5 heartbeats)")
-	inFlight := fs.Int("in-flight", 0, "units a stream holds at once for jobs that do not say (default 8)")
+	inFlight := fs.Int("in-flight", 0, "units a stream holds at once for jobs that do not say (default 16)")
 	maxThreads := fs.Int("max-threads", 0, "most threads (streams) one worker may lend (default 1024)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data-plane paths to workers: tcp, mptcp, sctp or sctp-udp (workers must listen with the same)")
 	durable := fs.Bool("durable", false, "sync unit results and every database commit to disk (slower; survives power loss)")

@@ -39,6 +39,9 @@ type peer struct {
 	dead    bool
 	figSeq  uint64
 	figWait map[uint64]chan api.Result
+
+	// busy is the worker's compute fraction over this session.
+	busy *busy
 }
 
 func (p *peer) seen() { p.lastSeen.Store(time.Now().UnixNano()) }
@@ -101,7 +104,7 @@ func (ps *pstream) takeAll() []sched.Assignment {
 // ID is dropped first.
 func (s *Server) startPeer(id string, reg api.Register, sess *transport.Session) error {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &peer{id: id, sess: sess, cancel: cancel, ctx: ctx, reg: reg, figWait: map[uint64]chan api.Result{}}
+	p := &peer{id: id, sess: sess, cancel: cancel, ctx: ctx, reg: reg, figWait: map[uint64]chan api.Result{}, busy: newBusy()}
 	p.seen()
 	s.mu.Lock()
 	if s.closing {
@@ -191,6 +194,7 @@ func (s *Server) resize(p *peer, n int) {
 		p.streams[len(p.streams)-1].cancel()
 		p.streams = p.streams[:len(p.streams)-1]
 	}
+	p.busy.setThreads(len(p.streams))
 }
 
 // kill ends a peer's session and loops. It reports false if the peer was
@@ -272,6 +276,7 @@ func (s *Server) runStream(ctx context.Context, p *peer, ps *pstream) {
 	ps.st.Close()
 	wg.Wait()
 	for _, a := range ps.takeAll() {
+		p.busy.back(0)
 		s.lose(a)
 	}
 }
@@ -312,6 +317,7 @@ func (s *Server) send(ctx context.Context, p *peer, ps *pstream) {
 			}
 		}
 		ps.add(a)
+		p.busy.sent()
 		if err := ps.st.WriteMessage(ctx, buf); err != nil {
 			return
 		}
@@ -344,6 +350,7 @@ func (s *Server) receive(ctx context.Context, p *peer, ps *pstream) {
 			ps.st.Release(b)
 			continue
 		}
+		p.busy.back(time.Duration(res.ComputeNanos))
 		s.onResult(ctx, p, a, &res)
 		ps.st.Release(b) // onResult keeps no reference to the output
 	}

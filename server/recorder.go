@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/braid-hpc/braid/store"
 )
@@ -10,8 +11,18 @@ import (
 // maxBatch bounds the results one transaction records.
 const maxBatch = 2048
 
+// gather is how long a transaction may wait for more results after the
+// first, and fill is the batch that ends the wait early. A transaction
+// costs about as much as a hundred rows, so at a few hundred results a
+// second, one per result would keep a core busy; a flush never waits.
+const (
+	gather = 5 * time.Millisecond
+	fill   = 128
+)
+
 // recorder writes unit results to the job store in batches: whatever
-// arrived while the last transaction ran goes into the next one. A
+// arrived while the last transaction ran, or within gather of the first,
+// goes into the next one. A
 // transaction per result would cap the server at a few thousand units a
 // second; a batch costs about one row write per result.
 type recorder struct {
@@ -19,6 +30,8 @@ type recorder struct {
 	log  *slog.Logger
 	in   chan recItem
 	done chan struct{}
+	// gather is the package's gather; tests lengthen it.
+	gather time.Duration
 }
 
 // recItem is a result to record or, if flush is set, a marker: flush
@@ -29,7 +42,7 @@ type recItem struct {
 }
 
 func newRecorder(db store.Jobs, log *slog.Logger) *recorder {
-	return &recorder{db: db, log: log, in: make(chan recItem, 4*maxBatch), done: make(chan struct{})}
+	return &recorder{db: db, log: log, in: make(chan recItem, 4*maxBatch), done: make(chan struct{}), gather: gather}
 }
 
 // add queues a result. It blocks while the queue is full, which slows the
@@ -69,8 +82,11 @@ func (r *recorder) run() {
 			batch = append(batch, it.res)
 		}
 	}
+	timer := time.NewTimer(r.gather)
+	timer.Stop()
 	for it := range r.in {
 		take(it)
+		timer.Reset(r.gather)
 	drain:
 		for len(batch) < maxBatch {
 			select {
@@ -79,10 +95,23 @@ func (r *recorder) run() {
 					break drain
 				}
 				take(it)
+				continue
 			default:
+			}
+			if len(batch) >= fill || len(waiters) > 0 {
+				break
+			}
+			select {
+			case it, ok := <-r.in:
+				if !ok {
+					break drain
+				}
+				take(it)
+			case <-timer.C:
 				break drain
 			}
 		}
+		timer.Stop()
 		var err error
 		if len(batch) > 0 {
 			if _, err = r.db.FinishUnits(context.Background(), batch); err != nil {

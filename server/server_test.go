@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/ops"
@@ -108,5 +109,39 @@ func TestRepeatNoop(t *testing.T) {
 	ws, err := c.c.Workers(t.Context())
 	if err != nil || len(ws) != 1 || ws[0].Done != 300 {
 		t.Errorf("workers %+v, %v: want one credited with 300 units", ws, err)
+	}
+}
+
+// TestWorkerComputeFraction checks the compute time and lent thread time
+// the server reports for a worker: every unit's compute counts, and the
+// compute cannot exceed the thread time lent while units were out.
+func TestWorkerComputeFraction(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(2, nil)
+	c.waitWorkers(1)
+	ws, err := c.c.Workers(t.Context())
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("workers %+v, %v: want one", ws, err)
+	}
+	if ws[0].ComputeNanos != 0 || ws[0].LentNanos != 0 {
+		t.Fatalf("an idle worker shows compute %d ns of %d ns lent, want 0 and 0", ws[0].ComputeNanos, ws[0].LentNanos)
+	}
+	const units, ms = 20, 5
+	st := c.run(api.JobRequest{Op: "sleep", Input: c.put([]byte("x")), Units: units, Params: map[string]string{"ms": "5"}})
+	if st.State != api.JobDone || st.Units.Done != units {
+		t.Fatalf("job is %s with %+v: %s", st.State, st.Units, st.Error)
+	}
+	if ws, err = c.c.Workers(t.Context()); err != nil || len(ws) != 1 {
+		t.Fatalf("workers %+v, %v: want one", ws, err)
+	}
+	w := ws[0]
+	if min := int64(units * ms * time.Millisecond); w.ComputeNanos < min {
+		t.Errorf("compute %v, want at least %v (%d units of %d ms)", time.Duration(w.ComputeNanos), time.Duration(min), units, ms)
+	}
+	if w.ComputeNanos > w.LentNanos {
+		t.Errorf("compute %v exceeds the lent thread time %v", time.Duration(w.ComputeNanos), time.Duration(w.LentNanos))
+	}
+	if f := w.ComputeFraction(); f <= 0 || f > 1 {
+		t.Errorf("compute fraction %.3f, want within (0, 1]", f)
 	}
 }

@@ -194,7 +194,9 @@ func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 	p, alive := s.peers[w.ID]
 	s.mu.Unlock()
 	var paths []api.PathInfo
+	var compute, lent time.Duration
 	if alive {
+		compute, lent = p.busy.totals()
 		for _, ps := range p.sess.Stats() {
 			paths = append(paths, api.PathInfo{Local: ps.Local, Remote: ps.Remote, State: ps.State,
 				BytesSent: ps.BytesSent, BytesReceived: ps.BytesReceived})
@@ -212,6 +214,9 @@ func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 		Load:       w.Load,
 		Done:       w.Done,
 		Paths:      paths,
+
+		ComputeNanos: compute.Nanoseconds(),
+		LentNanos:    lent.Nanoseconds(),
 	}
 }
 

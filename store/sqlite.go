@@ -144,8 +144,19 @@ func moveQuery(extra string) string {
 	return "UPDATE units SET " + set + " WHERE job = ? AND id = ?"
 }
 
-var hot = []string{selectJob, selectUnit, countUnits, startJob, creditDone, creditDoneN, unitState,
-	finishPendingMany(unitFinishBatch), moveQuery(""), moveQuery(setStarted), moveQuery(setFinished), moveQuery(setFailed)}
+var hot = append([]string{selectJob, selectUnit, countUnits, startJob, creditDone, creditDoneN, unitState,
+	moveQuery(""), moveQuery(setStarted), moveQuery(setFinished), moveQuery(setFailed)}, finishPendingAll()...)
+
+// finishPendingAll is the finish statement for every batch size: results
+// arrive a few at a time when units are slow, and parsing the statement
+// cost more than running it.
+func finishPendingAll() []string {
+	qs := make([]string, unitFinishBatch)
+	for n := range qs {
+		qs[n] = finishPendingMany(n + 1)
+	}
+	return qs
+}
 
 // exec runs query in tx, through its prepared statement if it is hot.
 func (s *SQLite) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
@@ -727,7 +738,7 @@ func (s *SQLite) finishPending(ctx context.Context, tx *sql.Tx, rs []UnitResult,
 		q := finishPendingMany(to - from)
 		var rows *sql.Rows
 		var err error
-		if st := s.stmts[q]; st != nil { // a full batch: prepared once
+		if st := s.stmts[q]; st != nil { // every size is prepared at open
 			rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
 		} else {
 			rows, err = tx.QueryContext(ctx, q, args...)

@@ -431,7 +431,7 @@ func (w *Worker) session(ctx context.Context, sess *transport.Session) {
 		if err != nil {
 			break
 		}
-		o := &outStream{st: st, results: make(chan done, 4)}
+		o := newOutStream(st)
 		outs = append(outs, o)
 		writers.Go(func() { w.write(ctx, o) })
 		readers.Go(func() { w.read(ctx, o, q) })
@@ -442,17 +442,67 @@ func (w *Worker) session(ctx context.Context, sess *transport.Session) {
 	q.close()
 	procs.Wait()
 	for _, o := range outs {
-		close(o.results)
+		o.close()
 	}
 	writers.Wait()
 	w.log.Info("server session closed", "session", id, "err", sess.Err())
 }
 
 // outStream is a stream's way back: its results, in the order they were
-// computed.
+// computed. Handing a result over never blocks, so a thread goes from one
+// unit to the next without waiting for the writer; what waits is bounded
+// by the units the server keeps in flight on the stream.
 type outStream struct {
-	st      *transport.Stream
-	results chan done
+	st   *transport.Stream
+	wake chan struct{} // a token when results or the close arrive
+
+	mu      sync.Mutex
+	pending []done
+	closed  bool
+}
+
+func newOutStream(st *transport.Stream) *outStream {
+	return &outStream{st: st, wake: make(chan struct{}, 1)}
+}
+
+// put queues a result for the writer.
+func (o *outStream) put(d done) {
+	o.mu.Lock()
+	o.pending = append(o.pending, d)
+	o.mu.Unlock()
+	o.signal()
+}
+
+// close tells the writer no more results come once the queued are sent.
+func (o *outStream) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	o.signal()
+}
+
+func (o *outStream) signal() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// next waits for results and moves them all into batch; false once the
+// stream is closed and nothing is left.
+func (o *outStream) next(batch []done) ([]done, bool) {
+	for {
+		o.mu.Lock()
+		batch = append(batch, o.pending...)
+		clear(o.pending)
+		o.pending = o.pending[:0]
+		closed := o.closed
+		o.mu.Unlock()
+		if len(batch) > 0 || closed {
+			return batch, len(batch) > 0
+		}
+		<-o.wake
+	}
 }
 
 // task is a unit waiting for a thread, and the stream its result goes to.
@@ -491,11 +541,7 @@ func (w *Worker) read(ctx context.Context, o *outStream, q *unitQueue) {
 		if u.Op == api.OpFigures {
 			res := &api.Result{Job: u.Job, ID: u.ID, Attempt: u.Attempt}
 			res.Output, _ = json.Marshal(w.figures())
-			select {
-			case o.results <- done{res: res}:
-			case <-ctx.Done():
-				return
-			}
+			o.put(done{res: res})
 			continue
 		}
 		q.push(task{u: u, buf: b, out: o})
@@ -516,11 +562,7 @@ func (w *Worker) process(ctx context.Context, q *unitQueue) {
 			// The server runs it elsewhere once the session is gone.
 			return
 		}
-		select {
-		case t.out.results <- done{res: res, unit: t.buf}:
-		case <-ctx.Done():
-			return
-		}
+		t.out.put(done{res: res, unit: t.buf})
 	}
 }
 
@@ -528,20 +570,31 @@ func (w *Worker) process(ctx context.Context, q *unitQueue) {
 // rest, which the server will have run elsewhere.
 func (w *Worker) write(ctx context.Context, o *outStream) {
 	var out []byte
+	var batch []done
 	failed := false
-	for d := range o.results {
-		if failed {
-			continue
+	for {
+		var more bool
+		if batch, more = o.next(batch[:0]); !more {
+			break
 		}
-		out, _ = d.res.AppendBinary(out[:0])
-		if d.unit != nil {
-			o.st.Release(d.unit) // out holds a copy of what the result aliased
+		for _, d := range batch {
+			if failed {
+				if d.unit != nil {
+					o.st.Release(d.unit)
+				}
+				continue
+			}
+			out, _ = d.res.AppendBinary(out[:0])
+			if d.unit != nil {
+				o.st.Release(d.unit) // out holds a copy of what the result aliased
+			}
+			if err := o.st.WriteMessage(ctx, out); err != nil {
+				failed = true
+				continue
+			}
+			w.last.Store(time.Now().UnixNano())
 		}
-		if err := o.st.WriteMessage(ctx, out); err != nil {
-			failed = true
-			continue
-		}
-		w.last.Store(time.Now().UnixNano())
+		clear(batch) // drop the results for the collector
 	}
 	o.st.Close()
 }

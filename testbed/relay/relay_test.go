@@ -459,12 +459,18 @@ func TestUDPLossPerDirectionAndBlackhole(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r.SetDelay(100 * time.Millisecond)
-	c.Write(seq(3)) // in the delay line when the blackhole starts
+	// 3 waits in the delay line while the blackhole starts, and leaves it
+	// into the blackhole. The delay is long so that a loaded machine
+	// cannot let 3 out before the blackhole begins.
+	r.SetDelay(2 * time.Second)
+	c.Write(seq(3))
 	time.Sleep(20 * time.Millisecond)
 	r.Blackhole(true)
 	if _, err := udpEcho(c, 4, 300*time.Millisecond); err == nil {
 		t.Fatal("echo through a blackhole")
+	}
+	for deadline := time.Now().Add(10 * time.Second); r.Stats(relay.ToTarget).Dropped < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
 	}
 	r.Blackhole(false)
 	r.SetDelay(0)
