@@ -11,10 +11,10 @@ import (
 // maxBatch bounds the results one transaction records.
 const maxBatch = 2048
 
-// gather is how long a transaction may wait for more results after the
-// first, and fill is the batch that ends the wait early. A transaction
-// costs about as much as a hundred rows, so at a few hundred results a
-// second, one per result would keep a core busy; a flush never waits.
+// gather is how long a transaction waits for more results when fewer
+// than fill are queued. A transaction costs about as much as a hundred
+// rows, so at a few hundred results a second, one per result would keep
+// a core busy; a flush never waits.
 const (
 	gather = 5 * time.Millisecond
 	fill   = 128
@@ -32,6 +32,8 @@ type recorder struct {
 	done chan struct{}
 	// gather is the package's gather; tests lengthen it.
 	gather time.Duration
+	// hurry cuts a gathering short: a flush or the close is waiting.
+	hurry chan struct{}
 }
 
 // recItem is a result to record or, if flush is set, a marker: flush
@@ -42,7 +44,8 @@ type recItem struct {
 }
 
 func newRecorder(db store.Jobs, log *slog.Logger) *recorder {
-	return &recorder{db: db, log: log, in: make(chan recItem, 4*maxBatch), done: make(chan struct{}), gather: gather}
+	return &recorder{db: db, log: log, in: make(chan recItem, 4*maxBatch), done: make(chan struct{}), gather: gather,
+		hurry: make(chan struct{}, 1)}
 }
 
 // add queues a result. It blocks while the queue is full, which slows the
@@ -57,6 +60,7 @@ func (r *recorder) flush(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	r.hasten()
 	select {
 	case err := <-ch:
 		return err
@@ -68,7 +72,15 @@ func (r *recorder) flush(ctx context.Context) error {
 // close records what is queued and stops the recorder.
 func (r *recorder) close() {
 	close(r.in)
+	r.hasten()
 	<-r.done
+}
+
+func (r *recorder) hasten() {
+	select {
+	case r.hurry <- struct{}{}:
+	default:
+	}
 }
 
 func (r *recorder) run() {
@@ -82,36 +94,38 @@ func (r *recorder) run() {
 			batch = append(batch, it.res)
 		}
 	}
-	timer := time.NewTimer(r.gather)
-	timer.Stop()
-	for it := range r.in {
-		take(it)
-		timer.Reset(r.gather)
-	drain:
+	// drain takes what is queued now, without waiting.
+	closed := false
+	drain := func() {
 		for len(batch) < maxBatch {
 			select {
 			case it, ok := <-r.in:
 				if !ok {
-					break drain
+					closed = true
+					return
 				}
 				take(it)
-				continue
 			default:
-			}
-			if len(batch) >= fill || len(waiters) > 0 {
-				break
-			}
-			select {
-			case it, ok := <-r.in:
-				if !ok {
-					break drain
-				}
-				take(it)
-			case <-timer.C:
-				break drain
+				return
 			}
 		}
-		timer.Stop()
+	}
+	timer := time.NewTimer(r.gather)
+	timer.Stop()
+	for it := range r.in {
+		take(it)
+		drain()
+		if len(batch) < fill && len(waiters) == 0 && !closed {
+			// One sleep per batch, not a wake-up per result: at high
+			// rates waking for each would cost more than it saves.
+			timer.Reset(r.gather)
+			select {
+			case <-timer.C:
+			case <-r.hurry:
+			}
+			timer.Stop()
+			drain()
+		}
 		var err error
 		if len(batch) > 0 {
 			if _, err = r.db.FinishUnits(context.Background(), batch); err != nil {
