@@ -38,6 +38,11 @@ type SlowWorkerRun struct {
 	SlowCPU float64
 	// Rounds is how many times each setup runs each policy; 0 means 3.
 	Rounds int
+	// InFlight is the jobs' units in flight per stream; 0 means the
+	// server's default.
+	InFlight int
+	// Policies are the policies to run; nil means all three.
+	Policies []string
 	// Logf, if not nil, receives progress lines.
 	Logf func(format string, args ...any)
 }
@@ -95,7 +100,11 @@ func (r *SlowWorkerRun) Run(ctx context.Context) (res SlowWorkerResult, err erro
 		slowCPU = 0.2
 	}
 	res.Units = units
-	for _, p := range slowPolicies {
+	policies := r.Policies
+	if policies == nil {
+		policies = slowPolicies
+	}
+	for _, p := range policies {
 		res.Cells = append(res.Cells, SlowWorkerCell{Policy: p})
 	}
 	bed, err := testbed.Up(ctx, testbed.Spec{
@@ -187,14 +196,14 @@ func (r *SlowWorkerRun) Run(ctx context.Context) (res SlowWorkerResult, err erro
 	}
 	job := func(policy string) (JobResult, error) {
 		return c.Submit(ctx, "--op", "blur", "--input", id, "--repeat", strconv.Itoa(units),
-			"--param", "radius="+strconv.Itoa(radius), "--policy", policy)
+			"--param", "radius="+strconv.Itoa(radius), "--policy", policy, "--in-flight", strconv.Itoa(r.InFlight))
 	}
 	// A first job warms the server and the workers up; it is not timed.
 	if _, err := job(api.PolicyDynamic); err != nil {
 		return res, err
 	}
 	for round := range rounds {
-		for i, p := range slowPolicies {
+		for i, p := range policies {
 			j, err := job(p)
 			if err != nil {
 				return res, err
@@ -209,7 +218,7 @@ func (r *SlowWorkerRun) Run(ctx context.Context) (res SlowWorkerResult, err erro
 		if _, err := c.WaitWorkers(ctx, 3); err != nil {
 			return res, err
 		}
-		for i, p := range slowPolicies {
+		for i, p := range policies {
 			before, err := c.slowDone(ctx)
 			if err != nil {
 				return res, err

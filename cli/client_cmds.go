@@ -532,7 +532,13 @@ func runJobs(ctx context.Context, env *Env, args []string) int {
 }
 
 func runWorkers(ctx context.Context, env *Env, args []string) int {
-	fs := newFlags(env, "workers", "[flags]", "Lists the workers the server knows, live and dead.")
+	fs := newFlags(env, "workers", "[flags]", `
+Lists the workers the server knows, live and dead: what each registered
+(threads, cores, memory, addresses, operations), the units it delivered,
+and for a live worker, the megabytes each data-plane path carried and
+COMPUTING, the share of its lent thread time spent computing while it had
+units (its results' compute time over threads x time with units in
+flight; the rest went to waiting for units and moving them).`)
 	cf := addClientFlags(fs, 30*time.Second)
 	if code := parseFlags(fs, args); code >= 0 {
 		return code

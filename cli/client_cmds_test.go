@@ -159,9 +159,11 @@ func TestClientCommands(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`(?m)^1\s+done\s+blur\s+12/12`).MatchString(out) || !strings.Contains(out, "canceled") {
 		t.Errorf("jobs: %d\n%s", code, out)
 	}
-	// The worker list shows the bytes on the worker's one path.
+	// The worker list shows the share of its lent time the worker
+	// computed, and the bytes on its one path.
 	code, out, _ = runBraid(t, 10*time.Second, "workers")
-	if code != 0 || !strings.Contains(out, "MB PER PATH") || !regexp.MustCompile(`(?m)^w1\s.*127\.0\.0\.1:\d+\s+\d+\.\d\s+blur`).MatchString(out) {
+	if code != 0 || !strings.Contains(out, "MB PER PATH") || !strings.Contains(out, "COMPUTING") ||
+		!regexp.MustCompile(`(?m)^w1\s.*\s\d+\.\d%\s+127\.0\.0\.1:\d+\s+\d+\.\d\s+blur`).MatchString(out) {
 		t.Errorf("workers: %d\n%s", code, out)
 	}
 	code, out, _ = runBraid(t, 10*time.Second, "ops")

@@ -139,7 +139,7 @@ var (
 
 // TestSimSlowWorker checks the claim behind the dynamic policy: adding a
 // slow worker to two fast ones never makes a dynamic job slower, whatever
-// the job size, streams, slowness and units in flight (up to 8, the
+// the job size, streams, slowness and units in flight (up to 16, the
 // server's default), while an equal split does make it slower. (Without
 // backup copies, a third of these cases get slower; without the share cap
 // of small jobs, 22 cases at 8 in flight, where the first stream took a
@@ -149,10 +149,10 @@ func TestSimSlowWorker(t *testing.T) {
 	for _, fastStreams := range []int{1, 2} {
 		for _, slowStreams := range []int{1, 2, 3} {
 			for _, slowCost := range []int{15, 40, 100} {
-				for _, inflight := range []int{1, 2, 4, 8} {
+				for _, inflight := range []int{1, 2, 4, 8, 16} {
 					f1, f2 := simWorker{"c1", fastStreams, 10}, simWorker{"c2", fastStreams, 10}
 					sl := simWorker{"c3", slowStreams, slowCost}
-					for n := 1; n <= 50; n++ {
+					for n := 1; n <= 80; n++ {
 						cfg := Config{InFlight: inflight}
 						two := simulate(t, Dynamic, []simWorker{f1, f2}, n, cfg, "", 0)
 						three := simulate(t, Dynamic, []simWorker{f1, f2, sl}, n, cfg, "", 0)
