@@ -373,13 +373,20 @@ func (s *Server) onResult(ctx context.Context, p *peer, a sched.Assignment, res 
 	}
 	id, have := r.result(a.Unit)
 	if !have {
-		var err error
-		// The result is in hand: store it even if the stream is closing.
-		if id, err = s.storeResult(context.WithoutCancel(ctx), res.Output); err != nil {
-			if e := s.sched.Fail(a, err); e != nil {
-				s.unitFailed(e, fmt.Sprintf("unit %d: storing its result failed: %v", a.Unit, err))
+		// Another copy of a repeated unit may have given these very bytes.
+		twin, same := r.twinOf(a.Unit, res.Output)
+		if same {
+			id = twin
+		} else {
+			var err error
+			// The result is in hand: store it even if the stream is closing.
+			if id, err = s.storeResult(context.WithoutCancel(ctx), res.Output); err != nil {
+				if e := s.sched.Fail(a, err); e != nil {
+					s.unitFailed(e, fmt.Sprintf("unit %d: storing its result failed: %v", a.Unit, err))
+				}
+				return
 			}
-			return
+			r.keepTwin(a.Unit, id, res.Output)
 		}
 		id = r.offer(a.Unit, id)
 	}

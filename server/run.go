@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 	"time"
@@ -32,7 +33,25 @@ type run struct {
 	started time.Time
 	ended   bool
 	readers map[string]store.Reader // open blobs the units' data comes from
+	// twins hold, for a repeated job, the first result of each unit of a
+	// copy that is small enough: the same unit of every other copy should
+	// give the same bytes, which a comparison confirms for far less than
+	// hashing them again. twinBytes is what they hold.
+	twins     []twin
+	twinBytes int
 }
+
+// twin is a result kept to compare the other copies' results with.
+type twin struct {
+	id   string
+	data []byte
+}
+
+// Bounds of the results a run keeps as twins.
+const (
+	maxTwin      = 64 << 10
+	maxTwinBytes = 8 << 20
+)
 
 type runUnit struct {
 	params map[string]string
@@ -63,6 +82,9 @@ func newRun(j store.Job, op ops.Op, units []store.Unit) (*run, error) {
 		out:      map[uint64]uint64{},
 		started:  j.Started,
 		readers:  map[string]store.Reader{},
+	}
+	if c := r.hint.Repeat; c > 1 && len(units)%c == 0 {
+		r.twins = make([]twin, len(units)/c)
 	}
 	for i, u := range units {
 		if u.ID != uint64(i) {
@@ -135,6 +157,37 @@ func (r *run) offer(unit uint64, id string) string {
 		u.result = id
 	}
 	return u.result
+}
+
+// twinOf returns the result ID of another copy of unit whose result is
+// exactly data, if the run kept one.
+func (r *run) twinOf(unit uint64, data []byte) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.twins) == 0 {
+		return "", false
+	}
+	t := r.twins[unit%uint64(len(r.twins))]
+	if t.id == "" || !bytes.Equal(t.data, data) {
+		return "", false
+	}
+	return t.id, true
+}
+
+// keepTwin keeps a copy of a small result stored as id, for the other
+// copies of its unit to be compared with.
+func (r *run) keepTwin(unit uint64, id string, data []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.twins) == 0 || len(data) > maxTwin || r.twinBytes+len(data) > maxTwinBytes {
+		return
+	}
+	t := &r.twins[unit%uint64(len(r.twins))]
+	if t.id != "" {
+		return
+	}
+	t.id, t.data = id, bytes.Clone(data)
+	r.twinBytes += len(data)
 }
 
 // count books the result the scheduler counted.

@@ -2,11 +2,17 @@ package server_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/worker"
 )
 
 // reference runs a job in this process, as one unit.
@@ -143,5 +149,51 @@ func TestWorkerComputeFraction(t *testing.T) {
 	}
 	if f := w.ComputeFraction(); f <= 0 || f > 1 {
 		t.Errorf("compute fraction %.3f, want within (0, 1]", f)
+	}
+}
+
+// flipOnce is noop, but the run numbered bad (from 1) returns its input
+// with the first byte flipped: a worker that computed one wrong result.
+type flipOnce struct {
+	ops.Op
+	bad   int64
+	calls atomic.Int64
+}
+
+func (f *flipOnce) Name() string { return "flip-once" }
+
+func (f *flipOnce) Run(ctx context.Context, params map[string]string, inputs [][]byte) ([]byte, error) {
+	out, err := f.Op.Run(ctx, params, inputs)
+	if err == nil && f.calls.Add(1) == f.bad {
+		out = bytes.Clone(out)
+		out[0] ^= 0xff
+	}
+	return out, err
+}
+
+// TestRepeatCopyDiffers checks that a repeated job whose copies do not
+// all give the same bytes fails naming the copy, and that one whose copies
+// agree (compared with the first copy's kept result, not hashed again)
+// completes with the right output.
+func TestRepeatCopyDiffers(t *testing.T) {
+	for _, bad := range []int64{0, 1, 7, 40} {
+		t.Run(fmt.Sprintf("bad=%d", bad), func(t *testing.T) {
+			op := &flipOnce{Op: ops.Noop(), bad: bad}
+			reg := ops.NewRegistry(op)
+			c := newCluster(t, func(cfg *server.Config) { cfg.Ops = reg })
+			c.addWorker(2, func(cfg *worker.Config) { cfg.Ops = reg })
+			c.waitWorkers(1)
+			data := ops.SampleGIF()
+			st := c.run(api.JobRequest{Op: "flip-once", Input: c.put(data), Repeat: 40, Policy: api.PolicyEqual})
+			if bad == 0 {
+				if st.State != api.JobDone || !bytes.Equal(c.get(st.Output), data) {
+					t.Fatalf("job is %s (%s), want done with the input as output", st.State, st.Error)
+				}
+				return
+			}
+			if st.State != api.JobFailed || !strings.Contains(st.Error, "differs from copy 1") {
+				t.Fatalf("job is %s with error %q, want failed: a copy differs from copy 1", st.State, st.Error)
+			}
+		})
 	}
 }
