@@ -49,7 +49,7 @@ type twin struct {
 
 // Bounds of the results a run keeps as twins.
 const (
-	maxTwin      = 64 << 10
+	maxTwin      = 1 << 20
 	maxTwinBytes = 8 << 20
 )
 
