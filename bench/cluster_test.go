@@ -56,14 +56,7 @@ func buildBraid(t testing.TB) string {
 // both workers must have done units, and both networks must have carried
 // a substantial share of the tiles.
 func TestClusterTestbed(t *testing.T) {
-	testbed.Skip(t)
-	if testing.Short() {
-		t.Skip("builds braid and runs a 4096 x 4096 job on a testbed; not in -short")
-	}
-	bin := buildBraid(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
+	bin, ctx, dir := processTest(t, "runs a 4096 x 4096 job")
 	res, err := (&ClusterRun{Bin: bin, Dir: dir, Size: 4096, Tile: 256, Rate: 1e9}).Run(ctx)
 	if err != nil {
 		logTails(t, dir)
@@ -145,6 +138,22 @@ func TestClusterTestbed(t *testing.T) {
 	t.Logf("job %d: %d units in %v", res.Job.Job, res.Job.Units.Total, res.Job.Elapsed())
 }
 
+// processTest starts a test that runs braid processes on a testbed: it
+// skips without the testbed or in -short (naming what the test would
+// do), builds braid, and returns the binary, a context of 2 minutes and a
+// scratch directory.
+func processTest(t *testing.T, does string) (bin string, ctx context.Context, dir string) {
+	t.Helper()
+	testbed.Skip(t)
+	if testing.Short() {
+		t.Skipf("builds braid and %s on a testbed; not in -short", does)
+	}
+	bin = buildBraid(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return bin, ctx, t.TempDir()
+}
+
 // logTails logs the processes' logs of a failed run.
 func logTails(t *testing.T, dir string) {
 	t.Helper()
@@ -172,14 +181,7 @@ func TestMain(m *testing.M) {
 // real processes (equal: a third; proportional: its 1 thread of 5), and
 // that every job completed in both setups.
 func TestSlowWorkerRun(t *testing.T) {
-	testbed.Skip(t)
-	if testing.Short() {
-		t.Skip("builds braid and runs worker processes on a testbed; not in -short")
-	}
-	bin := buildBraid(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
+	bin, ctx, dir := processTest(t, "runs worker processes")
 	run := &SlowWorkerRun{Bin: bin, Dir: dir, Units: 30, Radius: 2, FastThreads: 2, SlowThreads: 1,
 		FastCPU: 0.6, SlowCPU: 0.25, Rounds: 1, Logf: t.Logf}
 	res, err := run.Run(ctx)
@@ -223,14 +225,7 @@ func TestSlowWorkerRun(t *testing.T) {
 // what does not depend on timing: every job is measured, its compute
 // fraction lies in (0, 1], and the worker process used CPU.
 func TestFractionRun(t *testing.T) {
-	testbed.Skip(t)
-	if testing.Short() {
-		t.Skip("builds braid and runs worker processes on a testbed; not in -short")
-	}
-	bin := buildBraid(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
+	bin, ctx, dir := processTest(t, "runs worker processes")
 	w := FractionWorkloads(40, 512)
 	run := &FractionRun{Bin: bin, Dir: dir, Threads: []int{2}, Workloads: []FractionWorkload{w[2], w[3]}, Rounds: 1, Logf: t.Logf}
 	cells, err := run.Run(ctx)
