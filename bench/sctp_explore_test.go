@@ -135,7 +135,7 @@ func TestExploreHolBraid(t *testing.T) {
 	defer bed.Down()
 	s := &Suite{Duration: time.Second}
 	for _, big := range []int{64 << 10, 64 << 20} {
-		r, err := s.holBraid(ctx, bed, []int{0}, transport.Config{Transport: "tcp"}, big)
+		r, err := s.holBraid(ctx, bed, []int{0}, transport.Config{Transport: "tcp"}, big, false)
 		t.Logf("big=%d: %s A=%.1f err=%v", big, percentiles(r.lat), r.mbps(), err)
 	}
 }

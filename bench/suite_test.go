@@ -56,7 +56,7 @@ func TestHolRunsUnderLoss(t *testing.T) {
 		{"sctp streams, own buffers", func() (holResult, error) { return s.holSCTP(ctx, bed, 256<<10, 64<<10) }, true},
 		{"tcp", func() (holResult, error) { return s.holTCP(ctx, bed, 64<<10) }, false},
 		{"braid tcp", func() (holResult, error) {
-			return s.holBraid(ctx, bed, []int{0}, transport.Config{Transport: "tcp"}, 64<<10)
+			return s.holBraid(ctx, bed, []int{0}, transport.Config{Transport: "tcp"}, 64<<10, false)
 		}, false},
 	} {
 		r, err := tc.run()
