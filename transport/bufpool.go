@@ -19,6 +19,10 @@ const (
 
 var bufPools [maxPooledShift - minPooledShift + 1]sync.Pool // *[]byte
 
+// boxes recycles the *[]byte that carry buffers through bufPools, so that
+// putting a buffer back allocates nothing.
+var boxes = sync.Pool{New: func() any { return new([]byte) }}
+
 // sizeClass returns the pool index for a buffer of n bytes and whether n
 // is pooled at all.
 func sizeClass(n int) (int, bool) {
@@ -36,8 +40,11 @@ func getBuf(n int) []byte {
 	if !ok {
 		return make([]byte, n)
 	}
-	if b, ok := bufPools[c].Get().(*[]byte); ok {
-		return (*b)[:n]
+	if box, ok := bufPools[c].Get().(*[]byte); ok {
+		b := (*box)[:n]
+		*box = nil
+		boxes.Put(box)
+		return b
 	}
 	return make([]byte, n, 1<<(c+minPooledShift))
 }
@@ -60,6 +67,7 @@ func putBuf(b []byte) {
 	if !ok || cap(b) != 1<<(c+minPooledShift) {
 		return
 	}
-	b = b[:cap(b)]
-	bufPools[c].Put(&b)
+	box := boxes.Get().(*[]byte)
+	*box = b[:cap(b)]
+	bufPools[c].Put(box)
 }

@@ -40,6 +40,7 @@ type Session struct {
 	mu          sync.Mutex
 	work        *sync.Cond // path writers wait here for frames to send
 	paths       []*path    // by path id; nil holes on the listening side
+	live        []*path    // the paths with a channel up (pathsChanged)
 	streams     map[uint32]*Stream
 	nextStream  uint32 // next locally opened stream id
 	peerHighest uint32 // highest peer-opened stream id seen
@@ -238,6 +239,7 @@ func (s *Session) closeWith(err error) {
 			p.state = PathDown
 		}
 	}
+	s.pathsChanged()
 	for _, st := range s.streams {
 		st.notify()
 	}
@@ -291,14 +293,21 @@ func (s *Session) monitor() {
 }
 
 // livePaths returns the paths with a channel up. Caller holds s.mu.
-func (s *Session) livePaths() []*path {
+// livePaths returns the paths with a channel up. The slice is shared:
+// callers must not change it. Caller holds s.mu.
+func (s *Session) livePaths() []*path { return s.live }
+
+// pathsChanged recomputes the live paths after a path's channel came up or
+// went down. It builds a new slice, so that ones handed out before stay as
+// they were. Caller holds s.mu.
+func (s *Session) pathsChanged() {
 	var live []*path
 	for _, p := range s.paths {
 		if p != nil && p.conn != nil {
 			live = append(live, p)
 		}
 	}
-	return live
+	s.live = live
 }
 
 func (s *Session) workers() []stripe.Worker {
@@ -875,6 +884,7 @@ func (s *Session) pathDown(p *path, gen int, err error) {
 	}
 	conn := p.conn
 	p.conn = nil
+	s.pathsChanged()
 	p.gen++
 	p.state = PathDown
 	p.lastErr = err
@@ -969,6 +979,7 @@ func (s *Session) attach(id int, local, remote string, conn net.Conn) error {
 	}
 	p.everUp = true
 	p.conn = conn
+	s.pathsChanged()
 	p.bound = conn.LocalAddr().String()
 	p.gen++
 	gen := p.gen
