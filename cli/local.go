@@ -75,6 +75,9 @@ type localWorker struct {
 	Address string `json:"address"`
 	Threads int    `json:"threads"`
 	Units   uint64 `json:"units"`
+	// Computing is the share of its lent thread time the worker spent
+	// computing while it had units (api.WorkerInfo.ComputeFraction).
+	Computing float64 `json:"computing"`
 }
 
 func runLocal(ctx context.Context, env *Env, args []string) int {
@@ -258,7 +261,8 @@ func (l *localRun) run(ctx context.Context, dataDir string, job localJob) (*loca
 		return rep, err
 	}
 	for _, w := range ws {
-		rep.Workers = append(rep.Workers, localWorker{ID: w.ID, Address: strings.Join(w.Addresses, ","), Threads: w.Threads, Units: w.Done})
+		rep.Workers = append(rep.Workers, localWorker{ID: w.ID, Address: strings.Join(w.Addresses, ","), Threads: w.Threads, Units: w.Done,
+			Computing: w.ComputeFraction()})
 		rep.Streams += w.Threads
 	}
 	if st.State != api.JobDone {
@@ -333,7 +337,7 @@ func (r *localReport) print(w io.Writer) {
 	fmt.Fprintf(w, "  units       %d over %d streams (one per lent thread)\n", r.Units, r.Streams)
 	var per []string
 	for _, wk := range r.Workers {
-		per = append(per, fmt.Sprintf("%s %d", wk.ID, wk.Units))
+		per = append(per, fmt.Sprintf("%s %d (computing %.0f%% of its lent time)", wk.ID, wk.Units, 100*wk.Computing))
 	}
 	fmt.Fprintf(w, "  per worker  %s\n", strings.Join(per, ", "))
 	fmt.Fprintf(w, "  elapsed     %.3fs from submission to output (compute %.3fs in the workers)\n", r.Elapsed, r.Compute)

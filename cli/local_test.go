@@ -35,7 +35,7 @@ func TestLocal(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"worker w1", "worker w2", "units       16 over 2 streams", "per worker  w1 ",
+	for _, want := range []string{"worker w1", "worker w2", "units       16 over 2 streams", "per worker  w1 ", "of its lent time)",
 		"throughput", "identical to the single-unit blur"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
@@ -70,7 +70,8 @@ func TestLocalJSON(t *testing.T) {
 		Verified bool   `json:"verified"`
 		Policy   string `json:"policy"`
 		Workers  []struct {
-			Units int `json:"units"`
+			Units     int     `json:"units"`
+			Computing float64 `json:"computing"`
 		} `json:"workers"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
@@ -79,6 +80,11 @@ func TestLocalJSON(t *testing.T) {
 	if rep.State != "done" || rep.Units != 16 || !rep.Verified || rep.Policy != "equal" || len(rep.Workers) != 2 ||
 		rep.Workers[0].Units+rep.Workers[1].Units != 16 || rep.Workers[0].Units != 8 {
 		t.Errorf("report %+v", rep)
+	}
+	for i, w := range rep.Workers {
+		if w.Computing <= 0 || w.Computing > 1 {
+			t.Errorf("worker %d computing %.3f of its lent time, want within (0, 1]", i, w.Computing)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data", "server", "jobs.db")); err != nil {
 		t.Errorf("--data not used: %v", err)
