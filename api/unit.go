@@ -14,7 +14,7 @@ const DefaultMaxMessage = 256 << 20
 const (
 	kindUnit   = 'U'
 	kindResult = 'R'
-	version    = 2 // 2: results carry the compute CPU time
+	version    = 1
 )
 
 // Unit is one computation unit as it travels to a worker: everything the
@@ -45,16 +45,12 @@ type Result struct {
 	Err string
 	// ComputeNanos is how long the operation ran on the worker.
 	ComputeNanos int64
-	// ComputeCPUNanos is the CPU time the operation's thread got while it
-	// ran: ComputeNanos less the time the thread waited for a core. Zero
-	// where the worker cannot measure it.
-	ComputeCPUNanos int64
 }
 
 // Encoding (all integers are minimal unsigned varints unless noted):
 //
 //	unit:   'U' version job id attempt op nparams {key value}* ninputs {input}*
-//	result: 'R' version job id attempt compute(zigzag varint) cpu(zigzag varint) err output
+//	result: 'R' version job id attempt compute(zigzag varint) err output
 //
 // Strings and byte slices are a length followed by the bytes. Parameter
 // keys are sorted and unique, so every value has exactly one encoding.
@@ -142,13 +138,12 @@ func (u *Unit) size() int {
 // AppendBinary appends the encoding of r to b. It implements
 // encoding.BinaryAppender and never fails.
 func (r *Result) AppendBinary(b []byte) ([]byte, error) {
-	b = slices.Grow(b, 2+7*binary.MaxVarintLen64+len(r.Err)+len(r.Output))
+	b = slices.Grow(b, 2+6*binary.MaxVarintLen64+len(r.Err)+len(r.Output))
 	b = append(b, kindResult, version)
 	b = binary.AppendUvarint(b, r.Job)
 	b = binary.AppendUvarint(b, r.ID)
 	b = binary.AppendUvarint(b, uint64(r.Attempt))
 	b = binary.AppendVarint(b, r.ComputeNanos)
-	b = binary.AppendVarint(b, r.ComputeCPUNanos)
 	b = appendString(b, r.Err)
 	b = binary.AppendUvarint(b, uint64(len(r.Output)))
 	return append(b, r.Output...), nil
@@ -174,7 +169,6 @@ func (r *Result) Decode(b []byte, max int) error {
 	r.ID = d.uvarint("id")
 	r.Attempt = d.uint32("attempt")
 	r.ComputeNanos = d.varint("compute time")
-	r.ComputeCPUNanos = d.varint("compute CPU time")
 	r.Err = d.string("error")
 	r.Output = d.bytes("output")
 	return d.finish()

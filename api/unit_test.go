@@ -24,7 +24,7 @@ func sampleUnits() []Unit {
 func sampleResults() []Result {
 	return []Result{
 		{},
-		{Job: 1, ID: 2, Attempt: 3, Output: []byte("out"), ComputeNanos: 12345, ComputeCPUNanos: 12000},
+		{Job: 1, ID: 2, Attempt: 3, Output: []byte("out"), ComputeNanos: 12345},
 		{Job: 1<<64 - 1, ID: 9, Err: "blur: tile 3: corrupt header", ComputeNanos: -1},
 		{Job: 4, ID: 5, Output: bytes.Repeat([]byte("x"), 1000), ComputeNanos: 1 << 62},
 	}
@@ -41,7 +41,7 @@ func sameUnit(a, b *Unit) bool {
 
 func sameResult(a, b *Result) bool {
 	return a.Job == b.Job && a.ID == b.ID && a.Attempt == b.Attempt && a.Err == b.Err &&
-		a.ComputeNanos == b.ComputeNanos && a.ComputeCPUNanos == b.ComputeCPUNanos && bytes.Equal(a.Output, b.Output)
+		a.ComputeNanos == b.ComputeNanos && bytes.Equal(a.Output, b.Output)
 }
 
 func TestUnitRoundTrip(t *testing.T) {
@@ -106,10 +106,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"truncated", unit[:len(unit)-2], 100, ErrMalformed, "exceeds"},
 		{"trailing", append(bytes.Clone(unit), 0), 100, ErrMalformed, "trailing"},
 		{"unsorted params", unsorted, 100, ErrMalformed, "sorted"},
-		{"non-minimal varint", []byte{'U', 2, 0x80, 0x00}, 100, ErrMalformed, "minimally"},
-		{"varint overflow", []byte{'U', 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, 100, ErrMalformed, "overflows"},
-		{"attempt too big", []byte{'U', 2, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x10}, 100, ErrMalformed, "32 bits"},
-		{"huge count", []byte{'U', 2, 0, 0, 0, 0, 0xff, 0xff, 0x03}, 100, ErrMalformed, "count"},
+		{"non-minimal varint", []byte{'U', 1, 0x80, 0x00}, 100, ErrMalformed, "minimally"},
+		{"varint overflow", []byte{'U', 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}, 100, ErrMalformed, "overflows"},
+		{"attempt too big", []byte{'U', 1, 0, 0, 0x80, 0x80, 0x80, 0x80, 0x10}, 100, ErrMalformed, "32 bits"},
+		{"huge count", []byte{'U', 1, 0, 0, 0, 0, 0xff, 0xff, 0x03}, 100, ErrMalformed, "count"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

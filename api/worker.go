@@ -74,11 +74,6 @@ type WorkerInfo struct {
 	// and to moving them.
 	ComputeNanos int64 `json:"compute_ns,omitempty"`
 	LentNanos    int64 `json:"lent_ns,omitempty"`
-	// ComputeCPUNanos is the CPU time the operations' threads got, out of
-	// ComputeNanos: less when the threads waited for a core, as they do
-	// on a host whose cores other processes share. Zero where the worker
-	// cannot measure it (not Linux).
-	ComputeCPUNanos int64 `json:"compute_cpu_ns,omitempty"`
 	// Paths are the paths of the server's data-plane session to the
 	// worker, one per address, while the worker is live.
 	Paths []PathInfo `json:"paths,omitempty"`

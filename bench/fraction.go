@@ -78,10 +78,6 @@ type FractionCell struct {
 	InFlight int
 	// Fraction is compute / lent thread time, from the server.
 	Fraction []float64
-	// OpCPU is the CPU time the operations' threads got over the same lent
-	// time (compute_cpu_ns): the compute fraction without the time a
-	// thread inside an operation waited for a core.
-	OpCPU []float64
 	// CPU is the worker process's CPU time (user + system, from
 	// /proc/PID/stat) over the same lent thread time: how much of it the
 	// worker was on a core at all, with the server sharing the cores.
@@ -174,17 +170,15 @@ func (r *FractionRun) Run(ctx context.Context) (cells []FractionCell, err error)
 					return nil, err
 				}
 				compute, lent := after.ComputeNanos-before.ComputeNanos, after.LentNanos-before.LentNanos
-				opCPU := after.ComputeCPUNanos - before.ComputeCPUNanos
 				if lent <= 0 || compute <= 0 {
 					return nil, fmt.Errorf("worker reported compute %d ns over %d ns lent for job %d", compute, lent, j.Job)
 				}
 				cell.Units = j.Units.Total
 				cell.Fraction = append(cell.Fraction, float64(compute)/float64(lent))
-				cell.OpCPU = append(cell.OpCPU, float64(opCPU)/float64(lent))
 				cell.CPU = append(cell.CPU, float64(cpu1-cpu0)/float64(lent))
 				cell.UnitsPerSec = append(cell.UnitsPerSec, float64(j.Units.Total)/j.Elapsed().Seconds())
-				r.logf("fraction: %s, %d threads, in flight %d: %.4f of the lent time computing (on a core %.3f; worker CPU %.3f), %.0f units/s",
-					w.Name, t, w.InFlight, cell.Fraction[len(cell.Fraction)-1], cell.OpCPU[len(cell.OpCPU)-1], cell.CPU[len(cell.CPU)-1],
+				r.logf("fraction: %s, %d threads, in flight %d: %.4f of the lent time computing (worker CPU %.3f), %.0f units/s",
+					w.Name, t, w.InFlight, cell.Fraction[len(cell.Fraction)-1], cell.CPU[len(cell.CPU)-1],
 					cell.UnitsPerSec[len(cell.UnitsPerSec)-1])
 			}
 			cells = append(cells, cell)
@@ -253,18 +247,16 @@ func (s *Suite) fraction(ctx context.Context) error {
 	fmt.Fprintf(s.Out, "\n### Compute fraction of a worker in its own process\n\n")
 	fmt.Fprintf(s.Out, "A server host and a worker host (one testbed network, every role a braid process; they share this machine's cores). "+
 		"Compute fraction: the compute time the worker's results report over its threads times the time it had units in flight "+
-		"(braid workers --json, compute_ns / lent_ns); a unit's compute time is wall time in the operation, as in a task stream. "+
-		"On a core: the CPU time the operations' threads got over the same lent time (compute_cpu_ns / lent_ns). "+
-		"Worker CPU: the whole worker process's CPU time over the lent time. "+
+		"(braid workers --json, compute_ns / lent_ns). Worker CPU: the worker process's CPU time over the same lent time. "+
 		"Median of %d jobs after a warm-up job (all jobs in brackets).\n\n", cmp0(run.Rounds, 3))
-	fmt.Fprintf(s.Out, "| job | threads | in flight | compute fraction | on a core | worker CPU / lent | units/s |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(s.Out, "| job | threads | in flight | compute fraction | worker CPU / lent | units/s |\n|---|---|---|---|---|---|\n")
 	for _, c := range cells {
 		inFlight := strconv.Itoa(c.InFlight)
 		if c.InFlight == 0 {
 			inFlight = "default"
 		}
-		fmt.Fprintf(s.Out, "| %s (%d units) | %d | %s | %.3f (%s) | %.3f | %.2f | %.0f |\n", c.Workload, c.Units, c.Threads, inFlight,
-			median(c.Fraction), join3(c.Fraction), median(c.OpCPU), median(c.CPU), median(c.UnitsPerSec))
+		fmt.Fprintf(s.Out, "| %s (%d units) | %d | %s | %.3f (%s) | %.2f | %.0f |\n", c.Workload, c.Units, c.Threads, inFlight,
+			median(c.Fraction), join3(c.Fraction), median(c.CPU), median(c.UnitsPerSec))
 	}
 	return nil
 }

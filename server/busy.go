@@ -18,7 +18,6 @@ type busy struct {
 	mark     time.Time // the last change while inFlight > 0
 	lent     time.Duration
 	compute  time.Duration
-	cpu      time.Duration
 	now      func() time.Time
 }
 
@@ -49,24 +48,21 @@ func (b *busy) sent() {
 	b.mu.Unlock()
 }
 
-// back counts a unit's result, with the wall and CPU time its operation
-// took, or its loss (0 and 0).
-func (b *busy) back(compute, cpu time.Duration) {
+// back counts a unit's result, or its loss (compute 0).
+func (b *busy) back(compute time.Duration) {
 	b.mu.Lock()
 	b.advance()
 	if b.inFlight > 0 {
 		b.inFlight--
 	}
 	b.compute += max(compute, 0)
-	b.cpu += max(cpu, 0)
 	b.mu.Unlock()
 }
 
-// totals returns the compute time, its CPU time and the lent thread time
-// so far.
-func (b *busy) totals() (compute, cpu, lent time.Duration) {
+// totals returns the compute time and the lent thread time so far.
+func (b *busy) totals() (compute, lent time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.advance()
-	return b.compute, b.cpu, b.lent
+	return b.compute, b.lent
 }

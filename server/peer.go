@@ -276,7 +276,7 @@ func (s *Server) runStream(ctx context.Context, p *peer, ps *pstream) {
 	ps.st.Close()
 	wg.Wait()
 	for _, a := range ps.takeAll() {
-		p.busy.back(0, 0)
+		p.busy.back(0)
 		s.lose(a)
 	}
 }
@@ -350,7 +350,7 @@ func (s *Server) receive(ctx context.Context, p *peer, ps *pstream) {
 			ps.st.Release(b)
 			continue
 		}
-		p.busy.back(time.Duration(res.ComputeNanos), time.Duration(res.ComputeCPUNanos))
+		p.busy.back(time.Duration(res.ComputeNanos))
 		s.onResult(ctx, p, a, &res)
 		ps.st.Release(b) // onResult keeps no reference to the output
 	}

@@ -194,9 +194,9 @@ func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 	p, alive := s.peers[w.ID]
 	s.mu.Unlock()
 	var paths []api.PathInfo
-	var compute, cpu, lent time.Duration
+	var compute, lent time.Duration
 	if alive {
-		compute, cpu, lent = p.busy.totals()
+		compute, lent = p.busy.totals()
 		for _, ps := range p.sess.Stats() {
 			paths = append(paths, api.PathInfo{Local: ps.Local, Remote: ps.Remote, State: ps.State,
 				BytesSent: ps.BytesSent, BytesReceived: ps.BytesReceived})
@@ -215,9 +215,8 @@ func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 		Done:       w.Done,
 		Paths:      paths,
 
-		ComputeNanos:    compute.Nanoseconds(),
-		ComputeCPUNanos: cpu.Nanoseconds(),
-		LentNanos:       lent.Nanoseconds(),
+		ComputeNanos: compute.Nanoseconds(),
+		LentNanos:    lent.Nanoseconds(),
 	}
 }
 

@@ -6,9 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // memTotal returns the host's RAM in bytes, or 0 if unknown.
@@ -76,14 +73,4 @@ func loadAvg() float64 {
 	}
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
-}
-
-// threadCPU returns the CPU time of the calling OS thread
-// (CLOCK_THREAD_CPUTIME_ID); callers lock the goroutine to its thread.
-func threadCPU() time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
 }

@@ -2,8 +2,6 @@
 
 package worker
 
-import "time"
-
 // The figures below are Linux-only; elsewhere the worker reports zero,
 // which the server reads as unknown.
 
@@ -11,6 +9,3 @@ func memTotal() int64       { return 0 }
 func diskFree(string) int64 { return 0 }
 func cpuMHz() int           { return 0 }
 func loadAvg() float64      { return 0 }
-
-// threadCPU is not measured here: results report no CPU time.
-func threadCPU() time.Duration { return 0 }

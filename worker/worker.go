@@ -659,18 +659,9 @@ func (w *Worker) compute(ctx context.Context, u *api.Unit, res *api.Result) {
 		return
 	}
 	w.running.Add(1)
-	// The thread's CPU clock tells the time the operation computed from
-	// the time it waited for a core; the goroutine stays on its thread
-	// for the reading to mean that.
-	runtime.LockOSThread()
-	cpu0 := threadCPU()
 	start := time.Now()
 	out, err := runSafely(ctx, op.Run, u)
 	d := time.Since(start)
-	if cpu0 > 0 {
-		res.ComputeCPUNanos = (threadCPU() - cpu0).Nanoseconds()
-	}
-	runtime.UnlockOSThread()
 	w.running.Add(-1)
 	w.gate.release()
 	res.ComputeNanos = d.Nanoseconds()
