@@ -28,6 +28,9 @@ type path struct {
 	everUp  bool
 	lastErr error
 
+	// hdrs holds the headers of the batch the path's writer is building;
+	// nextBatch empties it, once the batch before has been written.
+	hdrs   []byte
 	ctrl   [][]byte // control frames for this channel
 	goAway bool     // GoAway queued: write it, then stop sending
 
@@ -561,3 +564,21 @@ func (s *Session) redial(p *path) {
 		delay = min(2*delay, 2*time.Second)
 	}
 }
+
+// header returns h, a frame header just appended to p.hdrs[len(p.hdrs):],
+// and keeps its bytes in the arena. A header that did not fit was
+// allocated by the append; the arena then starts over, bigger, for the
+// next ones, and what earlier frames point to stays as it is. Caller
+// holds s.mu.
+func (p *path) header(h []byte) []byte {
+	n := len(p.hdrs)
+	if len(h) > 0 && n < cap(p.hdrs) && &p.hdrs[:n+1][n] == &h[0] {
+		p.hdrs = p.hdrs[:n+len(h)]
+	} else if len(h) > 0 {
+		p.hdrs = make([]byte, 0, max(2*cap(p.hdrs), 4<<10))
+	}
+	return h[:len(h):len(h)]
+}
+
+// tail is where the next header is appended: the arena's free end.
+func (p *path) tail() []byte { return p.hdrs[len(p.hdrs):] }

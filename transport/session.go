@@ -500,15 +500,15 @@ type frame struct {
 
 // dataFrame encodes data frame r, preceded by an optional Start. Caller
 // holds s.mu.
-func (s *Session) dataFrame(r txRef, start *wire.Start, explicit bool) frame {
+func (s *Session) dataFrame(p *path, r txRef, start *wire.Start, explicit bool) frame {
 	seg := r.seg
-	var hdr []byte
+	hdr := p.tail()
 	if start != nil {
 		hdr = start.Append(hdr)
 	}
 	if r.idx < 0 {
 		hdr = wire.AppendMsgHeader(hdr, seg.ref)
-		return frame{hdr: hdr, payload: seg.data, stream: seg.ref.Stream}
+		return frame{hdr: p.header(hdr), payload: seg.data, stream: seg.ref.Stream}
 	}
 	off := r.idx * int(seg.ref.FragSize)
 	payload := seg.data[off : off+seg.ref.FragLen(r.idx)]
@@ -517,7 +517,7 @@ func (s *Session) dataFrame(r txRef, start *wire.Start, explicit bool) frame {
 	} else {
 		hdr = wire.AppendFragHeader(hdr, len(payload))
 	}
-	return frame{hdr: hdr, payload: payload, stream: seg.ref.Stream}
+	return frame{hdr: p.header(hdr), payload: payload, stream: seg.ref.Stream}
 }
 
 // nextBatch returns the frames path p sends next on channel generation gen,
@@ -527,9 +527,16 @@ func (s *Session) dataFrame(r txRef, start *wire.Start, explicit bool) frame {
 func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	emptied := false
 	for {
 		if s.closed || p.gen != gen || p.conn == nil {
 			return buf, false
+		}
+		if !emptied {
+			// This channel's writer wrote its batch before: its headers
+			// are done with. (A new channel gets an arena of its own, so
+			// a writer of the old one may still be reading its last.)
+			p.hdrs, emptied = p.hdrs[:0], true
 		}
 		// Claim about 2ms of the path's rate at a time: enough to keep
 		// syscalls few on fast paths, little enough that a small message
@@ -552,9 +559,9 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 				switch {
 				case l == nil || !l.ackDue:
 				case id == 0:
-					buf = append(buf, frame{hdr: wire.AppendU64(nil, wire.TypeAck, l.rxAcked)})
+					buf = append(buf, frame{hdr: p.header(wire.AppendU64(p.tail(), wire.TypeAck, l.rxAcked))})
 				default:
-					buf = append(buf, frame{hdr: wire.AckLane{Lane: uint16(id), Count: l.rxAcked}.Append(nil)})
+					buf = append(buf, frame{hdr: p.header(wire.AckLane{Lane: uint16(id), Count: l.rxAcked}.Append(p.tail()))})
 				}
 				if l != nil {
 					l.ackDue = false
@@ -583,7 +590,7 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 			if r.seg.data == nil {
 				continue // acknowledged meanwhile
 			}
-			buf = append(buf, s.dataFrame(r, nil, r.idx >= 0))
+			buf = append(buf, s.dataFrame(p, r, nil, r.idx >= 0))
 			p.sent(r)
 			budget -= r.size()
 		}
@@ -597,7 +604,7 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 				break
 			}
 			r := txRef{seg: seg, idx: -1}
-			buf = append(buf, s.dataFrame(r, nil, false))
+			buf = append(buf, s.dataFrame(p, r, nil, false))
 			p.sent(r)
 			budget -= r.size()
 		}
@@ -675,7 +682,7 @@ func (s *Session) claim(p *path, taken *map[*txSeg]int) (frame, txRef, bool) {
 				if s.cfg.Stripe == StripeEnhanced {
 					p.dataLane(seg.st.id).ctrSeg = nil
 					s.ends.Add(1)
-					return frame{hdr: wire.End{Stream: seg.st.id, Seq: seg.ref.Seq}.Append(nil), stream: seg.st.id}, txRef{}, true
+					return frame{hdr: p.header(wire.End{Stream: seg.st.id, Seq: seg.ref.Seq}.Append(p.tail())), stream: seg.st.id}, txRef{}, true
 				}
 			}
 			if seg.plan.Unsent() == 0 && len(seg.claimed) == 0 {
@@ -710,7 +717,7 @@ func (s *Session) claim(p *path, taken *map[*txSeg]int) (frame, txRef, bool) {
 			}
 			l.ctrSeg, l.ctrNext, l.ctrDir = seg, c.Index+step, dir
 		}
-		return s.dataFrame(r, start, s.cfg.Stripe == StripeBasic), r, true
+		return s.dataFrame(p, r, start, s.cfg.Stripe == StripeBasic), r, true
 	}
 	return frame{}, txRef{}, false
 }
@@ -778,7 +785,7 @@ func (seg *txSeg) markDup(idx int) {
 func (s *Session) sendCopy(p *path, r txRef, buf []frame) []frame {
 	r.seg.pending++
 	r.seg.resent = true
-	buf = append(buf, s.dataFrame(r, nil, r.idx >= 0))
+	buf = append(buf, s.dataFrame(p, r, nil, r.idx >= 0))
 	p.sent(r)
 	p.duplicated.Add(r.size())
 	return buf
@@ -979,6 +986,7 @@ func (s *Session) attach(id int, local, remote string, conn net.Conn) error {
 	}
 	p.everUp = true
 	p.conn = conn
+	p.hdrs = nil // see nextBatch
 	s.pathsChanged()
 	p.bound = conn.LocalAddr().String()
 	p.gen++
