@@ -83,11 +83,11 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 			return 2
 		}
 	}
-	// Lent threads compute; keep a P free for the data plane, so results
-	// leave and units arrive while every thread computes.
-	if runtime.GOMAXPROCS(0) <= *threads {
-		runtime.GOMAXPROCS(*threads + 1)
-	}
+	// GOMAXPROCS stays Go's default (the CPUs this process may use). An
+	// extra P for the data plane while every lent thread computes was
+	// tried: on 2 cores it made the paper's blur jobs 10-15% slower and
+	// only added kernel time-slicing to the units' measured compute time
+	// (docs/benchmarks.md, compute fraction).
 	w, err := worker.New(worker.Config{
 		Servers: urls, Key: k, Listen: splitList(*listen), Advertise: splitList(*advertise), Threads: *threads,
 		Ops: reg, Name: *name, Logger: logger(env),
