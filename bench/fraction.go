@@ -56,12 +56,11 @@ type FractionWorkload struct {
 // size x size PNG in 256 x 256 tiles. 0 means 1000 units and 4096.
 func FractionWorkloads(repeat, size int) []FractionWorkload {
 	repeat, size = cmp0(repeat, 1000), cmp0(size, 4096)
-	gif := func() []byte { return ops.SampleGIF() }
 	gifArgs := []string{"--op", "blur", "--param", "radius=5", "--repeat", strconv.Itoa(repeat)}
 	var w []FractionWorkload
 	for _, f := range []int{2, 8, 0} {
 		name := fmt.Sprintf("19 KB GIF x %d", repeat)
-		w = append(w, FractionWorkload{Name: name, Input: gif, Args: gifArgs, InFlight: f})
+		w = append(w, FractionWorkload{Name: name, Input: ops.SampleGIF, Args: gifArgs, InFlight: f})
 	}
 	return append(w, FractionWorkload{
 		Name:  fmt.Sprintf("%d x %d PNG in 256 x 256 tiles", size, size),
@@ -256,16 +255,7 @@ func (s *Suite) fraction(ctx context.Context) error {
 			inFlight = "default"
 		}
 		fmt.Fprintf(s.Out, "| %s (%d units) | %d | %s | %.3f (%s) | %.2f | %.0f |\n", c.Workload, c.Units, c.Threads, inFlight,
-			median(c.Fraction), join3(c.Fraction), median(c.CPU), median(c.UnitsPerSec))
+			median(c.Fraction), formatAll(c.Fraction, "%.3f", " "), median(c.CPU), median(c.UnitsPerSec))
 	}
 	return nil
-}
-
-// join3 formats values with three decimals, space-separated.
-func join3(xs []float64) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = fmt.Sprintf("%.3f", x)
-	}
-	return strings.Join(parts, " ")
 }

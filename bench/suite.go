@@ -176,12 +176,15 @@ func (s *Suite) mptcpBulk(ctx context.Context, bed *testbed.Bed) float64 {
 	return r.Mbps
 }
 
-func floats(xs []float64) string {
-	var parts []string
-	for _, x := range xs {
-		parts = append(parts, fmt.Sprintf("%.1f", x))
+func floats(xs []float64) string { return formatAll(xs, "%.1f", " / ") }
+
+// formatAll formats each of xs with format and joins them with sep.
+func formatAll(xs []float64, format, sep string) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf(format, x)
 	}
-	return strings.Join(parts, " / ")
+	return strings.Join(parts, sep)
 }
 
 func (s *Suite) hetero(ctx context.Context) error {

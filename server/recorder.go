@@ -22,9 +22,9 @@ const (
 
 // recorder writes unit results to the job store in batches: whatever
 // arrived while the last transaction ran, or within gather of the first,
-// goes into the next one. A
-// transaction per result would cap the server at a few thousand units a
-// second; a batch costs about one row write per result.
+// goes into the next one. A transaction per result would cap the server
+// at a few thousand units a second; a batch costs about one row write per
+// result.
 type recorder struct {
 	db   store.Jobs
 	log  *slog.Logger

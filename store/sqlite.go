@@ -166,6 +166,14 @@ func (s *SQLite) exec(ctx context.Context, tx *sql.Tx, query string, args ...any
 	return tx.ExecContext(ctx, query, args...)
 }
 
+// query runs query in tx, through its prepared statement if it is hot.
+func (s *SQLite) query(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+	if st := s.stmts[query]; st != nil {
+		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return tx.QueryContext(ctx, query, args...)
+}
+
 // queryRow runs query on q, through its prepared statement if it is hot.
 func (s *SQLite) queryRow(ctx context.Context, q querier, query string, args ...any) *sql.Row {
 	if st := s.stmts[query]; st != nil {
@@ -735,14 +743,7 @@ func (s *SQLite) finishPending(ctx context.Context, tx *sql.Tx, rs []UnitResult,
 		if from == to {
 			return nil
 		}
-		q := finishPendingMany(to - from)
-		var rows *sql.Rows
-		var err error
-		if st := s.stmts[q]; st != nil { // every size is prepared at open
-			rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
-		} else {
-			rows, err = tx.QueryContext(ctx, q, args...)
-		}
+		rows, err := s.query(ctx, tx, finishPendingMany(to-from), args...)
 		if err != nil {
 			return err
 		}

@@ -292,7 +292,6 @@ func (s *Session) monitor() {
 	}
 }
 
-// livePaths returns the paths with a channel up. Caller holds s.mu.
 // livePaths returns the paths with a channel up. The slice is shared:
 // callers must not change it. Caller holds s.mu.
 func (s *Session) livePaths() []*path { return s.live }
