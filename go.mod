@@ -12,6 +12,7 @@ require (
 	github.com/pion/sctp v1.11.3 // indirect
 	github.com/pion/transport/v5 v5.0.1 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/tetratelabs/wazero v1.12.0
 	golang.org/x/net v0.34.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	modernc.org/libc v1.79.0 // indirect

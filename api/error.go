@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // Error is the body of every 4xx and 5xx answer. Message says what went
 // wrong and, where the caller can fix it, how.
 type Error struct {
@@ -20,12 +22,51 @@ type Health struct {
 // OpInfo describes one operation for GET /v1/ops and for help texts.
 type OpInfo struct {
 	Name string `json:"name"`
+	// Kind is OpBuiltin for an operation compiled into braid, OpModule
+	// for one a user uploaded as a WebAssembly module.
+	Kind string `json:"kind"`
 	// Doc is a one-line description.
 	Doc string `json:"doc"`
 	// Tiles is true if the operation accepts a tile size.
 	Tiles  bool        `json:"tiles"`
 	Params []ParamInfo `json:"params,omitempty"`
+	// Hash, Size, Version and Added describe a module: its sha256 (the
+	// ID of the blob that holds it), its bytes, the upload's number
+	// under this name (from 1) and when it was uploaded.
+	Hash    string    `json:"hash,omitempty"`
+	Size    int64     `json:"size,omitempty"`
+	Version int       `json:"version,omitempty"`
+	Added   time.Time `json:"added,omitzero"`
+	// Split and Merge are a module's defaults for jobs that do not say
+	// (empty: whole and concat).
+	Split string `json:"split,omitempty"`
+	Merge string `json:"merge,omitempty"`
 }
+
+// Operation kinds in OpInfo.Kind.
+const (
+	OpBuiltin = "builtin"
+	OpModule  = "wasm"
+)
+
+// ModuleOps among a worker's Register.Ops means it runs every user
+// operation (WebAssembly module).
+const ModuleOps = "wasm"
+
+// ModulePrefix starts the operation of a unit that runs a WebAssembly
+// module: the rest is the module's sha256. Such a unit's parameters also
+// carry the reserved keys below, which are not the module's environment.
+const ModulePrefix = "wasm:"
+
+// Reserved unit parameters of a module's unit: the operation's name (for
+// messages), and the unit's memory, output (bytes) and time (milliseconds)
+// limits. Job parameters never contain a '.', so these cannot clash.
+const (
+	ParamOpName  = "braid.op"
+	ParamMemory  = "braid.mem"
+	ParamOutput  = "braid.output"
+	ParamTimeout = "braid.timeout_ms"
+)
 
 // ParamInfo describes one parameter of an operation.
 type ParamInfo struct {

@@ -70,7 +70,27 @@ type JobRequest struct {
 	// InFlight is how many units a stream may hold at once; 0 means the
 	// server's default.
 	InFlight int `json:"in_flight,omitempty"`
+	// Split cuts the input into units: "whole", "bytes:SIZE",
+	// "lines:SIZE" or "tiles:WxH[+HALO]". Empty means the operation's
+	// default. Not together with Units or Tile.
+	Split string `json:"split,omitempty"`
+	// Merge turns the units' outputs into the job's: "concat", "tiles"
+	// or "reduce:OP". Empty means the operation's default.
+	Merge string `json:"merge,omitempty"`
+	// UnitMem, UnitTimeout and UnitOutput limit each unit of a module:
+	// linear memory in bytes, run time ("30s") and output bytes. Zero
+	// and empty mean the server's defaults.
+	UnitMem     int64  `json:"unit_mem,omitempty"`
+	UnitTimeout string `json:"unit_timeout,omitempty"`
+	UnitOutput  int64  `json:"unit_output,omitempty"`
+	// MaxTries is how many times a unit may fail before the job fails;
+	// 0 means the server's default (3).
+	MaxTries int `json:"max_tries,omitempty"`
 }
+
+// InputJobPrefix makes JobRequest.Input name another job, whose output
+// is the input: "job:42". The job waits for that one to finish.
+const InputJobPrefix = "job:"
 
 // UnitCounts counts a job's computation units by state.
 type UnitCounts struct {
@@ -78,6 +98,8 @@ type UnitCounts struct {
 	Done    int `json:"done"`
 	Failed  int `json:"failed"`
 	Running int `json:"running"`
+	// Retries counts the failed tries of units that then ran again.
+	Retries int `json:"retries"`
 }
 
 // Timings records when a job moved and how much compute it used.
@@ -105,9 +127,23 @@ type JobStatus struct {
 	// Output is the ID of the result blob once State is JobDone.
 	Output string     `json:"output,omitempty"`
 	Units  UnitCounts `json:"units"`
-	// Error says why a job failed or was canceled, naming the unit.
+	// Error says why a job failed or was canceled, naming the unit; while
+	// it runs, why it is blocked or why a unit's last try failed.
 	Error   string  `json:"error,omitempty"`
 	Timings Timings `json:"timings"`
+	// Module is the sha256 of the module a user operation's job runs,
+	// the version it was submitted with.
+	Module string `json:"module,omitempty"`
+	// Split and Merge are what the job asked for (empty: the
+	// operation's own).
+	Split string `json:"split,omitempty"`
+	Merge string `json:"merge,omitempty"`
+	// InputJob is the job whose output is the input; Input is empty
+	// until it is done.
+	InputJob uint64 `json:"input_job,omitempty"`
+	// Pipeline and Step place the job in a pipeline.
+	Pipeline uint64 `json:"pipeline,omitempty"`
+	Step     string `json:"step,omitempty"`
 }
 
 // JobList is the answer to GET /v1/jobs.

@@ -130,11 +130,19 @@ type jobJSON struct {
 	Params  map[string]string `json:"params,omitempty"`
 	Policy  string            `json:"policy"`
 	Timings api.Timings       `json:"timings"`
+	Module  string            `json:"module,omitempty"`
+	Split   string            `json:"split,omitempty"`
+	Merge   string            `json:"merge,omitempty"`
+	// InputJob, Pipeline and Step as in api.JobStatus.
+	InputJob uint64 `json:"input_job,omitempty"`
+	Pipeline uint64 `json:"pipeline,omitempty"`
+	Step     string `json:"step,omitempty"`
 }
 
 func toJobJSON(st api.JobStatus) jobJSON {
 	return jobJSON{Job: st.Job, State: st.State, Output: st.Output, Units: st.Units, Error: st.Error, Op: st.Op,
-		Input: st.Input, Params: st.Params, Policy: st.Policy, Timings: st.Timings}
+		Input: st.Input, Params: st.Params, Policy: st.Policy, Timings: st.Timings, Module: st.Module, Split: st.Split,
+		Merge: st.Merge, InputJob: st.InputJob, Pipeline: st.Pipeline, Step: st.Step}
 }
 
 // printJob prints a job's status as text or JSON.
@@ -144,9 +152,29 @@ func printJob(w io.Writer, st api.JobStatus, asJSON bool) {
 		return
 	}
 	fmt.Fprintf(w, "job %d: %s\n", st.Job, st.State)
-	fmt.Fprintf(w, "  op       %s%s on %s\n", st.Op, fmtParams(st.Params), st.Input)
-	fmt.Fprintf(w, "  units    %d done of %d, %d running, %d failed (%s policy)\n",
-		st.Units.Done, st.Units.Total, st.Units.Running, st.Units.Failed, st.Policy)
+	if st.Pipeline != 0 {
+		fmt.Fprintf(w, "  step     %s of pipeline %d\n", st.Step, st.Pipeline)
+	}
+	input := st.Input
+	if st.InputJob != 0 {
+		input = fmt.Sprintf("the output of job %d", st.InputJob)
+		if st.Input != "" {
+			input += " (" + st.Input + ")"
+		}
+	}
+	fmt.Fprintf(w, "  op       %s%s on %s\n", st.Op, fmtParams(st.Params), input)
+	if st.Module != "" {
+		fmt.Fprintf(w, "  module   sha256 %s\n", st.Module)
+	}
+	if st.Split != "" || st.Merge != "" {
+		fmt.Fprintf(w, "  split    %s, merge %s\n", or(st.Split, "the operation's"), or(st.Merge, "the operation's"))
+	}
+	retries := ""
+	if st.Units.Retries > 0 {
+		retries = fmt.Sprintf(", %d failed tries run again", st.Units.Retries)
+	}
+	fmt.Fprintf(w, "  units    %d done of %d, %d running, %d failed%s (%s policy)\n",
+		st.Units.Done, st.Units.Total, st.Units.Running, st.Units.Failed, retries, st.Policy)
 	t := st.Timings
 	if !t.Started.IsZero() {
 		end := t.Finished
@@ -301,9 +329,16 @@ with --wait waits for the job and prints its final status (exit code 1
 if it failed).
 
   braid submit --op blur --input ID --param radius=5 --tile 256x256 --wait
-  braid submit --op noop --input ID --repeat 1000 --policy proportional`)
+  braid submit --op noop --input ID --repeat 1000 --policy proportional
+  braid submit --op wordcount --input ID --split lines:1M --merge reduce:sumcounts --wait
+  braid submit --op sumcounts --input job:42    # the output of job 42, once it is done
+
+User operations (braid op add) run in a sandbox with per-unit limits:
+--unit-mem, --unit-timeout and --unit-output. A unit that fails runs
+again, on another worker where there is one, up to --max-tries times;
+then the job fails with the unit's error.`)
 	op := fs.String("op", "", "the `operation` to apply (required)")
-	input := fs.String("input", "", "the blob `ID` to apply it to (required)")
+	input := fs.String("input", "", "the blob `ID` to apply it to, or job:ID for the output of another job (required)")
 	params := paramFlag{}
 	fs.Var(params, "param", "an operation parameter `NAME=VALUE` (repeatable)")
 	units := fs.Int("units", 0, "split into about `N` units (0: the operation chooses)")
@@ -312,6 +347,10 @@ if it failed).
 	repeat := fs.Int("repeat", 0, "process the whole job `N` times as independent units")
 	policy := fs.String("policy", api.PolicyDynamic, "scheduling `policy`: equal, proportional or dynamic")
 	inFlight := fs.Int("in-flight", 0, "units a stream may hold at once (0: the server's default)")
+	split := fs.String("split", "", "cut the input into units: whole, bytes:SIZE, lines:SIZE or tiles:WxH[+HALO] (default: the operation's)")
+	merge := fs.String("merge", "", "join the units' outputs: concat, tiles or reduce:OP (default: the operation's)")
+	lim := addLimitFlags(fs)
+	maxTries := fs.Int("max-tries", 0, "times a unit may fail before the job fails (0: the server's default, 3)")
 	wait := fs.Bool("wait", false, "wait for the job and print its final status; progress on stderr")
 	cf := addClientFlags(fs, 0)
 	pos, code := parseInterspersed(fs, args)
@@ -336,7 +375,16 @@ if it failed).
 		return 2
 	}
 	defer cancel()
-	req := api.JobRequest{Op: *op, Input: *input, Units: *units, Tile: tile, Repeat: *repeat, Policy: *policy, InFlight: *inFlight}
+	limits, err := lim.limits()
+	if err != nil {
+		env.Errorf("submit: %v", err)
+		return 2
+	}
+	req := api.JobRequest{Op: *op, Input: *input, Units: *units, Tile: tile, Repeat: *repeat, Policy: *policy, InFlight: *inFlight,
+		Split: *split, Merge: *merge, UnitMem: limits.Memory, UnitOutput: limits.Output, MaxTries: *maxTries}
+	if limits.Timeout > 0 {
+		req.UnitTimeout = limits.Timeout.String()
+	}
 	if len(params) > 0 {
 		req.Params = params
 	}
@@ -640,6 +688,16 @@ func runOps(ctx context.Context, env *Env, args []string) int {
 			tiles = " (takes --tile)"
 		}
 		fmt.Fprintf(env.Stdout, "%-10s %s%s\n", op.Name, op.Doc, tiles)
+		if op.Kind == api.OpModule {
+			fmt.Fprintf(env.Stdout, "  module v%d sha256 %s, %s, added %s\n", op.Version, op.Hash, formatBytes(op.Size),
+				op.Added.Local().Format(time.DateTime))
+			if op.Split != "" || op.Merge != "" {
+				fmt.Fprintf(env.Stdout, "  default --split %s --merge %s\n", or(op.Split, "whole"), or(op.Merge, "concat"))
+			}
+			if len(op.Params) == 0 {
+				fmt.Fprintf(env.Stdout, "  --param NAME=VALUE  any; each is an environment variable of the module\n")
+			}
+		}
 		for _, p := range op.Params {
 			def := ""
 			if p.Default != "" {
@@ -649,4 +707,12 @@ func runOps(ctx context.Context, env *Env, args []string) int {
 		}
 	}
 	return 0
+}
+
+// or returns s, or def if s is empty.
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -56,6 +56,9 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	maxThreads := fs.Int("max-threads", 0, "most threads (streams) one worker may lend (default 1024)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data-plane paths to workers: tcp, mptcp, sctp or sctp-udp (workers must listen with the same)")
 	durable := fs.Bool("durable", false, "sync unit results and every database commit to disk (slower; survives power loss)")
+	lim := addLimitFlags(fs)
+	maxTries := fs.Int("max-tries", 0, "times a unit may fail before its job fails, for jobs that do not say (default 3)")
+	maxModule := fs.String("max-module", "64M", "largest WebAssembly `size` an operation may upload")
 	sctp := addSCTPFlags(fs)
 	key := keyFlag(fs)
 	logger := logFlags(fs)
@@ -75,6 +78,20 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("server: %v", err)
 		return 2
 	}
+	limits, err := lim.limits()
+	if err != nil {
+		env.Errorf("server: %v", err)
+		return 2
+	}
+	modSize, err := parseSize(*maxModule)
+	if err != nil || modSize < 1 {
+		env.Errorf("server: --max-module %q: want a size such as 64M", *maxModule)
+		return 2
+	}
+	if *maxTries < 0 || *maxTries > 100 {
+		env.Errorf("server: --max-tries %d: want 1 to 100", *maxTries)
+		return 2
+	}
 	ch, err := sctp.channel(*chanKind)
 	if err != nil {
 		env.Errorf("server: %v", err)
@@ -83,6 +100,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	srv, err := server.New(server.Config{
 		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
 		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: logger(env),
+		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch},
 	})
 	if err != nil {

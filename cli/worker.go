@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 
+	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/transport"
 	"github.com/braid-hpc/braid/worker"
@@ -41,7 +43,10 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	threads := fs.Int("threads", runtime.NumCPU(), "processing `threads` to lend: units run at once")
 	listen := fs.String("listen", "127.0.0.1:0", "data-plane `addresses` (host:port), one per network, comma-separated")
 	advertise := fs.String("advertise", "", "`addresses` to register instead of the --listen ones (e.g. behind NAT)")
-	opsList := fs.String("ops", "", "offer only these `operations`, comma-separated (default: all)")
+	opsList := fs.String("ops", "", "offer only these `operations`, comma-separated: built-in ones, user operations by name, "+
+		"and wasm for every user operation (default: all)")
+	moduleDir := fs.String("module-dir", defaultModuleDir(), "keep downloaded modules and their compiled code in this `directory`")
+	moduleCache := fs.String("module-cache", "1G", "bound the modules kept in --module-dir to this `size`")
 	name := fs.String("name", "", "`name` in listings (default: the host name)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data plane: tcp, mptcp, sctp or sctp-udp (the server must dial with the same)")
 	sctp := addSCTPFlags(fs)
@@ -77,11 +82,29 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		return 2
 	}
 	reg := ops.Builtin()
+	var modules []string // nil: every user operation
 	if *opsList != "" {
-		if reg, err = reg.Subset(splitList(*opsList)...); err != nil {
+		var builtin []string
+		modules = []string{}
+		for _, n := range splitList(*opsList) {
+			switch _, err := reg.Lookup(n); {
+			case err == nil:
+				builtin = append(builtin, n)
+			case n == api.ModuleOps:
+				modules = nil
+			case modules != nil:
+				modules = append(modules, n)
+			}
+		}
+		if reg, err = reg.Subset(builtin...); err != nil {
 			env.Errorf("worker: --ops: %v", err)
 			return 2
 		}
+	}
+	cacheSize, err := parseSize(*moduleCache)
+	if err != nil || cacheSize < 1 {
+		env.Errorf("worker: --module-cache %q: want a size such as 512M or 4G", *moduleCache)
+		return 2
 	}
 	// GOMAXPROCS stays Go's default (the CPUs this process may use). An
 	// extra P for the data plane while every lent thread computes was
@@ -90,7 +113,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	// (docs/benchmarks.md, compute fraction).
 	w, err := worker.New(worker.Config{
 		Servers: urls, Key: k, Listen: splitList(*listen), Advertise: splitList(*advertise), Threads: *threads,
-		Ops: reg, Name: *name, Logger: logger(env),
+		Ops: reg, Modules: modules, ModuleDir: *moduleDir, ModuleCache: cacheSize, Name: *name, Logger: logger(env),
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch},
 	})
 	if err != nil {
@@ -104,6 +127,16 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// defaultModuleDir is where a worker keeps modules: the user's cache
+// directory, or none (a temporary one) if there is no such directory.
+func defaultModuleDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "braid", "modules")
 }
 
 func getenv(name string) string { return strings.TrimSpace(os.Getenv(name)) }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -132,6 +133,62 @@ func (c *Client) Ops(ctx context.Context) ([]api.OpInfo, error) {
 	var l api.OpList
 	err := c.getJSON(ctx, "list ops", api.PathOps, &l)
 	return l.Ops, err
+}
+
+// OpOptions describe an operation uploaded with AddOp.
+type OpOptions struct {
+	// Doc describes the operation in listings.
+	Doc string
+	// Split and Merge are the defaults of jobs that do not say, e.g.
+	// "lines:1M" and "reduce:sum".
+	Split, Merge string
+	// Params declares the parameters, NAME to default value. None
+	// declared lets jobs pass any parameter named like an environment
+	// variable.
+	Params map[string]string
+}
+
+// AddOp uploads the WebAssembly module code as a new version of the
+// operation name and returns its description.
+func (c *Client) AddOp(ctx context.Context, name string, code io.Reader, o OpOptions) (api.OpInfo, error) {
+	q := url.Values{}
+	if o.Doc != "" {
+		q.Set("doc", o.Doc)
+	}
+	if o.Split != "" {
+		q.Set("split", o.Split)
+	}
+	if o.Merge != "" {
+		q.Set("merge", o.Merge)
+	}
+	keys := make([]string, 0, len(o.Params))
+	for k := range o.Params {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		q.Add("param", k+"="+o.Params[k])
+	}
+	path := api.PathOps + "/" + url.PathEscape(name)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var info api.OpInfo
+	_, err := c.do(ctx, "add operation "+name, http.MethodPut, path, io.NopCloser(code), api.ContentTypeBlob, &info)
+	return info, err
+}
+
+// Op describes one operation.
+func (c *Client) Op(ctx context.Context, name string) (api.OpInfo, error) {
+	var info api.OpInfo
+	err := c.getJSON(ctx, "describe operation "+name, api.PathOps+"/"+url.PathEscape(name), &info)
+	return info, err
+}
+
+// RemoveOp removes a user operation; jobs that use it keep running it.
+func (c *Client) RemoveOp(ctx context.Context, name string) error {
+	_, err := c.do(ctx, "remove operation "+name, http.MethodDelete, api.PathOps+"/"+url.PathEscape(name), nil, "", nil)
+	return err
 }
 
 // Put uploads everything r yields as a blob and returns its ID. The body

@@ -75,6 +75,11 @@ func RunUnits(ctx context.Context, op Op, in io.ReaderAt, specs []UnitSpec, para
 			inputs = append(inputs, results[d])
 		}
 		mu.Unlock()
+		if s.Reduce {
+			if r, ok := op.(interface{ Reducer() Op }); ok && r.Reducer() != nil {
+				return r.Reducer().Run(ctx, s.Params, [][]byte{Concat(inputs)})
+			}
+		}
 		return op.Run(ctx, s.Params, inputs)
 	}
 	for range min(parallel, max(n, 1)) {

@@ -76,17 +76,24 @@ func (o *imageOp) Split(in io.ReaderAt, size int64, params map[string]string, hi
 	if err != nil {
 		return nil, err
 	}
+	return repeat(cutTiles(img, tw, th, f.halo, params), hint.copies()), nil
+}
+
+// cutTiles cuts img into tw x th tiles, row by row, each carrying a halo
+// of halo pixels around its core (clipped at the image edge), as units
+// whose Data is the encoded tile and whose Params are params.
+func cutTiles(img *image.RGBA, tw, th, halo int, params map[string]string) []UnitSpec {
 	full := img.Rect
-	specs := make([]UnitSpec, 0, n)
+	specs := make([]UnitSpec, 0, ceilDiv(full.Dx(), tw)*ceilDiv(full.Dy(), th))
 	for y := 0; y < full.Dy(); y += th {
 		for x := 0; x < full.Dx(); x += tw {
 			core := image.Rect(x, y, min(x+tw, full.Dx()), min(y+th, full.Dy()))
-			data := core.Inset(-f.halo).Intersect(full)
+			data := core.Inset(-halo).Intersect(full)
 			t := &tile{w: full.Dx(), h: full.Dy(), data: data, core: core, pix: cropPix(img, data)}
 			specs = append(specs, UnitSpec{Params: params, Data: t.encode()})
 		}
 	}
-	return repeat(specs, hint.copies()), nil
+	return specs
 }
 
 // tileSize returns the tile size that hint asks for on a w x h image.
@@ -111,7 +118,7 @@ func (o *imageOp) Run(ctx context.Context, params map[string]string, inputs [][]
 		return nil, err
 	}
 	var t *tile
-	if bytes.HasPrefix(inputs[0], []byte(tileMagic)) {
+	if bytes.HasPrefix(inputs[0], []byte(TileMagic)) {
 		if t, err = decodeTile(o.name, inputs[0]); err != nil {
 			return nil, err
 		}
@@ -127,9 +134,9 @@ func (o *imageOp) Run(ctx context.Context, params map[string]string, inputs [][]
 			o.name, t.core, t.data, need, ErrBadInput)
 	}
 	out := tile{w: t.w, h: t.h, data: t.core, core: t.core}
-	b := out.appendHeader(make([]byte, 0, tileHeader+t.core.Dx()*t.core.Dy()*4))
+	b := out.appendHeader(make([]byte, 0, TileHeaderSize+t.core.Dx()*t.core.Dy()*4))
 	b = b[:cap(b)]
-	if err := f.apply(ctx, t, b[tileHeader:]); err != nil {
+	if err := f.apply(ctx, t, b[TileHeaderSize:]); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -142,45 +149,68 @@ func (o *imageOp) Assemble(_ map[string]string, hint Hint, results [][]byte) ([]
 	if err != nil {
 		return nil, err
 	}
+	img, err := placeTiles(o.name, "assemble", results, false)
+	if err != nil {
+		return nil, err
+	}
+	return encodePNGOutput(o.name, img)
+}
+
+// placeTiles decodes each result as a tile and places its core into one
+// image, checking that the cores cover the image exactly once. With crop,
+// a tile's data may be any rectangle holding its core (a tile as Split
+// made it, halo included, or just the core); without, it must be the core.
+// Errors start with op and step and name the result.
+func placeTiles(op, step string, results [][]byte, crop bool) (*image.RGBA, error) {
+	prefix := op + ": " + step
 	if len(results) == 0 {
-		return nil, fmt.Errorf("%s: assemble: no results: %w", o.name, ErrBadInput)
+		return nil, fmt.Errorf("%s: no results: %w", prefix, ErrBadInput)
 	}
 	var img *image.RGBA
 	var covered []uint64
 	area := 0
 	for i, b := range results {
-		t, err := decodeTile(o.name, b)
+		t, err := decodeTile(op, b)
 		if err != nil {
-			return nil, fmt.Errorf("%s: assemble: result %d: %w", o.name, i, err)
+			return nil, fmt.Errorf("%s: result %d: %w", prefix, i, err)
 		}
 		if img == nil {
 			img = image.NewRGBA(t.full())
 			covered = make([]uint64, (t.w*t.h+63)/64)
 		}
-		if t.full() != img.Rect || t.data != t.core {
-			return nil, fmt.Errorf("%s: assemble: result %d is a %v tile of a %dx%d image, want a result tile of %v: %w",
-				o.name, i, t.data, t.w, t.h, img.Rect, ErrBadInput)
+		switch {
+		case crop && t.full() != img.Rect:
+			return nil, fmt.Errorf("%s: result %d is a tile of a %dx%d image, but result 0 is of a %dx%d image: %w",
+				prefix, i, t.w, t.h, img.Rect.Dx(), img.Rect.Dy(), ErrBadInput)
+		case !crop && (t.full() != img.Rect || t.data != t.core):
+			return nil, fmt.Errorf("%s: result %d is a %v tile of a %dx%d image, want a result tile of %v: %w",
+				prefix, i, t.data, t.w, t.h, img.Rect, ErrBadInput)
 		}
 		for y := t.core.Min.Y; y < t.core.Max.Y; y++ {
 			for x := t.core.Min.X; x < t.core.Max.X; x++ {
 				k := y*t.w + x
 				if covered[k/64]&(1<<(k%64)) != 0 {
-					return nil, fmt.Errorf("%s: assemble: result %d overlaps another at (%d,%d): %w", o.name, i, x, y, ErrBadInput)
+					return nil, fmt.Errorf("%s: result %d overlaps another at (%d,%d): %w", prefix, i, x, y, ErrBadInput)
 				}
 				covered[k/64] |= 1 << (k % 64)
 			}
-			row := t.pix[(y-t.core.Min.Y)*t.core.Dx()*4:][:t.core.Dx()*4]
+			row := t.pix[t.offset(t.core.Min.X, y):][:t.core.Dx()*4]
 			copy(img.Pix[img.PixOffset(t.core.Min.X, y):], row)
 		}
 		area += t.core.Dx() * t.core.Dy()
 	}
 	if area != img.Rect.Dx()*img.Rect.Dy() {
-		return nil, fmt.Errorf("%s: assemble: results cover %d of %d pixels: %w", o.name, area, img.Rect.Dx()*img.Rect.Dy(), ErrBadInput)
+		return nil, fmt.Errorf("%s: results cover %d of %d pixels: %w", prefix, area, img.Rect.Dx()*img.Rect.Dy(), ErrBadInput)
 	}
+	return img, nil
+}
+
+// encodePNGOutput encodes img as a job's PNG output.
+func encodePNGOutput(op string, img *image.RGBA) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := png.Encoder{CompressionLevel: png.BestSpeed}
 	if err := enc.Encode(&buf, img); err != nil {
-		return nil, fmt.Errorf("%s: encode PNG: %w", o.name, err)
+		return nil, fmt.Errorf("%s: encode PNG: %w", op, err)
 	}
 	return buf.Bytes(), nil
 }
@@ -243,12 +273,35 @@ func cropPix(img *image.RGBA, r image.Rectangle) []byte {
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// tileMagic starts every encoded tile; image files never start with it.
-const tileMagic = "BRT1"
+// TileMagic starts every encoded tile; image files never start with it.
+//
+// A tile is a rectangle of an image, as image operations and the tiles
+// split (SplitTiles) send it to a unit, and as a unit returns its result
+// for the tiles merge (MergeTiles). Its encoding is:
+//
+//	offset  size  field
+//	0       4     magic "BRT1"
+//	4       4     image width            (ten little-endian uint32s)
+//	8       4     image height
+//	12      16    data rect minX, minY, maxX, maxY
+//	28      16    core rect minX, minY, maxX, maxY
+//	44      ...   the data rect's pixels, row by row, left to right,
+//	              4 bytes R, G, B, A each (premultiplied alpha, as Go's
+//	              image.RGBA): (maxX-minX)*(maxY-minY)*4 bytes
+//
+// Rectangles are half-open ([minX, maxX) x [minY, maxY)) in the full image's
+// coordinates, with (0, 0) at its top left. The core is the part a unit
+// computes; it lies inside the data rect, which lies inside the image. The
+// data rect around the core is the halo a filter reads, clipped at the
+// image edge. A result for MergeTiles keeps the image size and core of the
+// tile its unit got; its data rect may be any rectangle holding the core,
+// such as the tile's own (the tile returned as given, halo included) or
+// just the core. MergeTiles uses only the core's pixels.
+const TileMagic = "BRT1"
 
-// tileHeader is the encoded size of a tile without its pixels: the magic
-// and ten little-endian uint32s (w, h, data rect, core rect).
-const tileHeader = len(tileMagic) + 10*4
+// TileHeaderSize is the encoded size of a tile without its pixels: the
+// magic and ten little-endian uint32s (see TileMagic).
+const TileHeaderSize = len(TileMagic) + 10*4
 
 // tile is a rectangle of an image in premultiplied RGBA. data is where pix
 // lies in the full w x h image; core, inside data, is the part a unit
@@ -262,12 +315,12 @@ type tile struct {
 func (t *tile) full() image.Rectangle { return image.Rect(0, 0, t.w, t.h) }
 
 func (t *tile) encode() []byte {
-	b := t.appendHeader(make([]byte, 0, tileHeader+len(t.pix)))
+	b := t.appendHeader(make([]byte, 0, TileHeaderSize+len(t.pix)))
 	return append(b, t.pix...)
 }
 
 func (t *tile) appendHeader(b []byte) []byte {
-	b = append(b, tileMagic...)
+	b = append(b, TileMagic...)
 	for _, v := range [...]int{t.w, t.h, t.data.Min.X, t.data.Min.Y, t.data.Max.X, t.data.Max.Y,
 		t.core.Min.X, t.core.Min.Y, t.core.Max.X, t.core.Max.Y} {
 		b = binary.LittleEndian.AppendUint32(b, uint32(v))
@@ -277,12 +330,12 @@ func (t *tile) appendHeader(b []byte) []byte {
 
 // decodeTile parses an encoded tile; pix aliases b.
 func decodeTile(op string, b []byte) (*tile, error) {
-	if len(b) < tileHeader || string(b[:len(tileMagic)]) != tileMagic {
+	if len(b) < TileHeaderSize || string(b[:len(TileMagic)]) != TileMagic {
 		return nil, fmt.Errorf("%s: tile: %d bytes, not an encoded tile: %w", op, len(b), ErrBadInput)
 	}
 	var v [10]int
 	for i := range v {
-		u := binary.LittleEndian.Uint32(b[len(tileMagic)+4*i:])
+		u := binary.LittleEndian.Uint32(b[len(TileMagic)+4*i:])
 		if u > MaxPixels {
 			return nil, fmt.Errorf("%s: tile: header field %d is %d, too large: %w", op, i, u, ErrBadInput)
 		}
@@ -299,9 +352,9 @@ func decodeTile(op string, b []byte) (*tile, error) {
 		return nil, fmt.Errorf("%s: tile: core %v must be non-empty and inside data %v inside the %dx%d image: %w",
 			op, t.core, t.data, t.w, t.h, ErrBadInput)
 	}
-	if want := t.data.Dx() * t.data.Dy() * 4; len(b)-tileHeader != want {
-		return nil, fmt.Errorf("%s: tile: %d bytes of pixels, want %d for %v: %w", op, len(b)-tileHeader, want, t.data, ErrBadInput)
+	if want := t.data.Dx() * t.data.Dy() * 4; len(b)-TileHeaderSize != want {
+		return nil, fmt.Errorf("%s: tile: %d bytes of pixels, want %d for %v: %w", op, len(b)-TileHeaderSize, want, t.data, ErrBadInput)
 	}
-	t.pix = b[tileHeader:]
+	t.pix = b[TileHeaderSize:]
 	return t, nil
 }

@@ -39,6 +39,9 @@ type Info struct {
 	Tiles bool
 	// Params are the parameters a job may set.
 	Params []Param
+	// AnyParams lets a job set any parameter named like an environment
+	// variable, besides Params: a module that declared none.
+	AnyParams bool
 }
 
 // Param describes one parameter.
@@ -104,6 +107,10 @@ type UnitSpec struct {
 	// Deps are indexes of earlier units of the same Split whose results
 	// are this unit's further inputs, in this order.
 	Deps []int
+	// Reduce marks the unit of a reduce merge: it runs the merge's
+	// operation on the concatenation of its Deps' results, and its
+	// result is the job's output.
+	Reduce bool
 }
 
 // repeat returns n copies of specs one after the other, with Deps shifted

@@ -12,7 +12,10 @@ var ErrJobComplete = errors.New("sched: every unit of the job is done")
 // UnitError says why the scheduler gave up a job: which unit, and why.
 type UnitError struct {
 	Job, Unit uint64
-	Err       error
+	// Tries is how many times the unit's operation failed; 0 when the
+	// job failed for another reason (its copies were lost).
+	Tries int
+	Err   error
 }
 
 func (e *UnitError) Error() string { return fmt.Sprintf("job %d unit %d: %v", e.Job, e.Unit, e.Err) }

@@ -14,9 +14,14 @@ type Worker struct {
 	// Streams is how many streams the server keeps open to the worker:
 	// the threads it lends. Streams are numbered from 0.
 	Streams int
-	// Ops are the operations the worker runs.
+	// Ops are the operations the worker runs. ModuleOps among them means
+	// every unit whose Module is set.
 	Ops []string
 }
+
+// ModuleOps in a Worker's Ops stands for every user operation: the
+// worker runs WebAssembly modules.
+const ModuleOps = "wasm"
 
 // Unit is a computation unit as the scheduler sees it.
 type Unit struct {
@@ -24,6 +29,9 @@ type Unit struct {
 	ID uint64
 	// Op is the operation; only workers that run it get the unit.
 	Op string
+	// Module marks a user operation's unit: workers that offer
+	// ModuleOps run it too.
+	Module bool
 	// Deps are units of the same job that must be done first.
 	Deps []uint64
 	// Done marks a unit finished before the job was added (a job resumed
@@ -38,6 +46,9 @@ type Job struct {
 	// InFlight caps the units a stream holds at once while it takes this
 	// job's units; 0 means Config.InFlight.
 	InFlight int
+	// MaxTries is how many times a unit's operation may fail before the
+	// job fails; 0 means Config.MaxTries.
+	MaxTries int
 	Units    []Unit
 }
 
@@ -65,6 +76,11 @@ type Config struct {
 	// MaxLosses is how many times a unit's copies may be lost (stream
 	// broken, worker dead) before its job fails; zero means 3.
 	MaxLosses int
+	// MaxTries is how many times a unit's operation may fail (the worker
+	// returned an error) before its job fails, for jobs that do not say;
+	// zero means 3. A failed unit runs again on another worker where one
+	// runs its operation.
+	MaxTries int
 	// NoBackups stops dynamic jobs from handing idle streams backup
 	// copies of units running elsewhere. Zero means backups are on.
 	NoBackups bool
@@ -76,6 +92,9 @@ func (c *Config) populate() {
 	}
 	if c.MaxLosses <= 0 {
 		c.MaxLosses = 3
+	}
+	if c.MaxTries <= 0 {
+		c.MaxTries = 3
 	}
 }
 
@@ -124,6 +143,7 @@ type job struct {
 	id        uint64
 	policy    Policy
 	limit     int
+	maxTries  int
 	units     []*unit
 	byID      map[uint64]*unit
 	remaining int
@@ -136,6 +156,7 @@ type job struct {
 type unit struct {
 	id       uint64
 	op       string
+	module   bool
 	waiting  int // deps not done
 	children []*unit
 	done     bool
@@ -143,6 +164,8 @@ type unit struct {
 	queued   bool // in a ready queue
 	owner    string
 	losses   int
+	fails    int
+	failedOn []string // workers where the operation failed
 	attempts int
 	listed   bool // in job.running
 }
@@ -298,16 +321,19 @@ func (s *Scheduler) AddJob(spec Job) error {
 	if len(spec.Units) == 0 {
 		return fmt.Errorf("sched: job %d has no units", spec.ID)
 	}
-	j := &job{id: spec.ID, policy: spec.Policy, limit: spec.InFlight, byID: make(map[uint64]*unit, len(spec.Units)),
-		owned: map[string]*queue{}, left: map[string]int{}}
+	j := &job{id: spec.ID, policy: spec.Policy, limit: spec.InFlight, maxTries: spec.MaxTries,
+		byID: make(map[uint64]*unit, len(spec.Units)), owned: map[string]*queue{}, left: map[string]int{}}
 	if j.limit <= 0 {
 		j.limit = s.cfg.InFlight
+	}
+	if j.maxTries <= 0 {
+		j.maxTries = s.cfg.MaxTries
 	}
 	for _, su := range spec.Units {
 		if _, dup := j.byID[su.ID]; dup {
 			return fmt.Errorf("sched: job %d: unit %d appears twice", spec.ID, su.ID)
 		}
-		u := &unit{id: su.ID, op: su.Op, done: su.Done}
+		u := &unit{id: su.ID, op: su.Op, module: su.Module, done: su.Done}
 		j.units = append(j.units, u)
 		j.byID[su.ID] = u
 	}
@@ -408,7 +434,7 @@ func (s *Scheduler) Next(workerID string, stream int) (Assignment, bool) {
 		return Assignment{}, false
 	}
 	held := len(w.streams[stream].inFlight)
-	runs := func(u *unit) bool { return w.ops[u.op] }
+	runs := func(u *unit) bool { return w.runs(u) && !s.avoid(u, w) }
 	for _, j := range s.jobs {
 		if held >= j.limit {
 			continue
@@ -419,7 +445,7 @@ func (s *Scheduler) Next(workerID string, stream int) (Assignment, bool) {
 				continue
 			}
 		} else {
-			ok = func(u *unit) bool { return runs(u) && held < s.share(j, u.op) }
+			ok = func(u *unit) bool { return runs(u) && held < s.share(j, u) }
 		}
 		if u := q.take(ok); u != nil {
 			return s.dispatch(j, u, w, stream, false), true
@@ -448,14 +474,14 @@ func (s *Scheduler) Next(workerID string, stream int) (Assignment, bool) {
 // stream does not sit on a queue of it) while others stand idle; the
 // units a slow stream did not take stay for the fast ones, and the few it
 // holds are what backup copies must cover.
-func (s *Scheduler) share(j *job, op string) int {
+func (s *Scheduler) share(j *job, u *unit) int {
 	streams := 0
 	for _, w := range s.workers {
-		if w.ops[op] {
+		if w.runs(u) {
 			streams += len(w.streams)
 		}
 	}
-	share := (j.left[op] + streams - 1) / max(streams, 1)
+	share := (j.left[u.op] + streams - 1) / max(streams, 1)
 	return max(1, min(j.limit, share))
 }
 
@@ -476,7 +502,7 @@ func (s *Scheduler) backupFor(j *job, w *worker) *unit {
 			continue
 		}
 		keep = append(keep, u)
-		if !w.ops[u.op] {
+		if !w.runs(u) {
 			continue
 		}
 		start, running, mine := -1, 0, false
@@ -626,23 +652,44 @@ func (s *Scheduler) lose(a Assignment) *UnitError {
 	return nil
 }
 
-// Fail records that unit a's operation failed with cause. The job fails
-// and leaves the scheduler; the returned error names the unit and cause.
-// It is nil if the job was gone already.
-func (s *Scheduler) Fail(a Assignment, cause error) *UnitError {
+// Fail records that unit a's operation failed with cause. The unit runs
+// again, on another worker where one runs its operation, until it failed
+// the job's MaxTries times: then the job fails and leaves the scheduler,
+// and the returned error names the unit and cause. retried reports that
+// the unit runs again, tries how many times it failed so far. All are
+// zero if the job was gone already.
+func (s *Scheduler) Fail(a Assignment, cause error) (tries int, retried bool, err *UnitError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.release(a)
 	defer s.notify()
-	j, u, _ := s.lookup(a)
-	if j == nil {
-		return nil
+	j, u, had := s.lookup(a)
+	if j == nil || u.done {
+		return 0, false, nil
 	}
-	s.removeJob(j)
 	if cause == nil {
 		cause = errors.New("unit failed")
 	}
-	return &UnitError{Job: j.id, Unit: u.id, Err: cause}
+	if had {
+		u.fails++
+		if !u.failedOnWorker(a.Worker) {
+			u.failedOn = append(u.failedOn, a.Worker)
+		}
+	}
+	if u.fails >= j.maxTries {
+		s.removeJob(j)
+		return u.fails, false, &UnitError{Job: j.id, Unit: u.id, Tries: u.fails, Err: cause}
+	}
+	if len(u.copies) > 0 {
+		return u.fails, true, nil // another copy is still out
+	}
+	if j.policy.static() && u.failedOnWorker(u.owner) {
+		if w := s.elsewhere(u, u.owner); w != nil {
+			u.owner = w.ID
+		}
+	}
+	s.enqueue(j, u)
+	return u.fails, true, nil
 }
 
 // enqueue makes a ready unit available to Next.
@@ -654,7 +701,7 @@ func (s *Scheduler) enqueue(j *job, u *unit) {
 		j.ready.push(u)
 		return
 	}
-	if !s.canRun(u.owner, u.op) {
+	if !s.canRun(u.owner, u) {
 		s.plan(j)
 		return
 	}
@@ -666,9 +713,37 @@ func (s *Scheduler) enqueue(j *job, u *unit) {
 	q.push(u)
 }
 
-func (s *Scheduler) canRun(worker, op string) bool {
+func (s *Scheduler) canRun(worker string, u *unit) bool {
 	w := s.workers[worker]
-	return w != nil && w.ops[op]
+	return w != nil && w.runs(u)
+}
+
+// runs reports whether the worker runs u's operation.
+func (w *worker) runs(u *unit) bool {
+	return w.ops[u.op] || u.module && w.ops[ModuleOps]
+}
+
+// failedOn reports whether u's operation failed on worker id.
+func (u *unit) failedOnWorker(id string) bool { return slices.Contains(u.failedOn, id) }
+
+// avoid reports whether w should not take u: u failed on w, and another
+// live worker that runs it has not failed it.
+func (s *Scheduler) avoid(u *unit, w *worker) bool {
+	if len(u.failedOn) == 0 || !u.failedOnWorker(w.ID) {
+		return false
+	}
+	return s.elsewhere(u, w.ID) != nil
+}
+
+// elsewhere returns a live worker other than not that runs u and on which
+// u has not failed, in registration order; nil if there is none.
+func (s *Scheduler) elsewhere(u *unit, not string) *worker {
+	for _, id := range s.order {
+		if w := s.workers[id]; id != not && w.runs(u) && len(w.streams) > 0 && !u.failedOnWorker(id) {
+			return w
+		}
+	}
+	return nil
 }
 
 // plan gives every unfinished unit of a static job without a live owner
@@ -676,10 +751,10 @@ func (s *Scheduler) canRun(worker, op string) bool {
 // the live workers that run the operation. Units for which no such worker
 // exists stay without an owner until SetWorker brings one.
 func (s *Scheduler) plan(j *job) {
-	var byOp map[string][]*unit
+	var byOp map[string][]*unit // units of one operation run on the same workers
 	var ops []string
 	for _, u := range j.units {
-		if u.done || len(u.copies) > 0 || s.canRun(u.owner, u.op) {
+		if u.done || len(u.copies) > 0 || s.canRun(u.owner, u) {
 			continue
 		}
 		if byOp == nil {
@@ -700,7 +775,7 @@ func (s *Scheduler) plan(j *job) {
 	for _, op := range ops {
 		var eligible []Worker
 		for _, id := range s.order {
-			if w := s.workers[id]; w.ops[op] {
+			if w := s.workers[id]; w.runs(byOp[op][0]) {
 				eligible = append(eligible, w.Worker)
 			}
 		}
@@ -736,7 +811,7 @@ func (s *Scheduler) Blocked(jobID uint64) error {
 		checked[u.op] = true
 		found := false
 		for _, w := range s.workers {
-			if w.ops[u.op] && len(w.streams) > 0 {
+			if w.runs(u) && len(w.streams) > 0 {
 				found = true
 				break
 			}

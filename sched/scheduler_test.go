@@ -307,20 +307,81 @@ func TestLostAndMaxLosses(t *testing.T) {
 }
 
 func TestFailEndsJob(t *testing.T) {
-	s := New(Config{InFlight: 3})
+	s := New(Config{InFlight: 3, MaxTries: 1})
 	s.SetWorker(Worker{ID: "a", Streams: 1, Ops: []string{"op"}})
 	mustAdd(t, s, Job{ID: 3, Units: units(5, "op")})
 	got := drain(s, "a", 0)
-	err := s.Fail(got[1], errors.New("blur: corrupt tile"))
-	if err == nil || err.Error() != "job 3 unit 1: blur: corrupt tile" {
-		t.Fatalf("Fail = %v", err)
+	_, retried, err := s.Fail(got[1], errors.New("blur: corrupt tile"))
+	if retried || err == nil || err.Error() != "job 3 unit 1: blur: corrupt tile" || err.Tries != 1 {
+		t.Fatalf("Fail = %v, %v", retried, err)
 	}
 	if c, _ := s.Done(got[0]); c {
 		t.Error("result of a failed job counted")
 	}
 	none(t, s, "a", 0)
-	if err := s.Fail(got[2], nil); err != nil {
-		t.Errorf("second failure: %v", err)
+	if _, retried, err := s.Fail(got[2], nil); err != nil || retried {
+		t.Errorf("second failure: %v, %v", retried, err)
+	}
+}
+
+// A failed unit runs again on another worker while there is one it did
+// not fail on, then on the same; after MaxTries failures the job fails.
+func TestFailRetriesElsewhere(t *testing.T) {
+	for _, policy := range []Policy{Dynamic, Equal} {
+		t.Run(policy.String(), func(t *testing.T) {
+			s := New(Config{InFlight: 1})
+			s.SetWorker(Worker{ID: "a", Streams: 1, Ops: []string{"op"}})
+			s.SetWorker(Worker{ID: "b", Streams: 1, Ops: []string{"op"}})
+			mustAdd(t, s, Job{ID: 1, Policy: policy, MaxTries: 3, Units: units(1, "op")})
+			var a Assignment
+			if got, ok := s.Next("a", 0); ok {
+				a = got
+			} else {
+				a = next(t, s, "b", 0)
+			}
+			first, other := a.Worker, map[string]string{"a": "b", "b": "a"}[a.Worker]
+			if _, retried, err := s.Fail(a, errors.New("trap")); !retried || err != nil {
+				t.Fatalf("first failure: %v, %v", retried, err)
+			}
+			none(t, s, first, 0) // it failed there; the other worker takes it
+			b := next(t, s, other, 0)
+			if b.Attempt != 2 {
+				t.Errorf("attempt %d, want 2", b.Attempt)
+			}
+			if _, retried, err := s.Fail(b, errors.New("trap")); !retried || err != nil {
+				t.Fatalf("second failure: %v, %v", retried, err)
+			}
+			// Failed on both: either may take it.
+			c, ok := s.Next(first, 0)
+			if !ok {
+				c = next(t, s, other, 0)
+			}
+			_, retried, err := s.Fail(c, errors.New("trap: unreachable"))
+			if retried || err == nil || err.Tries != 3 || !strings.Contains(err.Error(), "unreachable") {
+				t.Fatalf("third failure: %v, %v", retried, err)
+			}
+			none(t, s, "a", 0)
+			none(t, s, "b", 0)
+		})
+	}
+}
+
+// Module units go to workers that offer ModuleOps or name the operation.
+func TestModuleUnits(t *testing.T) {
+	s := New(Config{InFlight: 4})
+	s.SetWorker(Worker{ID: "builtin", Streams: 1, Ops: []string{"blur"}})
+	s.SetWorker(Worker{ID: "named", Streams: 1, Ops: []string{"wordcount"}})
+	s.SetWorker(Worker{ID: "any", Streams: 1, Ops: []string{ModuleOps}})
+	mustAdd(t, s, Job{ID: 1, Units: []Unit{{ID: 0, Op: "wordcount", Module: true}, {ID: 1, Op: "sum", Module: true}}})
+	none(t, s, "builtin", 0)
+	if a := next(t, s, "named", 0); a.Unit != 0 {
+		t.Errorf("named worker took unit %d, want 0", a.Unit)
+	}
+	if a := next(t, s, "any", 0); a.Unit != 1 {
+		t.Errorf("module worker took unit %d, want 1", a.Unit)
+	}
+	if err := s.Blocked(1); err != nil {
+		t.Errorf("Blocked: %v", err)
 	}
 }
 

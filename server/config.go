@@ -54,6 +54,18 @@ type Config struct {
 	MaxBlob int64
 	// MaxRequest bounds a JSON request body. Zero means 1 MiB.
 	MaxRequest int64
+	// MaxModule bounds the size of an uploaded WebAssembly module. Zero
+	// means 64 MiB.
+	MaxModule int64
+	// UnitMem, UnitTimeout and UnitOutput are the limits of a module's
+	// unit for jobs that do not say: linear memory, run time and output
+	// bytes. Zero means 256 MiB, 60s and 256 MiB.
+	UnitMem     int64
+	UnitTimeout time.Duration
+	UnitOutput  int64
+	// MaxTries is how many times a unit may fail before its job fails,
+	// for jobs that do not say. Zero means 3.
+	MaxTries int
 	// Durable makes unit results and every database commit reach stable
 	// storage before they count, so a power loss loses nothing. Zero
 	// means uploads and job outputs are synced, while unit results and
@@ -86,6 +98,11 @@ func (c *Config) populate() error {
 	setDefault(&c.MaxThreads, 1024)
 	setDefault(&c.MaxBlob, 16<<30)
 	setDefault(&c.MaxRequest, 1<<20)
+	setDefault(&c.MaxModule, 64<<20)
+	setDefault(&c.UnitMem, 256<<20)
+	setDefault(&c.UnitTimeout, time.Minute)
+	setDefault(&c.UnitOutput, 256<<20)
+	setDefault(&c.MaxTries, 3)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -123,19 +123,30 @@ func TestCorruptImage(t *testing.T) {
 	}
 }
 
-// TestUnitFails: a unit whose operation fails fails the job, naming the
-// unit, the worker and the cause; the other units stop being sent.
+// TestUnitFails: a unit whose operation fails runs again, up to the
+// job's tries (counted in the status), then fails the job, naming the
+// unit, the worker, the tries and the cause; the other units stop being
+// sent.
 func TestUnitFails(t *testing.T) {
 	c := newCluster(t, nil)
 	c.addWorker(2, nil)
 	c.waitWorkers(1)
-	st := c.run(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 20,
+	st := c.run(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 20, MaxTries: 2,
 		Params: map[string]string{"ms": "5", "fail": "3"}})
-	if st.State != api.JobFailed || !strings.Contains(st.Error, "unit 3 failed on worker w1: sleep: unit 3 fails as the job asked") {
+	if st.State != api.JobFailed || !strings.Contains(st.Error, "unit 3 failed on worker w1 (try 2 of 2): sleep: unit 3 fails as the job asked") {
 		t.Errorf("job %s: %q", st.State, st.Error)
+	}
+	if st.Units.Retries != 1 {
+		t.Errorf("retries %d, want 1", st.Units.Retries)
 	}
 	if st.Units.Done >= 20 {
 		t.Errorf("%d units done after the failure", st.Units.Done)
+	}
+	// One try: no retry.
+	st = c.run(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 4, MaxTries: 1,
+		Params: map[string]string{"fail": "0"}})
+	if st.State != api.JobFailed || !strings.Contains(st.Error, "unit 0 failed on worker w1: sleep") || st.Units.Retries != 0 {
+		t.Errorf("one try: job %s, %d retries: %q", st.State, st.Units.Retries, st.Error)
 	}
 }
 

@@ -32,6 +32,7 @@ func (s *Server) Handler() http.Handler {
 	open(api.SpecPath, methods{http.MethodGet: s.getSpec})
 	open(api.PathHealth, methods{http.MethodGet: s.getHealth})
 	auth(api.PathOps, methods{http.MethodGet: s.getOps})
+	auth(api.PathOps+"/{name}", methods{http.MethodGet: s.getOp, http.MethodPut: s.putOp, http.MethodDelete: s.deleteOp})
 	auth(api.PathWorkers, methods{http.MethodGet: s.listWorkers, http.MethodPost: s.postWorker})
 	auth(api.PathWorkers+"/{id}", methods{http.MethodGet: s.getWorker, http.MethodPut: s.putWorker,
 		http.MethodDelete: s.deleteWorker})
@@ -140,12 +141,10 @@ func (s *Server) getOps(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			continue
 		}
-		info := op.Info()
-		oi := api.OpInfo{Name: name, Doc: info.Doc, Tiles: info.Tiles}
-		for _, p := range info.Params {
-			oi.Params = append(oi.Params, api.ParamInfo{Name: p.Name, Default: p.Default, Doc: p.Doc})
-		}
-		list.Ops = append(list.Ops, oi)
+		list.Ops = append(list.Ops, builtinInfo(op))
+	}
+	for _, rec := range s.userOps.list() {
+		list.Ops = append(list.Ops, opInfo(rec))
 	}
 	return writeJSON(w, http.StatusOK, &list)
 }
@@ -223,6 +222,11 @@ func (s *Server) deleteBlob(w http.ResponseWriter, r *http.Request) error {
 	}
 	if len(users) > 0 {
 		return kindf(errConflict, "blob %s is used by unfinished jobs %s; cancel them or wait for them to finish", id, joinIDs(users))
+	}
+	if used, err := s.db.ModuleUsed(r.Context(), id); err != nil {
+		return err
+	} else if used {
+		return kindf(errConflict, "blob %s is the module of an operation; remove the operation first (braid op rm NAME)", id)
 	}
 	if err := s.blobs.Delete(id); err != nil {
 		if errors.Is(err, store.ErrNotFound) {

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/sched"
 	"github.com/braid-hpc/braid/store"
+	"github.com/braid-hpc/braid/wasm"
 )
 
 // maxInFlight bounds a job's in_flight.
@@ -20,34 +22,18 @@ const maxInFlight = 1024
 // submit validates a job request, splits the job into units, stores it
 // and hands it to the scheduler.
 func (s *Server) submit(ctx context.Context, req api.JobRequest) (api.JobStatus, error) {
-	op, err := s.cfg.Ops.Lookup(req.Op)
+	rec, err := s.jobRecord(req)
 	if err != nil {
-		return api.JobStatus{}, opsError("job request", err)
+		return api.JobStatus{}, err
 	}
-	policy, err := sched.ParsePolicy(req.Policy)
+	jo, err := s.jobOps(rec)
 	if err != nil {
-		return api.JobStatus{}, kindf(errBadRequest, "job request: %v", err)
-	}
-	if req.InFlight < 0 || req.InFlight > maxInFlight {
-		return api.JobStatus{}, kindf(errBadRequest, "job request: in_flight %d: want 0 (the server's default) to %d", req.InFlight, maxInFlight)
+		return api.JobStatus{}, err
 	}
 	if !store.ValidID(req.Input) {
 		return api.JobStatus{}, kindf(errBadRequest, "job request: input %q is not a blob id; upload the data first (braid put FILE) and pass the id it prints", req.Input)
 	}
-	in, size, err := s.blobs.Open(req.Input)
-	if errors.Is(err, store.ErrNotFound) {
-		return api.JobStatus{}, kindf(errNotFound, "job request: no blob %s on this server; upload the data first (braid put FILE)", req.Input)
-	}
-	if err != nil {
-		return api.JobStatus{}, err
-	}
-	defer in.Close()
-	hint := ops.Hint{Units: req.Units, TileW: req.Tile.W, TileH: req.Tile.H, Repeat: req.Repeat}
-	specs, err := op.Split(in, size, req.Params, hint)
-	if err != nil {
-		return api.JobStatus{}, opsError("job request", err)
-	}
-	units, err := s.layout(ctx, req.Input, specs)
+	units, err := s.splitJob(ctx, rec, jo, req.Input)
 	if err != nil {
 		return api.JobStatus{}, err
 	}
@@ -57,24 +43,183 @@ func (s *Server) submit(ctx context.Context, req api.JobRequest) (api.JobStatus,
 	if closing {
 		return api.JobStatus{}, kindf(errUnavailable, "the server is shutting down; submit again once it is back")
 	}
-	job, err := s.db.CreateJob(ctx, store.Job{Op: req.Op, Input: req.Input, Params: req.Params, Units: req.Units,
-		TileW: req.Tile.W, TileH: req.Tile.H, Repeat: req.Repeat, Policy: policy.String(), InFlight: req.InFlight}, units)
+	job, err := s.db.CreateJob(ctx, rec, units)
 	if err != nil {
 		return api.JobStatus{}, err
 	}
+	if err := s.start(job, jo, units); err != nil {
+		return api.JobStatus{}, err
+	}
+	s.log.Info("job accepted", "job", job.ID, "op", req.Op, "units", len(units), "policy", job.Policy)
+	return s.status(ctx, job.ID)
+}
+
+// start makes a stored job with units active.
+func (s *Server) start(job store.Job, jo jobOps, units []store.Unit) error {
 	for i := range units {
 		units[i].State = store.UnitPending
 	}
-	r, err := newRun(job, op, units)
+	r, err := newRun(job, jo, units)
 	if err != nil {
-		return api.JobStatus{}, err
+		return err
 	}
 	if err := s.schedule(r); err != nil {
 		s.persist(func(ctx context.Context) error { return s.db.FailJob(ctx, job.ID, err.Error()) })
-		return api.JobStatus{}, err
+		return err
 	}
-	s.log.Info("job accepted", "job", job.ID, "op", req.Op, "units", len(units), "policy", policy.String())
-	return s.status(ctx, job.ID)
+	return nil
+}
+
+// splitJob reads the input blob and splits the job into units.
+func (s *Server) splitJob(ctx context.Context, rec store.Job, jo jobOps, input string) ([]store.Unit, error) {
+	in, size, err := s.blobs.Open(input)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, kindf(errNotFound, "job request: no blob %s on this server; upload the data first (braid put FILE)", input)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	hint := ops.Hint{Units: rec.Units, TileW: rec.TileW, TileH: rec.TileH, Repeat: rec.Repeat}
+	specs, err := jo.op.Split(in, size, rec.Params, hint)
+	if err != nil {
+		return nil, opsError("job request", err)
+	}
+	return s.layout(ctx, input, specs)
+}
+
+// jobRecord checks a job request and turns it into the job's record
+// (without ID, state and counts).
+func (s *Server) jobRecord(req api.JobRequest) (store.Job, error) {
+	res, err := s.resolve(req.Op)
+	if err != nil {
+		return store.Job{}, err
+	}
+	policy, err := sched.ParsePolicy(req.Policy)
+	if err != nil {
+		return store.Job{}, kindf(errBadRequest, "job request: %v", err)
+	}
+	if req.InFlight < 0 || req.InFlight > maxInFlight {
+		return store.Job{}, kindf(errBadRequest, "job request: in_flight %d: want 0 (the server's default) to %d", req.InFlight, maxInFlight)
+	}
+	rec := store.Job{Op: req.Op, Input: req.Input, Params: req.Params, Units: req.Units, TileW: req.Tile.W, TileH: req.Tile.H,
+		Repeat: req.Repeat, Policy: policy.String(), InFlight: req.InFlight}
+	sp := &rec.Spec
+	sp.Module = res.module
+	split, merge := req.Split, req.Merge
+	if res.rec != nil {
+		if split == "" && req.Units == 0 && req.Tile.IsZero() {
+			split = res.rec.Split
+		}
+		if merge == "" {
+			merge = res.rec.Merge
+		}
+	}
+	if split != "" {
+		v, err := ops.ParseSplit(split)
+		if err != nil {
+			return store.Job{}, opsError("job request: split", err)
+		}
+		if req.Units != 0 || !req.Tile.IsZero() {
+			return store.Job{}, kindf(errBadRequest, "job request: give a split or units or a tile, not two of them")
+		}
+		sp.Split = v.String()
+	}
+	if merge != "" {
+		v, err := ops.ParseMerge(merge)
+		if err != nil {
+			return store.Job{}, opsError("job request: merge", err)
+		}
+		sp.Merge = v.String()
+		if v.Kind == ops.MergeReduce {
+			red, err := s.resolve(v.Op)
+			if err != nil {
+				return store.Job{}, fmt.Errorf("job request: merge %s: %w", v, err)
+			}
+			sp.ReduceOp, sp.ReduceModule = v.Op, red.module
+		}
+	}
+	switch {
+	case req.UnitMem < 0 || req.UnitMem > wasm.MaxMemory:
+		return store.Job{}, kindf(errBadRequest, "job request: unit_mem %d: want 0 (the server's default, %d) to %d bytes", req.UnitMem, s.cfg.UnitMem, int64(wasm.MaxMemory))
+	case req.UnitOutput < 0 || req.UnitOutput > api.DefaultMaxMessage:
+		return store.Job{}, kindf(errBadRequest, "job request: unit_output %d: want 0 (the server's default, %d) to %d bytes", req.UnitOutput, s.cfg.UnitOutput, api.DefaultMaxMessage)
+	case req.MaxTries < 0 || req.MaxTries > 100:
+		return store.Job{}, kindf(errBadRequest, "job request: max_tries %d: want 0 (the server's default, %d) to 100", req.MaxTries, s.cfg.MaxTries)
+	}
+	sp.UnitMem, sp.UnitOutput, sp.MaxTries = req.UnitMem, req.UnitOutput, req.MaxTries
+	if req.UnitTimeout != "" {
+		d, err := time.ParseDuration(req.UnitTimeout)
+		if err != nil || d <= 0 || d > 24*time.Hour {
+			return store.Job{}, kindf(errBadRequest, "job request: unit_timeout %q: want a duration from 1ms to 24h, e.g. 30s", req.UnitTimeout)
+		}
+		sp.UnitTimeoutMillis = max(d.Milliseconds(), 1)
+	}
+	return rec, nil
+}
+
+// jobOps are the operations of a job: the planned operation that splits
+// and assembles it, what its units and its reduce unit run, and the
+// reserved parameters of module units.
+type jobOps struct {
+	op           ops.Op
+	main, reduce resolved
+	// extra are the reserved parameters of main's (0) and reduce's (1)
+	// units when they run modules.
+	extra [2]map[string]string
+}
+
+// jobOps resolves the operations of a job record, as submitted: modules
+// by the hashes the job recorded.
+func (s *Server) jobOps(j store.Job) (jobOps, error) {
+	var jo jobOps
+	var err error
+	if jo.main, err = s.resolveRecorded(j.Op, j.Spec.Module); err != nil {
+		return jobOps{}, opsError("job", err)
+	}
+	var sp ops.Split
+	var mg ops.Merge
+	if j.Spec.Split != "" {
+		if sp, err = ops.ParseSplit(j.Spec.Split); err != nil {
+			return jobOps{}, opsError("job: split", err)
+		}
+	}
+	if j.Spec.Merge != "" {
+		if mg, err = ops.ParseMerge(j.Spec.Merge); err != nil {
+			return jobOps{}, opsError("job: merge", err)
+		}
+	}
+	var reduce ops.Op
+	if mg.Kind == ops.MergeReduce {
+		if jo.reduce, err = s.resolveRecorded(j.Spec.ReduceOp, j.Spec.ReduceModule); err != nil {
+			return jobOps{}, opsError("job: reduce", err)
+		}
+		reduce = jo.reduce.op
+	}
+	if jo.op, err = ops.Planned(jo.main.op, sp, mg, reduce); err != nil {
+		return jobOps{}, opsError("job request", err)
+	}
+	limits := func(name string) map[string]string {
+		mem, out, tmo := j.Spec.UnitMem, j.Spec.UnitOutput, j.Spec.UnitTimeoutMillis
+		if mem == 0 {
+			mem = s.cfg.UnitMem
+		}
+		if out == 0 {
+			out = s.cfg.UnitOutput
+		}
+		if tmo == 0 {
+			tmo = s.cfg.UnitTimeout.Milliseconds()
+		}
+		return map[string]string{api.ParamOpName: name, api.ParamMemory: strconv.FormatInt(mem, 10),
+			api.ParamOutput: strconv.FormatInt(out, 10), api.ParamTimeout: strconv.FormatInt(tmo, 10)}
+	}
+	if jo.main.module != "" {
+		jo.extra[0] = limits(j.Op)
+	}
+	if jo.reduce.module != "" {
+		jo.extra[1] = limits(j.Spec.ReduceOp)
+	}
+	return jo, nil
 }
 
 // opsError words an error of package ops for the API: without its
@@ -114,6 +259,7 @@ func (s *Server) layout(ctx context.Context, input string, specs []ops.UnitSpec)
 			u.Off, u.Len = off, int64(len(sp.Data))
 			fromData = append(fromData, i)
 		}
+		u.Reduce = sp.Reduce
 		units[i] = u
 	}
 	if len(fromData) > 0 {
@@ -131,9 +277,15 @@ func (s *Server) layout(ctx context.Context, input string, specs []ops.UnitSpec)
 // schedule makes r an active job and gives it to the scheduler; a job
 // whose units are all done is assembled instead (once Run runs).
 func (s *Server) schedule(r *run) error {
-	sj := sched.Job{ID: r.id, Policy: r.policy, InFlight: r.job.InFlight, Units: make([]sched.Unit, len(r.units))}
+	sj := sched.Job{ID: r.id, Policy: r.policy, InFlight: r.job.InFlight, MaxTries: r.job.Spec.MaxTries,
+		Units: make([]sched.Unit, len(r.units))}
 	for i, u := range r.units {
-		sj.Units[i] = sched.Unit{ID: uint64(i), Op: r.op.Name(), Deps: u.deps, Done: u.done}
+		res := r.ops.main
+		name := r.job.Op
+		if u.reduce {
+			res, name = r.ops.reduce, r.job.Spec.ReduceOp
+		}
+		sj.Units[i] = sched.Unit{ID: uint64(i), Op: name, Module: res.module != "", Deps: u.deps, Done: u.done}
 	}
 	s.mu.Lock()
 	s.jobs[r.id] = r
@@ -177,7 +329,7 @@ func (s *Server) recover(ctx context.Context) error {
 	}
 	resumed := 0
 	for _, j := range jobs {
-		op, err := s.cfg.Ops.Lookup(j.Op)
+		jo, err := s.jobOps(j)
 		if err != nil {
 			fail(j, fmt.Sprintf("the server restarted without operation %q: %v", j.Op, err))
 			continue
@@ -186,7 +338,7 @@ func (s *Server) recover(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r, err := newRun(j, op, units)
+		r, err := newRun(j, jo, units)
 		if err != nil {
 			fail(j, err.Error())
 			continue
@@ -233,7 +385,7 @@ func (s *Server) assemble(r *run) {
 		fail(fmt.Sprintf("assemble: %v", err))
 		return
 	}
-	out, err := r.op.Assemble(r.job.Params, r.hint, results)
+	out, err := r.ops.op.Assemble(r.job.Params, r.hint, results)
 	if err != nil {
 		fail(fmt.Sprintf("assemble: %v", err))
 		return
@@ -254,7 +406,7 @@ func (s *Server) assemble(r *run) {
 		s.persist(func(ctx context.Context) error { return s.db.FailJob(ctx, r.id, "recording the output: "+err.Error()) })
 	}
 	s.finish(r)
-	s.log.Info("job done", "job", r.id, "op", r.op.Name(), "units", len(r.units), "blob", id, "bytes", size,
+	s.log.Info("job done", "job", r.id, "op", r.job.Op, "units", len(r.units), "blob", id, "bytes", size,
 		"assembly", time.Since(start).Round(time.Millisecond))
 }
 
@@ -408,8 +560,10 @@ func (s *Server) jobStatus(j store.Job) api.JobStatus {
 	st := api.JobStatus{
 		Job: j.ID, Op: j.Op, Input: j.Input, Params: j.Params, Policy: j.Policy, State: api.JobState(j.State),
 		Output: j.Output, Error: j.Error,
-		Units:   api.UnitCounts{Total: j.Total, Done: j.Done, Failed: j.Failed, Running: j.Running},
+		Units:   api.UnitCounts{Total: j.Total, Done: j.Done, Failed: j.Failed, Running: j.Running, Retries: j.Retries},
 		Timings: api.Timings{Submitted: j.Submitted, Started: j.Started, Finished: j.Finished, ComputeNanos: j.ComputeNanos},
+		Module:  j.Spec.Module, Split: j.Spec.Split, Merge: j.Spec.Merge, InputJob: j.Spec.InputJob,
+		Pipeline: j.Spec.Pipeline, Step: j.Spec.Step,
 	}
 	if len(st.Params) == 0 {
 		st.Params = nil
@@ -417,6 +571,10 @@ func (s *Server) jobStatus(j store.Job) api.JobStatus {
 	if r := s.run(j.ID); r != nil && !j.State.Final() {
 		done, running, compute, started := r.counts()
 		st.Units.Done, st.Units.Running, st.Timings.ComputeNanos = done, running, compute
+		if retries, last := r.failures(); retries > 0 {
+			st.Units.Retries = retries
+			st.Error = last
+		}
 		if !started.IsZero() {
 			st.State = api.JobRunning
 			if st.Timings.Started.IsZero() {

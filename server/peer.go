@@ -305,9 +305,7 @@ func (s *Server) send(ctx context.Context, p *peer, ps *pstream) {
 		buf, scratch, err = r.message(s, a, buf[:0], scratch)
 		if err != nil {
 			r.release(a.Seq)
-			if e := s.sched.Fail(a, err); e != nil {
-				s.unitFailed(e, "the server could not prepare it")
-			}
+			s.failTry(r, a, "", "the server could not prepare it: "+err.Error())
 			continue
 		}
 		if first {
@@ -365,10 +363,7 @@ func (s *Server) onResult(ctx context.Context, p *peer, a sched.Assignment, res 
 	}
 	r.release(a.Seq)
 	if res.Err != "" {
-		if e := s.sched.Fail(a, errors.New(res.Err)); e != nil {
-			s.persist(func(ctx context.Context) error { return s.db.FailUnit(ctx, a.Job, a.Unit, p.id, res.Err) })
-			s.unitFailed(e, fmt.Sprintf("unit %d failed on worker %s: %s", a.Unit, p.id, res.Err))
-		}
+		s.failTry(r, a, p.id, res.Err)
 		return
 	}
 	id, have := r.result(a.Unit)
@@ -381,9 +376,7 @@ func (s *Server) onResult(ctx context.Context, p *peer, a sched.Assignment, res 
 			var err error
 			// The result is in hand: store it even if the stream is closing.
 			if id, err = s.storeResult(context.WithoutCancel(ctx), res.Output); err != nil {
-				if e := s.sched.Fail(a, err); e != nil {
-					s.unitFailed(e, fmt.Sprintf("unit %d: storing its result failed: %v", a.Unit, err))
-				}
+				s.failTry(r, a, "", fmt.Sprintf("storing its result failed: %v", err))
 				return
 			}
 			r.keepTwin(a.Unit, id, res.Output)
@@ -397,6 +390,31 @@ func (s *Server) onResult(ctx context.Context, p *peer, a sched.Assignment, res 
 	}
 	if jobDone {
 		s.bg.Go(func() { s.assemble(r) })
+	}
+}
+
+// failTry books that a try of unit a failed with msg (on worker, if
+// set): it runs again, on another worker where there is one, or, after
+// its last try, its job fails with msg.
+func (s *Server) failTry(r *run, a sched.Assignment, worker, msg string) {
+	where := ""
+	if worker != "" {
+		where = " on worker " + worker
+	}
+	tries, retried, e := s.sched.Fail(a, errors.New(msg))
+	switch {
+	case retried:
+		full := fmt.Sprintf("unit %d failed%s (try %d; it runs again): %s", a.Unit, where, tries, msg)
+		r.failed(full)
+		s.persist(func(ctx context.Context) error { return s.db.RetryUnit(ctx, a.Job, a.Unit, worker, msg) })
+		s.log.Warn("unit failed; it runs again", "job", a.Job, "unit", a.Unit, "worker", worker, "err", msg)
+	case e != nil:
+		s.persist(func(ctx context.Context) error { return s.db.FailUnit(ctx, a.Job, a.Unit, worker, msg) })
+		tries := ""
+		if e.Tries > 1 {
+			tries = fmt.Sprintf(" (try %d of %d)", e.Tries, e.Tries)
+		}
+		s.unitFailed(e, fmt.Sprintf("unit %d failed%s%s: %s", a.Unit, where, tries, msg))
 	}
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // units, 0 to n-1.
 type run struct {
 	id     uint64
-	op     ops.Op
+	ops    jobOps
 	job    store.Job // as submitted; its counters are not kept up to date
 	hint   ops.Hint
 	policy sched.Policy
@@ -30,9 +31,13 @@ type run struct {
 	done    int
 	running int // units with a copy in flight
 	compute int64
-	started time.Time
-	ended   bool
-	readers map[string]store.Reader // open blobs the units' data comes from
+	// retries counts the failed tries of units that run again; lastFail
+	// says what the last one was.
+	retries  int
+	lastFail string
+	started  time.Time
+	ended    bool
+	readers  map[string]store.Reader // open blobs the units' data comes from
 	// twins hold, for a repeated job, the first result of each unit of a
 	// copy that is small enough: the same unit of every other copy should
 	// give the same bytes, which a comparison confirms for far less than
@@ -59,6 +64,9 @@ type runUnit struct {
 	blob   string
 	off, n int64
 	deps   []uint64
+	// reduce: the unit runs the job's reduce operation on its deps'
+	// results joined.
+	reduce bool
 	// result is the ID of the first result that arrived; done is set
 	// once the scheduler counted a result.
 	result string
@@ -66,16 +74,17 @@ type runUnit struct {
 	copies int
 }
 
-func newRun(j store.Job, op ops.Op, units []store.Unit) (*run, error) {
+func newRun(j store.Job, jo jobOps, units []store.Unit) (*run, error) {
 	policy, err := sched.ParsePolicy(j.Policy)
 	if err != nil {
 		return nil, err
 	}
 	r := &run{
 		id:       j.ID,
-		op:       op,
+		ops:      jo,
 		job:      j,
 		hint:     ops.Hint{Units: j.Units, TileW: j.TileW, TileH: j.TileH, Repeat: j.Repeat},
+		retries:  j.Retries,
 		policy:   policy,
 		finished: make(chan struct{}),
 		units:    make([]runUnit, len(units)),
@@ -90,7 +99,10 @@ func newRun(j store.Job, op ops.Op, units []store.Unit) (*run, error) {
 		if u.ID != uint64(i) {
 			return nil, fmt.Errorf("job %d: unit %d stored at position %d; the store is inconsistent", j.ID, u.ID, i)
 		}
-		ru := runUnit{params: u.Params, blob: u.Blob, off: u.Off, n: u.Len, deps: u.Deps}
+		ru := runUnit{params: u.Params, blob: u.Blob, off: u.Off, n: u.Len, deps: u.Deps, reduce: u.Reduce}
+		if u.Reduce && jo.reduce.op == nil {
+			return nil, fmt.Errorf("job %d: unit %d is a reduce unit, but the job has no reduce merge; the store is inconsistent", j.ID, i)
+		}
 		if u.State == store.UnitDone {
 			ru.done, ru.result = true, u.Result
 			r.done++
@@ -212,6 +224,21 @@ func (r *run) end() bool {
 	return true
 }
 
+// failed books a failed try of a unit that runs again.
+func (r *run) failed(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.retries++
+	r.lastFail = msg
+}
+
+// failures returns the failed tries so far and the last one's message.
+func (r *run) failures() (int, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.retries, r.lastFail
+}
+
 func (r *run) counts() (done, running int, compute int64, started time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -296,7 +323,19 @@ func (r *run) message(s *Server, a sched.Assignment, buf, scratch []byte) (msg, 
 		}
 		inputs = append(inputs, b)
 	}
-	m := api.Unit{Job: r.id, ID: a.Unit, Attempt: uint32(a.Attempt), Op: r.op.Name(), Params: u.params, Inputs: inputs}
+	res, extra := r.ops.main, r.ops.extra[0]
+	if u.reduce {
+		// The reduce operation reads its deps' results as one input.
+		res, extra = r.ops.reduce, r.ops.extra[1]
+		inputs = [][]byte{ops.Concat(inputs)}
+	}
+	params := u.params
+	if extra != nil {
+		params = make(map[string]string, len(u.params)+len(extra))
+		maps.Copy(params, u.params)
+		maps.Copy(params, extra)
+	}
+	m := api.Unit{Job: r.id, ID: a.Unit, Attempt: uint32(a.Attempt), Op: res.wire(), Params: params, Inputs: inputs}
 	buf, _ = m.AppendBinary(buf)
 	return buf, scratch, nil
 }

@@ -40,6 +40,10 @@ type Server struct {
 	sched   *sched.Scheduler
 	rec     *recorder
 	known   knownBlobs
+	userOps userOps
+	// opsMu orders the changes of user operations, so the store and
+	// userOps agree on the newest version.
+	opsMu sync.Mutex
 
 	mu      sync.Mutex
 	peers   map[string]*peer // live workers by ID
@@ -67,7 +71,7 @@ func New(cfg Config) (*Server, error) {
 		peers: map[string]*peer{},
 		jobs:  map[uint64]*run{},
 		stop:  make(chan struct{}),
-		sched: sched.New(sched.Config{InFlight: cfg.InFlight}),
+		sched: sched.New(sched.Config{InFlight: cfg.InFlight, MaxTries: cfg.MaxTries}),
 	}
 	if cfg.Transport != nil {
 		s.tcfg = *cfg.Transport
@@ -95,6 +99,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.rec = newRecorder(s.db, s.log)
+	uops, err := s.db.Ops(ctx)
+	if err != nil {
+		s.db.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.userOps.load(uops)
 	if err := s.recover(ctx); err != nil {
 		s.db.Close()
 		return nil, fmt.Errorf("server: resume jobs: %w", err)

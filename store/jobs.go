@@ -60,6 +60,39 @@ type Job struct {
 	Total, Done, Failed, Running int
 	// ComputeNanos sums the compute time of the units that counted.
 	ComputeNanos int64
+	// Spec is what the job asked for beyond the fields above.
+	Spec JobSpec
+	// Retries counts the failed tries of units that were run again.
+	Retries int
+}
+
+// JobSpec is the part of a job's request that only some jobs use: the
+// module a user operation runs (kept to the end, whatever happens to the
+// operation's name), an explicit split and merge, the limits of its
+// units, how often a unit may fail, and the job whose output is the input.
+type JobSpec struct {
+	// Module is the sha256 of the WebAssembly module of a user operation.
+	Module string `json:"module,omitempty"`
+	// Split and Merge are the canonical forms of ops.Split and ops.Merge;
+	// empty means the operation's own.
+	Split string `json:"split,omitempty"`
+	Merge string `json:"merge,omitempty"`
+	// ReduceOp and ReduceModule name the operation of a reduce merge and,
+	// for a user operation, its module.
+	ReduceOp     string `json:"reduce_op,omitempty"`
+	ReduceModule string `json:"reduce_module,omitempty"`
+	// Limits of a module's units: memory and output bytes, time.
+	UnitMem           int64 `json:"unit_mem,omitempty"`
+	UnitOutput        int64 `json:"unit_output,omitempty"`
+	UnitTimeoutMillis int64 `json:"unit_timeout_ms,omitempty"`
+	// MaxTries is how often a unit may fail before the job fails.
+	MaxTries int `json:"max_tries,omitempty"`
+	// InputJob is the job whose output is this job's input; Input is
+	// empty until that job is done.
+	InputJob uint64 `json:"input_job,omitempty"`
+	// Pipeline and Step place the job in a pipeline.
+	Pipeline uint64 `json:"pipeline,omitempty"`
+	Step     string `json:"step,omitempty"`
 }
 
 // Unit is a computation unit's record.
@@ -76,8 +109,10 @@ type Unit struct {
 	Off, Len int64
 	// Deps are the IDs of units whose results are this unit's further
 	// inputs, in order.
-	Deps  []uint64
-	State UnitState
+	Deps []uint64
+	// Reduce marks the unit that runs the job's reduce operation.
+	Reduce bool
+	State  UnitState
 	// Worker is the last worker the unit was sent to, or the one whose
 	// result counted.
 	Worker string

@@ -14,8 +14,35 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
 )
 
-// schemaVersion is stored in PRAGMA user_version.
-const schemaVersion = 1
+// schemaVersion is stored in PRAGMA user_version. Version 1 is schema;
+// each later version applies its migration on top.
+const schemaVersion = 2
+
+// migrations[v] takes a database from version v+1 to v+2.
+var migrations = []string{
+	// 2: user operations (WebAssembly modules), what a job asked for
+	// beyond the first columns (module, split, merge, limits, tries), the
+	// retries of failed units and reduce units.
+	`
+ALTER TABLE jobs ADD COLUMN spec TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE units ADD COLUMN reduce INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE user_ops (
+	name     TEXT NOT NULL,
+	version  INTEGER NOT NULL,
+	hash     TEXT NOT NULL,
+	size     INTEGER NOT NULL,
+	doc      TEXT NOT NULL,
+	split    TEXT NOT NULL,
+	merge    TEXT NOT NULL,
+	params   TEXT NOT NULL,
+	added    INTEGER NOT NULL,
+	removed  INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (name, version)
+) WITHOUT ROWID;
+CREATE INDEX user_ops_hash ON user_ops(hash);
+`,
+}
 
 const schema = `
 CREATE TABLE jobs (
@@ -121,12 +148,12 @@ const (
 // unitInsertCols parameters each (well under SQLite's 32766).
 const (
 	unitInsertBatch = 128
-	unitInsertCols  = 8
+	unitInsertCols  = 9
 )
 
 // insertUnits returns an INSERT of n units.
 func insertUnits(n int) string {
-	return "INSERT INTO units (job, id, params, blob, off, len, deps, state) VALUES " + valueRows(n, unitInsertCols)
+	return "INSERT INTO units (job, id, params, blob, off, len, deps, state, reduce) VALUES " + valueRows(n, unitInsertCols)
 }
 
 // valueRows returns n parenthesized rows of cols placeholders each, for a
@@ -242,8 +269,16 @@ func (s *SQLite) migrate(ctx context.Context) error {
 		case v > schemaVersion:
 			return fmt.Errorf("database schema version %d is newer than this braid understands (%d); upgrade braid", v, schemaVersion)
 		}
-		if _, err := tx.ExecContext(ctx, schema); err != nil {
-			return err
+		if v == 0 {
+			if _, err := tx.ExecContext(ctx, schema); err != nil {
+				return err
+			}
+			v = 1
+		}
+		for ; v < schemaVersion; v++ {
+			if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
+				return fmt.Errorf("migrate the schema to version %d: %w", v+1, err)
+			}
 		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
@@ -312,37 +347,23 @@ func id64(id uint64, what string) (int64, error) {
 
 // CreateJob implements Jobs.
 func (s *SQLite) CreateJob(ctx context.Context, j Job, units []Unit) (Job, error) {
-	if len(units) == 0 {
+	if len(units) == 0 && j.Spec.InputJob == 0 {
 		return Job{}, fmt.Errorf("store: create job: no units")
 	}
-	seen := make(map[uint64]bool, len(units))
-	for _, u := range units {
-		if _, err := id64(u.ID, "unit"); err != nil {
-			return Job{}, err
-		}
-		if seen[u.ID] {
-			return Job{}, fmt.Errorf("store: create job: unit id %d twice", u.ID)
-		}
-		seen[u.ID] = true
-	}
-	for _, u := range units {
-		for _, d := range u.Deps {
-			if !seen[d] || d == u.ID {
-				return Job{}, fmt.Errorf("store: create job: unit %d depends on %d, which is not another unit of the job", u.ID, d)
-			}
-		}
+	if err := checkUnits(units); err != nil {
+		return Job{}, fmt.Errorf("store: create job: %w", err)
 	}
 	if j.Params == nil {
 		j.Params = map[string]string{}
 	}
 	j.State, j.Output, j.Error = JobQueued, "", ""
 	j.Submitted, j.Started, j.Finished = s.now().UTC(), time.Time{}, time.Time{}
-	j.Total, j.Done, j.Failed, j.Running, j.ComputeNanos = len(units), 0, 0, 0, 0
+	j.Total, j.Done, j.Failed, j.Running, j.ComputeNanos, j.Retries = len(units), 0, 0, 0, 0, 0
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO jobs (op, input, params, hint_units, tile_w, tile_h, hint_repeat,
-			policy, in_flight, state, submitted, total) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			policy, in_flight, state, submitted, total, spec) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			j.Op, j.Input, toJSON(j.Params), j.Units, j.TileW, j.TileH, j.Repeat, j.Policy, j.InFlight,
-			j.State, nanos(j.Submitted), j.Total)
+			j.State, nanos(j.Submitted), j.Total, specJSON(j.Spec))
 		if err != nil {
 			return err
 		}
@@ -351,48 +372,7 @@ func (s *SQLite) CreateJob(ctx context.Context, j Job, units []Unit) (Job, error
 			return err
 		}
 		j.ID = uint64(id)
-		// Many rows per statement: a job of thousands of units is created
-		// in a few statements rather than one per unit.
-		var (
-			stmt     *sql.Stmt
-			stmtRows int
-			args     = make([]any, 0, unitInsertBatch*unitInsertCols)
-		)
-		defer func() {
-			if stmt != nil {
-				stmt.Close()
-			}
-		}()
-		for len(units) > 0 {
-			batch := units[:min(len(units), unitInsertBatch)]
-			units = units[len(batch):]
-			if stmtRows != len(batch) {
-				if stmt != nil {
-					stmt.Close()
-				}
-				if stmt, err = tx.PrepareContext(ctx, insertUnits(len(batch))); err != nil {
-					stmt = nil
-					return err
-				}
-				stmtRows = len(batch)
-			}
-			args = args[:0]
-			for _, u := range batch {
-				var params any // NULL: the job's
-				if !maps.Equal(u.Params, j.Params) && !(len(u.Params) == 0 && len(j.Params) == 0) {
-					params = toJSON(u.Params)
-				}
-				deps := ""
-				if len(u.Deps) > 0 {
-					deps = toJSON(u.Deps)
-				}
-				args = append(args, id, int64(u.ID), params, u.Blob, u.Off, u.Len, deps, UnitPending)
-			}
-			if _, err := stmt.ExecContext(ctx, args...); err != nil {
-				return err
-			}
-		}
-		return nil
+		return s.addUnits(ctx, tx, j, units)
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("store: create job: %w", err)
@@ -400,8 +380,78 @@ func (s *SQLite) CreateJob(ctx context.Context, j Job, units []Unit) (Job, error
 	return j, nil
 }
 
+// checkUnits fails unless unit IDs are unique and Deps name other units.
+func checkUnits(units []Unit) error {
+	seen := make(map[uint64]bool, len(units))
+	for _, u := range units {
+		if _, err := id64(u.ID, "unit"); err != nil {
+			return err
+		}
+		if seen[u.ID] {
+			return fmt.Errorf("unit id %d twice", u.ID)
+		}
+		seen[u.ID] = true
+	}
+	for _, u := range units {
+		for _, d := range u.Deps {
+			if !seen[d] || d == u.ID {
+				return fmt.Errorf("unit %d depends on %d, which is not another unit of the job", u.ID, d)
+			}
+		}
+	}
+	return nil
+}
+
+// addUnits inserts the units of job j, many rows per statement: a job of
+// thousands of units is created in a few statements rather than one per
+// unit.
+func (s *SQLite) addUnits(ctx context.Context, tx *sql.Tx, j Job, units []Unit) error {
+	var (
+		stmt     *sql.Stmt
+		stmtRows int
+		args     = make([]any, 0, unitInsertBatch*unitInsertCols)
+		err      error
+	)
+	defer func() {
+		if stmt != nil {
+			stmt.Close()
+		}
+	}()
+	id := int64(j.ID)
+	for len(units) > 0 {
+		batch := units[:min(len(units), unitInsertBatch)]
+		units = units[len(batch):]
+		if stmtRows != len(batch) {
+			if stmt != nil {
+				stmt.Close()
+			}
+			if stmt, err = tx.PrepareContext(ctx, insertUnits(len(batch))); err != nil {
+				stmt = nil
+				return err
+			}
+			stmtRows = len(batch)
+		}
+		args = args[:0]
+		for _, u := range batch {
+			var params any // NULL: the job's
+			if !maps.Equal(u.Params, j.Params) && !(len(u.Params) == 0 && len(j.Params) == 0) {
+				params = toJSON(u.Params)
+			}
+			deps := ""
+			if len(u.Deps) > 0 {
+				deps = toJSON(u.Deps)
+			}
+			args = append(args, id, int64(u.ID), params, u.Blob, u.Off, u.Len, deps, UnitPending, u.Reduce)
+		}
+		if _, err := stmt.ExecContext(ctx, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 const jobColumns = `id, op, input, params, hint_units, tile_w, tile_h, hint_repeat, policy, in_flight, state,
-	output, error, submitted, started, finished, total, done, failed, running, compute_ns`
+	output, error, submitted, started, finished, total, done, failed, running, compute_ns, spec, retries`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -410,10 +460,15 @@ func scanJob(sc scanner) (Job, error) {
 	var id int64
 	var params string
 	var sub, start, fin int64
+	var spec string
 	err := sc.Scan(&id, &j.Op, &j.Input, &params, &j.Units, &j.TileW, &j.TileH, &j.Repeat, &j.Policy, &j.InFlight,
-		&j.State, &j.Output, &j.Error, &sub, &start, &fin, &j.Total, &j.Done, &j.Failed, &j.Running, &j.ComputeNanos)
+		&j.State, &j.Output, &j.Error, &sub, &start, &fin, &j.Total, &j.Done, &j.Failed, &j.Running, &j.ComputeNanos,
+		&spec, &j.Retries)
 	if err != nil {
 		return Job{}, err
+	}
+	if j.Spec, err = fromJSON[JobSpec](spec); err != nil {
+		return Job{}, fmt.Errorf("job %d spec: %w", id, err)
 	}
 	j.ID = uint64(id)
 	j.Submitted, j.Started, j.Finished = fromNanos(sub), fromNanos(start), fromNanos(fin)
@@ -486,7 +541,7 @@ func (s *SQLite) Unfinished(ctx context.Context) ([]Job, error) {
 	return s.jobs(ctx, "WHERE state IN (?, ?) ORDER BY id", JobQueued, JobRunning)
 }
 
-const unitColumns = "job, id, params, blob, off, len, deps, state, worker, attempts, result, error, compute_ns"
+const unitColumns = "job, id, params, blob, off, len, deps, state, worker, attempts, result, error, compute_ns, reduce"
 
 func scanUnit(sc scanner, jobParams map[string]string) (Unit, error) {
 	var u Unit
@@ -494,7 +549,7 @@ func scanUnit(sc scanner, jobParams map[string]string) (Unit, error) {
 	var params sql.NullString
 	var deps string
 	err := sc.Scan(&job, &id, &params, &u.Blob, &u.Off, &u.Len, &deps, &u.State, &u.Worker, &u.Attempts,
-		&u.Result, &u.Error, &u.ComputeNanos)
+		&u.Result, &u.Error, &u.ComputeNanos, &u.Reduce)
 	if err != nil {
 		return Unit{}, err
 	}
@@ -930,8 +985,9 @@ func (s *SQLite) BlobUsers(ctx context.Context, blob string) ([]uint64, error) {
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT id FROM jobs WHERE state IN (?, ?) AND (input = ?
 			OR id IN (SELECT job FROM units WHERE blob = ?)
-			OR id IN (SELECT job FROM units WHERE result = ?))
-		ORDER BY id`, JobQueued, JobRunning, blob, blob, blob)
+			OR id IN (SELECT job FROM units WHERE result = ?)
+			OR spec LIKE ?)
+		ORDER BY id`, JobQueued, JobRunning, blob, blob, blob, "%\""+blob+"\"%")
 	if err != nil {
 		return nil, fmt.Errorf("store: blob users: %w", wrapDB(err))
 	}

@@ -33,6 +33,20 @@ type Config struct {
 	Threads int
 	// Ops are the operations the worker runs. Nil means ops.Builtin().
 	Ops *ops.Registry
+	// Modules says which user operations (WebAssembly modules) the worker
+	// runs: nil means every one; an empty slice none; otherwise the
+	// operations so named.
+	Modules []string
+	// ModuleDir keeps the modules the worker downloaded and their
+	// compiled code, across restarts. Empty means a temporary directory,
+	// removed when Run returns.
+	ModuleDir string
+	// ModuleCache bounds the bytes of modules kept in ModuleDir; the
+	// least recently used go first. Zero means 1 GiB.
+	ModuleCache int64
+	// MaxModule bounds the size of a module the worker downloads. Zero
+	// means 64 MiB.
+	MaxModule int64
 	// Name labels the worker in listings. Empty means the host name.
 	Name string
 	// Dir is where free disk space is measured. Empty means the system's
@@ -78,6 +92,12 @@ func (c *Config) populate() error {
 	}
 	if c.Dir == "" {
 		c.Dir = os.TempDir()
+	}
+	if c.ModuleCache <= 0 {
+		c.ModuleCache = 1 << 30
+	}
+	if c.MaxModule <= 0 {
+		c.MaxModule = 64 << 20
 	}
 	if c.FiguresInterval <= 0 {
 		c.FiguresInterval = 30 * time.Second

@@ -32,6 +32,8 @@ type Worker struct {
 	ln    *transport.Listener
 	addrs []string // advertised
 	gate  gate
+	mods  *modules // nil: the worker runs no modules
+	conns []*client.Client
 
 	mu       sync.Mutex
 	threads  int
@@ -60,8 +62,21 @@ func New(cfg Config) (*Worker, error) {
 	if tcfg.Logger == nil {
 		tcfg.Logger = cfg.Logger
 	}
+	for _, url := range cfg.Servers {
+		w.conns = append(w.conns, client.New(url, client.WithKey(cfg.Key), client.WithHTTPClient(w.httpClient())))
+	}
+	if cfg.Modules == nil || len(cfg.Modules) > 0 {
+		mods, err := newModules(&w.cfg, w.conns)
+		if err != nil {
+			return nil, err
+		}
+		w.mods = mods
+	}
 	ln, err := transport.Listen(context.Background(), cfg.Listen, &tcfg)
 	if err != nil {
+		if w.mods != nil {
+			w.mods.close()
+		}
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	w.ln = ln
@@ -188,12 +203,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { w.accept(ctx) })
 	errs := make(chan error, len(w.cfg.Servers))
-	for _, url := range w.cfg.Servers {
-		c := client.New(url, client.WithKey(w.cfg.Key), client.WithHTTPClient(w.httpClient()))
+	for _, c := range w.conns {
 		wg.Go(func() { errs <- w.serve(ctx, c) })
 	}
 	w.log.Info("worker running", "path", strings.Join(w.addrs, ","), "threads", w.cfg.Threads,
-		"ops", strings.Join(w.cfg.Ops.Names(), ","), "servers", strings.Join(w.cfg.Servers, ","))
+		"ops", strings.Join(w.ops(), ","), "servers", strings.Join(w.cfg.Servers, ","))
 	var failures []error
 	for range w.cfg.Servers {
 		if err := <-errs; err != nil {
@@ -208,6 +222,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	cancel()
 	w.ln.Close()
 	wg.Wait()
+	if w.mods != nil {
+		w.mods.close()
+	}
 	if len(failures) == len(w.cfg.Servers) {
 		return errors.Join(failures...)
 	}
@@ -228,8 +245,18 @@ func (w *Worker) figures() api.Register {
 	w.mu.Unlock()
 	return api.Register{
 		Name: w.cfg.Name, Addresses: w.Addrs(), Cores: runtime.NumCPU(), Memory: memTotal(), Disk: diskFree(w.cfg.Dir),
-		CPUMHz: cpuMHz(), Threads: threads, Ops: w.cfg.Ops.Names(),
+		CPUMHz: cpuMHz(), Threads: threads, Ops: w.ops(),
 	}
+}
+
+// ops returns the operations the worker registers: its built-in ones,
+// and for modules ModuleOps or the user operations it runs.
+func (w *Worker) ops() []string {
+	names := w.cfg.Ops.Names()
+	if w.mods != nil {
+		names = append(names, w.mods.offered()...)
+	}
+	return names
 }
 
 // changed reports whether figures b differ from a enough to announce:
@@ -648,9 +675,13 @@ func (q *unitQueue) close() {
 
 // compute runs one unit into res.
 func (w *Worker) compute(ctx context.Context, u *api.Unit, res *api.Result) {
+	if hash, ok := strings.CutPrefix(u.Op, api.ModulePrefix); ok {
+		w.computeModule(ctx, hash, u, res)
+		return
+	}
 	op, err := w.cfg.Ops.Lookup(u.Op)
 	if err != nil {
-		res.Err = fmt.Sprintf("worker %s does not run operation %q (it runs %s)", w.cfg.Name, u.Op, strings.Join(w.cfg.Ops.Names(), ", "))
+		res.Err = fmt.Sprintf("worker %s does not run operation %q (it runs %s)", w.cfg.Name, u.Op, strings.Join(w.ops(), ", "))
 		w.failed.Add(1)
 		return
 	}
@@ -670,6 +701,30 @@ func (w *Worker) compute(ctx context.Context, u *api.Unit, res *api.Result) {
 	if err != nil {
 		res.Err = ops.Message(err)
 		w.failed.Add(1)
+		return
+	}
+	res.Output = out
+}
+
+// computeModule runs a unit of a user operation into res.
+func (w *Worker) computeModule(ctx context.Context, hash string, u *api.Unit, res *api.Result) {
+	if w.mods == nil {
+		res.Err = fmt.Sprintf("worker %s runs no WebAssembly modules (it runs %s)", w.cfg.Name, strings.Join(w.ops(), ", "))
+		w.failed.Add(1)
+		return
+	}
+	w.running.Add(1)
+	out, d, err := w.mods.run(ctx, &w.gate, hash, u)
+	w.running.Add(-1)
+	res.ComputeNanos = d.Nanoseconds()
+	w.computeN.Add(res.ComputeNanos)
+	w.units.Add(1)
+	if err != nil {
+		res.Err = err.Error()
+		w.failed.Add(1)
+		if ctx.Err() == nil {
+			w.log.Debug("module unit failed", "job", u.Job, "unit", u.ID, "err", err)
+		}
 		return
 	}
 	res.Output = out

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -146,7 +147,7 @@ func TestDataPlane(t *testing.T) {
 		t.Errorf("noop result %+v", r)
 	}
 	r = call(t, st, api.Unit{Job: 7, ID: 4, Attempt: 1, Op: "blur", Inputs: [][]byte{nil}})
-	if !strings.Contains(r.Err, `does not run operation "blur" (it runs noop, sleep)`) {
+	if !strings.Contains(r.Err, `does not run operation "blur" (it runs noop, sleep, wasm)`) {
 		t.Errorf("unknown op: %+v", r)
 	}
 	r = call(t, st, api.Unit{Job: 7, ID: 5, Attempt: 1, Op: "sleep", Params: map[string]string{"ms": "1", "fail": "0", "unit": "0"}})
@@ -155,7 +156,7 @@ func TestDataPlane(t *testing.T) {
 	}
 	r = call(t, st, api.Unit{ID: 1, Attempt: 1, Op: api.OpFigures})
 	var fig api.Register
-	if err := json.Unmarshal(r.Output, &fig); err != nil || fig.Threads != 2 || fig.Name != "test" || len(fig.Ops) != 2 || fig.Cores < 1 {
+	if err := json.Unmarshal(r.Output, &fig); err != nil || fig.Threads != 2 || fig.Name != "test" || !slices.Equal(fig.Ops, []string{"noop", "sleep", api.ModuleOps}) || fig.Cores < 1 {
 		t.Errorf("figures: %s, %v", r.Output, err)
 	}
 	if s := w.Stats(); s.Units != 2 || s.Failed != 2 || s.Sessions != 1 || s.Streams != 1 {

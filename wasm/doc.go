@@ -1,0 +1,62 @@
+// Package wasm runs user operations as sandboxed WebAssembly modules.
+//
+// An operation is a WASI preview 1 command module (for example C built with
+// `clang --target=wasm32-wasi`, Rust for wasm32-wasip1, TinyGo with
+// -target=wasi), run with wazero, a pure Go runtime that compiles it to
+// machine code once and instantiates it afresh for every unit.
+//
+//	eng, err := wasm.NewEngine(wasm.Config{})
+//	mod, err := eng.Compile(ctx, code)          // once per sha256
+//	out, err := mod.Run(ctx, "wordcount", in, env, wasm.Limits{Timeout: 2 * time.Second})
+//
+// # Contract
+//
+// A run gives the module the unit's input on stdin (then EOF), the
+// environment env (NAME=VALUE, sorted by name) and argv = [name]. What it
+// writes to stdout is the output. It succeeds when it exits with code 0 (or
+// returns 0 from main); stderr is kept only for diagnostics: its last 2 KiB
+// go into the RunError of a failed run. Every run is a new instance with
+// fresh memory: nothing carries over from one unit to the next.
+//
+// # Sandbox
+//
+// A module sees only what WASI preview 1 gives it, and of that:
+//   - stdin, stdout and stderr as above;
+//   - its arguments and environment, exactly as given;
+//   - the wall clock and a monotonic clock (clock_time_get) and
+//     cryptographically random bytes (random_get);
+//   - no files: nothing is preopened, so path_open fails (ENOTCAPABLE or
+//     EBADF) and a module cannot read or write the host's filesystem;
+//   - no network: no sockets are preopened;
+//   - sleeping (poll_oneoff on a clock) returns at once.
+//
+// Only functions of "wasi_snapshot_preview1" can be imported; Validate and
+// Compile refuse a module that imports anything else (such as "env"), that
+// has no "_start" (a reactor or library), or that exports no memory, with an
+// error wrapping ErrBadModule.
+//
+// # Limits
+//
+// Each run is bounded by its Limits; a zero field means its default:
+//
+//	Memory   DefaultMemory  (256 MiB)  linear memory; memory.grow past it fails (malloc returns NULL)
+//	Timeout  DefaultTimeout (1 min)    wall clock; the module is stopped at its next loop or call
+//	Output   DefaultOutput  (256 MiB)  stdout; a write past it fails and the module is stopped
+//
+// A run that ends otherwise than by exit code 0 returns a *RunError whose
+// Reason says why: ReasonExit (non-zero exit code), ReasonTrap (unreachable,
+// out-of-bounds access, division by zero, stack overflow, ...),
+// ReasonTimeout, ReasonMemory (the module failed after a refused
+// memory.grow, or starts with more memory than the limit), ReasonOutput, or
+// ReasonCanceled when the caller's ctx ended (only this one unwraps to the
+// ctx's error). A module that survives a refused memory.grow and exits 0
+// succeeds. No run can harm the Engine or other runs.
+//
+// # Engine
+//
+// An Engine keeps one wazero runtime and up to Config.MaxModules compiled
+// modules by the sha256 of their code, evicting the least recently used;
+// with Config.CacheDir the machine code also survives restarts on disk.
+// Compile, Lookup and Run are safe for concurrent use; concurrent Compiles of
+// the same code compile once. Close the Engine when nothing runs.
+package wasm

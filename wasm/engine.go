@@ -1,0 +1,283 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// DefaultMaxModules is the number of compiled modules an Engine keeps when
+// Config.MaxModules is 0.
+const DefaultMaxModules = 64
+
+// Config configures an Engine; the zero value works.
+type Config struct {
+	// CacheDir keeps compiled machine code on disk across restarts
+	// (wazero.NewCompilationCacheWithDir), so a restarted Engine compiles
+	// a module it saw before much faster. "" = in memory only.
+	CacheDir string
+	// MaxModules bounds the compiled modules kept; beyond it the least
+	// recently used is closed (a *Module of it still runs: it is compiled
+	// again). 0 or less = DefaultMaxModules.
+	MaxModules int
+}
+
+// populate fills in the defaults of c.
+func (c *Config) populate() {
+	if c.MaxModules <= 0 {
+		c.MaxModules = DefaultMaxModules
+	}
+}
+
+// Engine compiles and runs WASI command modules. It keeps one wazero
+// runtime with the wasi_snapshot_preview1 host functions, and the compiled
+// modules by the sha256 of their code. Its methods are safe for concurrent
+// use.
+type Engine struct {
+	cfg   Config
+	rt    wazero.Runtime
+	cache wazero.CompilationCache // nil without CacheDir
+	base  wazero.ModuleConfig     // the sandbox every run starts from
+	tick  atomic.Uint64           // clock of Module.used
+	done  atomic.Bool             // Close was called
+
+	pool sync.Pool // of *runState
+
+	mu      sync.Mutex
+	closed  bool
+	modules map[string]*compilation // by hex sha256
+}
+
+// compilation is one Compile of some code, done or under way; others
+// asking for the same code wait on done.
+type compilation struct {
+	done chan struct{}
+	mod  *Module // set before done is closed, unless err is
+	err  error
+}
+
+// NewEngine returns an Engine configured by cfg.
+func NewEngine(cfg Config) (*Engine, error) {
+	cfg.populate()
+	ctx := context.Background()
+	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true)
+	var cache wazero.CompilationCache
+	if cfg.CacheDir != "" {
+		var err error
+		if cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir); err != nil {
+			return nil, fmt.Errorf("wasm: compilation cache in %s: %w", cfg.CacheDir, err)
+		}
+		rc = rc.WithCompilationCache(cache)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		rt.Close(ctx)
+		if cache != nil {
+			cache.Close(ctx)
+		}
+		return nil, fmt.Errorf("wasm: instantiate %s: %w", wasiModule, err)
+	}
+	e := &Engine{
+		cfg:   cfg,
+		rt:    rt,
+		cache: cache,
+		// Anonymous (WithName("")) so concurrent instances never collide;
+		// no filesystem, no sockets; real clocks and crypto randomness.
+		base: wazero.NewModuleConfig().
+			WithName("").
+			WithSysWalltime().
+			WithSysNanotime().
+			WithRandSource(rand.Reader),
+		modules: make(map[string]*compilation),
+	}
+	return e, nil
+}
+
+// Close closes every compiled module and the runtime. Call it when no Run
+// is under way: a run in flight fails with ErrClosed. After Close, Compile
+// and Run return ErrClosed. Close is idempotent.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.done.Store(true)
+	var mods []*Module
+	for _, c := range e.modules {
+		if c.mod != nil {
+			mods = append(mods, c.mod)
+		}
+	}
+	e.modules = nil
+	e.mu.Unlock()
+
+	ctx := context.Background()
+	for _, m := range mods {
+		m.evict()
+	}
+	err := e.rt.Close(ctx)
+	if e.cache != nil {
+		if cerr := e.cache.Close(ctx); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("wasm: close engine: %w", err)
+	}
+	return nil
+}
+
+// Compile validates code as a WASI preview 1 command module (see Validate)
+// and compiles it to machine code, once per sha256: a second call with the
+// same bytes returns the cached *Module at once, and concurrent calls with
+// the same bytes share one compilation. A bad module's error wraps
+// ErrBadModule. Compile keeps its own copy of code.
+func (e *Engine) Compile(ctx context.Context, code []byte) (*Module, error) {
+	sum := sha256.Sum256(code)
+	return e.compile(ctx, hex.EncodeToString(sum[:]), code)
+}
+
+// compile is Compile of code whose hash is known.
+func (e *Engine) compile(ctx context.Context, hash string, code []byte) (*Module, error) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("wasm: compile: %w", ErrClosed)
+	}
+	if c, ok := e.modules[hash]; ok {
+		e.mu.Unlock()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wasm: compile %.12s: %w", hash, context.Cause(ctx))
+		}
+		if c.err != nil {
+			return nil, c.err
+		}
+		c.mod.touch()
+		return c.mod, nil
+	}
+	c := &compilation{done: make(chan struct{})}
+	e.modules[hash] = c
+	e.mu.Unlock()
+
+	// Others may wait on this compilation: the caller's ctx ending must
+	// not fail theirs (wazero barely looks at it anyway).
+	m, err := e.build(context.WithoutCancel(ctx), hash, code)
+
+	e.mu.Lock()
+	if err == nil && e.closed {
+		err = fmt.Errorf("wasm: compile: %w", ErrClosed)
+	}
+	var evicted []*Module
+	if err != nil {
+		c.err = err
+		if e.modules != nil {
+			delete(e.modules, hash) // errors are not cached: a later call tries again
+		}
+	} else {
+		c.mod = m
+		evicted = e.trimLocked()
+	}
+	close(c.done)
+	e.mu.Unlock()
+
+	for _, old := range evicted {
+		old.evict()
+	}
+	if err != nil {
+		if m != nil {
+			m.evict()
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+// build compiles code and checks it is a command module.
+func (e *Engine) build(ctx context.Context, hash string, code []byte) (*Module, error) {
+	if len(code) == 0 {
+		return nil, fmt.Errorf("%w: empty code", ErrBadModule)
+	}
+	if _, err := parseImports(code); err != nil {
+		return nil, err
+	}
+	cm, err := e.rt.CompileModule(ctx, code)
+	if err != nil {
+		if e.done.Load() {
+			return nil, fmt.Errorf("wasm: compile: %w", ErrClosed)
+		}
+		return nil, badModule(err)
+	}
+	memMin, err := checkCommand(cm, code)
+	if err != nil {
+		cm.Close(ctx)
+		return nil, err
+	}
+	m := &Module{
+		e:        e,
+		hash:     hash,
+		code:     bytes.Clone(code),
+		compiled: cm,
+		memMin:   memMin,
+	}
+	m.touch()
+	return m, nil
+}
+
+// trimLocked removes the least recently used modules beyond MaxModules
+// from the map and returns them, to be evicted without e.mu held.
+func (e *Engine) trimLocked() []*Module {
+	var out []*Module
+	for len(e.modules) > e.cfg.MaxModules {
+		var oldest string
+		var oldestUse uint64
+		for h, c := range e.modules {
+			if c.mod == nil {
+				continue // still compiling
+			}
+			if u := c.mod.used.Load(); oldest == "" || u < oldestUse {
+				oldest, oldestUse = h, u
+			}
+		}
+		if oldest == "" {
+			break
+		}
+		out = append(out, e.modules[oldest].mod)
+		delete(e.modules, oldest)
+	}
+	return out
+}
+
+// Lookup returns the compiled module whose code has this hex sha256, if the
+// engine has it.
+func (e *Engine) Lookup(hash string) (*Module, bool) {
+	hash = strings.ToLower(hash)
+	e.mu.Lock()
+	c, ok := e.modules[hash]
+	e.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	select {
+	case <-c.done:
+	default:
+		return nil, false // still compiling
+	}
+	if c.mod == nil {
+		return nil, false
+	}
+	c.mod.touch()
+	return c.mod, true
+}

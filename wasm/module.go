@@ -1,0 +1,242 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// Limits bound one run of a module. Zero (or negative) fields mean the
+// defaults.
+type Limits struct {
+	Memory  int64         // bytes of linear memory the module may use, at most MaxMemory; 0 = DefaultMemory
+	Timeout time.Duration // wall-clock limit of one run; 0 = DefaultTimeout
+	Output  int64         // bytes the module may write to stdout; 0 = DefaultOutput
+}
+
+// The defaults and bounds of Limits.
+const (
+	DefaultMemory  = 256 << 20
+	DefaultTimeout = time.Minute
+	DefaultOutput  = 256 << 20
+	MaxMemory      = 4 << 30 // wasm32's whole address space
+)
+
+// withDefaults returns l with the defaults filled in and Memory clamped to
+// MaxMemory.
+func (l Limits) withDefaults() Limits {
+	if l.Memory <= 0 {
+		l.Memory = DefaultMemory
+	}
+	l.Memory = min(l.Memory, MaxMemory)
+	if l.Timeout <= 0 {
+		l.Timeout = DefaultTimeout
+	}
+	if l.Output <= 0 {
+		l.Output = DefaultOutput
+	}
+	return l
+}
+
+// errTimeout is the cause of a run's context when Limits.Timeout passes.
+var errTimeout = errors.New("wasm: run timed out")
+
+// Module is a compiled WASI command module. Its methods are safe for
+// concurrent use; each Run is a fresh instance.
+type Module struct {
+	e        *Engine
+	hash     string
+	code     []byte // to compile again after an eviction
+	compiled wazero.CompiledModule
+	memMin   uint64 // bytes of memory the module starts with
+
+	used atomic.Uint64 // e.tick at the last use, for eviction
+	refs atomic.Int64  // runs under way, plus evictedBit once evicted
+}
+
+// evictedBit marks Module.refs once the module left its Engine's cache.
+const evictedBit = 1 << 62
+
+// Hash returns the lowercase hex sha256 of the module's code.
+func (m *Module) Hash() string { return m.hash }
+
+// Size returns the size of the module's code in bytes.
+func (m *Module) Size() int { return len(m.code) }
+
+// touch records a use of m.
+func (m *Module) touch() { m.used.Store(m.e.tick.Add(1)) }
+
+// acquire counts a run of m, or returns false if m was evicted.
+func (m *Module) acquire() bool {
+	for {
+		r := m.refs.Load()
+		if r&evictedBit != 0 {
+			return false
+		}
+		if m.refs.CompareAndSwap(r, r+1) {
+			return true
+		}
+	}
+}
+
+// release ends a run counted by acquire; the last run of an evicted module
+// closes it.
+func (m *Module) release() {
+	if m.refs.Add(-1) == evictedBit {
+		m.compiled.Close(context.Background())
+	}
+}
+
+// evict marks m evicted, and closes it unless runs are under way.
+func (m *Module) evict() {
+	old := m.refs.Or(evictedBit)
+	if old == 0 {
+		m.compiled.Close(context.Background())
+	}
+}
+
+// runState is what one run needs besides the module, reused across runs.
+type runState struct {
+	in   bytes.Reader
+	out  output
+	errs tail
+	mem  linearMemory
+	cfg  wazero.ModuleConfig // Engine.base reading in, writing out and errs
+}
+
+func (e *Engine) getState() *runState {
+	if st, ok := e.pool.Get().(*runState); ok {
+		return st
+	}
+	st := new(runState)
+	st.cfg = e.base.WithStdin(&st.in).WithStdout(&st.out).WithStderr(&st.errs)
+	return st
+}
+
+func (e *Engine) putState(st *runState) {
+	st.in.Reset(nil)
+	st.out = output{}
+	st.errs.reset()
+	st.mem.recycle()
+	e.pool.Put(st)
+}
+
+// Run runs the module once, as a new instance: stdin is its input, env its
+// environment (NAME=VALUE each, sorted by name for determinism), and argv
+// is [name]. It returns what the module wrote to stdout when it exits with
+// code 0 (or returns from main). Any other end returns a *RunError; a bad
+// env returns ErrBadEnv and a closed Engine ErrClosed.
+//
+// If the module was evicted from its Engine (Config.MaxModules), Run
+// compiles it again first.
+func (m *Module) Run(ctx context.Context, name string, stdin []byte, env map[string]string, lim Limits) ([]byte, error) {
+	e := m.e
+	if e.done.Load() {
+		return nil, fmt.Errorf("wasm: run %s: %w", name, ErrClosed)
+	}
+	mod := m
+	if !mod.acquire() {
+		var err error
+		if mod, err = e.compile(ctx, m.hash, m.code); err != nil {
+			return nil, fmt.Errorf("wasm: run %s: %w", name, err)
+		}
+		if !mod.acquire() {
+			return nil, fmt.Errorf("wasm: run %s: %w", name, ErrClosed)
+		}
+	}
+	defer mod.release()
+	mod.touch()
+
+	lim = lim.withDefaults()
+	if mod.memMin > uint64(lim.Memory) {
+		return nil, &RunError{Op: name, Reason: ReasonMemory,
+			Detail: fmt.Sprintf("limit %s (the module starts with %s)", formatBytes(lim.Memory), formatBytes(int64(mod.memMin)))}
+	}
+	st := e.getState()
+	defer e.putState(st)
+	cfg := st.cfg.WithArgs(name)
+	if len(env) > 0 {
+		keys := make([]string, 0, len(env))
+		for k, v := range env {
+			if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+				return nil, fmt.Errorf("wasm: run %s: %w: %q", name, ErrBadEnv, k)
+			}
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			cfg = cfg.WithEnv(k, env[k])
+		}
+	}
+
+	runCtx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errTimeout)
+	defer cancel()
+	st.in.Reset(stdin)
+	st.out = output{limit: lim.Output, cancel: cancel}
+	st.mem.reset(uint64(lim.Memory) / pageSize * pageSize)
+	ictx := experimental.WithMemoryAllocator(runCtx, &st.mem)
+
+	inst, err := e.rt.InstantiateModule(ictx, mod.compiled, cfg)
+	if inst != nil {
+		inst.Close(ictx) // returned from _start without proc_exit
+	}
+	if err == nil && !st.out.over {
+		out := st.out.buf
+		st.out.buf = nil // the caller's now
+		return out, nil
+	}
+	return nil, e.runError(ctx, runCtx, name, lim, st, err)
+}
+
+// runError explains why a run failed, err being what InstantiateModule
+// returned. The checks go from the most to the least specific: a stop we
+// caused (output, timeout), the caller's, then the module's own end.
+func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, st *runState, err error) error {
+	re := &RunError{Op: name, Stderr: st.errs.String()}
+	var exit *sys.ExitError
+	switch {
+	case st.out.over:
+		re.Reason = ReasonOutput
+		re.Detail = "limit " + formatBytes(lim.Output)
+	case errors.Is(context.Cause(runCtx), errTimeout):
+		re.Reason = ReasonTimeout
+		re.Detail = "limit " + lim.Timeout.String()
+	case ctx.Err() != nil:
+		re.Reason = ReasonCanceled
+		re.err = ctx.Err()
+		re.Detail = context.Cause(ctx).Error()
+	case e.done.Load():
+		return fmt.Errorf("wasm: run %s: %w", name, ErrClosed)
+	case st.mem.refused:
+		re.Reason = ReasonMemory
+		re.Detail = "limit " + formatBytes(lim.Memory)
+	case errors.As(err, &exit):
+		re.Reason = ReasonExit
+		re.ExitCode = int(exit.ExitCode())
+	default:
+		re.Reason = ReasonTrap
+		re.Detail = trapDetail(err)
+	}
+	return re
+}
+
+// trapDetail shortens wazero's error to its message: "module[] function[_start]
+// failed: wasm error: unreachable\nwasm stack trace: ..." gives
+// "wasm error: unreachable".
+func trapDetail(err error) string {
+	msg := err.Error()
+	if _, after, ok := strings.Cut(msg, "] failed: "); ok {
+		msg = after
+	}
+	msg, _, _ = strings.Cut(msg, "\n")
+	return msg
+}

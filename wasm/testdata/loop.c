@@ -1,0 +1,7 @@
+// loop never ends.
+volatile unsigned long spins;
+
+int main(void) {
+	for (;;)
+		spins++;
+}

@@ -1,0 +1,295 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/wasm"
+)
+
+// modules runs the units of user operations: it fetches each module by
+// its hash from the servers the first time one of its units arrives,
+// checks the hash, keeps the module on disk (bounded, least recently used
+// out first) and compiles it once.
+type modules struct {
+	engine  *wasm.Engine
+	dir     string // modules, as HASH.wasm
+	temp    bool   // dir is ours to remove
+	max     int64  // bytes kept in dir
+	maxSize int64  // bytes of one module
+	servers []*client.Client
+	allow   map[string]bool // nil: every operation
+
+	mu      sync.Mutex
+	loading map[string]*load
+}
+
+// load is a module being fetched and compiled; done is closed when mod or
+// err is set.
+type load struct {
+	done chan struct{}
+	mod  *wasm.Module
+	err  error
+}
+
+func newModules(cfg *Config, servers []*client.Client) (*modules, error) {
+	m := &modules{dir: cfg.ModuleDir, max: cfg.ModuleCache, maxSize: cfg.MaxModule, servers: servers, loading: map[string]*load{}}
+	if cfg.Modules != nil {
+		m.allow = map[string]bool{}
+		for _, n := range cfg.Modules {
+			m.allow[n] = true
+		}
+	}
+	if m.dir == "" {
+		dir, err := os.MkdirTemp("", "braid-modules-")
+		if err != nil {
+			return nil, fmt.Errorf("worker: module directory: %w", err)
+		}
+		m.dir, m.temp = dir, true
+	}
+	if err := os.MkdirAll(filepath.Join(m.dir, "compiled"), 0o700); err != nil {
+		return nil, fmt.Errorf("worker: module directory: %w", err)
+	}
+	engine, err := wasm.NewEngine(wasm.Config{CacheDir: filepath.Join(m.dir, "compiled")})
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	m.engine = engine
+	return m, nil
+}
+
+// offered returns what the worker registers for modules: ModuleOps for
+// every one, or the names it runs.
+func (m *modules) offered() []string {
+	if m.allow == nil {
+		return []string{api.ModuleOps}
+	}
+	names := make([]string, 0, len(m.allow))
+	for n := range m.allow {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (m *modules) close() {
+	m.engine.Close()
+	if m.temp {
+		os.RemoveAll(m.dir)
+	}
+}
+
+// run runs the unit u of a module with hash.
+func (m *modules) run(ctx context.Context, g *gate, hash string, u *api.Unit) ([]byte, time.Duration, error) {
+	name := u.Params[api.ParamOpName]
+	if name == "" {
+		name = "module " + hash[:min(12, len(hash))]
+	}
+	if m.allow != nil && !m.allow[name] {
+		return nil, 0, fmt.Errorf("%s: this worker does not run it (it runs %s)", name, strings.Join(m.offered(), ", "))
+	}
+	lim := wasm.Limits{
+		Memory:  paramInt(u.Params, api.ParamMemory),
+		Output:  paramInt(u.Params, api.ParamOutput),
+		Timeout: time.Duration(paramInt(u.Params, api.ParamTimeout)) * time.Millisecond,
+	}
+	env := make(map[string]string, len(u.Params))
+	for k, v := range u.Params {
+		if !strings.HasPrefix(k, "braid.") {
+			env[k] = v
+		}
+	}
+	mod, err := m.get(ctx, hash)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", name, err)
+	}
+	var stdin []byte
+	switch len(u.Inputs) {
+	case 0:
+	case 1:
+		stdin = u.Inputs[0]
+	default:
+		stdin = bytes.Join(u.Inputs, nil)
+	}
+	if err := g.acquire(ctx); err != nil {
+		return nil, 0, err
+	}
+	defer g.release()
+	start := time.Now()
+	out, err := mod.Run(ctx, name, stdin, env, lim)
+	return out, time.Since(start), err
+}
+
+func paramInt(p map[string]string, k string) int64 {
+	v, _ := strconv.ParseInt(p[k], 10, 64)
+	return max(v, 0)
+}
+
+// get returns the compiled module with hash, loading it once.
+func (m *modules) get(ctx context.Context, hash string) (*wasm.Module, error) {
+	if mod, ok := m.engine.Lookup(hash); ok {
+		return mod, nil
+	}
+	if len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+		return nil, fmt.Errorf("module %q: not a sha256 in hex", hash)
+	}
+	m.mu.Lock()
+	l := m.loading[hash]
+	if l == nil {
+		l = &load{done: make(chan struct{})}
+		m.loading[hash] = l
+		go func() {
+			// Not the unit's context: other units wait for the same load.
+			lctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			l.mod, l.err = m.load(lctx, hash)
+			m.mu.Lock()
+			delete(m.loading, hash)
+			m.mu.Unlock()
+			close(l.done)
+		}()
+	}
+	m.mu.Unlock()
+	select {
+	case <-l.done:
+		return l.mod, l.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// load reads the module from the disk cache or the servers, checks its
+// hash and compiles it.
+func (m *modules) load(ctx context.Context, hash string) (*wasm.Module, error) {
+	path := filepath.Join(m.dir, hash+".wasm")
+	code, err := os.ReadFile(path)
+	if err == nil && sum(code) == hash {
+		now := time.Now()
+		os.Chtimes(path, now, now) // recently used
+	} else {
+		if code, err = m.fetch(ctx, hash); err != nil {
+			return nil, err
+		}
+		m.keep(path, code)
+	}
+	mod, err := m.engine.Compile(ctx, code)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", hash[:12], err)
+	}
+	return mod, nil
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// fetch downloads the module from the first server that has it.
+func (m *modules) fetch(ctx context.Context, hash string) ([]byte, error) {
+	var errs []error
+	for _, c := range m.servers {
+		var buf limitedBuffer
+		buf.max = m.maxSize
+		if _, err := c.Get(ctx, hash, &buf); err != nil {
+			if errors.Is(err, errTooLarge) {
+				return nil, fmt.Errorf("module %s from %s: larger than this worker's limit of %d bytes", hash[:12], c.URL(), m.maxSize)
+			}
+			errs = append(errs, err)
+			continue
+		}
+		if got := sum(buf.Bytes()); got != hash {
+			return nil, fmt.Errorf("module %s from %s: its sha256 is %s: refused (corrupted or tampered with on the way)", hash[:12], c.URL(), got)
+		}
+		return buf.Bytes(), nil
+	}
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("module %s: no server to fetch it from", hash[:12])
+	}
+	return nil, fmt.Errorf("fetch module %s: %w", hash[:12], errors.Join(errs...))
+}
+
+// keep writes the module into the cache directory and trims the cache
+// to its bound. A failure only costs a download next time.
+func (m *modules) keep(path string, code []byte) {
+	tmp, err := os.CreateTemp(m.dir, ".part-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(code)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil || os.Rename(tmp.Name(), path) != nil {
+		os.Remove(tmp.Name())
+		return
+	}
+	m.trim(path)
+}
+
+// trim removes the least recently used modules beyond the cache's bound,
+// never keep.
+func (m *modules) trim(keep string) {
+	entries, err := os.ReadDir(m.dir)
+	if err != nil {
+		return
+	}
+	type file struct {
+		path string
+		size int64
+		used time.Time
+	}
+	var files []file
+	var total int64
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".wasm") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		files = append(files, file{filepath.Join(m.dir, e.Name()), info.Size(), info.ModTime()})
+		total += info.Size()
+	}
+	slices.SortFunc(files, func(a, b file) int { return a.used.Compare(b.used) })
+	for _, f := range files {
+		if total <= m.max {
+			break
+		}
+		if f.path == keep {
+			continue
+		}
+		if os.Remove(f.path) == nil {
+			total -= f.size
+		}
+	}
+}
+
+var errTooLarge = errors.New("too large")
+
+// limitedBuffer is a bytes.Buffer that refuses to grow past max.
+type limitedBuffer struct {
+	bytes.Buffer
+	max int64
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if int64(b.Len()+len(p)) > b.max {
+		return 0, errTooLarge
+	}
+	return b.Buffer.Write(p)
+}
+
+var _ io.Writer = (*limitedBuffer)(nil)
