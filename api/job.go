@@ -197,3 +197,36 @@ func (t *Tile) UnmarshalText(b []byte) error {
 
 // Set implements flag.Value.
 func (t *Tile) Set(s string) error { return t.UnmarshalText([]byte(s)) }
+
+// PipelineRequest submits a pipeline (POST /v1/pipelines): a DAG of
+// steps, each a job whose input is a blob, another step's output or an
+// earlier job's output.
+type PipelineRequest struct {
+	// Name labels the pipeline in listings. Optional.
+	Name  string         `json:"name,omitempty"`
+	Steps []PipelineStep `json:"steps"`
+}
+
+// PipelineStep is one job of a pipeline: a JobRequest whose Input may
+// also be "step:NAME", the output of the step so named.
+type PipelineStep struct {
+	// Name is unique within the pipeline: letters, digits, '-', '_'.
+	Name string `json:"name"`
+	JobRequest
+}
+
+// InputStepPrefix makes a pipeline step's input another step's output:
+// "step:count".
+const InputStepPrefix = "step:"
+
+// PipelineStatus is the server's view of a pipeline: the answer to a
+// submission and to GET /v1/pipelines/{id}.
+type PipelineStatus struct {
+	Pipeline uint64 `json:"pipeline"`
+	Name     string `json:"name,omitempty"`
+	// State is done when every step is done, failed or canceled when a
+	// step is (the steps after it fail too), else running or queued.
+	State JobState `json:"state"`
+	// Steps are the steps' jobs, in the order they were given.
+	Steps []JobStatus `json:"steps"`
+}

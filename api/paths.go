@@ -15,6 +15,8 @@ const (
 	PathBlobs = "/v1/blobs"
 	// PathJobs submits (POST) and lists (GET) jobs.
 	PathJobs = "/v1/jobs"
+	// PathPipelines submits (POST) pipelines of jobs.
+	PathPipelines = "/v1/pipelines"
 )
 
 // ContentTypeJSON is the media type of every JSON request and response.

@@ -336,7 +336,12 @@ if it failed).
 User operations (braid op add) run in a sandbox with per-unit limits:
 --unit-mem, --unit-timeout and --unit-output. A unit that fails runs
 again, on another worker where there is one, up to --max-tries times;
-then the job fails with the unit's error.`)
+then the job fails with the unit's error.
+
+With --pipeline FILE it submits a pipeline instead: named steps whose
+inputs may be other steps' outputs, all at once (see below); it prints
+the pipeline's id (pN, for status and wait) and its steps' job ids.
+`+pipelineHelp)
 	op := fs.String("op", "", "the `operation` to apply (required)")
 	input := fs.String("input", "", "the blob `ID` to apply it to, or job:ID for the output of another job (required)")
 	params := paramFlag{}
@@ -352,6 +357,7 @@ then the job fails with the unit's error.`)
 	lim := addLimitFlags(fs)
 	maxTries := fs.Int("max-tries", 0, "times a unit may fail before the job fails (0: the server's default, 3)")
 	wait := fs.Bool("wait", false, "wait for the job and print its final status; progress on stderr")
+	pipeline := fs.String("pipeline", "", "submit the pipeline described in this YAML or JSON `file` instead of one job")
 	cf := addClientFlags(fs, 0)
 	pos, code := parseInterspersed(fs, args)
 	if code >= 0 {
@@ -360,6 +366,13 @@ then the job fails with the unit's error.`)
 	if len(pos) > 0 {
 		env.Errorf("submit: unexpected argument %q; the input is --input ID", pos[0])
 		return 2
+	}
+	if *pipeline != "" {
+		if *op != "" || *input != "" {
+			env.Errorf("submit: --pipeline takes the operations and inputs from its file; drop --op and --input")
+			return 2
+		}
+		return submitPipeline(ctx, env, cf, *pipeline, *wait)
 	}
 	if *op == "" || *input == "" {
 		env.Errorf("submit: give --op OP and --input ID (upload the data first with 'braid put FILE')")
@@ -405,11 +418,25 @@ then the job fails with the unit's error.`)
 }
 
 func runStatus(ctx context.Context, env *Env, args []string) int {
-	fs := newFlags(env, "status", "JOB [flags]", "Prints a job's state, unit counts, output blob id or error.")
+	fs := newFlags(env, "status", "JOB|pPIPELINE [flags]", "Prints a job's state, unit counts, output blob id or error; for pN, every step of pipeline N.")
 	cf := addClientFlags(fs, 30*time.Second)
 	arg, code := oneArg(env, fs, args, "JOB id")
 	if code >= 0 {
 		return code
+	}
+	if pid, ok := pipelineID(arg); ok {
+		c, ctx, cancel, err := cf.client(ctx)
+		if err != nil {
+			env.Errorf("status: %v", err)
+			return 2
+		}
+		defer cancel()
+		ps, err := c.Pipeline(ctx, pid)
+		if err != nil {
+			return clientFail(env, "status", err)
+		}
+		printPipeline(env.Stdout, ps, *cf.json)
+		return 0
 	}
 	id, code := parseJobID(env, "status", arg)
 	if code >= 0 {
@@ -430,14 +457,24 @@ func runStatus(ctx context.Context, env *Env, args []string) int {
 }
 
 func runWait(ctx context.Context, env *Env, args []string) int {
-	fs := newFlags(env, "wait", "JOB [flags]", `
+	fs := newFlags(env, "wait", "JOB|pPIPELINE [flags]", `
 Waits until the job is done, failed or canceled, drawing progress (units
 done of total, units per second) on stderr, then prints its status. The
-exit code is 0 if the job is done, 1 otherwise.`)
+exit code is 0 if the job is done, 1 otherwise. For pN, waits for every
+step of pipeline N.`)
 	cf := addClientFlags(fs, 0)
 	arg, code := oneArg(env, fs, args, "JOB id")
 	if code >= 0 {
 		return code
+	}
+	if pid, ok := pipelineID(arg); ok {
+		c, ctx, cancel, err := cf.client(ctx)
+		if err != nil {
+			env.Errorf("wait: %v", err)
+			return 2
+		}
+		defer cancel()
+		return waitPipeline(ctx, env, c, pid, *cf.json)
 	}
 	id, code := parseJobID(env, "wait", arg)
 	if code >= 0 {

@@ -191,6 +191,50 @@ func (c *Client) RemoveOp(ctx context.Context, name string) error {
 	return err
 }
 
+// SubmitPipeline submits a pipeline of jobs and returns its first status.
+func (c *Client) SubmitPipeline(ctx context.Context, req api.PipelineRequest) (api.PipelineStatus, error) {
+	var st api.PipelineStatus
+	err := c.sendJSON(ctx, "submit pipeline", http.MethodPost, api.PathPipelines, req, &st)
+	return st, err
+}
+
+// Pipeline returns a pipeline's status with its steps' jobs.
+func (c *Client) Pipeline(ctx context.Context, id uint64) (api.PipelineStatus, error) {
+	var st api.PipelineStatus
+	err := c.getJSON(ctx, "pipeline status", api.PathPipelines+"/"+strconv.FormatUint(id, 10), &st)
+	return st, err
+}
+
+// WaitPipeline polls a pipeline until every step is final, calling
+// progress (if non-nil) with each status, and returns the last one.
+func (c *Client) WaitPipeline(ctx context.Context, id uint64, progress func(api.PipelineStatus)) (api.PipelineStatus, error) {
+	delay := 50 * time.Millisecond
+	for {
+		st, err := c.Pipeline(ctx, id)
+		if err != nil {
+			return st, err
+		}
+		if progress != nil {
+			progress(st)
+		}
+		final := true
+		for _, j := range st.Steps {
+			final = final && j.State.Final()
+		}
+		if final {
+			return st, nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return st, fmt.Errorf("wait for pipeline %d: %w", id, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
 // Put uploads everything r yields as a blob and returns its ID. The body
 // streams: r is not held in memory.
 func (c *Client) Put(ctx context.Context, r io.Reader) (string, error) {

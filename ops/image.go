@@ -166,26 +166,38 @@ func placeTiles(op, step string, results [][]byte, crop bool) (*image.RGBA, erro
 	if len(results) == 0 {
 		return nil, fmt.Errorf("%s: no results: %w", prefix, ErrBadInput)
 	}
-	var img *image.RGBA
-	var covered []uint64
+	// Check the headers first, so results that do not carry the image's
+	// pixels cannot make it allocate the image.
+	tiles := make([]*tile, len(results))
+	var full image.Rectangle
 	area := 0
 	for i, b := range results {
 		t, err := decodeTile(op, b)
 		if err != nil {
 			return nil, fmt.Errorf("%s: result %d: %w", prefix, i, err)
 		}
-		if img == nil {
-			img = image.NewRGBA(t.full())
-			covered = make([]uint64, (t.w*t.h+63)/64)
+		if i == 0 {
+			full = t.full()
 		}
 		switch {
-		case crop && t.full() != img.Rect:
+		case crop && t.full() != full:
 			return nil, fmt.Errorf("%s: result %d is a tile of a %dx%d image, but result 0 is of a %dx%d image: %w",
-				prefix, i, t.w, t.h, img.Rect.Dx(), img.Rect.Dy(), ErrBadInput)
-		case !crop && (t.full() != img.Rect || t.data != t.core):
+				prefix, i, t.w, t.h, full.Dx(), full.Dy(), ErrBadInput)
+		case !crop && (t.full() != full || t.data != t.core):
 			return nil, fmt.Errorf("%s: result %d is a %v tile of a %dx%d image, want a result tile of %v: %w",
-				prefix, i, t.data, t.w, t.h, img.Rect, ErrBadInput)
+				prefix, i, t.data, t.w, t.h, full, ErrBadInput)
 		}
+		tiles[i] = t
+		area += t.core.Dx() * t.core.Dy()
+	}
+	if area < full.Dx()*full.Dy() {
+		return nil, fmt.Errorf("%s: results cover %d of %d pixels: %w", prefix, area, full.Dx()*full.Dy(), ErrBadInput)
+	}
+	// The cores' areas add up to at least the image's, so the cores
+	// cover it exactly once unless two overlap.
+	img := image.NewRGBA(full)
+	covered := make([]uint64, (full.Dx()*full.Dy()+63)/64)
+	for i, t := range tiles {
 		for y := t.core.Min.Y; y < t.core.Max.Y; y++ {
 			for x := t.core.Min.X; x < t.core.Max.X; x++ {
 				k := y*t.w + x
@@ -197,10 +209,6 @@ func placeTiles(op, step string, results [][]byte, crop bool) (*image.RGBA, erro
 			row := t.pix[t.offset(t.core.Min.X, y):][:t.core.Dx()*4]
 			copy(img.Pix[img.PixOffset(t.core.Min.X, y):], row)
 		}
-		area += t.core.Dx() * t.core.Dy()
-	}
-	if area != img.Rect.Dx()*img.Rect.Dy() {
-		return nil, fmt.Errorf("%s: results cover %d of %d pixels: %w", prefix, area, img.Rect.Dx()*img.Rect.Dy(), ErrBadInput)
 	}
 	return img, nil
 }

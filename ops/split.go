@@ -45,8 +45,11 @@ const (
 	maxTileSide = 1 << 16
 	// maxHalo bounds a tile's halo.
 	maxHalo = 1024
-	// lineBuffer is the read buffer of the lines split.
-	lineBuffer = 64 << 10
+	// lineBuffer is the read buffer of the lines split, and lineFirstRead
+	// the size of its first read at each place it starts reading: lines
+	// are mostly short, and the read size doubles for long ones.
+	lineBuffer    = 64 << 10
+	lineFirstRead = 4 << 10
 )
 
 // splitForms lists the forms ParseSplit takes, for error messages.
@@ -298,7 +301,9 @@ func sizeFor(size int64) int64 {
 // just after a '\n' or at size. From each range's start it skips per-1
 // bytes unread, then reads to the end of the line there: a bufio.Reader
 // goes on reading where the next boundary is near and starts anew at it
-// where it is farther than its buffer.
+// where it is farther than its buffer. So it reads about
+// min(size, units*4 KiB) bytes for lines under 4 KiB, in reads of at most
+// 64 KiB.
 func splitLines(prefix string, in io.ReaderAt, size, per int64, params map[string]string) ([]UnitSpec, error) {
 	var specs []UnitSpec
 	var br *bufio.Reader
@@ -316,7 +321,7 @@ func splitLines(prefix string, in io.ReaderAt, size, per int64, params map[strin
 			at := off + per - 1
 			switch {
 			case br == nil || at < pos || at-pos > lineBuffer:
-				r := io.NewSectionReader(in, at, size-at)
+				r := &growingReader{r: io.NewSectionReader(in, at, size-at), n: lineFirstRead}
 				if br == nil {
 					br = bufio.NewReaderSize(r, lineBuffer)
 				} else {
@@ -356,6 +361,19 @@ func lineLen(br *bufio.Reader) (int64, error) {
 			return n, err
 		}
 	}
+}
+
+// growingReader reads at most n bytes at a time from r, doubling n at
+// each read.
+type growingReader struct {
+	r io.Reader
+	n int
+}
+
+func (g *growingReader) Read(p []byte) (int, error) {
+	p = p[:min(len(p), g.n)]
+	g.n = min(2*g.n, lineBuffer)
+	return g.r.Read(p)
 }
 
 // readError reports a failed read of the input.

@@ -502,8 +502,8 @@ func (s *Scheduler) backupFor(j *job, w *worker) *unit {
 			continue
 		}
 		keep = append(keep, u)
-		if !w.runs(u) {
-			continue
+		if !w.runs(u) || u.failedOnWorker(w.ID) {
+			continue // a backup must not go where the unit failed
 		}
 		start, running, mine := -1, 0, false
 		since := s.events + 1

@@ -43,6 +43,8 @@ func (s *Server) Handler() http.Handler {
 	auth(api.PathJobs, methods{http.MethodGet: s.listJobs, http.MethodPost: s.postJob})
 	auth(api.PathJobs+"/{id}", methods{http.MethodGet: s.getJob})
 	auth(api.PathJobs+"/{id}/cancel", methods{http.MethodPost: s.cancelJob})
+	auth(api.PathPipelines, methods{http.MethodPost: s.postPipeline})
+	auth(api.PathPipelines+"/{id}", methods{http.MethodGet: s.getPipeline})
 	mux.Handle("/", s.endpoint(false, nil))
 	return mux
 }

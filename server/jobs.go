@@ -22,36 +22,28 @@ const maxInFlight = 1024
 // submit validates a job request, splits the job into units, stores it
 // and hands it to the scheduler.
 func (s *Server) submit(ctx context.Context, req api.JobRequest) (api.JobStatus, error) {
+	return s.submitWith(ctx, req, submitOpts{})
+}
+
+func (s *Server) submitWith(ctx context.Context, req api.JobRequest, o submitOpts) (api.JobStatus, error) {
+	if parent, ok, err := inputJob(req.Input); err != nil {
+		return api.JobStatus{}, err
+	} else if ok {
+		return s.submitAfter(ctx, req, parent, o)
+	}
 	rec, err := s.jobRecord(req)
 	if err != nil {
 		return api.JobStatus{}, err
 	}
+	rec.Spec.Pipeline, rec.Spec.Step = o.pipeline, o.step
 	jo, err := s.jobOps(rec)
 	if err != nil {
 		return api.JobStatus{}, err
 	}
 	if !store.ValidID(req.Input) {
-		return api.JobStatus{}, kindf(errBadRequest, "job request: input %q is not a blob id; upload the data first (braid put FILE) and pass the id it prints", req.Input)
+		return api.JobStatus{}, kindf(errBadRequest, "job request: input %q is not a blob id; upload the data first (braid put FILE) and pass the id it prints, or give job:ID", req.Input)
 	}
-	units, err := s.splitJob(ctx, rec, jo, req.Input)
-	if err != nil {
-		return api.JobStatus{}, err
-	}
-	s.mu.Lock()
-	closing := s.closing
-	s.mu.Unlock()
-	if closing {
-		return api.JobStatus{}, kindf(errUnavailable, "the server is shutting down; submit again once it is back")
-	}
-	job, err := s.db.CreateJob(ctx, rec, units)
-	if err != nil {
-		return api.JobStatus{}, err
-	}
-	if err := s.start(job, jo, units); err != nil {
-		return api.JobStatus{}, err
-	}
-	s.log.Info("job accepted", "job", job.ID, "op", req.Op, "units", len(units), "policy", job.Policy)
-	return s.status(ctx, job.ID)
+	return s.create(ctx, rec, jo, req.Input)
 }
 
 // start makes a stored job with units active.
@@ -328,7 +320,12 @@ func (s *Server) recover(ctx context.Context) error {
 		}
 	}
 	resumed := 0
+	var waiting []store.Job
 	for _, j := range jobs {
+		if j.Total == 0 && j.Spec.InputJob != 0 {
+			waiting = append(waiting, j)
+			continue
+		}
 		jo, err := s.jobOps(j)
 		if err != nil {
 			fail(j, fmt.Sprintf("the server restarted without operation %q: %v", j.Op, err))
@@ -359,8 +356,9 @@ func (s *Server) recover(ctx context.Context) error {
 		}
 		resumed++
 	}
+	s.recoverWaiting(ctx, waiting)
 	if len(jobs) > 0 {
-		s.log.Info("resumed unfinished jobs", "jobs", resumed, "units", reset)
+		s.log.Info("resumed unfinished jobs", "jobs", resumed, "waiting", len(waiting), "units", reset)
 	}
 	return nil
 }
@@ -505,10 +503,14 @@ func (s *Server) finish(r *run) {
 	s.mu.Unlock()
 	r.closeReaders()
 	close(r.finished)
+	s.releaseLater(r.id)
 }
 
 // cancel cancels an unfinished job.
 func (s *Server) cancel(ctx context.Context, id uint64) error {
+	if ok, err := s.cancelWaiting(ctx, id); ok {
+		return err
+	}
 	r := s.run(id)
 	if r == nil {
 		j, err := s.db.Job(ctx, id)
@@ -567,6 +569,9 @@ func (s *Server) jobStatus(j store.Job) api.JobStatus {
 	}
 	if len(st.Params) == 0 {
 		st.Params = nil
+	}
+	if j.Spec.InputJob != 0 && j.Total == 0 && !j.State.Final() {
+		st.Error = fmt.Sprintf("waiting for job %d, whose output is the input", j.Spec.InputJob)
 	}
 	if r := s.run(j.ID); r != nil && !j.State.Final() {
 		done, running, compute, started := r.counts()

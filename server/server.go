@@ -49,6 +49,11 @@ type Server struct {
 	peers   map[string]*peer // live workers by ID
 	jobs    map[uint64]*run  // unfinished jobs by ID
 	resume  []*run           // recovered jobs with every unit done
+	release []uint64         // jobs that ended before Run, whose waiting jobs Run releases
+	// waiting maps a job to the jobs that wait for its output; pending
+	// maps each of those to the job it waits for.
+	waiting map[uint64][]uint64
+	pending map[uint64]uint64
 	started bool
 	closing bool
 	stop    chan struct{} // closed when Run begins to shut down
@@ -65,13 +70,15 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		token: api.Token(cfg.Key),
-		peers: map[string]*peer{},
-		jobs:  map[uint64]*run{},
-		stop:  make(chan struct{}),
-		sched: sched.New(sched.Config{InFlight: cfg.InFlight, MaxTries: cfg.MaxTries}),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		token:   api.Token(cfg.Key),
+		peers:   map[string]*peer{},
+		jobs:    map[uint64]*run{},
+		waiting: map[uint64][]uint64{},
+		pending: map[uint64]uint64{},
+		stop:    make(chan struct{}),
+		sched:   sched.New(sched.Config{InFlight: cfg.InFlight, MaxTries: cfg.MaxTries}),
 	}
 	if cfg.Transport != nil {
 		s.tcfg = *cfg.Transport
@@ -132,8 +139,8 @@ func (s *Server) Run(ctx context.Context) error {
 		return errors.New("server: Run called twice")
 	}
 	s.started = true
-	resume := s.resume
-	s.resume = nil
+	resume, release := s.resume, s.release
+	s.resume, s.release = nil, nil
 	s.mu.Unlock()
 
 	recDone := make(chan struct{})
@@ -153,6 +160,9 @@ func (s *Server) Run(ctx context.Context) error {
 	s.bg.Go(s.reap)
 	for _, r := range resume {
 		s.bg.Go(func() { s.assemble(r) })
+	}
+	for _, id := range release {
+		s.bg.Go(func() { s.releaseWaiting(id) })
 	}
 	s.log.Info("server running", "url", s.url, "data", s.cfg.Data)
 

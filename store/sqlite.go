@@ -41,6 +41,12 @@ CREATE TABLE user_ops (
 	PRIMARY KEY (name, version)
 ) WITHOUT ROWID;
 CREATE INDEX user_ops_hash ON user_ops(hash);
+CREATE TABLE pipelines (
+	id        INTEGER PRIMARY KEY AUTOINCREMENT,
+	name      TEXT NOT NULL,
+	steps     TEXT NOT NULL,
+	submitted INTEGER NOT NULL
+);
 `,
 }
 

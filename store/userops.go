@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -155,4 +156,66 @@ func specJSON(sp JobSpec) string {
 		return ""
 	}
 	return toJSON(sp)
+}
+
+// Pipeline is a pipeline's record: its steps' names and jobs.
+type Pipeline struct {
+	ID        uint64
+	Name      string
+	Steps     []PipelineStep
+	Submitted time.Time
+}
+
+// PipelineStep names one step's job.
+type PipelineStep struct {
+	Name string `json:"name"`
+	Job  uint64 `json:"job"`
+}
+
+// CreatePipeline stores a pipeline and returns it with its ID.
+func (s *SQLite) CreatePipeline(ctx context.Context, p Pipeline) (Pipeline, error) {
+	p.Submitted = s.now().UTC()
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "INSERT INTO pipelines (name, steps, submitted) VALUES (?, ?, ?)",
+			p.Name, toJSON(p.Steps), nanos(p.Submitted))
+		if err != nil {
+			return err
+		}
+		id, err := res.LastInsertId()
+		p.ID = uint64(id)
+		return err
+	})
+	if err != nil {
+		return Pipeline{}, fmt.Errorf("store: create pipeline: %w", err)
+	}
+	return p, nil
+}
+
+// SetPipelineSteps records the steps' jobs of pipeline id.
+func (s *SQLite) SetPipelineSteps(ctx context.Context, id uint64, steps []PipelineStep) error {
+	_, err := s.db.ExecContext(ctx, "UPDATE pipelines SET steps = ? WHERE id = ?", toJSON(steps), int64(id))
+	if err != nil {
+		return fmt.Errorf("store: pipeline %d: %w", id, wrapDB(err))
+	}
+	return nil
+}
+
+// Pipeline returns one pipeline.
+func (s *SQLite) Pipeline(ctx context.Context, id uint64) (Pipeline, error) {
+	var p Pipeline
+	var steps string
+	var sub, pid int64
+	err := s.db.QueryRowContext(ctx, "SELECT id, name, steps, submitted FROM pipelines WHERE id = ?",
+		int64(min(id, math.MaxInt64))).Scan(&pid, &p.Name, &steps, &sub)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Pipeline{}, fmt.Errorf("store: pipeline %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Pipeline{}, fmt.Errorf("store: pipeline %d: %w", id, wrapDB(err))
+	}
+	p.ID, p.Submitted = uint64(pid), fromNanos(sub)
+	if p.Steps, err = fromJSON[[]PipelineStep](steps); err != nil {
+		return Pipeline{}, fmt.Errorf("store: pipeline %d steps: %w", id, err)
+	}
+	return p, nil
 }

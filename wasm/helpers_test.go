@@ -29,6 +29,7 @@ var builds = []struct {
 	{"exit3", "exit3.c", nil},
 	{"trap", "trap.c", nil},
 	{"loop", "loop.c", nil},
+	{"recurse", "recurse.c", nil},
 	{"bomb", "bomb.c", nil},
 	{"bigdata", "bigdata.c", nil},
 	{"flood", "flood.c", nil},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -111,6 +112,36 @@ type runState struct {
 	errs tail
 	mem  linearMemory
 	cfg  wazero.ModuleConfig // Engine.base reading in, writing out and errs
+
+	// The config of the last run, reused when the next has the same name
+	// and env, as units of one operation do: each With* copies the config.
+	lastName string
+	lastEnv  map[string]string // a copy
+	lastCfg  wazero.ModuleConfig
+}
+
+// config returns st.cfg with argv [name] and the environment env, or
+// ErrBadEnv.
+func (st *runState) config(name string, env map[string]string) (wazero.ModuleConfig, error) {
+	if st.lastCfg != nil && name == st.lastName && maps.Equal(env, st.lastEnv) {
+		return st.lastCfg, nil
+	}
+	cfg := st.cfg.WithArgs(name)
+	if len(env) > 0 {
+		keys := make([]string, 0, len(env))
+		for k, v := range env {
+			if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+				return nil, fmt.Errorf("%w: %q", ErrBadEnv, k)
+			}
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			cfg = cfg.WithEnv(k, env[k])
+		}
+	}
+	st.lastName, st.lastEnv, st.lastCfg = name, maps.Clone(env), cfg
+	return cfg, nil
 }
 
 func (e *Engine) getState() *runState {
@@ -163,19 +194,9 @@ func (m *Module) Run(ctx context.Context, name string, stdin []byte, env map[str
 	}
 	st := e.getState()
 	defer e.putState(st)
-	cfg := st.cfg.WithArgs(name)
-	if len(env) > 0 {
-		keys := make([]string, 0, len(env))
-		for k, v := range env {
-			if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-				return nil, fmt.Errorf("wasm: run %s: %w: %q", name, ErrBadEnv, k)
-			}
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			cfg = cfg.WithEnv(k, env[k])
-		}
+	cfg, err := st.config(name, env)
+	if err != nil {
+		return nil, fmt.Errorf("wasm: run %s: %w", name, err)
 	}
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errTimeout)

@@ -67,6 +67,37 @@ func TestRunEnv(t *testing.T) {
 	}
 }
 
+// TestRunEnvReuse changes the environment between runs of one module: a
+// run must never see another's.
+func TestRunEnvReuse(t *testing.T) {
+	e := newEngine(t, Config{})
+	m := compile(t, e, "env")
+	env := map[string]string{"A": "1"}
+	for i, want := range []string{"env=A=1\n", "env=A=2\n", "env=A=2\nenv=B=3\n", "", "env=A=2\nenv=B=3\n"} {
+		switch i {
+		case 1:
+			env["A"] = "2"
+		case 2:
+			env["B"] = "3"
+		}
+		var in map[string]string
+		if want != "" {
+			in = env
+		}
+		out, err := m.Run(t.Context(), "params", nil, in, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want = "arg=params\n" + want; string(out) != want {
+			t.Fatalf("run %d: got %q, want %q", i, out, want)
+		}
+	}
+	out, err := m.Run(t.Context(), "other", nil, env, Limits{})
+	if want := "arg=other\nenv=A=2\nenv=B=3\n"; err != nil || string(out) != want {
+		t.Fatalf("other name: got %q, %v; want %q", out, err, want)
+	}
+}
+
 func TestRunBadEnv(t *testing.T) {
 	e := newEngine(t, Config{})
 	m := compile(t, e, "env")
@@ -142,6 +173,11 @@ func TestRunFails(t *testing.T) {
 			}
 			if re.Stderr != "about to trap\n" {
 				t.Errorf("Stderr = %q", re.Stderr)
+			}
+		}},
+		{"stack overflow", "recurse", Limits{}, ReasonTrap, func(t *testing.T, re *RunError) {
+			if re.Detail != "wasm error: stack overflow" {
+				t.Errorf("Detail = %q, want %q", re.Detail, "wasm error: stack overflow")
 			}
 		}},
 		{"timeout", "loop", Limits{Timeout: 300 * time.Millisecond}, ReasonTimeout, func(t *testing.T, re *RunError) {
@@ -347,6 +383,31 @@ func TestEviction(t *testing.T) {
 	if _, ok := e.Lookup(cat.Hash()); !ok {
 		t.Fatal("cat is not cached after running again")
 	}
+}
+
+// TestEvictionConcurrent runs two modules from two goroutines with room
+// for one: every run evicts the other module, which runs on regardless.
+func TestEvictionConcurrent(t *testing.T) {
+	e := newEngine(t, Config{MaxModules: 1})
+	mods := []*Module{compile(t, e, "cat"), compile(t, e, "exit3")}
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			for i := range 4 {
+				m := mods[(w+i)%2]
+				out, err := m.Run(t.Context(), "op", []byte("in"), nil, Limits{})
+				if m == mods[0] && (err != nil || string(out) != "in") {
+					t.Errorf("cat: %q, %v", out, err)
+				}
+				if m == mods[1] {
+					if re := runError(t, err); re.ExitCode != 3 {
+						t.Errorf("exit3: %v", err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestCacheDir(t *testing.T) {

@@ -1,0 +1,147 @@
+// Package wasmtest builds small WebAssembly command modules from C for
+// tests, with clang and Debian's wasi-libc.
+package wasmtest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+var (
+	mu    sync.Mutex
+	dir   string
+	built = map[string][]byte{}
+)
+
+// Require skips t when clang cannot build WebAssembly here, unless
+// BRAID_REQUIRE_WASM=1 (CI), which makes it fail instead.
+func Require(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("clang"); err != nil {
+		missing(t, "clang is not installed (apt-get install -y clang lld wasi-libc libclang-rt-dev-wasm32)")
+	}
+}
+
+func missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("BRAID_REQUIRE_WASM") == "1" {
+		t.Fatalf("BRAID_REQUIRE_WASM=1 but %s", why)
+	}
+	t.Skip(why)
+}
+
+// C compiles the C program src into a wasm32-wasi command module and
+// returns its bytes; the same source is built once per process.
+func C(t testing.TB, src string) []byte {
+	t.Helper()
+	Require(t)
+	sum := sha256.Sum256([]byte(src))
+	key := hex.EncodeToString(sum[:8])
+	mu.Lock()
+	defer mu.Unlock()
+	if b, ok := built[key]; ok {
+		return b
+	}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "braid-wasmtest-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = d
+	}
+	in := filepath.Join(dir, key+".c")
+	out := filepath.Join(dir, key+".wasm")
+	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("clang", "--target=wasm32-wasi", "-O2", "-o", out, in)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		missing(t, "clang cannot build WebAssembly here: "+err.Error()+": "+string(b))
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built[key] = b
+	return b
+}
+
+// Cat copies stdin to stdout.
+const Cat = `#include <stdio.h>
+int main(void) {
+	static char buf[65536];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof buf, stdin)) > 0) fwrite(buf, 1, n, stdout);
+	return 0;
+}
+`
+
+// Lines writes the number of lines of stdin, in decimal and a newline.
+const Lines = `#include <stdio.h>
+int main(void) {
+	long n = 0; int c;
+	while ((c = getchar()) != EOF) if (c == '\n') n++;
+	printf("%ld\n", n);
+	return 0;
+}
+`
+
+// Sum adds the whole numbers on stdin, one a line, and writes the sum;
+// a bad line fails with exit code 2.
+const Sum = `#include <stdio.h>
+int main(void) {
+	long sum = 0, v; int line = 0;
+	char buf[256];
+	while (fgets(buf, sizeof buf, stdin)) {
+		line++;
+		if (sscanf(buf, "%ld", &v) != 1) { fprintf(stderr, "line %d is not a number", line); return 2; }
+		sum += v;
+	}
+	printf("%ld\n", sum);
+	return 0;
+}
+`
+
+// Upper copies stdin to stdout in upper case; with PREFIX set, it
+// writes it first.
+const Upper = `#include <stdio.h>
+#include <stdlib.h>
+#include <ctype.h>
+int main(void) {
+	const char *p = getenv("PREFIX");
+	if (p) fputs(p, stdout);
+	int c;
+	while ((c = getchar()) != EOF) putchar(toupper(c));
+	return 0;
+}
+`
+
+// Fail writes a message to stderr and exits with code 3.
+const Fail = `#include <stdio.h>
+int main(void) { fprintf(stderr, "cannot parse record 7"); return 3; }
+`
+
+// Trap traps.
+const Trap = `int main(void) { __builtin_trap(); }
+`
+
+// Loop never ends.
+const Loop = `int main(void) { volatile int x = 0; for (;;) x++; }
+`
+
+// Bomb allocates memory until it is refused, then aborts.
+const Bomb = `#include <stdlib.h>
+#include <string.h>
+char *volatile sink; /* keeps the compiler from eliding the allocations */
+int main(void) { for (;;) { char *p = malloc(1 << 20); if (!p) abort(); memset(p, 1, 1 << 20); sink = p; } }
+`
+
+// Flood writes to stdout forever.
+const Flood = `#include <stdio.h>
+int main(void) { static char buf[65536]; for (;;) fwrite(buf, 1, sizeof buf, stdout); }
+`

@@ -1,0 +1,426 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/store"
+)
+
+// Jobs whose input is another job's output wait for that job: they are
+// stored without units, and split when it is done (or fail when it
+// fails). Server.waiting maps a job to the jobs waiting for it;
+// Server.pending holds the waiting jobs.
+
+// maxSteps bounds the steps of one pipeline.
+const maxSteps = 256
+
+// submitOpts place a job in a pipeline.
+type submitOpts struct {
+	pipeline uint64
+	step     string
+}
+
+// inputJob parses "job:ID".
+func inputJob(input string) (uint64, bool, error) {
+	s, ok := strings.CutPrefix(input, api.InputJobPrefix)
+	if !ok {
+		return 0, false, nil
+	}
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || id == 0 {
+		return 0, true, kindf(errBadRequest, "job request: input %q: want job:ID with the id of an earlier job", input)
+	}
+	return id, true, nil
+}
+
+// submitAfter submits a job whose input is the output of job parent.
+func (s *Server) submitAfter(ctx context.Context, req api.JobRequest, parent uint64, o submitOpts) (api.JobStatus, error) {
+	rec, err := s.jobRecord(req)
+	if err != nil {
+		return api.JobStatus{}, err
+	}
+	rec.Input, rec.Spec.InputJob = "", parent
+	rec.Spec.Pipeline, rec.Spec.Step = o.pipeline, o.step
+	jo, err := s.jobOps(rec)
+	if err != nil {
+		return api.JobStatus{}, err
+	}
+	p, err := s.db.Job(ctx, parent)
+	if errors.Is(err, store.ErrNotFound) {
+		return api.JobStatus{}, kindf(errNotFound, "job request: input job %d: no such job on this server", parent)
+	}
+	if err != nil {
+		return api.JobStatus{}, err
+	}
+	switch {
+	case p.State == store.JobDone:
+		rec.Input = p.Output
+		return s.create(ctx, rec, jo, p.Output)
+	case p.State.Final():
+		return api.JobStatus{}, kindf(errConflict, "job request: input job %d is %s (%s); it has no output", parent, p.State, p.Error)
+	}
+	if s.isClosing() {
+		return api.JobStatus{}, kindf(errUnavailable, "the server is shutting down; submit again once it is back")
+	}
+	job, err := s.db.CreateJob(ctx, rec, nil)
+	if err != nil {
+		return api.JobStatus{}, err
+	}
+	s.wait(job.ID, parent)
+	s.log.Info("job accepted; it waits for its input job", "job", job.ID, "op", req.Op, "input_job", parent)
+	return s.status(ctx, job.ID)
+}
+
+// create stores a job that can start now and starts it.
+func (s *Server) create(ctx context.Context, rec store.Job, jo jobOps, input string) (api.JobStatus, error) {
+	units, err := s.splitJob(ctx, rec, jo, input)
+	if err != nil {
+		return api.JobStatus{}, err
+	}
+	if s.isClosing() {
+		return api.JobStatus{}, kindf(errUnavailable, "the server is shutting down; submit again once it is back")
+	}
+	job, err := s.db.CreateJob(ctx, rec, units)
+	if err != nil {
+		return api.JobStatus{}, err
+	}
+	if err := s.start(job, jo, units); err != nil {
+		return api.JobStatus{}, err
+	}
+	s.log.Info("job accepted", "job", job.ID, "op", rec.Op, "units", len(units), "policy", job.Policy)
+	return s.status(ctx, job.ID)
+}
+
+// wait makes job id wait for job parent. If parent finished meanwhile,
+// id is released at once.
+func (s *Server) wait(id, parent uint64) {
+	s.mu.Lock()
+	_, running := s.jobs[parent]
+	_, waiting := s.pending[parent]
+	s.waiting[parent] = append(s.waiting[parent], id)
+	s.pending[id] = parent
+	s.mu.Unlock()
+	if !running && !waiting {
+		s.releaseLater(parent)
+	}
+}
+
+// releaseLater releases the jobs waiting for parent, which reached a
+// final state, in the background; while the server shuts down they stay
+// waiting, to be released at the next start.
+func (s *Server) releaseLater(parent uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing || len(s.waiting[parent]) == 0 {
+		return
+	}
+	if !s.started {
+		s.release = append(s.release, parent)
+		return
+	}
+	s.bg.Go(func() { s.releaseWaiting(parent) })
+}
+
+// releaseWaiting starts or fails the jobs waiting for parent.
+func (s *Server) releaseWaiting(parent uint64) {
+	s.mu.Lock()
+	kids := s.waiting[parent]
+	delete(s.waiting, parent)
+	for _, k := range kids {
+		delete(s.pending, k)
+	}
+	s.mu.Unlock()
+	if len(kids) == 0 {
+		return
+	}
+	ctx, cancel := s.lifetime()
+	defer cancel()
+	p, err := s.db.Job(ctx, parent)
+	for _, id := range kids {
+		if err != nil {
+			s.failWaiting(ctx, id, fmt.Sprintf("reading input job %d: %v", parent, err))
+			continue
+		}
+		s.startWaiting(ctx, id, p)
+	}
+}
+
+// startWaiting starts job id, whose input job p reached a final state.
+func (s *Server) startWaiting(ctx context.Context, id uint64, p store.Job) {
+	j, err := s.db.Job(ctx, id)
+	if err != nil || j.State.Final() {
+		return // canceled meanwhile
+	}
+	if p.State != store.JobDone {
+		s.failWaiting(ctx, id, fmt.Sprintf("input job %d is %s: %s", p.ID, p.State, p.Error))
+		return
+	}
+	jo, err := s.jobOps(j)
+	if err != nil {
+		s.failWaiting(ctx, id, err.Error())
+		return
+	}
+	units, err := s.splitJob(ctx, j, jo, p.Output)
+	if err != nil {
+		s.failWaiting(ctx, id, fmt.Sprintf("split the output of job %d: %v", p.ID, err))
+		return
+	}
+	if err := s.db.SetUnits(ctx, id, p.Output, units); err != nil {
+		if !s.isClosing() {
+			s.failWaiting(ctx, id, fmt.Sprintf("store its units: %v", err))
+		}
+		return
+	}
+	j.Input, j.Total = p.Output, len(units)
+	if err := s.start(j, jo, units); err != nil {
+		s.log.Warn("job could not start", "job", id, "err", err)
+		return
+	}
+	s.log.Info("job started after its input job", "job", id, "input_job", p.ID, "units", len(units))
+}
+
+// failWaiting fails a waiting job and, in turn, the jobs waiting for it.
+func (s *Server) failWaiting(ctx context.Context, id uint64, msg string) {
+	if err := s.db.FailJob(ctx, id, msg); err != nil && !errors.Is(err, store.ErrConflict) {
+		s.log.Warn("failing a waiting job failed", "job", id, "err", err)
+	}
+	s.log.Warn("job failed", "job", id, "err", msg)
+	s.releaseWaiting(id)
+}
+
+// cancelWaiting cancels job id if it waits for its input job.
+func (s *Server) cancelWaiting(ctx context.Context, id uint64) (bool, error) {
+	s.mu.Lock()
+	parent, ok := s.pending[id]
+	if ok {
+		delete(s.pending, id)
+		s.waiting[parent] = slices.DeleteFunc(s.waiting[parent], func(k uint64) bool { return k == id })
+	}
+	s.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	if err := s.db.CancelJob(ctx, id, "canceled by a client"); err != nil {
+		return true, err
+	}
+	s.releaseWaiting(id)
+	return true, nil
+}
+
+// recoverWaiting puts back the waiting jobs of the store after a
+// restart: started if their input job is done, failed if it failed,
+// waiting otherwise. jobs are in ID order, so an input job comes first.
+func (s *Server) recoverWaiting(ctx context.Context, jobs []store.Job) {
+	for _, j := range jobs {
+		p, err := s.db.Job(ctx, j.Spec.InputJob)
+		switch {
+		case err != nil:
+			s.failWaiting(ctx, j.ID, fmt.Sprintf("input job %d: %v", j.Spec.InputJob, err))
+		case p.State.Final():
+			s.startWaiting(ctx, j.ID, p)
+		default:
+			s.mu.Lock()
+			s.pending[j.ID] = p.ID
+			s.waiting[p.ID] = append(s.waiting[p.ID], j.ID)
+			s.mu.Unlock()
+		}
+	}
+}
+
+// Pipelines.
+
+var stepName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// submitPipeline checks a pipeline and submits its steps in an order
+// where every step comes after the step whose output it reads.
+func (s *Server) submitPipeline(ctx context.Context, req api.PipelineRequest) (api.PipelineStatus, error) {
+	bad := func(format string, args ...any) (api.PipelineStatus, error) {
+		return api.PipelineStatus{}, kindf(errBadRequest, "pipeline: "+format, args...)
+	}
+	if len(req.Steps) == 0 || len(req.Steps) > maxSteps {
+		return bad("%d steps; want 1 to %d", len(req.Steps), maxSteps)
+	}
+	index := map[string]int{}
+	for i, st := range req.Steps {
+		if !stepName.MatchString(st.Name) {
+			return bad("step %d: name %q: want a letter or digit, then up to 63 letters, digits, '-' or '_'", i+1, st.Name)
+		}
+		if _, dup := index[st.Name]; dup {
+			return bad("step %q appears twice", st.Name)
+		}
+		index[st.Name] = i
+	}
+	// deps[i] is the step whose output step i reads, or -1.
+	deps := make([]int, len(req.Steps))
+	for i, st := range req.Steps {
+		deps[i] = -1
+		from, ok := strings.CutPrefix(st.Input, api.InputStepPrefix)
+		switch {
+		case ok:
+			d, known := index[from]
+			if !known {
+				return bad("step %q: input %q names no step of the pipeline (steps: %s)", st.Name, st.Input, stepNames(req.Steps))
+			}
+			deps[i] = d
+		case strings.HasPrefix(st.Input, api.InputJobPrefix):
+			if _, _, err := inputJob(st.Input); err != nil {
+				return bad("step %q: %v", st.Name, err)
+			}
+		case !store.ValidID(st.Input):
+			return bad("step %q: input %q: want a blob id, step:NAME or job:ID", st.Name, st.Input)
+		}
+		if _, err := s.jobRecord(st.JobRequest); err != nil {
+			return api.PipelineStatus{}, withKind(err, fmt.Errorf("pipeline: step %q: %w", st.Name, err))
+		}
+	}
+	order, err := topoOrder(req.Steps, deps)
+	if err != nil {
+		return bad("%v", err)
+	}
+	p, err := s.db.CreatePipeline(ctx, store.Pipeline{Name: req.Name, Steps: []store.PipelineStep{}})
+	if err != nil {
+		return api.PipelineStatus{}, err
+	}
+	jobs := make([]uint64, len(req.Steps))
+	for _, i := range order {
+		st := req.Steps[i]
+		jr := st.JobRequest
+		o := submitOpts{pipeline: p.ID, step: st.Name}
+		var js api.JobStatus
+		var err error
+		if deps[i] >= 0 {
+			js, err = s.submitAfter(ctx, jr, jobs[deps[i]], o)
+		} else {
+			js, err = s.submitWith(ctx, jr, o)
+		}
+		if err != nil {
+			// Cancel what was submitted: the pipeline is all or nothing.
+			for _, id := range jobs {
+				if id != 0 {
+					s.cancel(context.WithoutCancel(ctx), id)
+				}
+			}
+			return api.PipelineStatus{}, withKind(err, fmt.Errorf("pipeline: step %q: %w", st.Name, err))
+		}
+		jobs[i] = js.Job
+	}
+	steps := make([]store.PipelineStep, len(req.Steps))
+	for i, st := range req.Steps {
+		steps[i] = store.PipelineStep{Name: st.Name, Job: jobs[i]}
+	}
+	if err := s.db.SetPipelineSteps(ctx, p.ID, steps); err != nil {
+		return api.PipelineStatus{}, err
+	}
+	s.log.Info("pipeline accepted", "pipeline", p.ID, "steps", len(steps))
+	return s.pipelineStatus(ctx, p.ID)
+}
+
+func stepNames(steps []api.PipelineStep) string {
+	names := make([]string, len(steps))
+	for i, st := range steps {
+		names[i] = st.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// topoOrder orders the steps so that each comes after its input step; a
+// cycle is an error naming its steps.
+func topoOrder(steps []api.PipelineStep, deps []int) ([]int, error) {
+	var order []int
+	state := make([]int, len(steps)) // 0 new, 1 on the path, 2 placed
+	for i := range steps {
+		var path []int
+		for j := i; j >= 0 && state[j] != 2; j = deps[j] {
+			if state[j] == 1 {
+				k := slices.Index(path, j)
+				names := make([]string, 0, len(path)-k+1)
+				for _, c := range path[k:] {
+					names = append(names, strconv.Quote(steps[c].Name))
+				}
+				names = append(names, strconv.Quote(steps[j].Name))
+				return nil, fmt.Errorf("the steps' inputs form a cycle: %s", strings.Join(names, " reads "))
+			}
+			state[j] = 1
+			path = append(path, j)
+		}
+		for k := len(path) - 1; k >= 0; k-- {
+			state[path[k]] = 2
+			order = append(order, path[k])
+		}
+	}
+	return order, nil
+}
+
+// pipelineStatus returns a pipeline with its steps' jobs.
+func (s *Server) pipelineStatus(ctx context.Context, id uint64) (api.PipelineStatus, error) {
+	p, err := s.db.Pipeline(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return api.PipelineStatus{}, kindf(errNotFound, "no pipeline %d on this server", id)
+	}
+	if err != nil {
+		return api.PipelineStatus{}, err
+	}
+	ps := api.PipelineStatus{Pipeline: p.ID, Name: p.Name, Steps: make([]api.JobStatus, 0, len(p.Steps))}
+	done, final := 0, 0
+	ps.State = api.JobQueued
+	for _, st := range p.Steps {
+		js, err := s.status(ctx, st.Job)
+		if err != nil {
+			return api.PipelineStatus{}, err
+		}
+		ps.Steps = append(ps.Steps, js)
+		switch {
+		case js.State == api.JobDone:
+			done++
+			final++
+		case js.State.Final():
+			final++
+			if ps.State != api.JobFailed {
+				ps.State = js.State
+			}
+		case js.State == api.JobRunning && !ps.State.Final():
+			ps.State = api.JobRunning
+		}
+	}
+	switch {
+	case done == len(p.Steps) && done > 0:
+		ps.State = api.JobDone
+	case ps.State.Final() && final < len(p.Steps):
+		ps.State = api.JobRunning // a step failed; the others are still finishing
+	}
+	return ps, nil
+}
+
+func (s *Server) postPipeline(w http.ResponseWriter, r *http.Request) error {
+	var req api.PipelineRequest
+	if err := s.readJSON(w, r, "pipeline", &req); err != nil {
+		return err
+	}
+	ps, err := s.submitPipeline(r.Context(), req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", api.PathPipelines+"/"+strconv.FormatUint(ps.Pipeline, 10))
+	return writeJSON(w, http.StatusCreated, &ps)
+}
+
+func (s *Server) getPipeline(w http.ResponseWriter, r *http.Request) error {
+	v := r.PathValue("id")
+	id, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || id == 0 {
+		return kindf(errBadRequest, "%q is not a pipeline id: want a positive whole number", v)
+	}
+	ps, err := s.pipelineStatus(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, &ps)
+}
