@@ -44,7 +44,16 @@ The cluster key comes from BRAID_KEY or --key-file; without either a
 random key is made for the run.
 
   go run ./cmd/braid local
-  braid local --size 4096 --tile 512x512 -o big.png`
+  braid local --size 4096 --tile 512x512 -o big.png
+
+With --op FILE.wasm it runs your own operation instead (docs/ops.md): the
+module is uploaded to the embedded server, --input FILE is split with
+--split, every unit runs on the workers, the outputs are merged with
+--merge and written to -o. A reduce merge may name another module file.
+
+  braid local --op wordcount.wasm --input book.txt --split lines:64K \
+      --merge reduce:sumcounts.wasm -o counts.txt
+  braid local --op boxblur.wasm --input photo.png --split tiles:256x256+2 --param RADIUS=2 -o out.png`
 
 // localReport is what braid local prints with --json.
 type localReport struct {
@@ -93,6 +102,12 @@ func runLocal(ctx context.Context, env *Env, args []string) int {
 	threads := fs.Int("threads", 0, "threads each worker lends (default: half the CPUs, at least 1)")
 	policy := fs.String("policy", api.PolicyDynamic, "scheduling `policy`: equal, proportional or dynamic")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
+	module := fs.String("op", "", "run this WebAssembly module `FILE.wasm` instead of the blur (with --input)")
+	input := fs.String("input", "", "the input `file` of --op")
+	split := fs.String("split", "", "with --op: how to cut the input into units (whole, bytes:SIZE, lines:SIZE, tiles:WxH[+HALO])")
+	merge := fs.String("merge", "", "with --op: how to join the units' outputs (concat, tiles, reduce:OP or reduce:FILE.wasm)")
+	params := paramFlag{}
+	fs.Var(params, "param", "with --op: a parameter `NAME=VALUE` of the module (repeatable)")
 	keyPath := fs.String("key-file", "", "read the cluster key from this `file` (default: BRAID_KEY, else a random key)")
 	logger := logFlags(fs)
 	if code := parseFlags(fs, args); code >= 0 {
@@ -116,6 +131,17 @@ func runLocal(ctx context.Context, env *Env, args []string) int {
 	if *threads == 0 {
 		*threads = max(runtime.NumCPU()/2, 1)
 	}
+	if (*module == "") != (*input == "") {
+		env.Errorf("local: give --op FILE.wasm and --input FILE together")
+		return 2
+	}
+	if *module == "" && (*split != "" || *merge != "" || len(params) > 0) {
+		env.Errorf("local: --split, --merge and --param go with --op FILE.wasm")
+		return 2
+	}
+	if *module != "" && *out == "braid-local-out.png" {
+		*out = "braid-local-out"
+	}
 	key, generated, err := localKey(*keyPath)
 	if err != nil {
 		env.Errorf("local: %v", err)
@@ -125,7 +151,8 @@ func runLocal(ctx context.Context, env *Env, args []string) int {
 	if generated {
 		l.note("no BRAID_KEY or --key-file: using a random cluster key for this run")
 	}
-	rep, err := l.run(ctx, *data, localJob{size: *size, tile: tile, radius: *radius, policy: *policy, out: *out})
+	rep, err := l.run(ctx, *data, localJob{size: *size, tile: tile, radius: *radius, policy: *policy, out: *out,
+		module: *module, input: *input, split: *split, merge: *merge, params: params})
 	if rep != nil && *asJSON {
 		if err != nil {
 			rep.Error = err.Error()
@@ -161,6 +188,10 @@ type localJob struct {
 	radius int
 	policy string
 	out    string
+	// module, input, split, merge and params: a user operation's job
+	// instead of the blur.
+	module, input, split, merge string
+	params                      map[string]string
 }
 
 // localRun is one run of braid local.
@@ -232,6 +263,9 @@ func (l *localRun) run(ctx context.Context, dataDir string, job localJob) (*loca
 		return rep, err
 	}
 
+	if job.module != "" {
+		return l.runModule(ctx, c, rep, job)
+	}
 	img := ops.SamplePNG(job.size, job.size)
 	in, err := c.Put(ctx, bytes.NewReader(img))
 	if err != nil {
@@ -333,7 +367,15 @@ func (r *localReport) print(w io.Writer) {
 	if r.Job == 0 {
 		return
 	}
-	fmt.Fprintf(w, "job %d: blur of a %s in %s tiles, %s policy: %s\n", r.Job, r.Image, r.Tile, r.Policy, r.State)
+	if r.Op != "blur" {
+		split := r.Tile
+		if split == "" {
+			split = "the operation's split"
+		}
+		fmt.Fprintf(w, "job %d: module %s on %s, %s, %s policy: %s\n", r.Job, r.Op, r.Image, split, r.Policy, r.State)
+	} else {
+		fmt.Fprintf(w, "job %d: blur of a %s in %s tiles, %s policy: %s\n", r.Job, r.Image, r.Tile, r.Policy, r.State)
+	}
 	fmt.Fprintf(w, "  units       %d over %d streams (one per lent thread)\n", r.Units, r.Streams)
 	var per []string
 	for _, wk := range r.Workers {
@@ -341,8 +383,100 @@ func (r *localReport) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  per worker  %s\n", strings.Join(per, ", "))
 	fmt.Fprintf(w, "  elapsed     %.3fs from submission to output (compute %.3fs in the workers)\n", r.Elapsed, r.Compute)
+	if r.Op != "blur" {
+		fmt.Fprintf(w, "  throughput  %.1f units/s\n", r.UnitsPerS)
+		if r.State == api.JobDone {
+			fmt.Fprintf(w, "output: %s (blob %s)\n", r.File, r.Output[:12])
+		}
+		return
+	}
 	fmt.Fprintf(w, "  throughput  %.1f units/s, %.2f Mpixel/s\n", r.UnitsPerS, r.MPixPerS)
 	if r.Verified {
 		fmt.Fprintf(w, "output: %s (blob %s), identical to the single-unit blur\n", r.File, r.Output[:12])
 	}
+}
+
+// runModule runs a user operation's job on the embedded cluster.
+func (l *localRun) runModule(ctx context.Context, c *client.Client, rep *localReport, job localJob) (*localReport, error) {
+	add := func(path string) (string, error) {
+		code, err := os.ReadFile(path)
+		if err != nil {
+			return "", err
+		}
+		name := strings.Map(func(r rune) rune {
+			if r == '-' || r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' {
+				return r
+			}
+			return '_'
+		}, strings.TrimSuffix(filepath.Base(path), ".wasm"))
+		if name == "" || !('a' <= name[0] && name[0] <= 'z' || 'A' <= name[0] && name[0] <= 'Z') {
+			name = "op" + name
+		}
+		if _, err := ops.Builtin().Lookup(name); err == nil {
+			name = "user-" + name
+		}
+		if _, err := c.AddOp(ctx, name, bytes.NewReader(code), client.OpOptions{}); err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
+		}
+		return name, nil
+	}
+	name, err := add(job.module)
+	if err != nil {
+		return rep, err
+	}
+	merge := job.merge
+	if r, ok := strings.CutPrefix(merge, "reduce:"); ok && strings.HasSuffix(r, ".wasm") {
+		rname, err := add(r)
+		if err != nil {
+			return rep, err
+		}
+		merge = "reduce:" + rname
+	}
+	f, err := os.Open(job.input)
+	if err != nil {
+		return rep, err
+	}
+	in, err := c.Put(ctx, f)
+	f.Close()
+	if err != nil {
+		return rep, err
+	}
+	rep.Op, rep.Image, rep.Tile = name, job.input, job.split
+	start := time.Now()
+	st, err := c.Submit(ctx, api.JobRequest{Op: name, Input: in, Params: job.params, Split: job.split, Merge: merge, Policy: job.policy})
+	if err != nil {
+		return rep, err
+	}
+	rep.Job = st.Job
+	bar := newUnitsBar(l.env.Stderr)
+	st, err = c.Wait(ctx, st.Job, bar.update)
+	bar.finish()
+	elapsed := time.Since(start)
+	if err != nil {
+		return rep, err
+	}
+	rep.State, rep.Units, rep.Output = st.State, st.Units.Total, st.Output
+	rep.Elapsed = elapsed.Seconds()
+	rep.Compute = time.Duration(st.Timings.ComputeNanos).Seconds()
+	rep.UnitsPerS = float64(st.Units.Total) / elapsed.Seconds()
+	ws, err := c.Workers(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for _, w := range ws {
+		rep.Workers = append(rep.Workers, localWorker{ID: w.ID, Address: strings.Join(w.Addresses, ","), Threads: w.Threads, Units: w.Done,
+			Computing: w.ComputeFraction()})
+		rep.Streams += w.Threads
+	}
+	if st.State != api.JobDone {
+		return rep, fmt.Errorf("job %d %s: %s", st.Job, st.State, st.Error)
+	}
+	var got bytes.Buffer
+	if _, err := c.Get(ctx, st.Output, &got); err != nil {
+		return rep, err
+	}
+	if err := writeFileAtomic(job.out, got.Bytes()); err != nil {
+		return rep, err
+	}
+	return rep, nil
 }

@@ -53,8 +53,14 @@ func (s *Server) checkRegister(reg *api.Register) error {
 		}
 	}
 	for _, op := range reg.Ops {
+		if op == api.ModuleOps {
+			continue
+		}
+		if _, known := s.userOps.get(op); known {
+			continue
+		}
 		if _, err := s.cfg.Ops.Lookup(op); err != nil {
-			s.log.Warn("worker offers an operation this server does not know; it gets no units of it", "op", op)
+			s.log.Warn("worker offers an operation this server does not know; it gets units of it once a module of that name is added (braid op add)", "op", op)
 		}
 	}
 	return nil
