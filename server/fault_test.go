@@ -346,7 +346,7 @@ func TestFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Name != "figures-test" || w.Threads != 2 || w.Cores < 1 || len(w.Ops) != 7 || !w.Alive || len(w.Addresses) != 1 {
+	if w.Name != "figures-test" || w.Threads != 2 || w.Cores < 1 || len(w.Ops) != 8 || w.Ops[7] != api.ModuleOps || !w.Alive || len(w.Addresses) != 1 {
 		t.Errorf("fresh figures: %+v", w)
 	}
 	if err := tw.w.SetThreads(3); err != nil {
