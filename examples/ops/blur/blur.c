@@ -1,0 +1,305 @@
+/*
+ * blur is braid's built-in gaussian blur (ops/blur.go) as a braid
+ * operation (a WASI preview 1 module), computing the same bytes: the same
+ * 16-bit fixed-point kernel, the same two passes with the same rounding,
+ * the same edge clamping. It exists to compare a module with the built-in
+ * on the same tiles.
+ *
+ * Input (stdin): one BRT1 tile, as the tiles:WxH+HALO split makes them,
+ * with HALO at least the radius. Output (stdout): a BRT1 tile whose data
+ * rectangle is the input's core, holding the blurred core.
+ *
+ * Parameters, as the built-in's radius and sigma:
+ *   RADIUS  kernel radius in pixels, 1 to 200, default 5
+ *   SIGMA   standard deviation in pixels, above 0 and at most 200,
+ *           default RADIUS/2; given alone, it sets RADIUS to ceil(3*SIGMA)
+ *
+ *   clang --target=wasm32-wasi -O2 -o blur.wasm blur.c -lm
+ *   braid op run blur.wasm --split tiles:256x256+5 --merge tiles < in.png > out.png
+ *
+ * Exit codes: 0 done, 1 bad input (the message says what is wrong),
+ * 2 bad parameter.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_RADIUS 200
+/* MAX_PIXELS bounds the image a tile may belong to, as braid's own does. */
+#define MAX_PIXELS (1u << 27)
+/* A BRT1 header: the magic and ten little-endian uint32. */
+#define HEADER 44
+/* The kernel's weights sum to exactly 1 << WEIGHT_BITS. */
+#define WEIGHT_BITS 16
+
+/* rect is [x0, x1) x [y0, y1) in full-image pixel coordinates. */
+struct rect {
+	uint32_t x0, y0, x1, y1;
+};
+
+/* tile is one BRT1 tile: the w x h image it belongs to, the data
+ * rectangle its pixels cover (4 bytes each, premultiplied RGBA, row by
+ * row) and the core, inside data, that the unit computes. */
+struct tile {
+	uint32_t w, h;
+	struct rect data, core;
+	uint8_t *pix;
+};
+
+/* fail prints "blur: MESSAGE" on stderr and exits with code. */
+static void fail(int code, const char *format, ...) {
+	va_list ap;
+	fputs("blur: ", stderr);
+	va_start(ap, format);
+	vfprintf(stderr, format, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(code);
+}
+
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* trailing_space reports whether s holds only white space. */
+static int trailing_space(const char *s) {
+	while (is_space(*s))
+		s++;
+	return *s == '\0';
+}
+
+/* int_param parses the parameter name as a whole number in [lo, hi]; unset
+ * or empty gives def. */
+static long int_param(const char *name, long def, long lo, long hi) {
+	const char *s = getenv(name);
+	if (s == NULL || *s == '\0')
+		return def;
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (end == s || !trailing_space(end) || errno != 0 || v < lo || v > hi)
+		fail(2, "parameter %s=\"%s\": want a whole number from %ld to %ld", name, s, lo, hi);
+	return v;
+}
+
+/* float_param parses the parameter name as a number in (lo, hi] and
+ * reports in *given whether it was set; unset or empty gives def. */
+static double float_param(const char *name, double def, double lo, double hi, int *given) {
+	const char *s = getenv(name);
+	*given = 0;
+	if (s == NULL || *s == '\0')
+		return def;
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || !trailing_space(end) || isnan(v) || v <= lo || v > hi)
+		fail(2, "parameter %s=\"%s\": want a number above %g and at most %g", name, s, lo, hi);
+	*given = 1;
+	return v;
+}
+
+/* kernel returns the 2*r+1 weights of a gaussian with the given sigma,
+ * summing to exactly 1 << WEIGHT_BITS, computed as ops/blur.go's
+ * gaussKernel does: in double, rounded half away from zero, the centre
+ * absorbing what the rounding missed. */
+static uint32_t *kernel(int r, double sigma) {
+	double *f = malloc((size_t)(2 * r + 1) * sizeof *f);
+	uint32_t *k = malloc((size_t)(2 * r + 1) * sizeof *k);
+	if (f == NULL || k == NULL)
+		fail(1, "no memory for the kernel");
+	double sum = 0;
+	for (int i = 0; i <= 2 * r; i++) {
+		double d = (double)(i - r);
+		f[i] = exp(-d * d / (2 * sigma * sigma));
+		sum += f[i];
+	}
+	uint32_t total = 0;
+	for (int i = 0; i <= 2 * r; i++) {
+		k[i] = (uint32_t)round(f[i] / sum * (1 << WEIGHT_BITS));
+		total += k[i];
+	}
+	k[r] += (1u << WEIGHT_BITS) - total;
+	free(f);
+	return k;
+}
+
+static uint32_t le32(const uint8_t *b) {
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static void put_le32(uint8_t *b, uint32_t v) {
+	b[0] = (uint8_t)v;
+	b[1] = (uint8_t)(v >> 8);
+	b[2] = (uint8_t)(v >> 16);
+	b[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t dx(struct rect r) { return r.x1 - r.x0; }
+static uint32_t dy(struct rect r) { return r.y1 - r.y0; }
+
+/* inside reports whether a lies inside b. */
+static int inside(struct rect a, struct rect b) {
+	return a.x0 >= b.x0 && a.y0 >= b.y0 && a.x1 <= b.x1 && a.y1 <= b.y1;
+}
+
+/* read_tile reads and checks one BRT1 tile from stdin. */
+static void read_tile(struct tile *t) {
+	uint8_t h[HEADER];
+	size_t n = fread(h, 1, HEADER, stdin);
+	if (ferror(stdin))
+		fail(1, "read input: %s", strerror(errno));
+	if (n < HEADER)
+		fail(1, "input of %zu bytes is not a BRT1 tile (a %d-byte header, then pixels); split the job with tiles:WxH+HALO",
+		     n, HEADER);
+	if (memcmp(h, "BRT1", 4) != 0)
+		fail(1, "input does not start with BRT1, so it is not a tile; split the job with tiles:WxH+HALO");
+	uint32_t v[10];
+	for (int i = 0; i < 10; i++)
+		v[i] = le32(h + 4 + 4 * i);
+	t->w = v[0];
+	t->h = v[1];
+	t->data = (struct rect){v[2], v[3], v[4], v[5]};
+	t->core = (struct rect){v[6], v[7], v[8], v[9]};
+	struct rect full = {0, 0, t->w, t->h};
+	if (t->w < 1 || t->h < 1 || (uint64_t)t->w * t->h > MAX_PIXELS)
+		fail(1, "tile: image size %ux%u: want at least 1x1 and at most %u pixels", t->w, t->h, MAX_PIXELS);
+	if (t->data.x0 > t->data.x1 || t->data.y0 > t->data.y1 || t->core.x0 > t->core.x1 || t->core.y0 > t->core.y1)
+		fail(1, "tile: inverted rectangle (each is minX, minY, maxX, maxY)");
+	if (dx(t->core) == 0 || dy(t->core) == 0 || !inside(t->data, full) || !inside(t->core, t->data))
+		fail(1, "tile: core (%u,%u)-(%u,%u) must be non-empty and inside data (%u,%u)-(%u,%u) inside the %ux%u image",
+		     t->core.x0, t->core.y0, t->core.x1, t->core.y1, t->data.x0, t->data.y0, t->data.x1, t->data.y1, t->w, t->h);
+
+	size_t want = (size_t)dx(t->data) * dy(t->data) * 4;
+	t->pix = malloc(want);
+	if (t->pix == NULL)
+		fail(1, "tile: no memory for %zu bytes of pixels; use smaller tiles or raise the job's --unit-mem", want);
+	n = fread(t->pix, 1, want, stdin);
+	if (ferror(stdin))
+		fail(1, "read input: %s", strerror(errno));
+	if (n < want)
+		fail(1, "tile: %zu bytes of pixels, want %zu for data (%u,%u)-(%u,%u)", n, want, t->data.x0, t->data.y0,
+		     t->data.x1, t->data.y1);
+	if (getchar() != EOF) {
+		size_t extra = 1;
+		while (getchar() != EOF)
+			extra++;
+		fail(1, "tile: %zu bytes of pixels, want %zu for data (%u,%u)-(%u,%u)", want + extra, want, t->data.x0,
+		     t->data.y0, t->data.x1, t->data.y1);
+	}
+}
+
+/* write_tile writes a BRT1 tile whose data and core are core; out holds
+ * HEADER free bytes, then the pixels. */
+static void write_tile(const struct tile *t, struct rect core, uint8_t *out, size_t len) {
+	memcpy(out, "BRT1", 4);
+	uint32_t v[10] = {t->w, t->h, core.x0, core.y0, core.x1, core.y1, core.x0, core.y0, core.x1, core.y1};
+	for (int i = 0; i < 10; i++)
+		put_le32(out + 4 + 4 * i, v[i]);
+	if (fwrite(out, 1, len, stdout) != len || fflush(stdout) != 0)
+		fail(1, "write output: %s", strerror(errno));
+}
+
+static long clamp(long v, long lo, long hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* blur_h computes the horizontal pass of data row y for the core columns
+ * into out (4 values a pixel): the weighted sum with 8 fraction bits,
+ * rounded half up. It reads beyond the data rectangle as its edge pixel.
+ * pad holds cw+2r pixels; acc cw*4 sums. A sum is at most 255 << 16, so
+ * 32 bits hold it, and the result at most 255 << 8, so 16 bits do. */
+static void blur_h(const struct tile *t, const uint32_t *k, int r, long y, uint8_t *pad, uint32_t *acc,
+		   uint16_t *out) {
+	long dw = dx(t->data), cw = dx(t->core), cx = t->core.x0 - t->data.x0;
+	const uint8_t *row = t->pix + (size_t)y * dw * 4;
+	for (long j = 0; j < cw + 2 * r; j++)
+		memcpy(pad + 4 * j, row + 4 * clamp(cx - r + j, 0, dw - 1), 4);
+	/* pad[4*(x+r+d)] is the pixel at distance d from core column x. */
+	uint32_t w = k[r];
+	for (long i = 0; i < cw * 4; i++)
+		acc[i] = w * pad[4 * r + i];
+	for (int d = 1; d <= r; d++) {
+		const uint8_t *a = pad + 4 * (r - d), *b = pad + 4 * (r + d);
+		w = k[r + d];
+		for (long i = 0; i < cw * 4; i++)
+			acc[i] += w * ((uint32_t)a[i] + b[i]);
+	}
+	for (long i = 0; i < cw * 4; i++)
+		out[i] = (uint16_t)((acc[i] + (1u << 7)) >> 8);
+}
+
+/* blur writes the gaussian blur of t's core into dst, row by row. The
+ * horizontal pass keeps only the 2r+1 rows the vertical pass needs, in a
+ * ring indexed by data row modulo 2r+1: the rows one output row reads are
+ * consecutive, so they never share a slot. */
+static void blur(const struct tile *t, const uint32_t *k, int r, uint8_t *dst) {
+	long dh = dy(t->data), cw = dx(t->core), ch = dy(t->core), cy = t->core.y0 - t->data.y0;
+	long slots = 2 * r + 1;
+	uint16_t *ring = malloc((size_t)slots * cw * 4 * sizeof *ring);
+	uint8_t *pad = malloc((size_t)(cw + 2 * r) * 4);
+	uint32_t *acc = malloc((size_t)cw * 4 * sizeof *acc);
+	if (ring == NULL || pad == NULL || acc == NULL)
+		fail(1, "no memory for a tile %ld pixels wide; use smaller tiles or raise the job's --unit-mem", cw);
+	long next = clamp(cy - r, 0, dh - 1); /* the next data row to pass horizontally */
+	for (long y = 0; y < ch; y++) {
+		for (long last = clamp(cy + y + r, 0, dh - 1); next <= last; next++)
+			blur_h(t, k, r, next, pad, acc, ring + (size_t)(next % slots) * cw * 4);
+		/* At most 65280 << 16 per sum: 32 bits hold it with the rounding. */
+		const uint16_t *c = ring + (size_t)(clamp(cy + y, 0, dh - 1) % slots) * cw * 4;
+		uint32_t w = k[r];
+		for (long i = 0; i < cw * 4; i++)
+			acc[i] = w * c[i];
+		for (int d = 1; d <= r; d++) {
+			const uint16_t *a = ring + (size_t)(clamp(cy + y - d, 0, dh - 1) % slots) * cw * 4;
+			const uint16_t *b = ring + (size_t)(clamp(cy + y + d, 0, dh - 1) % slots) * cw * 4;
+			w = k[r + d];
+			for (long i = 0; i < cw * 4; i++)
+				acc[i] += w * ((uint32_t)a[i] + b[i]);
+		}
+		uint8_t *o = dst + (size_t)y * cw * 4;
+		for (long i = 0; i < cw * 4; i++)
+			o[i] = (uint8_t)((acc[i] + (1u << 23)) >> 24);
+	}
+	free(ring);
+	free(pad);
+	free(acc);
+}
+
+int main(void) {
+	int given;
+	int r = (int)int_param("RADIUS", 0, 1, MAX_RADIUS);
+	double sigma = float_param("SIGMA", 0, 0, MAX_RADIUS, &given);
+	if (r == 0 && given) {
+		double need = ceil(3 * sigma);
+		if (need > MAX_RADIUS)
+			fail(2, "SIGMA=%g needs RADIUS=%g, more than %d; give a smaller SIGMA", sigma, need, MAX_RADIUS);
+		r = (int)need;
+	} else if (r == 0) {
+		r = 5;
+	}
+	if (!given)
+		sigma = (double)r / 2;
+	if (2 * sigma * sigma == 0)
+		fail(2, "SIGMA=%g is too small to compute a kernel with; give at least 1e-150", sigma);
+	uint32_t *k = kernel(r, sigma);
+
+	struct tile t;
+	read_tile(&t);
+	/* The pixels within r of the core, as far as the image goes. */
+	struct rect need = {
+		(uint32_t)clamp((long)t.core.x0 - r, 0, t.w), (uint32_t)clamp((long)t.core.y0 - r, 0, t.h),
+		(uint32_t)clamp((long)t.core.x1 + r, 0, t.w), (uint32_t)clamp((long)t.core.y1 + r, 0, t.h),
+	};
+	if (!inside(need, t.data))
+		fail(1, "tile with core (%u,%u)-(%u,%u) carries data (%u,%u)-(%u,%u) but RADIUS=%d reads (%u,%u)-(%u,%u); "
+			"split with a halo of at least the radius, tiles:WxH+%d",
+		     t.core.x0, t.core.y0, t.core.x1, t.core.y1, t.data.x0, t.data.y0, t.data.x1, t.data.y1, r, need.x0,
+		     need.y0, need.x1, need.y1, r);
+
+	size_t len = HEADER + (size_t)dx(t.core) * dy(t.core) * 4;
+	uint8_t *out = malloc(len);
+	if (out == NULL)
+		fail(1, "no memory for the %zu-byte result; use smaller tiles or raise the job's --unit-mem", len);
+	blur(&t, k, r, out + HEADER);
+	write_tile(&t, t.core, out, len);
+	return 0;
+}
