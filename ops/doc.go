@@ -18,6 +18,13 @@
 // pixel-identical to processing the whole image in one unit, whatever the
 // tiling. Filters work on premultiplied RGBA bytes in integer arithmetic.
 //
+// Besides its own Split and Assemble, any operation, built in or a user's
+// WebAssembly module, can be split and merged generically: SplitInput cuts
+// an input by a Split (whole, bytes:SIZE, lines:SIZE or tiles:WxH+HALO),
+// and Concat, AssembleTiles or a reduce unit merge the results by a Merge
+// (concat, tiles or reduce:OP); Planned wraps an operation with both.
+// Tiles travel in the format TileMagic describes.
+//
 // Every operation honours Hint.Repeat: the whole job is processed that many
 // times as independent units, and Assemble checks that all copies agree.
 // Execute runs a job in-process, which is what `braid local` and the tests

@@ -65,7 +65,7 @@ func ParseMerge(s string) (Merge, error) {
 }
 
 // String returns m in the canonical form ParseMerge takes, as in "concat"
-// or "reduce:checksum"; the zero Merge gives "".
+// or "reduce:sum"; the zero Merge gives "".
 func (m Merge) String() string {
 	if m.Kind == MergeReduce {
 		return m.Kind + ":" + m.Op

@@ -241,8 +241,9 @@ func parseInt(what, s string) (int, error) {
 //     shorter) that end just after a '\n' or at the end of the input: a
 //     unit reaching into a line extends to its end, so no line is cut and
 //     a line longer than Size is in one unit. An empty input gives one
-//     empty unit. It reads only around the unit boundaries, in 64 KiB
-//     buffers, so any input size works.
+//     empty unit. It reads only from each boundary to the end of its
+//     line, in reads of 4 KiB growing to 64 KiB, so any input size works
+//     in bounded memory.
 //   - tiles: decodes the image (PNG, JPEG or GIF, at most MaxPixels) and
 //     cuts it into TileW x TileH tiles, row by row, each an encoded tile
 //     (see TileMagic) in the unit's Data, with Halo pixels around its
@@ -291,7 +292,7 @@ func SplitInput(op string, in io.ReaderAt, size int64, sp Split, params map[stri
 // most MaxUnits units.
 func sizeFor(size int64) int64 {
 	s := int64(1)
-	for s < math.MaxInt64/2 && (size+s-1)/s > MaxUnits {
+	for s < 1<<62 && size/s+min(size%s, 1) > MaxUnits {
 		s *= 2
 	}
 	return s
