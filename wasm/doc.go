@@ -43,6 +43,12 @@
 //	Timeout  DefaultTimeout (1 min)    wall clock; the module is stopped at its next loop or call
 //	Output   DefaultOutput  (256 MiB)  stdout; a write past it fails and the module is stopped
 //
+// Linear memory is allocated from the Go heap as the module grows it (a
+// grow copies, so the host holds up to 1.5 times Limits.Memory for a
+// moment) and reused, zeroed, by later runs. Apart from it, wazero grows a
+// run's call stack on the Go heap up to about 50 MB (some 100 MB at the
+// last doubling) before it traps with a stack overflow.
+//
 // A run that ends otherwise than by exit code 0 returns a *RunError whose
 // Reason says why: ReasonExit (non-zero exit code), ReasonTrap (unreachable,
 // out-of-bounds access, division by zero, stack overflow, ...),
@@ -58,5 +64,11 @@
 // modules by the sha256 of their code, evicting the least recently used;
 // with Config.CacheDir the machine code also survives restarts on disk.
 // Compile, Lookup and Run are safe for concurrent use; concurrent Compiles of
-// the same code compile once. Close the Engine when nothing runs.
+// the same code compile once. Close the Engine when nothing runs. The only
+// lock, Engine.mu, guards the module map and is never held while compiling
+// or running.
+//
+// A run instantiates the compiled module afresh (a command cannot be entered
+// twice), with stdio, memory and config reused from a pool: on a small unit
+// it costs some 20 to 35 µs of CPU (BenchmarkRunCat).
 package wasm

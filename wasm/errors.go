@@ -42,7 +42,7 @@ type RunError struct {
 	Op       string // the name passed to Run
 	Reason   Reason
 	ExitCode int    // for ReasonExit
-	Detail   string // e.g. the trap message, "limit 64 MiB", "limit 2s"
+	Detail   string // e.g. the trap message, "limit 64 MiB", "limit 2s", "limit 32 MiB, needs 40 MiB at start"
 	Stderr   string // the last <= 2 KiB the module wrote to stderr, valid UTF-8 (invalid bytes replaced)
 
 	err error // what Unwrap returns: the ctx's error for ReasonCanceled, else nil
@@ -56,7 +56,8 @@ func (e *RunError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Op)
 	b.WriteString(": ")
-	limit := strings.TrimPrefix(e.Detail, "limit ")
+	// Limits come as "limit 64 MiB", maybe followed by ", more".
+	limit, more, _ := strings.Cut(strings.TrimPrefix(e.Detail, "limit "), ", ")
 	switch e.Reason {
 	case ReasonExit:
 		fmt.Fprintf(&b, "exit code %d", e.ExitCode)
@@ -68,6 +69,9 @@ func (e *RunError) Error() string {
 		b.WriteString(limit)
 	case ReasonMemory:
 		fmt.Fprintf(&b, "memory limit of %s reached", limit)
+		if more != "" {
+			fmt.Fprintf(&b, " (%s)", more)
+		}
 	case ReasonOutput:
 		fmt.Fprintf(&b, "wrote more than %s to stdout (the unit output cap)", limit)
 	case ReasonCanceled:

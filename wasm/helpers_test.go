@@ -30,6 +30,7 @@ var builds = []struct {
 	{"trap", "trap.c", nil},
 	{"loop", "loop.c", nil},
 	{"recurse", "recurse.c", nil},
+	{"dirty", "dirty.c", nil},
 	{"bomb", "bomb.c", nil},
 	{"bigdata", "bigdata.c", nil},
 	{"flood", "flood.c", nil},
@@ -91,23 +92,32 @@ func checkLeaks(wait time.Duration) error {
 	}
 }
 
-// buildAll compiles every test module into buildDir.
+// buildAll compiles every test module into buildDir, as many at once as
+// there are CPUs.
 func buildAll() error {
 	clang, err := exec.LookPath("clang")
 	if err != nil {
 		return fmt.Errorf("clang not found (install clang, wasi-libc and libclang-rt-dev-wasm32): %w", err)
 	}
-	for _, b := range builds {
-		args := append([]string{"--target=wasm32-wasi", "-O2"}, b.flags...)
-		args = append(args, "-o", filepath.Join(buildDir, b.name+".wasm"), filepath.Join("testdata", b.src))
-		cmd := exec.Command(clang, args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("clang %s (is wasi-libc installed?): %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
-		}
+	errs := make([]error, len(builds))
+	sem := make(chan struct{}, runtime.NumCPU())
+	var wg sync.WaitGroup
+	for i, b := range builds {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			args := append([]string{"--target=wasm32-wasi", "-O2"}, b.flags...)
+			args = append(args, "-o", filepath.Join(buildDir, b.name+".wasm"), filepath.Join("testdata", b.src))
+			cmd := exec.Command(clang, args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil {
+				errs[i] = fmt.Errorf("clang %s (is wasi-libc installed?): %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+			}
+		})
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // wasmCode returns the code of the test module name, building the modules

@@ -174,6 +174,9 @@ func (m *Module) Run(ctx context.Context, name string, stdin []byte, env map[str
 	if e.done.Load() {
 		return nil, fmt.Errorf("wasm: run %s: %w", name, ErrClosed)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, &RunError{Op: name, Reason: ReasonCanceled, Detail: context.Cause(ctx).Error(), err: err}
+	}
 	mod := m
 	if !mod.acquire() {
 		var err error
@@ -190,7 +193,7 @@ func (m *Module) Run(ctx context.Context, name string, stdin []byte, env map[str
 	lim = lim.withDefaults()
 	if mod.memMin > uint64(lim.Memory) {
 		return nil, &RunError{Op: name, Reason: ReasonMemory,
-			Detail: fmt.Sprintf("limit %s (the module starts with %s)", formatBytes(lim.Memory), formatBytes(int64(mod.memMin)))}
+			Detail: fmt.Sprintf("limit %s, needs %s at start", formatBytes(lim.Memory), formatBytes(int64(mod.memMin)))}
 	}
 	st := e.getState()
 	defer e.putState(st)
@@ -209,6 +212,10 @@ func (m *Module) Run(ctx context.Context, name string, stdin []byte, env map[str
 	inst, err := e.rt.InstantiateModule(ictx, mod.compiled, cfg)
 	if inst != nil {
 		inst.Close(ictx) // returned from _start without proc_exit
+	}
+	if e.done.Load() {
+		// Closing the runtime ends a module as if it exited 0.
+		return nil, fmt.Errorf("wasm: run %s: %w", name, ErrClosed)
 	}
 	if err == nil && !st.out.over {
 		out := st.out.buf
@@ -235,8 +242,6 @@ func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, 
 		re.Reason = ReasonCanceled
 		re.err = ctx.Err()
 		re.Detail = context.Cause(ctx).Error()
-	case e.done.Load():
-		return fmt.Errorf("wasm: run %s: %w", name, ErrClosed)
 	case st.mem.refused:
 		re.Reason = ReasonMemory
 		re.Detail = "limit " + formatBytes(lim.Memory)

@@ -88,6 +88,7 @@ func TestRunErrorString(t *testing.T) {
 		{RunError{Op: "wordcount", Reason: ReasonExit, ExitCode: 3, Stderr: "bad line 7\n"}, `wordcount: exit code 3; stderr: "bad line 7"`},
 		{RunError{Op: "sum", Reason: ReasonTimeout, Detail: "limit 2s"}, `sum: timed out after 2s`},
 		{RunError{Op: "bomb", Reason: ReasonMemory, Detail: "limit 64 MiB", Stderr: "oom"}, `bomb: memory limit of 64 MiB reached; stderr: "oom"`},
+		{RunError{Op: "big", Reason: ReasonMemory, Detail: "limit 32 MiB, needs 40 MiB at start"}, `big: memory limit of 32 MiB reached (needs 40 MiB at start)`},
 		{RunError{Op: "flood", Reason: ReasonOutput, Detail: "limit 1 MiB"}, `flood: wrote more than 1 MiB to stdout (the unit output cap)`},
 		{RunError{Op: "bad", Reason: ReasonTrap, Detail: "wasm error: unreachable"}, `bad: trap: wasm error: unreachable`},
 		{RunError{Op: "op", Reason: ReasonCanceled, Detail: "context canceled"}, `op: canceled: context canceled`},
