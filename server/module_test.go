@@ -78,6 +78,11 @@ func TestModuleJob(t *testing.T) {
 	if st.State != api.JobDone || !strings.HasSuffix(string(c.get(st.Output)), "\n") || st.Units.Total != 3 {
 		t.Errorf("concat job %s %q, %d units: %q", st.State, st.Error, st.Units.Total, c.get(st.Output))
 	}
+	// A repeated module job's output is one copy.
+	st = c.run(api.JobRequest{Op: "sum", Input: c.put([]byte("2\n3\n")), Repeat: 5})
+	if st.State != api.JobDone || string(c.get(st.Output)) != "5\n" {
+		t.Errorf("repeated module job: %s %q: %q", st.State, st.Error, c.get(st.Output))
+	}
 	// A built-in operation splits and merges the same way.
 	st = c.run(api.JobRequest{Op: "noop", Input: in, Split: "bytes:4K", Merge: "reduce:count"})
 	if st.State != api.JobDone || string(c.get(st.Output)) != "1000\n" {

@@ -103,8 +103,14 @@ func (m *moduleOp) Run(context.Context, map[string]string, [][]byte) ([]byte, er
 	return nil, fmt.Errorf("%s: a module's units run on workers, not on the server: %w", m.name, ops.ErrBadInput)
 }
 
-func (m *moduleOp) Assemble(_ map[string]string, _ ops.Hint, results [][]byte) ([]byte, error) {
-	return ops.Concat(results), nil
+// Assemble without a merge of the job's own: the units' outputs joined,
+// of the first copy of a repeated job, the others compared with it.
+func (m *moduleOp) Assemble(params map[string]string, hint ops.Hint, results [][]byte) ([]byte, error) {
+	p, err := ops.Planned(m, ops.Split{Kind: ops.SplitWhole}, ops.Merge{Kind: ops.MergeConcat}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return p.Assemble(params, hint, results)
 }
 
 func shortHash(h string) string {
