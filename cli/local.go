@@ -285,37 +285,17 @@ func (l *localRun) run(ctx context.Context, dataDir string, job localJob) (*loca
 	if err != nil {
 		return rep, err
 	}
-	rep.State, rep.Units, rep.Output = st.State, st.Units.Total, st.Output
-	rep.Elapsed = elapsed.Seconds()
-	rep.Compute = time.Duration(st.Timings.ComputeNanos).Seconds()
-	rep.UnitsPerS = float64(st.Units.Total) / elapsed.Seconds()
 	rep.MPixPerS = float64(job.size) * float64(job.size) / 1e6 / elapsed.Seconds()
-	ws, err := c.Workers(ctx)
+	got, err := l.output(ctx, c, rep, st, elapsed, job.out)
 	if err != nil {
-		return rep, err
-	}
-	for _, w := range ws {
-		rep.Workers = append(rep.Workers, localWorker{ID: w.ID, Address: strings.Join(w.Addresses, ","), Threads: w.Threads, Units: w.Done,
-			Computing: w.ComputeFraction()})
-		rep.Streams += w.Threads
-	}
-	if st.State != api.JobDone {
-		return rep, fmt.Errorf("job %d %s: %s", st.Job, st.State, st.Error)
-	}
-
-	var got bytes.Buffer
-	if _, err := c.Get(ctx, st.Output, &got); err != nil {
-		return rep, err
-	}
-	if err := writeFileAtomic(job.out, got.Bytes()); err != nil {
 		return rep, err
 	}
 	want, err := ops.Execute(ctx, ops.Blur(), bytes.NewReader(img), int64(len(img)), params, ops.Hint{}, 1)
 	if err != nil {
 		return rep, fmt.Errorf("compute the single-unit reference: %w", err)
 	}
-	if !bytes.Equal(got.Bytes(), want) {
-		return rep, fmt.Errorf("the output (%d bytes) differs from the single-unit blur of the same image (%d bytes)", got.Len(), len(want))
+	if !bytes.Equal(got, want) {
+		return rep, fmt.Errorf("the output (%d bytes) differs from the single-unit blur of the same image (%d bytes)", len(got), len(want))
 	}
 	rep.Verified = true
 	return rep, nil
@@ -455,13 +435,20 @@ func (l *localRun) runModule(ctx context.Context, c *client.Client, rep *localRe
 	if err != nil {
 		return rep, err
 	}
+	_, err = l.output(ctx, c, rep, st, elapsed, job.out)
+	return rep, err
+}
+
+// output fills rep from the finished job st and the workers, and writes
+// the job's output to file, which it returns.
+func (l *localRun) output(ctx context.Context, c *client.Client, rep *localReport, st api.JobStatus, elapsed time.Duration, file string) ([]byte, error) {
 	rep.State, rep.Units, rep.Output = st.State, st.Units.Total, st.Output
 	rep.Elapsed = elapsed.Seconds()
 	rep.Compute = time.Duration(st.Timings.ComputeNanos).Seconds()
 	rep.UnitsPerS = float64(st.Units.Total) / elapsed.Seconds()
 	ws, err := c.Workers(ctx)
 	if err != nil {
-		return rep, err
+		return nil, err
 	}
 	for _, w := range ws {
 		rep.Workers = append(rep.Workers, localWorker{ID: w.ID, Address: strings.Join(w.Addresses, ","), Threads: w.Threads, Units: w.Done,
@@ -469,14 +456,14 @@ func (l *localRun) runModule(ctx context.Context, c *client.Client, rep *localRe
 		rep.Streams += w.Threads
 	}
 	if st.State != api.JobDone {
-		return rep, fmt.Errorf("job %d %s: %s", st.Job, st.State, st.Error)
+		return nil, fmt.Errorf("job %d %s: %s", st.Job, st.State, st.Error)
 	}
 	var got bytes.Buffer
 	if _, err := c.Get(ctx, st.Output, &got); err != nil {
-		return rep, err
+		return nil, err
 	}
-	if err := writeFileAtomic(job.out, got.Bytes()); err != nil {
-		return rep, err
+	if err := writeFileAtomic(file, got.Bytes()); err != nil {
+		return nil, err
 	}
-	return rep, nil
+	return got.Bytes(), nil
 }

@@ -114,7 +114,7 @@ operation's version and hash.
 		return 2
 	}
 	defer cancel()
-	info, err := c.AddOp(ctx, name, bytes.NewReader(code2), opOptions(*doc, *split, *merge, params))
+	info, err := c.AddOp(ctx, name, bytes.NewReader(code2), client.OpOptions{Doc: *doc, Split: *split, Merge: *merge, Params: params})
 	if err != nil {
 		return clientFail(env, "op add", err)
 	}
@@ -124,10 +124,6 @@ operation's version and hash.
 	}
 	fmt.Fprintf(env.Stdout, "%s version %d: sha256 %s, %s\n", info.Name, info.Version, info.Hash, formatBytes(info.Size))
 	return 0
-}
-
-func opOptions(doc, split, merge string, params paramFlag) client.OpOptions {
-	return client.OpOptions{Doc: doc, Split: split, Merge: merge, Params: params}
 }
 
 func runOpRm(ctx context.Context, env *Env, args []string) int {
