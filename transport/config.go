@@ -81,9 +81,16 @@ func ParsePolicy(s string) (Policy, error) {
 // Config configures a session. The zero value works except for Key, which
 // is required.
 type Config struct {
-	// Key is the cluster key. Every channel proves it holds the key with an
-	// HMAC challenge-response before any data is exchanged. Required.
+	// Key is the cluster key. Every channel proves it holds the key in a
+	// Noise handshake before any data is exchanged, and gets fresh keys
+	// that encrypt and authenticate everything it carries. Required.
 	Key []byte
+
+	// InsecurePlaintext sends data frames unencrypted and unauthenticated
+	// after the handshake (which still proves the key). Both sides must set
+	// it. It exists to measure what encryption costs; a relay can then read
+	// and alter the data. False (the zero value) encrypts.
+	InsecurePlaintext bool
 
 	// Transport names the channel kind: "tcp" (zero value), "mptcp",
 	// "sctp-udp" or "sctp" when those packages are linked in.
@@ -187,6 +194,9 @@ func (c *Config) populate() (*Config, error) {
 	setDefault(&cc.ReconnectInterval, 100*time.Millisecond)
 	if cc.Logger == nil {
 		cc.Logger = slog.Default()
+	}
+	if cc.InsecurePlaintext {
+		cc.Logger.Warn("INSECURE: data plane in plaintext (--insecure-plaintext): anyone on the path can read and alter the data; use it only to measure what encryption costs")
 	}
 	switch {
 	case cc.Lanes < 1 || cc.Lanes > MaxLanes:

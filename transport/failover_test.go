@@ -341,12 +341,13 @@ func TestMalformedFrameClosesOnlyThatChannel(t *testing.T) {
 		{"segment beyond window", wire.AppendMsgHeader(nil, wire.SegmentRef{Stream: 1, Len: 60 << 20})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", addr)
+			raw, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer conn.Close()
-			if _, err := clientHandshake(conn, cfg, newSessionID(), 0); err != nil {
+			defer raw.Close()
+			conn, _, err := clientHandshake(raw, cfg, newSessionID(), 0)
+			if err != nil {
 				t.Fatal(err)
 			}
 			conn.Write(tc.frame)

@@ -124,9 +124,10 @@ func (l *Listener) serve(ln net.Listener) {
 }
 
 // admit runs the handshake on a new channel and joins it to its session.
-func (l *Listener) admit(c net.Conn) {
-	j, err := serverHandshake(c, l.cfg)
+func (l *Listener) admit(raw net.Conn) {
+	c, j, err := serverHandshake(raw, l.cfg)
 	if err != nil {
+		c = raw
 		l.cfg.Logger.Warn("refused channel", "remote", c.RemoteAddr().String(), "err", err)
 		_ = c.Close()
 		return
@@ -256,12 +257,12 @@ func dialPathVerdict(ctx context.Context, cfg *Config, id [wire.SessionIDLen]byt
 	if err != nil {
 		return nil, wire.Verdict{}, &PathError{Path: pathID, Local: local, Remote: remote, Op: "dial", Err: err}
 	}
-	v, err := clientHandshake(conn, cfg, id, pathID)
+	sc, v, err := clientHandshake(conn, cfg, id, pathID)
 	if err != nil {
 		_ = conn.Close()
 		return nil, v, &PathError{Path: pathID, Local: local, Remote: remote, Op: "handshake", Err: err}
 	}
-	return conn, v, nil
+	return sc, v, nil
 }
 
 // dialPath re-dials one path of an existing session; done aborts it.

@@ -54,6 +54,7 @@ type path struct {
 	bytesSent, bytesRecv   atomic.Int64
 	framesSent, framesRecv atomic.Int64
 	failovers, reconnects  atomic.Int64
+	integrity              atomic.Int64 // channels failed by ErrIntegrity
 	retransmitted          atomic.Int64
 	duplicated             atomic.Int64
 	dupRecv                atomic.Int64
@@ -250,6 +251,9 @@ func writeFrames(w net.Conn, frames []frame, bufs *net.Buffers, hdrs *[]byte) (i
 		total += int64(len(x))
 	}
 	*hdrs, *bufs = h, b
+	if sc, ok := w.(interface{ writeBuffers([][]byte) error }); ok {
+		return total, sc.writeBuffers(b)
+	}
 	_, err := b.WriteTo(w)
 	return total, err
 }
@@ -290,7 +294,14 @@ type deadlineConn interface {
 // readLoop reads frames from lane id of channel gen of p until it fails.
 func (s *Session) readLoop(p *path, conn net.Conn, gen int, id uint16, l *lane) {
 	defer s.wg.Done()
-	r := &reader{s: s, p: p, gen: gen, lane: id, l: l, conn: conn, br: bufio.NewReaderSize(conn, 64<<10)}
+	r := &reader{s: s, p: p, gen: gen, lane: id, l: l, conn: conn}
+	if sc, ok := conn.(*secureConn); ok {
+		r.br = sc
+	} else if sl, ok := conn.(*secureLanes); ok {
+		r.br = sl.secureConn
+	} else {
+		r.br = bufio.NewReaderSize(conn, 64<<10)
+	}
 	err := r.run()
 	var pe *ProtocolError
 	if errors.As(err, &pe) {
@@ -299,6 +310,17 @@ func (s *Session) readLoop(p *path, conn net.Conn, gen int, id uint16, l *lane) 
 	if errors.Is(err, errGoAway) {
 		s.closeWith(ErrPeerClosed)
 		return
+	}
+	if errors.Is(err, ErrIntegrity) {
+		p.integrity.Add(1)
+		n := s.integrityFailures.Add(1)
+		s.log.Error("channel failed its integrity check; dropping it and sending its unacknowledged data on the other paths",
+			"path", p.id, "remote", p.remote, "lane", id, "failures", n, "err", err)
+		if n >= maxIntegrityFailures {
+			s.pathDown(p, gen, &PathError{Path: p.id, Local: p.local, Remote: p.remote, Op: "read", Err: err})
+			s.closeWith(fmt.Errorf("%w: %d channels of this session failed it; closing the session", err, n))
+			return
+		}
 	}
 	op := "read"
 	if id != 0 {
@@ -314,6 +336,11 @@ func (s *Session) readLoop(p *path, conn net.Conn, gen int, id uint16, l *lane) 
 
 var errGoAway = errors.New("peer sent GOAWAY")
 
+// maxIntegrityFailures closes a session once this many of its channels
+// failed an integrity check: a path that keeps delivering altered bytes is
+// under attack or broken, and redialing it forever would hide that.
+const maxIntegrityFailures = 3
+
 // reader decodes the frames of one lane of a channel (lane 0: the channel
 // itself, and the only one on channels without lanes). Several readers of
 // one path run at once when it has lanes; they share state only under
@@ -325,7 +352,7 @@ type reader struct {
 	lane uint16
 	l    *lane // the lane's state, for acknowledgements; guarded by s.mu
 	conn deadlineConn
-	br   *bufio.Reader
+	br   frameSource
 	body [4096]byte
 
 	lastDeadline time.Time

@@ -61,6 +61,7 @@ type Session struct {
 	wg          sync.WaitGroup
 
 	starts, ends, stripedSegs atomic.Int64
+	integrityFailures         atomic.Int64 // channels that failed an integrity check
 }
 
 func newSession(cfg *Config, id [wire.SessionIDLen]byte, isClient bool, peerWindow, peerSegment uint32) *Session {
@@ -1056,6 +1057,8 @@ type PathStats struct {
 	Duplicated    int64         `json:"duplicated_bytes"`         // bytes this idle path sent again on behalf of a slower one
 	DupReceived   int64         `json:"duplicate_bytes_received"` // payload bytes received that were already there, and dropped
 	Lanes         int           `json:"lanes"`                    // lanes of the current channel in use, counting lane 0 (see Config.Lanes); 0 while down
+	Integrity     int64         `json:"integrity_failures"`       // channels of this path dropped because received bytes failed authentication (ErrIntegrity)
+	Encrypted     bool          `json:"encrypted"`                // the current channel encrypts (false: Config.InsecurePlaintext)
 	LastError     string        `json:"last_error,omitempty"`
 }
 
@@ -1077,6 +1080,11 @@ func (s *Session) Stats() []PathStats {
 			Retransmitted: p.retransmitted.Load(),
 			Duplicated:    p.duplicated.Load(),
 			DupReceived:   p.dupRecv.Load(),
+			Integrity:     p.integrity.Load(),
+		}
+		switch p.conn.(type) {
+		case *secureConn, *secureLanes:
+			ps.Encrypted = true
 		}
 		for _, l := range p.lanes {
 			if l != nil && l.conn != nil {

@@ -25,11 +25,12 @@ type TCP struct {
 	ln     *net.TCPListener
 	target string
 
-	delay atomic.Int64 // time.Duration per direction
-	rate  atomic.Int64 // bit/s per direction, 0 = unlimited
-	black atomic.Bool
-	pace  [2]pacer
-	queue int // bytes per connection and direction
+	delay  atomic.Int64 // time.Duration per direction
+	rate   atomic.Int64 // bit/s per direction, 0 = unlimited
+	black  atomic.Bool
+	pace   [2]pacer
+	queue  int // bytes per connection and direction
+	tamper tampering
 
 	mu     sync.Mutex
 	open   chan struct{} // closed while not blackholed
@@ -289,6 +290,7 @@ func (r *TCP) waitOpen(c *tcpConn) bool {
 type chunk struct {
 	due time.Time
 	b   []byte
+	cut bool // reset the connection once b is written (TamperTruncate)
 }
 
 // tcpPipe carries one direction of a connection: read stamps chunks and
@@ -330,8 +332,28 @@ func (p *tcpPipe) read() {
 				due = last
 			}
 			last = due
-			if !p.push(chunk{due: due, b: append([]byte(nil), buf[:n]...)}) {
-				return
+			b := append([]byte(nil), buf[:n]...)
+			p.r.tamper.observe(p.dir, b)
+			ch := chunk{due: due, b: b}
+			copies := 1
+			t := p.r.tamper.take(p.dir)
+			switch t {
+			case TamperFlip:
+				b[len(b)/2] ^= 0x01
+			case TamperDrop:
+				copies = 0
+			case TamperReplay:
+				copies = 2
+			case TamperTruncate:
+				ch.b, ch.cut = b[:len(b)/2], true
+			}
+			if t != TamperNone {
+				p.r.tamper.done.Add(1)
+			}
+			for range copies {
+				if !p.push(ch) {
+					return
+				}
 			}
 		}
 		if err != nil {
@@ -427,6 +449,10 @@ func (p *tcpPipe) write() {
 				return
 			}
 			b = b[n:]
+		}
+		if ch.cut {
+			p.c.kill()
+			return
 		}
 	}
 }

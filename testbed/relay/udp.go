@@ -28,13 +28,14 @@ type UDP struct {
 	pc     *net.UDPConn
 	target *net.UDPAddr
 
-	delay atomic.Int64 // time.Duration per direction
-	black atomic.Bool
-	loss  [2]atomic.Uint64 // math.Float64bits of the drop probability
-	rngMu [2]sync.Mutex
-	rng   [2]*rand.Rand
-	line  [2]*delayLine
-	stats [2]struct{ forwarded, dropped atomic.Int64 }
+	delay  atomic.Int64 // time.Duration per direction
+	black  atomic.Bool
+	loss   [2]atomic.Uint64 // math.Float64bits of the drop probability
+	rngMu  [2]sync.Mutex
+	rng    [2]*rand.Rand
+	line   [2]*delayLine
+	stats  [2]struct{ forwarded, dropped atomic.Int64 }
+	tamper tampering
 
 	mu       sync.Mutex
 	sessions map[netip.AddrPort]*net.UDPConn
@@ -194,6 +195,24 @@ func (r *UDP) admit(d int, b []byte, send func([]byte)) {
 		r.stats[d].dropped.Add(1)
 		return
 	}
+	r.tamper.observe(d, b)
+	switch Tamper(r.tamper.armed[d].Load()) {
+	case TamperFlip:
+		c := append([]byte(nil), b...)
+		if flipSCTP(c) && r.tamper.armed[d].CompareAndSwap(int32(TamperFlip), 0) {
+			r.tamper.done.Add(1)
+			b = c
+		}
+	case TamperReplay:
+		if r.tamper.armed[d].CompareAndSwap(int32(TamperReplay), 0) {
+			r.tamper.done.Add(1)
+			r.admitOne(d, b, send)
+		}
+	}
+	r.admitOne(d, b, send)
+}
+
+func (r *UDP) admitOne(d int, b []byte, send func([]byte)) {
 	delay := time.Duration(r.delay.Load())
 	if delay == 0 && r.line[d].empty() {
 		r.stats[d].forwarded.Add(1)

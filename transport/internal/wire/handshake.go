@@ -6,34 +6,38 @@ import (
 	"fmt"
 )
 
-// Version is the protocol version spoken in the handshake.
-const Version = 1
+// Version is the protocol version spoken in the handshake. Version 2
+// replaced version 1's HMAC challenge-response with a Noise handshake and
+// encrypted records.
+const Version = 2
 
 var magic = [5]byte{'B', 'R', 'A', 'I', 'D'}
 
 // Handshake message sizes. All are fixed so that a server reads exactly
 // these bytes, and nothing more, from a peer that has not proven the key.
 const (
-	NonceLen     = 32
-	MACLen       = 32
+	// NoiseLen is one Noise NNpsk0 handshake message with an empty
+	// payload: an ephemeral X25519 public key and an AEAD tag.
+	NoiseLen     = 32 + TagLen
+	TagLen       = 16
 	SessionIDLen = 16
-	HelloLen     = 6 + NonceLen
-	ChallengeLen = 6 + NonceLen + MACLen
-	JoinLen      = MACLen + SessionIDLen + 2 + 4 + 4
+	HelloLen     = 6 + NoiseLen
+	ReplyLen     = 6 + 1 + NoiseLen
+	JoinLen      = SessionIDLen + 2 + 4 + 4 + 1
 	VerdictLen   = 1 + 4 + 4 + 2 + maxReason
 	maxReason    = 200
 )
 
-// Hello opens a channel: the client's nonce.
+// Hello opens a channel: the dialer's first Noise message (-> psk, e).
 type Hello struct {
-	Nonce [NonceLen]byte
+	Noise [NoiseLen]byte
 }
 
 // Append appends the Hello message.
 func (h Hello) Append(b []byte) []byte {
 	b = append(b, magic[:]...)
 	b = append(b, Version)
-	return append(b, h.Nonce[:]...)
+	return append(b, h.Noise[:]...)
 }
 
 // ParseHello decodes a Hello message.
@@ -42,33 +46,41 @@ func ParseHello(b []byte) (Hello, error) {
 	if err := checkMagic(b, HelloLen); err != nil {
 		return h, err
 	}
-	copy(h.Nonce[:], b[6:])
+	copy(h.Noise[:], b[6:])
 	return h, nil
 }
 
-// Challenge answers Hello: the server's nonce and its proof of the key.
-type Challenge struct {
-	Nonce [NonceLen]byte
-	MAC   [MACLen]byte
+// Reply answers Hello: the listener's Noise message (<- e, ee), or a
+// refusal when the Hello did not prove the key.
+type Reply struct {
+	Refused bool
+	Noise   [NoiseLen]byte
 }
 
-// Append appends the Challenge message.
-func (c Challenge) Append(b []byte) []byte {
+// Append appends the Reply message.
+func (r Reply) Append(b []byte) []byte {
 	b = append(b, magic[:]...)
 	b = append(b, Version)
-	b = append(b, c.Nonce[:]...)
-	return append(b, c.MAC[:]...)
+	st := byte(0)
+	if r.Refused {
+		st = 1
+	}
+	b = append(b, st)
+	return append(b, r.Noise[:]...)
 }
 
-// ParseChallenge decodes a Challenge message.
-func ParseChallenge(b []byte) (Challenge, error) {
-	var c Challenge
-	if err := checkMagic(b, ChallengeLen); err != nil {
-		return c, err
+// ParseReply decodes a Reply message.
+func ParseReply(b []byte) (Reply, error) {
+	var r Reply
+	if err := checkMagic(b, ReplyLen); err != nil {
+		return r, err
 	}
-	copy(c.Nonce[:], b[6:])
-	copy(c.MAC[:], b[6+NonceLen:])
-	return c, nil
+	if b[6] > 1 {
+		return r, fmt.Errorf("%w: REPLY status %d", ErrMalformed, b[6])
+	}
+	r.Refused = b[6] == 1
+	copy(r.Noise[:], b[7:])
+	return r, nil
 }
 
 func checkMagic(b []byte, n int) error {
@@ -84,23 +96,29 @@ func checkMagic(b []byte, n int) error {
 	return nil
 }
 
-// Join proves the client's key and names the session and path the channel
-// belongs to, with the client's receive parameters.
+// Join names the session and path a channel belongs to, with the
+// dialer's receive parameters. It travels as the first encrypted record,
+// so it also proves that the dialer completed the handshake (a replayed
+// Hello cannot produce it).
 type Join struct {
-	MAC     [MACLen]byte
 	Session [SessionIDLen]byte
 	Path    uint16
 	Window  uint32 // per-stream receive window the client grants
 	Segment uint32 // largest segment the client sends
+	Flags   uint8  // JoinPlaintext
 }
+
+// JoinPlaintext asks for data records without encryption (the handshake
+// itself stays encrypted); both sides must be configured for it.
+const JoinPlaintext = 1
 
 // Append appends the Join message.
 func (j Join) Append(b []byte) []byte {
-	b = append(b, j.MAC[:]...)
 	b = append(b, j.Session[:]...)
 	b = binary.BigEndian.AppendUint16(b, j.Path)
 	b = binary.BigEndian.AppendUint32(b, j.Window)
-	return binary.BigEndian.AppendUint32(b, j.Segment)
+	b = binary.BigEndian.AppendUint32(b, j.Segment)
+	return append(b, j.Flags)
 }
 
 // ParseJoin decodes a Join message.
@@ -109,12 +127,15 @@ func ParseJoin(b []byte) (Join, error) {
 	if len(b) != JoinLen {
 		return j, fmt.Errorf("%w: JOIN of %d bytes", ErrMalformed, len(b))
 	}
-	copy(j.MAC[:], b)
-	copy(j.Session[:], b[MACLen:])
-	o := MACLen + SessionIDLen
+	copy(j.Session[:], b)
+	o := SessionIDLen
 	j.Path = binary.BigEndian.Uint16(b[o:])
 	j.Window = binary.BigEndian.Uint32(b[o+2:])
 	j.Segment = binary.BigEndian.Uint32(b[o+6:])
+	j.Flags = b[o+10]
+	if j.Flags&^JoinPlaintext != 0 {
+		return j, fmt.Errorf("%w: JOIN flags %#x", ErrMalformed, j.Flags)
+	}
 	return j, j.validate()
 }
 

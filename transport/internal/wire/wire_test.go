@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -79,16 +80,17 @@ func TestRejects(t *testing.T) {
 
 func TestHandshakeRoundTrip(t *testing.T) {
 	var h Hello
-	h.Nonce[3] = 9
+	h.Noise[3] = 9
 	if got, err := ParseHello(h.Append(nil)); err != nil || got != h {
 		t.Fatalf("hello: %v %+v", err, got)
 	}
-	c := Challenge{}
-	c.MAC[0], c.Nonce[31] = 1, 2
-	if got, err := ParseChallenge(c.Append(nil)); err != nil || got != c {
-		t.Fatalf("challenge: %v %+v", err, got)
+	for _, r := range []Reply{{}, {Refused: true}} {
+		r.Noise[0], r.Noise[NoiseLen-1] = 1, 2
+		if got, err := ParseReply(r.Append(nil)); err != nil || got != r {
+			t.Fatalf("reply: %v %+v", err, got)
+		}
 	}
-	j := Join{Path: 3, Window: 1 << 24, Segment: 1 << 20}
+	j := Join{Path: 3, Window: 1 << 24, Segment: 1 << 20, Flags: JoinPlaintext}
 	j.Session[0] = 5
 	if got, err := ParseJoin(j.Append(nil)); err != nil || got != j {
 		t.Fatalf("join: %v %+v", err, got)
@@ -104,6 +106,15 @@ func TestHandshakeRoundTrip(t *testing.T) {
 	}
 	if _, err := ParseJoin(Join{Window: 1, Segment: 2}.Append(nil)); err == nil {
 		t.Fatal("window below segment accepted")
+	}
+	badFlags := Join{Window: 10, Segment: 5, Flags: 0x80}.Append(nil)
+	if _, err := ParseJoin(badFlags); err == nil {
+		t.Fatal("unknown join flags accepted")
+	}
+	v1 := h.Append(nil)
+	v1[5] = 1
+	if _, err := ParseHello(v1); err == nil || !strings.Contains(err.Error(), "protocol version 1") {
+		t.Fatalf("version 1 hello: %v", err)
 	}
 }
 
@@ -130,9 +141,10 @@ func FuzzDecode(f *testing.F) {
 func FuzzHandshake(f *testing.F) {
 	f.Add(Verdict{OK: true, Window: 10, Segment: 5}.Append(nil))
 	f.Add(Join{Window: 10, Segment: 5}.Append(nil))
+	f.Add(Reply{Refused: true}.Append(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = ParseHello(b)
-		_, _ = ParseChallenge(b)
+		_, _ = ParseReply(b)
 		_, _ = ParseJoin(b)
 		_, _ = ParseVerdict(b)
 	})
