@@ -30,6 +30,7 @@ type sessionFlags struct {
 	lanes     *int
 	timeout   *time.Duration
 	verbose   *bool
+	plaintext *bool
 	sctp      *sctpFlags
 }
 
@@ -43,8 +44,15 @@ func addSessionFlags(fs *flag.FlagSet) *sessionFlags {
 		lanes:     fs.Int("lanes", 0, "independent ordered `lanes` per path where the transport has them (sctp-udp: one SCTP stream each), so a loss on one stream's data does not delay the others; 1: one lane, as over TCP (default 8)"),
 		timeout:   fs.Duration("session-timeout", 0, "give up when every path stayed down this `duration` (default 30s)"),
 		verbose:   fs.Bool("v", false, "log path events (up, down, failover) on stderr"),
+		plaintext: plaintextFlag(fs),
 		sctp:      addSCTPFlags(fs),
 	}
+}
+
+// plaintextFlag is --insecure-plaintext, for every command that opens
+// data-plane sessions.
+func plaintextFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("insecure-plaintext", false, "send data-plane frames unencrypted after the key handshake, to measure what encryption costs; the peer must use it too, and anyone on the path can read and alter the data")
 }
 
 // config builds the transport.Config the flags describe. A missing key is
@@ -54,7 +62,8 @@ func (f *sessionFlags) config(env *Env) (*transport.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &transport.Config{Key: key, Transport: *f.transport, SessionTimeout: *f.timeout, Logger: f.logger(env)}
+	cfg := &transport.Config{Key: key, Transport: *f.transport, SessionTimeout: *f.timeout, Logger: f.logger(env),
+		InsecurePlaintext: *f.plaintext}
 	if cfg.Stripe, err = transport.ParseStripeMode(*f.stripe); err != nil {
 		return nil, usageError{err}
 	}

@@ -49,6 +49,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	moduleCache := fs.String("module-cache", "1G", "bound the modules kept in --module-dir to this `size`")
 	name := fs.String("name", "", "`name` in listings (default: the host name)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data plane: tcp, mptcp, sctp or sctp-udp (the server must dial with the same)")
+	plain := plaintextFlag(fs)
 	sctp := addSCTPFlags(fs)
 	key := keyFlag(fs)
 	logger := logFlags(fs)
@@ -114,7 +115,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	w, err := worker.New(worker.Config{
 		Servers: urls, Key: k, Listen: splitList(*listen), Advertise: splitList(*advertise), Threads: *threads,
 		Ops: reg, Modules: modules, ModuleDir: *moduleDir, ModuleCache: cacheSize, Name: *name, Logger: logger(env),
-		Transport: &transport.Config{Transport: *chanKind, Channel: ch},
+		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},
 	})
 	if err != nil {
 		env.Errorf("%v", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -37,6 +38,7 @@ func BenchmarkLoopback(b *testing.B) {
 		buf := make([]byte, size)
 		b.SetBytes(size)
 		b.ReportAllocs()
+		cpu0 := processCPU()
 		for b.Loop() {
 			if _, err := c.Write(buf); err != nil {
 				b.Fatal(err)
@@ -44,20 +46,23 @@ func BenchmarkLoopback(b *testing.B) {
 		}
 		c.Close()
 		<-done
+		b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*size), "cpu-ns/B")
 	})
 	type variant struct {
 		paths   int
 		mode    StripeMode
 		release bool // the reader hands buffers back with Session.Release
+		plain   bool // Config.InsecurePlaintext
 	}
 	for _, v := range []variant{
-		{1, StripeEnhanced, true}, {1, StripeOff, true}, {1, StripeOff, false},
-		{2, StripeEnhanced, true}, {2, StripeOff, true},
+		{1, StripeEnhanced, true, false}, {1, StripeOff, true, false}, {1, StripeOff, false, false},
+		{2, StripeEnhanced, true, false}, {2, StripeOff, true, false},
+		{1, StripeEnhanced, true, true}, {1, StripeOff, true, true},
 	} {
 		paths, mode := v.paths, v.mode
 		{
-			b.Run(fmt.Sprintf("impl=braid/paths=%d/stripe=%v/release=%v", paths, mode, v.release), func(b *testing.B) {
-				c, s := pair(b, paths, func(c *Config) { c.Stripe = mode })
+			b.Run(fmt.Sprintf("impl=braid/paths=%d/stripe=%v/release=%v/plain=%v", paths, mode, v.release, v.plain), func(b *testing.B) {
+				c, s := pair(b, paths, func(c *Config) { c.Stripe = mode; c.InsecurePlaintext = v.plain })
 				ctx := context.Background()
 				st, _ := c.OpenStream(ctx)
 				st.WriteMessage(ctx, nil)
@@ -79,6 +84,7 @@ func BenchmarkLoopback(b *testing.B) {
 				buf := make([]byte, size)
 				b.SetBytes(size)
 				b.ReportAllocs()
+				cpu0 := processCPU()
 				for b.Loop() {
 					if err := st.WriteMessage(ctx, buf); err != nil {
 						b.Fatal(err)
@@ -87,11 +93,22 @@ func BenchmarkLoopback(b *testing.B) {
 				fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				c.Flush(fctx)
 				cancel()
+				// Both ends run in this process: CPU per byte of the pair.
+				b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*size), "cpu-ns/B")
 				st.Close()
 				<-done
 			})
 		}
 	}
+}
+
+// processCPU returns the user and system CPU time this process used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkPingPong measures the round trip of one message echoed back, and

@@ -17,8 +17,13 @@
 // message on one stream overtakes a large one on another within about one
 // fragment, and faster paths take more fragments.
 //
-// Each channel proves the cluster key (HMAC challenge-response) before any
-// data is read. The receiver acknowledges data frames per channel; when a
+// Each channel proves the cluster key in a Noise handshake
+// (Noise_NNpsk0_25519_AESGCM_SHA256, handshake.go) before any data is
+// read, and everything it carries afterwards, on every lane, travels in
+// AES-256-GCM records under that channel's fresh keys (secure.go): bytes
+// altered, replayed, reordered or cut on the way fail with ErrIntegrity,
+// and the channel is dropped like a failed path. Config.InsecurePlaintext
+// turns the records off, to measure what they cost. The receiver acknowledges data frames per channel; when a
 // path fails (reset, interface down, or silent past Config.PathTimeout)
 // the frames it had not had acknowledged are sent again on the others, and
 // the dialing side reconnects the path in the background. Duplicates are

@@ -313,7 +313,13 @@ func testLogger() *slog.Logger {
 func TestRoundRobinTakesPathsInTurn(t *testing.T) {
 	// Paper 000's policy: whole messages go to the live paths in turn,
 	// whatever their queues hold.
-	c, s := pair(t, 2, func(c *Config) { c.Policy = PolicyRoundRobin; c.Stripe = StripeOff })
+	c, s := pair(t, 2, func(c *Config) {
+		c.Policy = PolicyRoundRobin
+		c.Stripe = StripeOff
+		// A loaded machine must not time a path out mid-test: that sends
+		// its turn to the other one.
+		c.PathTimeout = 10 * time.Second
+	})
 	ctx := t.Context()
 	st, err := c.OpenStream(ctx)
 	if err != nil {
