@@ -209,8 +209,29 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", api.ContentTypeBlob)
 	w.Header().Set("ETag", `"`+id+`"`)
 	w.Header().Set("Cache-Control", "immutable")
-	http.ServeContent(w, r, "", info.ModTime, f)
+	rd := &errReader{ReadSeeker: f}
+	http.ServeContent(w, r, "", info.ModTime, rd)
+	if errors.Is(rd.err, store.ErrCorrupt) {
+		// The answer stops short of its length, so the client sees the
+		// download fail; the operator learns why here.
+		s.log.Error("a download found a corrupt blob; its answer was cut short", "blob", id, "err", rd.err)
+		panic(http.ErrAbortHandler)
+	}
 	return nil
+}
+
+// errReader remembers the error of the last Read.
+type errReader struct {
+	io.ReadSeeker
+	err error
+}
+
+func (e *errReader) Read(p []byte) (int, error) {
+	n, err := e.ReadSeeker.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
 }
 
 func (s *Server) deleteBlob(w http.ResponseWriter, r *http.Request) error {

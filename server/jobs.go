@@ -46,7 +46,8 @@ func (s *Server) submitWith(ctx context.Context, req api.JobRequest, o submitOpt
 	return s.create(ctx, rec, jo, req.Input)
 }
 
-// start makes a stored job with units active.
+// start makes a stored job with units active. Its input and its units'
+// data were verified (or written) just now.
 func (s *Server) start(job store.Job, jo jobOps, units []store.Unit) error {
 	for i := range units {
 		units[i].State = store.UnitPending
@@ -54,6 +55,11 @@ func (s *Server) start(job store.Job, jo jobOps, units []store.Unit) error {
 	r, err := newRun(job, jo, units)
 	if err != nil {
 		return err
+	}
+	for _, u := range units {
+		if u.Blob != "" {
+			r.checked[u.Blob] = true
+		}
 	}
 	if err := s.schedule(r); err != nil {
 		s.persist(func(ctx context.Context) error { return s.db.FailJob(ctx, job.ID, err.Error()) })
@@ -72,6 +78,11 @@ func (s *Server) splitJob(ctx context.Context, rec store.Job, jo jobOps, input s
 		return nil, err
 	}
 	defer in.Close()
+	// Split and the units read the input at offsets, which cannot be
+	// checked as they go: the whole input is checked once, streamed.
+	if err := s.blobs.Verify(ctx, input); err != nil {
+		return nil, fmt.Errorf("job input: %w", err)
+	}
 	hint := ops.Hint{Units: rec.Units, TileW: rec.TileW, TileH: rec.TileH, Repeat: rec.Repeat}
 	specs, err := jo.op.Split(in, size, rec.Params, hint)
 	if err != nil {

@@ -305,6 +305,12 @@ func (s *Server) send(ctx context.Context, p *peer, ps *pstream) {
 		buf, scratch, err = r.message(s, a, buf[:0], scratch)
 		if err != nil {
 			r.release(a.Seq)
+			if errors.Is(err, store.ErrCorrupt) {
+				// Trying again reads the same bad bytes: the job fails now.
+				s.sched.Fail(a, err)
+				s.endJob(r, store.JobFailed, fmt.Sprintf("unit %d: the server could not prepare it: %v", a.Unit, err))
+				continue
+			}
 			s.failTry(r, a, "", "the server could not prepare it: "+err.Error())
 			continue
 		}
