@@ -162,14 +162,19 @@ func blobID(r *http.Request) (string, error) {
 }
 
 func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) error {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBlob)
-	id, size, err := s.blobs.Put(r.Context(), body)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return fmt.Errorf("upload larger than the server's limit of %d bytes: %w", s.cfg.MaxBlob, err)
+	if r.ContentLength >= 0 {
+		if err := s.uploadSize("upload", r.ContentLength); err != nil {
+			return err
 		}
-		return fmt.Errorf("upload: %w", err)
+	}
+	body := s.limitUpload(w, r, "upload")
+	defer body.done()
+	id, size, err := s.blobs.Put(r.Context(), body)
+	if body.err != nil {
+		return body.err
+	}
+	if err != nil {
+		return storageError("upload", err)
 	}
 	s.log.Debug("blob stored", "blob", id, "bytes", size)
 	w.Header().Set("Location", api.PathBlobs+"/"+id)

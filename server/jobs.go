@@ -26,6 +26,9 @@ func (s *Server) submit(ctx context.Context, req api.JobRequest) (api.JobStatus,
 }
 
 func (s *Server) submitWith(ctx context.Context, req api.JobRequest, o submitOpts) (api.JobStatus, error) {
+	if err := s.room("job request", 0); err != nil {
+		return api.JobStatus{}, err
+	}
 	if parent, ok, err := inputJob(req.Input); err != nil {
 		return api.JobStatus{}, err
 	} else if ok {

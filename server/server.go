@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
@@ -41,6 +42,9 @@ type Server struct {
 	rec     *recorder
 	known   knownBlobs
 	userOps userOps
+	// uploading counts the bytes of uploads in progress, which MaxData
+	// counts as stored.
+	uploading atomic.Int64
 	// opsMu orders the changes of user operations, so the store and
 	// userOps agree on the newest version.
 	opsMu sync.Mutex
@@ -95,9 +99,9 @@ func New(cfg Config) (*Server, error) {
 	if s.blobs, err = store.OpenDisk(dir, nil); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	// Opened second, so it does not clear the first one's uploads.
-	if s.results, err = store.OpenDisk(dir, &store.DiskConfig{NoSync: !cfg.Durable}); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+	s.results = s.blobs
+	if !cfg.Durable {
+		s.results = s.blobs.Unsynced()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
 	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/server"
 )
 
 // blobPath is where the server of c keeps blob id.
@@ -122,4 +124,67 @@ func TestCorruptOutput(t *testing.T) {
 		t.Fatal("a job on a corrupt output was accepted")
 	}
 	wantCorrupt(t, "submit on a corrupt output", err.Error(), st.Output)
+}
+
+// TestQuotas: an upload past --max-upload is refused with 413 and one
+// past --max-data with 507, each saying the limit and what to do; a job
+// submitted while the data limit is reached is refused with 507; deleting
+// a blob makes room again.
+func TestQuotas(t *testing.T) {
+	c := newCluster(t, func(cfg *server.Config) {
+		cfg.MaxBlob = 4 << 10
+		cfg.MaxData = 10 << 10
+	})
+	ctx := t.Context()
+	blob := func(n int, b byte) []byte { return bytes.Repeat([]byte{b}, n) }
+
+	// One upload too large, streamed (the client sends no length) and
+	// with its length announced.
+	_, err := c.c.Put(ctx, bytes.NewReader(blob(5<<10, 'a')))
+	if !errors.Is(err, client.ErrTooLarge) {
+		t.Fatalf("upload of 5 KiB past a 4 KiB limit: %v, want 413", err)
+	}
+	for _, want := range []string{"4 KiB", "--max-upload", "split the data"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("413 message %q does not say %q", err, want)
+		}
+	}
+	code, body := rawCall(t, c, http.MethodPost, api.PathBlobs, string(blob(5<<10, 'a')), api.Token(testKey))
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "5 KiB") {
+		t.Errorf("upload with a length of 5 KiB: %d %s", code, body)
+	}
+
+	a := c.put(blob(4<<10, 'a'))
+	c.put(blob(4<<10, 'b'))
+	// 8 KiB stored of 10: 4 KiB more does not fit.
+	_, err = c.c.Put(ctx, bytes.NewReader(blob(4<<10, 'c')))
+	if !errors.Is(err, client.ErrInsufficientStorage) {
+		t.Fatalf("upload past the data limit: %v, want 507", err)
+	}
+	for _, want := range []string{"8 KiB of its 10 KiB limit", "--max-data", "DELETE /v1/blobs/ID", "--retain"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("507 message %q does not say %q", err, want)
+		}
+	}
+	code, _ = rawCall(t, c, http.MethodPost, api.PathBlobs, string(blob(4<<10, 'c')), api.Token(testKey))
+	if code != http.StatusInsufficientStorage {
+		t.Errorf("upload past the data limit with its length: %d, want 507", code)
+	}
+	// Refused uploads leave nothing behind.
+	if list, err := c.c.Blobs(ctx); err != nil || len(list) != 2 {
+		t.Errorf("blobs after refused uploads: %v, %v; want the 2 accepted", list, err)
+	}
+
+	// At the limit, jobs are refused too.
+	c.put(blob(2<<10, 'd'))
+	_, err = c.c.Submit(ctx, api.JobRequest{Op: "noop", Input: a})
+	if !errors.Is(err, client.ErrInsufficientStorage) || !strings.Contains(err.Error(), "--max-data") {
+		t.Errorf("job at the data limit: %v, want 507 naming --max-data", err)
+	}
+
+	// Deleting a blob makes room.
+	if err := c.c.DeleteBlob(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	c.put(blob(3<<10, 'e'))
 }
