@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/store"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -88,6 +89,12 @@ type Config struct {
 
 	// Logger receives lifecycle events. Nil means slog.Default().
 	Logger *slog.Logger
+
+	// wrapState and wrapResults, set by tests, wrap the writes of unit
+	// results and job ends and the store of unit results: a seam for
+	// injecting faults such as a full disk.
+	wrapState   func(store.Jobs) store.Jobs
+	wrapResults func(store.Blobs) store.Blobs
 }
 
 // populate fills in defaults and checks the required fields.

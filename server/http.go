@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -338,9 +339,28 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if f.State != "" {
+		// Jobs whose end is not yet in the store are listed by that end.
+		ids := s.unsavedIn(f.State)
+		for _, id := range ids {
+			if j, err := s.db.Job(r.Context(), id); err == nil && !slices.ContainsFunc(jobs, func(o store.Job) bool { return o.ID == id }) {
+				jobs = append(jobs, j)
+			}
+		}
+		if len(ids) > 0 {
+			slices.SortFunc(jobs, func(a, b store.Job) int { return cmp.Compare(b.ID, a.ID) })
+		}
+	}
 	list := api.JobList{Jobs: make([]api.JobStatus, 0, len(jobs))}
 	for _, j := range jobs {
-		list.Jobs = append(list.Jobs, s.jobStatus(j))
+		st := s.jobStatus(j)
+		if f.State != "" && st.State != api.JobState(f.State) {
+			continue // ended, but not yet in the store
+		}
+		if f.Limit > 0 && len(list.Jobs) == f.Limit {
+			break
+		}
+		list.Jobs = append(list.Jobs, st)
 	}
 	return writeJSON(w, http.StatusOK, &list)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
@@ -410,12 +411,23 @@ func (s *Server) assemble(r *run) {
 	if !r.end() {
 		return // canceled meanwhile
 	}
-	if err := s.db.FinishJob(ctx, r.id, id); err != nil {
+	if err := s.state.FinishJob(ctx, r.id, id); err != nil {
 		if s.isClosing() {
 			return
 		}
-		s.log.Error("recording job done failed", "job", r.id, "err", err)
-		s.persist(func(ctx context.Context) error { return s.db.FailJob(ctx, r.id, "recording the output: "+err.Error()) })
+		if errors.Is(err, store.ErrConflict) {
+			// The store disagrees (a unit's result was not recorded):
+			// the job cannot be done.
+			s.log.Error("recording job done failed", "job", r.id, "err", err)
+			s.saveEnd(r.id, unsaved{state: store.JobFailed, msg: "recording the output: " + err.Error(),
+				save: func(ctx context.Context) error {
+					return s.state.FailJob(ctx, r.id, "recording the output: "+err.Error())
+				}})
+		} else {
+			// The output is stored; only the record is missing.
+			s.saveEnd(r.id, unsaved{state: store.JobDone, output: id,
+				save: func(ctx context.Context) error { return s.state.FinishJob(ctx, r.id, id) }})
+		}
 	}
 	s.finish(r)
 	s.log.Info("job done", "job", r.id, "op", r.job.Op, "units", len(r.units), "blob", id, "bytes", size,
@@ -445,7 +457,7 @@ func (s *Server) readResults(r *run) ([][]byte, error) {
 	return out, nil
 }
 
-func (s *Server) readBlob(d *store.Disk, id string) ([]byte, error) {
+func (s *Server) readBlob(d store.Blobs, id string) ([]byte, error) {
 	f, size, err := d.Open(id)
 	if err != nil {
 		return nil, err
@@ -493,12 +505,12 @@ func (s *Server) endJob(r *run, state store.JobState, msg string) bool {
 		return false
 	}
 	s.sched.CancelJob(r.id)
-	s.persist(func(ctx context.Context) error {
+	s.saveEnd(r.id, unsaved{state: state, msg: msg, save: func(ctx context.Context) error {
 		if state == store.JobCanceled {
-			return s.db.CancelJob(ctx, r.id, msg)
+			return s.state.CancelJob(ctx, r.id, msg)
 		}
-		return s.db.FailJob(ctx, r.id, msg)
-	})
+		return s.state.FailJob(ctx, r.id, msg)
+	}})
 	s.finish(r)
 	if state == store.JobCanceled {
 		s.log.Info("job canceled", "job", r.id, "err", msg)
@@ -573,6 +585,7 @@ func (s *Server) status(ctx context.Context, id uint64) (api.JobStatus, error) {
 // jobStatus is the API view of a job record, with the live counts of an
 // active job (the store's lag behind by a batch).
 func (s *Server) jobStatus(j store.Job) api.JobStatus {
+	note := s.overlay(&j)
 	st := api.JobStatus{
 		Job: j.ID, Op: j.Op, Input: j.Input, Params: j.Params, Policy: j.Policy, State: api.JobState(j.State),
 		Output: j.Output, Error: j.Error,
@@ -583,6 +596,9 @@ func (s *Server) jobStatus(j store.Job) api.JobStatus {
 	}
 	if len(st.Params) == 0 {
 		st.Params = nil
+	}
+	if note != "" {
+		st.Error = strings.TrimPrefix(st.Error+"; ", "; ") + note
 	}
 	if j.Spec.InputJob != 0 && j.Total == 0 && !j.State.Final() {
 		st.Error = fmt.Sprintf("waiting for job %d, whose output is the input", j.Spec.InputJob)

@@ -36,8 +36,11 @@ type Server struct {
 	// syncs only with Config.Durable (unit results, which can be
 	// computed again). Both use the same directory.
 	blobs   *store.Disk
-	results *store.Disk
+	results store.Blobs
 	db      *store.SQLite
+	// state receives the writes of unit results and of jobs' ends: db,
+	// or a test's fault-injecting wrapper of it.
+	state   store.Jobs
 	sched   *sched.Scheduler
 	rec     *recorder
 	known   knownBlobs
@@ -60,6 +63,10 @@ type Server struct {
 	pending map[uint64]uint64
 	started bool
 	closing bool
+	// unsaved are the ends of jobs the store has not taken yet; saving
+	// is set while saveLoop writes them.
+	unsaved map[uint64]unsaved
+	saving  bool
 	stop    chan struct{} // closed when Run begins to shut down
 
 	// bg counts the goroutines Run waits for: peers, assemblies, the
@@ -109,7 +116,15 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.rec = newRecorder(s.db, s.log)
+	s.state = s.db
+	if cfg.wrapState != nil {
+		s.state = cfg.wrapState(s.db)
+	}
+	if cfg.wrapResults != nil {
+		s.results = cfg.wrapResults(s.results)
+	}
+	s.rec = newRecorder(s.state, s.log)
+	s.rec.lost = s.resultsLost
 	uops, err := s.db.Ops(ctx)
 	if err != nil {
 		s.db.Close()
@@ -162,6 +177,12 @@ func (s *Server) Run(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(s.ln) }()
 	s.bg.Go(s.reap)
+	s.mu.Lock()
+	if len(s.unsaved) > 0 && !s.saving {
+		s.saving = true
+		s.bg.Go(s.saveLoop)
+	}
+	s.mu.Unlock()
 	for _, r := range resume {
 		s.bg.Go(func() { s.assemble(r) })
 	}
