@@ -170,12 +170,24 @@ func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) error {
 	}
 	body := s.limitUpload(w, r, "upload")
 	defer body.done()
-	id, size, err := s.blobs.Put(r.Context(), body)
+	st, err := s.blobs.Stage(r.Context(), body)
 	if body.err != nil {
 		return body.err
 	}
 	if err != nil {
 		return storageError("upload", err)
+	}
+	defer st.Discard()
+	id, size := st.ID, st.Size
+	// Pinned from before it is in place until it is recorded as an
+	// upload, so that removing a job's blobs cannot take it meanwhile.
+	s.pin(id)
+	defer s.unpin(id)
+	if err := st.Commit(r.Context()); err != nil {
+		return storageError("upload", err)
+	}
+	if err := s.db.AddUpload(r.Context(), id); err != nil {
+		return storageError("upload: record it", err)
 	}
 	s.log.Debug("blob stored", "blob", id, "bytes", size)
 	w.Header().Set("Location", api.PathBlobs+"/"+id)
@@ -202,6 +214,9 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
 	}
 	f, _, err := s.blobs.Open(id)
 	if errors.Is(err, store.ErrNotFound) {
+		if gone := s.expiredOutput(r.Context(), id); gone != nil {
+			return gone
+		}
 		return kindf(errNotFound, "no blob %s on this server", id)
 	}
 	if err != nil {
@@ -264,6 +279,9 @@ func (s *Server) deleteBlob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.known.forget(id)
+	if err := s.db.RemoveUpload(r.Context(), id); err != nil {
+		return err
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -72,8 +72,19 @@ func (s *Server) start(job store.Job, jo jobOps, units []store.Unit) error {
 	return nil
 }
 
-// splitJob reads the input blob and splits the job into units.
+// splitJob reads the input blob and splits the job into units. On
+// success the input and the units' data are pinned: the caller unpins
+// them (unpinUnits) once the job's record refers to them.
 func (s *Server) splitJob(ctx context.Context, rec store.Job, jo jobOps, input string) ([]store.Unit, error) {
+	s.pin(input)
+	units, err := s.split(ctx, rec, jo, input)
+	if err != nil {
+		s.unpin(input)
+	}
+	return units, err
+}
+
+func (s *Server) split(ctx context.Context, rec store.Job, jo jobOps, input string) ([]store.Unit, error) {
 	in, size, err := s.blobs.Open(input)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, kindf(errNotFound, "job request: no blob %s on this server; upload the data first (braid put FILE)", input)
@@ -270,12 +281,18 @@ func (s *Server) layout(ctx context.Context, input string, specs []ops.UnitSpec)
 		units[i] = u
 	}
 	if len(fromData) > 0 {
-		id, _, err := s.blobs.Put(ctx, &data)
+		st, err := s.blobs.Stage(ctx, &data)
 		if err != nil {
-			return nil, fmt.Errorf("store the units' data: %w", err)
+			return nil, storageError("store the units' data", err)
+		}
+		defer st.Discard()
+		s.pin(st.ID)
+		if err := st.Commit(ctx); err != nil {
+			s.unpin(st.ID)
+			return nil, storageError("store the units' data", err)
 		}
 		for _, i := range fromData {
-			units[i].Blob = id
+			units[i].Blob = st.ID
 		}
 	}
 	return units, nil
@@ -408,6 +425,7 @@ func (s *Server) assemble(r *run) {
 		fail(fmt.Sprintf("store the output: %v", err))
 		return
 	}
+	r.setOutput(id)
 	if !r.end() {
 		return // canceled meanwhile
 	}
@@ -430,6 +448,7 @@ func (s *Server) assemble(r *run) {
 		}
 	}
 	s.finish(r)
+	s.dropIntermediates(r)
 	s.log.Info("job done", "job", r.id, "op", r.job.Op, "units", len(r.units), "blob", id, "bytes", size,
 		"assembly", time.Since(start).Round(time.Millisecond))
 }
@@ -512,6 +531,7 @@ func (s *Server) endJob(r *run, state store.JobState, msg string) bool {
 		return s.state.FailJob(ctx, r.id, msg)
 	}})
 	s.finish(r)
+	s.dropIntermediates(r)
 	if state == store.JobCanceled {
 		s.log.Info("job canceled", "job", r.id, "err", msg)
 	} else {
@@ -596,6 +616,12 @@ func (s *Server) jobStatus(j store.Job) api.JobStatus {
 	}
 	if len(st.Params) == 0 {
 		st.Params = nil
+	}
+	switch {
+	case !j.Expired.IsZero():
+		st.OutputExpired = j.Expired
+	case st.State == api.JobDone && s.cfg.Retain > 0 && !j.Finished.IsZero():
+		st.OutputExpires = j.Finished.Add(s.cfg.Retain)
 	}
 	if note != "" {
 		st.Error = strings.TrimPrefix(st.Error+"; ", "; ") + note

@@ -47,6 +47,11 @@ type run struct {
 	// hashing them again. twinBytes is what they hold.
 	twins     []twin
 	twinBytes int
+	// spare are results stored for units whose result another copy gave
+	// first, or after the job ended: intermediate, to remove when the
+	// job ends. output is the job's output once assembled.
+	spare  []string
+	output string
 }
 
 // twin is a result kept to compare the other copies' results with.
@@ -164,15 +169,29 @@ func (r *run) result(unit uint64) (string, bool) {
 }
 
 // offer records a result unless one arrived first, and returns the one
-// kept.
-func (r *run) offer(unit uint64, id string) string {
+// kept. ended reports that the job ended first: the result is spare.
+func (r *run) offer(unit uint64, id string) (kept string, ended bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	u := &r.units[unit]
-	if u.result == "" {
+	switch {
+	case r.ended:
+		r.spare = append(r.spare, id)
+		return id, true
+	case u.result == "":
 		u.result = id
+	case u.result != id:
+		r.spare = append(r.spare, id)
 	}
-	return u.result
+	return u.result, false
+}
+
+// setOutput records the output's ID, which the removal of the job's
+// intermediate blobs keeps.
+func (r *run) setOutput(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.output = id
 }
 
 // twinOf returns the result ID of another copy of unit whose result is

@@ -48,6 +48,10 @@ type Server struct {
 	// uploading counts the bytes of uploads in progress, which MaxData
 	// counts as stored.
 	uploading atomic.Int64
+	// pins are blobs about to be referred to, which must not be removed
+	// (see retain.go).
+	pinMu sync.Mutex
+	pins  map[string]int
 	// opsMu orders the changes of user operations, so the store and
 	// userOps agree on the newest version.
 	opsMu sync.Mutex
@@ -177,6 +181,9 @@ func (s *Server) Run(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(s.ln) }()
 	s.bg.Go(s.reap)
+	if s.cfg.Retain > 0 {
+		s.bg.Go(s.sweep)
+	}
 	s.mu.Lock()
 	if len(s.unsaved) > 0 && !s.saving {
 		s.saving = true

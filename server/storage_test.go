@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/worker"
 )
 
 // blobPath is where the server of c keeps blob id.
@@ -187,4 +189,140 @@ func TestQuotas(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.put(blob(3<<10, 'e'))
+}
+
+// blobSet lists the server's blobs.
+func (c *cluster) blobSet() map[string]bool {
+	c.t.Helper()
+	list, err := c.c.Blobs(c.t.Context())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	set := map[string]bool{}
+	for _, b := range list {
+		set[b.ID] = true
+	}
+	return set
+}
+
+// waitBlobs waits up to 10s until the server holds exactly the blobs
+// want.
+func (c *cluster) waitBlobs(what string, want ...string) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := c.blobSet()
+		same := len(got) == len(want)
+		for _, id := range want {
+			same = same && got[id]
+		}
+		if same {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s: the server holds %d blobs %v, want %v", what, len(got), got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestIntermediatesRemoved: when a job ends, its units' results and tile
+// data go; its input and output stay, also when a result is the same
+// bytes as the input or the output.
+func TestIntermediatesRemoved(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(2, func(cfg *worker.Config) {
+		cfg.Ops = ops.NewRegistry(slowOp{ops.Blur(), 2 * time.Millisecond}, ops.Noop())
+	})
+	c.waitWorkers(1)
+	img := ops.SamplePNG(320, 240)
+	in := c.put(img)
+	st := c.run(api.JobRequest{Op: "blur", Input: in, Tile: api.Tile{W: 40, H: 40}})
+	if st.State != api.JobDone {
+		t.Fatalf("blur job is %s: %s", st.State, st.Error)
+	}
+	c.waitBlobs("after a tiled blur (48 results and the tile data)", in, st.Output)
+
+	// noop: its one result is its input and its output.
+	st2 := c.run(api.JobRequest{Op: "noop", Input: in})
+	if st2.State != api.JobDone || st2.Output != in {
+		t.Fatalf("noop job is %s with output %s: %s", st2.State, st2.Output, st2.Error)
+	}
+	c.waitBlobs("after a noop whose result is its input", in, st.Output)
+
+	// A canceled job's results go too.
+	st3 := c.submit(api.JobRequest{Op: "blur", Input: in, Tile: api.Tile{W: 20, H: 20}, Params: map[string]string{"radius": "2"}})
+	c.waitDone(st3.Job, 5)
+	if _, err := c.c.Cancel(t.Context(), st3.Job); err != nil {
+		t.Fatal(err)
+	}
+	c.waitBlobs("after a canceled job", in, st.Output)
+	if !bytes.Equal(c.get(st.Output), reference(t, ops.Blur(), img, nil)) {
+		t.Error("the kept output differs from the single-unit blur")
+	}
+}
+
+// TestRetention: an output older than --retain is removed by the sweep;
+// the job shows it expired and fetching it answers 410 Gone, saying why
+// and what to do. Uploads stay, also when they are an output's bytes.
+func TestRetention(t *testing.T) {
+	const retain = 300 * time.Millisecond
+	c := newCluster(t, func(cfg *server.Config) { cfg.Retain = retain })
+	c.addWorker(2, nil)
+	c.waitWorkers(1)
+	in := c.put(ops.SamplePNG(64, 48))
+	st := c.run(api.JobRequest{Op: "blur", Input: in})
+	if st.State != api.JobDone {
+		t.Fatalf("job is %s: %s", st.State, st.Error)
+	}
+	if want := st.Timings.Finished.Add(retain); !st.OutputExpires.Equal(want) {
+		t.Errorf("output expires %v, want %v", st.OutputExpires, want)
+	}
+	noop := c.run(api.JobRequest{Op: "noop", Input: in}) // its output is the upload
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var err error
+		st, err = c.c.Status(t.Context(), st.Job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.OutputExpired.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("output not expired 10s after a retention of %v: %+v", retain, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st.State != api.JobDone || st.Output == "" || !st.OutputExpires.IsZero() {
+		t.Errorf("expired job: %s, output %q, expires %v; want done with its output id and no expiry", st.State, st.Output, st.OutputExpires)
+	}
+	var buf bytes.Buffer
+	_, err := c.c.Get(t.Context(), st.Output, &buf)
+	if !errors.Is(err, client.ErrGone) {
+		t.Fatalf("fetch of an expired output: %v, want 410", err)
+	}
+	for _, want := range []string{"output of job " + strconv.FormatUint(st.Job, 10), "retention period", "--retain", "submit the job again"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("410 message %q does not say %q", err, want)
+		}
+	}
+	_, err = c.c.Submit(t.Context(), api.JobRequest{Op: "noop", Input: api.InputJobPrefix + strconv.FormatUint(st.Job, 10)})
+	if !errors.Is(err, client.ErrGone) {
+		t.Errorf("job on an expired output: %v, want 410", err)
+	}
+	// The noop's output expired too, but its bytes are an upload.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		s2, err := c.c.Status(t.Context(), noop.Job)
+		if err == nil && !s2.OutputExpired.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("noop output not expired: %+v, %v", s2, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.waitBlobs("after the outputs expired", in)
 }
