@@ -277,7 +277,7 @@ func (c *Client) Get(ctx context.Context, id string, w io.Writer) (int64, error)
 			op, n, resp.ContentLength, cause, ErrIncomplete)
 	}
 	if sum := hex.EncodeToString(h.Sum(nil)); sum != id {
-		return n, fmt.Errorf("%s: the bytes received hash to sha256 %s, not to the blob's id; do not use them: %w", op, sum, ErrCorrupt)
+		return n, fmt.Errorf("%s: the bytes received hash to sha256 %s, not to the blob's id: refused, do not use them: %w", op, sum, ErrCorrupt)
 	}
 	return n, nil
 }
