@@ -118,15 +118,24 @@ type Timings struct {
 // JobStatus is the server's view of one job: the answer to a submission
 // and to GET /v1/jobs/{id}.
 type JobStatus struct {
-	Job    uint64            `json:"job"`
-	Op     string            `json:"op"`
+	Job uint64 `json:"job"`
+	Op  string `json:"op"`
+	// Input is the ID of the input blob: the sha256 of its bytes, which
+	// the server checks as it reads them.
 	Input  string            `json:"input"`
 	Params map[string]string `json:"params,omitempty"`
 	Policy string            `json:"policy"`
 	State  JobState          `json:"state"`
-	// Output is the ID of the result blob once State is JobDone.
-	Output string     `json:"output,omitempty"`
-	Units  UnitCounts `json:"units"`
+	// Output is the ID of the result blob once State is JobDone: the
+	// sha256 of its bytes.
+	Output string `json:"output,omitempty"`
+	// OutputExpires is when the server will remove the output (braid
+	// server --retain); zero if it keeps it until it is deleted.
+	OutputExpires time.Time `json:"output_expires,omitzero"`
+	// OutputExpired is when the server removed the output after its
+	// retention period; fetching it then answers 410 Gone.
+	OutputExpired time.Time  `json:"output_expired,omitzero"`
+	Units         UnitCounts `json:"units"`
 	// Error says why a job failed or was canceled, naming the unit; while
 	// it runs, why it is blocked or why a unit's last try failed.
 	Error   string  `json:"error,omitempty"`

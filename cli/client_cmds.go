@@ -120,19 +120,22 @@ func jsonLine(w io.Writer, v any) error {
 // jobJSON is a job as the --json output of submit, status, wait and
 // cancel: job, state, output, units and error are always present.
 type jobJSON struct {
-	Job     uint64            `json:"job"`
-	State   api.JobState      `json:"state"`
-	Output  string            `json:"output"`
-	Units   api.UnitCounts    `json:"units"`
-	Error   string            `json:"error"`
-	Op      string            `json:"op"`
-	Input   string            `json:"input"`
-	Params  map[string]string `json:"params,omitempty"`
-	Policy  string            `json:"policy"`
-	Timings api.Timings       `json:"timings"`
-	Module  string            `json:"module,omitempty"`
-	Split   string            `json:"split,omitempty"`
-	Merge   string            `json:"merge,omitempty"`
+	Job    uint64       `json:"job"`
+	State  api.JobState `json:"state"`
+	Output string       `json:"output"`
+	// OutputExpires and OutputExpired as in api.JobStatus.
+	OutputExpires time.Time         `json:"output_expires,omitzero"`
+	OutputExpired time.Time         `json:"output_expired,omitzero"`
+	Units         api.UnitCounts    `json:"units"`
+	Error         string            `json:"error"`
+	Op            string            `json:"op"`
+	Input         string            `json:"input"`
+	Params        map[string]string `json:"params,omitempty"`
+	Policy        string            `json:"policy"`
+	Timings       api.Timings       `json:"timings"`
+	Module        string            `json:"module,omitempty"`
+	Split         string            `json:"split,omitempty"`
+	Merge         string            `json:"merge,omitempty"`
 	// InputJob, Pipeline and Step as in api.JobStatus.
 	InputJob uint64 `json:"input_job,omitempty"`
 	Pipeline uint64 `json:"pipeline,omitempty"`
@@ -140,7 +143,7 @@ type jobJSON struct {
 }
 
 func toJobJSON(st api.JobStatus) jobJSON {
-	return jobJSON{Job: st.Job, State: st.State, Output: st.Output, Units: st.Units, Error: st.Error, Op: st.Op,
+	return jobJSON{Job: st.Job, State: st.State, Output: st.Output, OutputExpires: st.OutputExpires, OutputExpired: st.OutputExpired, Units: st.Units, Error: st.Error, Op: st.Op,
 		Input: st.Input, Params: st.Params, Policy: st.Policy, Timings: st.Timings, Module: st.Module, Split: st.Split,
 		Merge: st.Merge, InputJob: st.InputJob, Pipeline: st.Pipeline, Step: st.Step}
 }
@@ -155,14 +158,15 @@ func printJob(w io.Writer, st api.JobStatus, asJSON bool) {
 	if st.Pipeline != 0 {
 		fmt.Fprintf(w, "  step     %s of pipeline %d\n", st.Step, st.Pipeline)
 	}
-	input := st.Input
+	fmt.Fprintf(w, "  op       %s%s\n", st.Op, fmtParams(st.Params))
 	if st.InputJob != 0 {
-		input = fmt.Sprintf("the output of job %d", st.InputJob)
+		fmt.Fprintf(w, "  input    the output of job %d\n", st.InputJob)
 		if st.Input != "" {
-			input += " (" + st.Input + ")"
+			fmt.Fprintf(w, "           sha256 %s\n", st.Input)
 		}
+	} else {
+		fmt.Fprintf(w, "  input    sha256 %s\n", st.Input)
 	}
-	fmt.Fprintf(w, "  op       %s%s on %s\n", st.Op, fmtParams(st.Params), input)
 	if st.Module != "" {
 		fmt.Fprintf(w, "  module   sha256 %s\n", st.Module)
 	}
@@ -185,7 +189,16 @@ func printJob(w io.Writer, st api.JobStatus, asJSON bool) {
 			end.Sub(t.Started).Round(time.Millisecond), time.Duration(t.ComputeNanos).Round(time.Millisecond))
 	}
 	if st.Output != "" {
-		fmt.Fprintf(w, "  output   %s (braid get %s -o FILE)\n", st.Output, st.Output)
+		fmt.Fprintf(w, "  output   sha256 %s\n", st.Output)
+		switch {
+		case !st.OutputExpired.IsZero():
+			fmt.Fprintf(w, "           expired: removed on %s after the server's retention period; submit the job again to make it anew\n",
+				st.OutputExpired.Local().Format(time.DateTime))
+		case !st.OutputExpires.IsZero():
+			fmt.Fprintf(w, "           kept until %s (braid get %s -o FILE)\n", st.OutputExpires.Local().Format(time.DateTime), st.Output)
+		default:
+			fmt.Fprintf(w, "           braid get %s -o FILE\n", st.Output)
+		}
 	}
 	if st.Error != "" {
 		fmt.Fprintf(w, "  error    %s\n", st.Error)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/braid-hpc/braid/server"
@@ -29,7 +31,32 @@ units and their results travel there.
 The server runs until interrupted. Started again on the same --data
 directory it resumes the jobs it had accepted.
 
-  braid server --listen 10.0.0.1:7400 --data /var/lib/braid`
+Storage: every blob is checked against its sha256 as it is read; a
+corrupt one fails the jobs and downloads that need it, and uploading the
+same bytes again heals it. A job's intermediate blobs (unit results, tile
+data) are removed when it ends; its output is kept for --retain (default:
+until deleted), then removed, and fetching it answers 410 Gone.
+--max-upload bounds one upload (413), --max-data all stored bytes (507).
+
+  braid server --listen 10.0.0.1:7400 --data /var/lib/braid --retain 7d --max-data 500G`
+
+// parseRetention parses --retain: a Go duration ("36h", "90m") or a
+// number of days ("7d"); "0" means keep forever.
+func parseRetention(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseFloat(days, 64)
+		if err != nil || n < 0 || n > 100*365 {
+			return 0, fmt.Errorf("%q: want days such as 7d, a duration such as 36h, or 0 to keep outputs forever", s)
+		}
+		return time.Duration(n * float64(24*time.Hour)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q: want days such as 7d, a duration such as 36h, or 0 to keep outputs forever", s)
+	}
+	return d, nil
+}
 
 // logFlags registers -v and returns a constructor of the command's logger,
 // which writes to env.Stderr.
@@ -60,6 +87,9 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	lim := addLimitFlags(fs)
 	maxTries := fs.Int("max-tries", 0, "times a unit may fail before its job fails, for jobs that do not say (default 3)")
 	maxModule := fs.String("max-module", "64M", "largest WebAssembly `size` an operation may upload")
+	maxUpload := fs.String("max-upload", "16G", "largest `size` of one upload; larger ones are refused (413)")
+	maxData := fs.String("max-data", "0", "most bytes stored in all (`size`; 0: no limit but the disk); uploads past it and jobs submitted at it are refused (507)")
+	retain := fs.String("retain", "0", "keep job outputs this `long` after the job ends, e.g. 7d or 36h; 0 keeps them until deleted")
 	sctp := addSCTPFlags(fs)
 	key := keyFlag(fs)
 	logger := logFlags(fs)
@@ -89,6 +119,21 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("server: --max-module %q: want a size such as 64M", *maxModule)
 		return 2
 	}
+	upSize, err := parseSize(*maxUpload)
+	if err != nil || upSize < 1 {
+		env.Errorf("server: --max-upload %q: want a size such as 16G", *maxUpload)
+		return 2
+	}
+	dataSize, err := parseSize(*maxData)
+	if err != nil {
+		env.Errorf("server: --max-data %q: want a size such as 500G, or 0 for no limit", *maxData)
+		return 2
+	}
+	keep, err := parseRetention(*retain)
+	if err != nil {
+		env.Errorf("server: --retain: %v", err)
+		return 2
+	}
 	if *maxTries < 0 || *maxTries > 100 {
 		env.Errorf("server: --max-tries %d: want 1 to 100", *maxTries)
 		return 2
@@ -102,6 +147,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
 		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: logger(env),
 		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
+		MaxBlob: upSize, MaxData: dataSize, Retain: keep,
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},
 	})
 	if err != nil {

@@ -3,6 +3,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -253,6 +255,9 @@ func (c *Client) PutInfo(ctx context.Context, r io.Reader) (api.BlobInfo, error)
 }
 
 // Get downloads blob id into w and returns the number of bytes written.
+// It checks the bytes against id, their sha256, as they arrive: an
+// error (ErrIncomplete, ErrCorrupt) means that what w received must not
+// be used.
 func (c *Client) Get(ctx context.Context, id string, w io.Writer) (int64, error) {
 	op := "download blob " + id
 	resp, err := c.do(ctx, op, http.MethodGet, api.PathBlobs+"/"+url.PathEscape(id), nil, "", nil)
@@ -260,12 +265,19 @@ func (c *Client) Get(ctx context.Context, id string, w io.Writer) (int64, error)
 		return 0, err
 	}
 	defer resp.Body.Close()
-	n, err := io.Copy(w, resp.Body)
-	if err != nil {
-		return n, fmt.Errorf("%s: %w", op, err)
+	// A blob's ID is the sha256 of its bytes: check them as they come.
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(w, h), resp.Body)
+	if err != nil || resp.ContentLength >= 0 && n != resp.ContentLength {
+		cause := ""
+		if err != nil {
+			cause = " (" + err.Error() + ")"
+		}
+		return n, fmt.Errorf("%s: the download stopped after %d of %d bytes%s; if the server logs the blob as corrupt, upload the same bytes again to heal it: %w",
+			op, n, resp.ContentLength, cause, ErrIncomplete)
 	}
-	if resp.ContentLength >= 0 && n != resp.ContentLength {
-		return n, fmt.Errorf("%s: got %d of %d bytes", op, n, resp.ContentLength)
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != id {
+		return n, fmt.Errorf("%s: the bytes received hash to sha256 %s, not to the blob's id: refused, do not use them: %w", op, sum, ErrCorrupt)
 	}
 	return n, nil
 }

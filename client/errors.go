@@ -18,6 +18,21 @@ var (
 	ErrNotFound = errors.New("client: not found")
 	// ErrConflict matches a 409: the resource's state forbids the request.
 	ErrConflict = errors.New("client: conflict")
+	// ErrGone matches a 410: the blob was a job's output and was removed
+	// after the server's retention period.
+	ErrGone = errors.New("client: gone")
+	// ErrTooLarge matches a 413: the upload exceeds the server's limit
+	// for one upload (braid server --max-upload).
+	ErrTooLarge = errors.New("client: too large")
+	// ErrInsufficientStorage matches a 507: the server's data limit
+	// (braid server --max-data) or its disk is full.
+	ErrInsufficientStorage = errors.New("client: insufficient storage")
+	// ErrIncomplete is returned when a download ends before all of the
+	// blob's bytes arrived.
+	ErrIncomplete = errors.New("client: incomplete download")
+	// ErrCorrupt is returned when the bytes downloaded do not hash to the
+	// blob's ID.
+	ErrCorrupt = errors.New("client: downloaded bytes do not match the blob's sha256")
 )
 
 // Error is an error answer from the server.
@@ -46,6 +61,12 @@ func (e *Error) Is(target error) bool {
 		return e.Status == http.StatusNotFound
 	case ErrConflict:
 		return e.Status == http.StatusConflict
+	case ErrGone:
+		return e.Status == http.StatusGone
+	case ErrTooLarge:
+		return e.Status == http.StatusRequestEntityTooLarge
+	case ErrInsufficientStorage:
+		return e.Status == http.StatusInsufficientStorage
 	}
 	return false
 }

@@ -111,7 +111,7 @@ func TestHTTP(t *testing.T) {
 		{"bad state filter", "GET", api.PathJobs + "?state=paused", "", "", 400, "state="},
 		{"bad blob id", "GET", api.PathBlobs + "/abc", "", "", 400, "not a blob id"},
 		{"missing blob", "GET", api.PathBlobs + "/" + strings.Repeat("0", 64), "", "", 404, "no blob"},
-		{"upload too large", "POST", api.PathBlobs, strings.Repeat("x", 1001), "", 413, "limit of 1000 bytes"},
+		{"upload too large", "POST", api.PathBlobs, strings.Repeat("x", 1001), "", 413, "limit of 1000 B for one upload"},
 		{"missing worker", "GET", api.PathWorkers + "/w9", "", "", 404, "no worker w9"},
 		{"heartbeat unknown", "POST", api.PathWorkers + "/w9/heartbeat", "{}", "", 404, "register again"},
 		{"register wildcard", "POST", api.PathWorkers, `{"addresses":["0.0.0.0:7420"],"threads":1,"ops":["blur"]}`, "", 400, "not a wildcard"},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/store"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -50,8 +51,21 @@ type Config struct {
 	// MaxThreads bounds the threads (and so streams) one worker may
 	// lend. Zero means 1024.
 	MaxThreads int
-	// MaxBlob bounds the size of an upload. Zero means 16 GiB.
+	// MaxBlob bounds the size of one upload (braid server --max-upload);
+	// a larger one is refused with 413. Zero means 16 GiB.
 	MaxBlob int64
+	// MaxData bounds the bytes of all stored blobs (braid server
+	// --max-data): an upload that would pass it, and a job submitted
+	// while it is reached, are refused with 507. Jobs already accepted
+	// still store their results and outputs, so leave room for them.
+	// Zero means no limit but the disk's.
+	MaxData int64
+	// Retain is how long a job's output is kept after the job ends
+	// (braid server --retain); then a sweep removes it, the job shows it
+	// as expired and fetching it answers 410 Gone. Zero means outputs
+	// are kept until deleted. A job's intermediate blobs (unit results,
+	// tile data) are removed when it ends, whatever Retain says.
+	Retain time.Duration
 	// MaxRequest bounds a JSON request body. Zero means 1 MiB.
 	MaxRequest int64
 	// MaxModule bounds the size of an uploaded WebAssembly module. Zero
@@ -75,6 +89,12 @@ type Config struct {
 
 	// Logger receives lifecycle events. Nil means slog.Default().
 	Logger *slog.Logger
+
+	// wrapState and wrapResults, set by tests, wrap the writes of unit
+	// results and job ends and the store of unit results: a seam for
+	// injecting faults such as a full disk.
+	wrapState   func(store.Jobs) store.Jobs
+	wrapResults func(store.Blobs) store.Blobs
 }
 
 // populate fills in defaults and checks the required fields.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"syscall"
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/ops"
@@ -34,6 +33,12 @@ var (
 	errUnavailable = errors.New("server shutting down")
 	// errTimeout: a worker did not answer in time.
 	errTimeout = errors.New("timeout")
+	// errTooLarge: an upload is larger than one may be.
+	errTooLarge = errors.New("too large")
+	// errStorage: the data limit or the disk is full.
+	errStorage = errors.New("insufficient storage")
+	// errGone: a job's output was removed after the retention period.
+	errGone = errors.New("gone")
 )
 
 // kindError gives err the kind kind for httpStatus without changing its
@@ -59,8 +64,12 @@ func kindf(kind error, format string, args ...any) error {
 func httpStatus(err error) int {
 	var tooLarge *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooLarge):
+	case errors.As(err, &tooLarge), errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, errStorage), store.IsNoSpace(err):
+		return http.StatusInsufficientStorage
+	case errors.Is(err, errGone):
+		return http.StatusGone
 	case errors.Is(err, errUnauthorized):
 		return http.StatusUnauthorized
 	case errors.Is(err, transport.ErrAuth):
@@ -74,8 +83,6 @@ func httpStatus(err error) int {
 	case errors.Is(err, errBadRequest), errors.Is(err, ops.ErrUnknownOp), errors.Is(err, ops.ErrBadParam),
 		errors.Is(err, ops.ErrBadInput), errors.Is(err, store.ErrInvalidID), errors.Is(err, api.ErrMalformed):
 		return http.StatusBadRequest
-	case errors.Is(err, syscall.ENOSPC):
-		return http.StatusInsufficientStorage
 	case errors.Is(err, errUnreachable):
 		return http.StatusBadGateway
 	case errors.Is(err, errUnavailable), errors.Is(err, store.ErrClosed):

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -162,14 +163,31 @@ func blobID(r *http.Request) (string, error) {
 }
 
 func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) error {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBlob)
-	id, size, err := s.blobs.Put(r.Context(), body)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return fmt.Errorf("upload larger than the server's limit of %d bytes: %w", s.cfg.MaxBlob, err)
+	if r.ContentLength >= 0 {
+		if err := s.uploadSize("upload", r.ContentLength); err != nil {
+			return err
 		}
-		return fmt.Errorf("upload: %w", err)
+	}
+	body := s.limitUpload(w, r, "upload")
+	defer body.done()
+	st, err := s.blobs.Stage(r.Context(), body)
+	if body.err != nil {
+		return body.err
+	}
+	if err != nil {
+		return storageError("upload", err)
+	}
+	defer st.Discard()
+	id, size := st.ID, st.Size
+	// Pinned from before it is in place until it is recorded as an
+	// upload, so that removing a job's blobs cannot take it meanwhile.
+	s.pin(id)
+	defer s.unpin(id)
+	if err := st.Commit(r.Context()); err != nil {
+		return storageError("upload", err)
+	}
+	if err := s.db.AddUpload(r.Context(), id); err != nil {
+		return storageError("upload: record it", err)
 	}
 	s.log.Debug("blob stored", "blob", id, "bytes", size)
 	w.Header().Set("Location", api.PathBlobs+"/"+id)
@@ -196,6 +214,9 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
 	}
 	f, _, err := s.blobs.Open(id)
 	if errors.Is(err, store.ErrNotFound) {
+		if gone := s.expiredOutput(r.Context(), id); gone != nil {
+			return gone
+		}
 		return kindf(errNotFound, "no blob %s on this server", id)
 	}
 	if err != nil {
@@ -209,8 +230,29 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", api.ContentTypeBlob)
 	w.Header().Set("ETag", `"`+id+`"`)
 	w.Header().Set("Cache-Control", "immutable")
-	http.ServeContent(w, r, "", info.ModTime, f)
+	rd := &errReader{ReadSeeker: f}
+	http.ServeContent(w, r, "", info.ModTime, rd)
+	if errors.Is(rd.err, store.ErrCorrupt) {
+		// The answer stops short of its length, so the client sees the
+		// download fail; the operator learns why here.
+		s.log.Error("a download found a corrupt blob; its answer was cut short", "blob", id, "err", rd.err)
+		panic(http.ErrAbortHandler)
+	}
 	return nil
+}
+
+// errReader remembers the error of the last Read.
+type errReader struct {
+	io.ReadSeeker
+	err error
+}
+
+func (e *errReader) Read(p []byte) (int, error) {
+	n, err := e.ReadSeeker.Read(p)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
 }
 
 func (s *Server) deleteBlob(w http.ResponseWriter, r *http.Request) error {
@@ -237,6 +279,9 @@ func (s *Server) deleteBlob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.known.forget(id)
+	if err := s.db.RemoveUpload(r.Context(), id); err != nil {
+		return err
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -312,9 +357,28 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if f.State != "" {
+		// Jobs whose end is not yet in the store are listed by that end.
+		ids := s.unsavedIn(f.State)
+		for _, id := range ids {
+			if j, err := s.db.Job(r.Context(), id); err == nil && !slices.ContainsFunc(jobs, func(o store.Job) bool { return o.ID == id }) {
+				jobs = append(jobs, j)
+			}
+		}
+		if len(ids) > 0 {
+			slices.SortFunc(jobs, func(a, b store.Job) int { return cmp.Compare(b.ID, a.ID) })
+		}
+	}
 	list := api.JobList{Jobs: make([]api.JobStatus, 0, len(jobs))}
 	for _, j := range jobs {
-		list.Jobs = append(list.Jobs, s.jobStatus(j))
+		st := s.jobStatus(j)
+		if f.State != "" && st.State != api.JobState(f.State) {
+			continue // ended, but not yet in the store
+		}
+		if f.Limit > 0 && len(list.Jobs) == f.Limit {
+			break
+		}
+		list.Jobs = append(list.Jobs, st)
 	}
 	return writeJSON(w, http.StatusOK, &list)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
@@ -26,6 +27,9 @@ func (s *Server) submit(ctx context.Context, req api.JobRequest) (api.JobStatus,
 }
 
 func (s *Server) submitWith(ctx context.Context, req api.JobRequest, o submitOpts) (api.JobStatus, error) {
+	if err := s.room("job request", 0); err != nil {
+		return api.JobStatus{}, err
+	}
 	if parent, ok, err := inputJob(req.Input); err != nil {
 		return api.JobStatus{}, err
 	} else if ok {
@@ -46,7 +50,8 @@ func (s *Server) submitWith(ctx context.Context, req api.JobRequest, o submitOpt
 	return s.create(ctx, rec, jo, req.Input)
 }
 
-// start makes a stored job with units active.
+// start makes a stored job with units active. Its input and its units'
+// data were verified (or written) just now.
 func (s *Server) start(job store.Job, jo jobOps, units []store.Unit) error {
 	for i := range units {
 		units[i].State = store.UnitPending
@@ -55,6 +60,11 @@ func (s *Server) start(job store.Job, jo jobOps, units []store.Unit) error {
 	if err != nil {
 		return err
 	}
+	for _, u := range units {
+		if u.Blob != "" {
+			r.checked[u.Blob] = true
+		}
+	}
 	if err := s.schedule(r); err != nil {
 		s.persist(func(ctx context.Context) error { return s.db.FailJob(ctx, job.ID, err.Error()) })
 		return err
@@ -62,8 +72,19 @@ func (s *Server) start(job store.Job, jo jobOps, units []store.Unit) error {
 	return nil
 }
 
-// splitJob reads the input blob and splits the job into units.
+// splitJob reads the input blob and splits the job into units. On
+// success the input and the units' data are pinned: the caller unpins
+// them (unpinUnits) once the job's record refers to them.
 func (s *Server) splitJob(ctx context.Context, rec store.Job, jo jobOps, input string) ([]store.Unit, error) {
+	s.pin(input)
+	units, err := s.split(ctx, rec, jo, input)
+	if err != nil {
+		s.unpin(input)
+	}
+	return units, err
+}
+
+func (s *Server) split(ctx context.Context, rec store.Job, jo jobOps, input string) ([]store.Unit, error) {
 	in, size, err := s.blobs.Open(input)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, kindf(errNotFound, "job request: no blob %s on this server; upload the data first (braid put FILE)", input)
@@ -72,6 +93,11 @@ func (s *Server) splitJob(ctx context.Context, rec store.Job, jo jobOps, input s
 		return nil, err
 	}
 	defer in.Close()
+	// Split and the units read the input at offsets, which cannot be
+	// checked as they go: the whole input is checked once, streamed.
+	if err := s.blobs.Verify(ctx, input); err != nil {
+		return nil, fmt.Errorf("job input: %w", err)
+	}
 	hint := ops.Hint{Units: rec.Units, TileW: rec.TileW, TileH: rec.TileH, Repeat: rec.Repeat}
 	specs, err := jo.op.Split(in, size, rec.Params, hint)
 	if err != nil {
@@ -255,12 +281,18 @@ func (s *Server) layout(ctx context.Context, input string, specs []ops.UnitSpec)
 		units[i] = u
 	}
 	if len(fromData) > 0 {
-		id, _, err := s.blobs.Put(ctx, &data)
+		st, err := s.blobs.Stage(ctx, &data)
 		if err != nil {
-			return nil, fmt.Errorf("store the units' data: %w", err)
+			return nil, storageError("store the units' data", err)
+		}
+		defer st.Discard()
+		s.pin(st.ID)
+		if err := st.Commit(ctx); err != nil {
+			s.unpin(st.ID)
+			return nil, storageError("store the units' data", err)
 		}
 		for _, i := range fromData {
-			units[i].Blob = id
+			units[i].Blob = st.ID
 		}
 	}
 	return units, nil
@@ -393,17 +425,30 @@ func (s *Server) assemble(r *run) {
 		fail(fmt.Sprintf("store the output: %v", err))
 		return
 	}
+	r.setOutput(id)
 	if !r.end() {
 		return // canceled meanwhile
 	}
-	if err := s.db.FinishJob(ctx, r.id, id); err != nil {
+	if err := s.state.FinishJob(ctx, r.id, id); err != nil {
 		if s.isClosing() {
 			return
 		}
-		s.log.Error("recording job done failed", "job", r.id, "err", err)
-		s.persist(func(ctx context.Context) error { return s.db.FailJob(ctx, r.id, "recording the output: "+err.Error()) })
+		if errors.Is(err, store.ErrConflict) {
+			// The store disagrees (a unit's result was not recorded):
+			// the job cannot be done.
+			s.log.Error("recording job done failed", "job", r.id, "err", err)
+			s.saveEnd(r.id, unsaved{state: store.JobFailed, msg: "recording the output: " + err.Error(),
+				save: func(ctx context.Context) error {
+					return s.state.FailJob(ctx, r.id, "recording the output: "+err.Error())
+				}})
+		} else {
+			// The output is stored; only the record is missing.
+			s.saveEnd(r.id, unsaved{state: store.JobDone, output: id,
+				save: func(ctx context.Context) error { return s.state.FinishJob(ctx, r.id, id) }})
+		}
 	}
 	s.finish(r)
+	s.dropIntermediates(r)
 	s.log.Info("job done", "job", r.id, "op", r.job.Op, "units", len(r.units), "blob", id, "bytes", size,
 		"assembly", time.Since(start).Round(time.Millisecond))
 }
@@ -431,7 +476,7 @@ func (s *Server) readResults(r *run) ([][]byte, error) {
 	return out, nil
 }
 
-func (s *Server) readBlob(d *store.Disk, id string) ([]byte, error) {
+func (s *Server) readBlob(d store.Blobs, id string) ([]byte, error) {
 	f, size, err := d.Open(id)
 	if err != nil {
 		return nil, err
@@ -479,13 +524,14 @@ func (s *Server) endJob(r *run, state store.JobState, msg string) bool {
 		return false
 	}
 	s.sched.CancelJob(r.id)
-	s.persist(func(ctx context.Context) error {
+	s.saveEnd(r.id, unsaved{state: state, msg: msg, save: func(ctx context.Context) error {
 		if state == store.JobCanceled {
-			return s.db.CancelJob(ctx, r.id, msg)
+			return s.state.CancelJob(ctx, r.id, msg)
 		}
-		return s.db.FailJob(ctx, r.id, msg)
-	})
+		return s.state.FailJob(ctx, r.id, msg)
+	}})
 	s.finish(r)
+	s.dropIntermediates(r)
 	if state == store.JobCanceled {
 		s.log.Info("job canceled", "job", r.id, "err", msg)
 	} else {
@@ -559,6 +605,7 @@ func (s *Server) status(ctx context.Context, id uint64) (api.JobStatus, error) {
 // jobStatus is the API view of a job record, with the live counts of an
 // active job (the store's lag behind by a batch).
 func (s *Server) jobStatus(j store.Job) api.JobStatus {
+	note := s.overlay(&j)
 	st := api.JobStatus{
 		Job: j.ID, Op: j.Op, Input: j.Input, Params: j.Params, Policy: j.Policy, State: api.JobState(j.State),
 		Output: j.Output, Error: j.Error,
@@ -569,6 +616,15 @@ func (s *Server) jobStatus(j store.Job) api.JobStatus {
 	}
 	if len(st.Params) == 0 {
 		st.Params = nil
+	}
+	switch {
+	case !j.Expired.IsZero():
+		st.OutputExpired = j.Expired
+	case st.State == api.JobDone && s.cfg.Retain > 0 && !j.Finished.IsZero():
+		st.OutputExpires = j.Finished.Add(s.cfg.Retain)
+	}
+	if note != "" {
+		st.Error = strings.TrimPrefix(st.Error+"; ", "; ") + note
 	}
 	if j.Spec.InputJob != 0 && j.Total == 0 && !j.State.Final() {
 		st.Error = fmt.Sprintf("waiting for job %d, whose output is the input", j.Spec.InputJob)

@@ -305,6 +305,12 @@ func (s *Server) send(ctx context.Context, p *peer, ps *pstream) {
 		buf, scratch, err = r.message(s, a, buf[:0], scratch)
 		if err != nil {
 			r.release(a.Seq)
+			if errors.Is(err, store.ErrCorrupt) {
+				// Trying again reads the same bad bytes: the job fails now.
+				s.sched.Fail(a, err)
+				s.endJob(r, store.JobFailed, fmt.Sprintf("unit %d: the server could not prepare it: %v", a.Unit, err))
+				continue
+			}
 			s.failTry(r, a, "", "the server could not prepare it: "+err.Error())
 			continue
 		}
@@ -370,6 +376,7 @@ func (s *Server) onResult(ctx context.Context, p *peer, a sched.Assignment, res 
 	if !have {
 		// Another copy of a repeated unit may have given these very bytes.
 		twin, same := r.twinOf(a.Unit, res.Output)
+		stored := ""
 		if same {
 			id = twin
 		} else {
@@ -379,9 +386,23 @@ func (s *Server) onResult(ctx context.Context, p *peer, a sched.Assignment, res 
 				s.failTry(r, a, "", fmt.Sprintf("storing its result failed: %v", err))
 				return
 			}
+			stored = id
 			r.keepTwin(a.Unit, id, res.Output)
 		}
-		id = r.offer(a.Unit, id)
+		var ended bool
+		id, ended = r.offer(a.Unit, id)
+		if stored != "" {
+			s.unpin(stored) // the run refers to it now
+		}
+		if ended {
+			s.sched.Done(a)
+			if stored != "" {
+				// The job ended while the result was stored: remove it
+				// with the rest of the job's intermediate blobs.
+				s.dropIntermediates(r)
+			}
+			return
+		}
 	}
 	counted, jobDone := s.sched.Done(a)
 	if counted {
@@ -428,16 +449,19 @@ func (s *Server) persist(fn func(ctx context.Context) error) {
 	}
 }
 
-// storeResult stores a unit's result and returns its blob ID. Identical
-// results (every copy of a repeated job) are stored once.
+// storeResult stores a unit's result and returns its blob ID, pinned
+// (the caller unpins it once the run refers to it). Identical results
+// (every copy of a repeated job) are stored once.
 func (s *Server) storeResult(ctx context.Context, data []byte) (string, error) {
 	sum := sha256.Sum256(data)
 	id := hex.EncodeToString(sum[:])
+	s.pin(id)
 	if s.known.has(id) {
 		return id, nil
 	}
 	if _, err := s.results.Stat(id); err != nil {
 		if _, _, err := s.results.Put(ctx, bytes.NewReader(data)); err != nil {
+			s.unpin(id)
 			return "", err
 		}
 	}

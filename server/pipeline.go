@@ -61,6 +61,8 @@ func (s *Server) submitAfter(ctx context.Context, req api.JobRequest, parent uin
 		return api.JobStatus{}, err
 	}
 	switch {
+	case p.State == store.JobDone && !p.Expired.IsZero():
+		return api.JobStatus{}, s.goneError(p)
 	case p.State == store.JobDone:
 		rec.Input = p.Output
 		return s.create(ctx, rec, jo, p.Output)
@@ -85,6 +87,7 @@ func (s *Server) create(ctx context.Context, rec store.Job, jo jobOps, input str
 	if err != nil {
 		return api.JobStatus{}, err
 	}
+	defer s.unpinUnits(input, units)
 	if s.isClosing() {
 		return api.JobStatus{}, kindf(errUnavailable, "the server is shutting down; submit again once it is back")
 	}
@@ -173,6 +176,7 @@ func (s *Server) startWaiting(ctx context.Context, id uint64, p store.Job) {
 		s.failWaiting(ctx, id, fmt.Sprintf("split the output of job %d: %v", p.ID, err))
 		return
 	}
+	defer s.unpinUnits(p.Output, units)
 	if err := s.db.SetUnits(ctx, id, p.Output, units); err != nil {
 		if !s.isClosing() {
 			s.failWaiting(ctx, id, fmt.Sprintf("store its units: %v", err))

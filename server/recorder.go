@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/braid-hpc/braid/store"
@@ -34,7 +36,21 @@ type recorder struct {
 	gather time.Duration
 	// hurry cuts a gathering short: a flush or the close is waiting.
 	hurry chan struct{}
+	// tries and backoff: a batch the store refuses is written again
+	// after backoff, doubling, tries times in all.
+	tries   int
+	backoff time.Duration
+	// lost, if set, receives a batch the store refused tries times and
+	// the last error: those results are not recorded.
+	lost func([]store.UnitResult, error)
 }
+
+// Defaults of recorder.tries and recorder.backoff: a store that refuses
+// a batch for about 3s (a full disk) loses it.
+const (
+	recordTries   = 6
+	recordBackoff = 100 * time.Millisecond
+)
 
 // recItem is a result to record or, if flush is set, a marker: flush
 // receives the outcome of the batch that recorded everything before it.
@@ -45,7 +61,7 @@ type recItem struct {
 
 func newRecorder(db store.Jobs, log *slog.Logger) *recorder {
 	return &recorder{db: db, log: log, in: make(chan recItem, 4*maxBatch), done: make(chan struct{}), gather: gather,
-		hurry: make(chan struct{}, 1)}
+		hurry: make(chan struct{}, 1), tries: recordTries, backoff: recordBackoff}
 }
 
 // add queues a result. It blocks while the queue is full, which slows the
@@ -128,13 +144,34 @@ func (r *recorder) run() {
 		}
 		var err error
 		if len(batch) > 0 {
-			if _, err = r.db.FinishUnits(context.Background(), batch); err != nil {
-				r.log.Error("recording unit results failed; their jobs will fail", "units", len(batch), "err", err)
-			}
+			err = r.record(batch)
 		}
 		for _, w := range waiters {
 			w <- err
 		}
 		batch, waiters = batch[:0], waiters[:0]
 	}
+}
+
+// record writes a batch, again after a backoff while the store refuses
+// it (a full disk may clear), and hands it to lost after the last try.
+func (r *recorder) record(batch []store.UnitResult) error {
+	wait := r.backoff
+	var err error
+	for try := 1; ; try++ {
+		if _, err = r.db.FinishUnits(context.Background(), batch); err == nil {
+			return nil
+		}
+		if try >= r.tries || errors.Is(err, store.ErrClosed) {
+			break
+		}
+		r.log.Warn("recording unit results failed; trying again", "units", len(batch), "try", try, "err", err)
+		time.Sleep(wait)
+		wait *= 2
+	}
+	r.log.Error("recording unit results failed; their jobs fail", "units", len(batch), "err", err)
+	if r.lost != nil {
+		r.lost(slices.Clone(batch), err)
+	}
+	return err
 }

@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,5 +72,83 @@ func TestRecorderGathersTrickles(t *testing.T) {
 	}
 	if j.Done != 3 {
 		t.Errorf("job has %d units done, want 3", j.Done)
+	}
+}
+
+// fullJobs refuses FinishUnits with ENOSPC the first fails times (all
+// times if fails < 0).
+type fullJobs struct {
+	store.Jobs
+	mu    sync.Mutex
+	fails int
+	calls int
+}
+
+func (f *fullJobs) FinishUnits(ctx context.Context, rs []store.UnitResult) ([]bool, error) {
+	f.mu.Lock()
+	f.calls++
+	refuse := f.fails < 0 || f.calls <= f.fails
+	f.mu.Unlock()
+	if refuse {
+		return nil, fmt.Errorf("store: finish %d units: %w", len(rs), syscall.ENOSPC)
+	}
+	return f.Jobs.FinishUnits(ctx, rs)
+}
+
+// TestRecorderDiskFull: a batch the store refuses is written again after
+// a backoff; one it refuses every time is handed to lost, and the flush
+// after it reports the error, so its jobs do not wait for ever.
+func TestRecorderDiskFull(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		fails    int
+		recorded bool
+	}{
+		{"full for a while", 2, true},
+		{"full for good", -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			db, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "jobs.db"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			created, err := db.CreateJob(ctx, store.Job{Op: "noop", Input: "in", Policy: "dynamic"}, []store.Unit{{ID: 0}, {ID: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fj := &fullJobs{Jobs: db, fails: tc.fails}
+			r := newRecorder(fj, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			r.backoff = time.Millisecond
+			var lost []store.UnitResult
+			var lostErr error
+			r.lost = func(rs []store.UnitResult, err error) { lost, lostErr = rs, err }
+			go r.run()
+			defer r.close()
+			for id := range uint64(2) {
+				r.add(store.UnitResult{Job: created.ID, ID: id, Worker: "w1", Result: "r"})
+			}
+			ferr := r.flush(ctx)
+			j, err := db.Job(ctx, created.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.recorded {
+				if ferr != nil || j.Done != 2 || lost != nil {
+					t.Errorf("flush %v, %d units done, lost %v; want the batch recorded on a later try", ferr, j.Done, lost)
+				}
+				return
+			}
+			if !errors.Is(ferr, syscall.ENOSPC) {
+				t.Errorf("flush after a refused batch: %v, want ENOSPC", ferr)
+			}
+			if len(lost) != 2 || !errors.Is(lostErr, syscall.ENOSPC) {
+				t.Errorf("lost %v with %v; want both results and ENOSPC", lost, lostErr)
+			}
+			if fj.calls != r.tries {
+				t.Errorf("store asked %d times, want %d", fj.calls, r.tries)
+			}
+		})
 	}
 }

@@ -38,12 +38,20 @@ type run struct {
 	started  time.Time
 	ended    bool
 	readers  map[string]store.Reader // open blobs the units' data comes from
+	// checked are the blobs of units' data verified as a whole, which
+	// the units then read at offsets.
+	checked map[string]bool
 	// twins hold, for a repeated job, the first result of each unit of a
 	// copy that is small enough: the same unit of every other copy should
 	// give the same bytes, which a comparison confirms for far less than
 	// hashing them again. twinBytes is what they hold.
 	twins     []twin
 	twinBytes int
+	// spare are results stored for units whose result another copy gave
+	// first, or after the job ended: intermediate, to remove when the
+	// job ends. output is the job's output once assembled.
+	spare  []string
+	output string
 }
 
 // twin is a result kept to compare the other copies' results with.
@@ -91,6 +99,7 @@ func newRun(j store.Job, jo jobOps, units []store.Unit) (*run, error) {
 		out:      map[uint64]uint64{},
 		started:  j.Started,
 		readers:  map[string]store.Reader{},
+		checked:  map[string]bool{},
 	}
 	if c := r.hint.Repeat; c > 1 && len(units)%c == 0 {
 		r.twins = make([]twin, len(units)/c)
@@ -160,15 +169,29 @@ func (r *run) result(unit uint64) (string, bool) {
 }
 
 // offer records a result unless one arrived first, and returns the one
-// kept.
-func (r *run) offer(unit uint64, id string) string {
+// kept. ended reports that the job ended first: the result is spare.
+func (r *run) offer(unit uint64, id string) (kept string, ended bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	u := &r.units[unit]
-	if u.result == "" {
+	switch {
+	case r.ended:
+		r.spare = append(r.spare, id)
+		return id, true
+	case u.result == "":
 		u.result = id
+	case u.result != id:
+		r.spare = append(r.spare, id)
 	}
-	return u.result
+	return u.result, false
+}
+
+// setOutput records the output's ID, which the removal of the job's
+// intermediate blobs keeps.
+func (r *run) setOutput(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.output = id
 }
 
 // twinOf returns the result ID of another copy of unit whose result is
@@ -255,19 +278,38 @@ func (r *run) resultIDs() []string {
 	return ids
 }
 
-// reader returns an open reader of blob, opened once per job.
+// reader returns an open reader of blob, opened once per job. A blob
+// the job did not verify yet (a resumed job's) is verified first: units
+// read it at offsets, which are not checked as they are read.
 func (r *run) reader(s *Server, blob string) (store.Reader, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if rd := r.readers[blob]; rd != nil {
+	rd, checked := r.readers[blob], r.checked[blob]
+	r.mu.Unlock()
+	if rd != nil {
 		return rd, nil
 	}
-	if r.ended {
-		return nil, fmt.Errorf("job %d ended", r.id)
+	if !checked {
+		ctx, cancel := s.lifetime()
+		err := s.blobs.Verify(ctx, blob)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 	}
 	rd, _, err := s.blobs.Open(blob)
 	if err != nil {
 		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checked[blob] = true
+	if r.ended {
+		rd.Close()
+		return nil, fmt.Errorf("job %d ended", r.id)
+	}
+	if old := r.readers[blob]; old != nil {
+		rd.Close() // another stream opened it meanwhile
+		return old, nil
 	}
 	r.readers[blob] = rd
 	return rd, nil

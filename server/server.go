@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
@@ -35,12 +36,22 @@ type Server struct {
 	// syncs only with Config.Durable (unit results, which can be
 	// computed again). Both use the same directory.
 	blobs   *store.Disk
-	results *store.Disk
+	results store.Blobs
 	db      *store.SQLite
+	// state receives the writes of unit results and of jobs' ends: db,
+	// or a test's fault-injecting wrapper of it.
+	state   store.Jobs
 	sched   *sched.Scheduler
 	rec     *recorder
 	known   knownBlobs
 	userOps userOps
+	// uploading counts the bytes of uploads in progress, which MaxData
+	// counts as stored.
+	uploading atomic.Int64
+	// pins are blobs about to be referred to, which must not be removed
+	// (see retain.go).
+	pinMu sync.Mutex
+	pins  map[string]int
 	// opsMu orders the changes of user operations, so the store and
 	// userOps agree on the newest version.
 	opsMu sync.Mutex
@@ -56,6 +67,10 @@ type Server struct {
 	pending map[uint64]uint64
 	started bool
 	closing bool
+	// unsaved are the ends of jobs the store has not taken yet; saving
+	// is set while saveLoop writes them.
+	unsaved map[uint64]unsaved
+	saving  bool
 	stop    chan struct{} // closed when Run begins to shut down
 
 	// bg counts the goroutines Run waits for: peers, assemblies, the
@@ -95,9 +110,9 @@ func New(cfg Config) (*Server, error) {
 	if s.blobs, err = store.OpenDisk(dir, nil); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	// Opened second, so it does not clear the first one's uploads.
-	if s.results, err = store.OpenDisk(dir, &store.DiskConfig{NoSync: !cfg.Durable}); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+	s.results = s.blobs
+	if !cfg.Durable {
+		s.results = s.blobs.Unsynced()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -105,7 +120,15 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.rec = newRecorder(s.db, s.log)
+	s.state = s.db
+	if cfg.wrapState != nil {
+		s.state = cfg.wrapState(s.db)
+	}
+	if cfg.wrapResults != nil {
+		s.results = cfg.wrapResults(s.results)
+	}
+	s.rec = newRecorder(s.state, s.log)
+	s.rec.lost = s.resultsLost
 	uops, err := s.db.Ops(ctx)
 	if err != nil {
 		s.db.Close()
@@ -158,6 +181,15 @@ func (s *Server) Run(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(s.ln) }()
 	s.bg.Go(s.reap)
+	if s.cfg.Retain > 0 {
+		s.bg.Go(s.sweep)
+	}
+	s.mu.Lock()
+	if len(s.unsaved) > 0 && !s.saving {
+		s.saving = true
+		s.bg.Go(s.saveLoop)
+	}
+	s.mu.Unlock()
 	for _, r := range resume {
 		s.bg.Go(func() { s.assemble(r) })
 	}

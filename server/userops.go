@@ -244,9 +244,12 @@ func (s *Server) putOp(w http.ResponseWriter, r *http.Request) error {
 	if err := wasm.Validate(r.Context(), code); err != nil {
 		return kindf(errBadRequest, "operation %s: %v", name, err)
 	}
+	if err := s.room("operation "+name+": module", int64(len(code))); err != nil {
+		return err
+	}
 	id, size, err := s.blobs.Put(r.Context(), bytes.NewReader(code))
 	if err != nil {
-		return fmt.Errorf("operation %s: store the module: %w", name, err)
+		return storageError("operation "+name+": store the module", err)
 	}
 	rec.Hash, rec.Size = id, size
 	s.opsMu.Lock()

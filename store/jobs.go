@@ -64,6 +64,9 @@ type Job struct {
 	Spec JobSpec
 	// Retries counts the failed tries of units that were run again.
 	Retries int
+	// Expired is when the output was removed after the retention
+	// period; zero while it is kept.
+	Expired time.Time
 }
 
 // JobSpec is the part of a job's request that only some jobs use: the

@@ -16,7 +16,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Version 1 is schema;
 // each later version applies its migration on top.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // migrations[v] takes a database from version v+1 to v+2.
 var migrations = []string{
@@ -47,6 +47,20 @@ CREATE TABLE pipelines (
 	steps     TEXT NOT NULL,
 	submitted INTEGER NOT NULL
 );
+`,
+	// 3: retention of outputs (when a job's output was removed) and the
+	// blobs clients uploaded, which the removal of a job's intermediate
+	// blobs and expired outputs must keep. Inputs of earlier jobs count
+	// as uploads.
+	`
+ALTER TABLE jobs ADD COLUMN expired INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX jobs_output ON jobs(output) WHERE output != '';
+CREATE INDEX jobs_input ON jobs(input) WHERE input != '';
+CREATE TABLE uploads (
+	id    TEXT PRIMARY KEY,
+	added INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO uploads SELECT DISTINCT input, 0 FROM jobs WHERE input != '' AND spec NOT LIKE '%"input_job"%';
 `,
 }
 
@@ -457,7 +471,7 @@ func (s *SQLite) addUnits(ctx context.Context, tx *sql.Tx, j Job, units []Unit) 
 }
 
 const jobColumns = `id, op, input, params, hint_units, tile_w, tile_h, hint_repeat, policy, in_flight, state,
-	output, error, submitted, started, finished, total, done, failed, running, compute_ns, spec, retries`
+	output, error, submitted, started, finished, total, done, failed, running, compute_ns, spec, retries, expired`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -467,9 +481,10 @@ func scanJob(sc scanner) (Job, error) {
 	var params string
 	var sub, start, fin int64
 	var spec string
+	var expired int64
 	err := sc.Scan(&id, &j.Op, &j.Input, &params, &j.Units, &j.TileW, &j.TileH, &j.Repeat, &j.Policy, &j.InFlight,
 		&j.State, &j.Output, &j.Error, &sub, &start, &fin, &j.Total, &j.Done, &j.Failed, &j.Running, &j.ComputeNanos,
-		&spec, &j.Retries)
+		&spec, &j.Retries, &expired)
 	if err != nil {
 		return Job{}, err
 	}
@@ -477,7 +492,7 @@ func scanJob(sc scanner) (Job, error) {
 		return Job{}, fmt.Errorf("job %d spec: %w", id, err)
 	}
 	j.ID = uint64(id)
-	j.Submitted, j.Started, j.Finished = fromNanos(sub), fromNanos(start), fromNanos(fin)
+	j.Submitted, j.Started, j.Finished, j.Expired = fromNanos(sub), fromNanos(start), fromNanos(fin), fromNanos(expired)
 	if j.Params, err = fromJSON[map[string]string](params); err != nil {
 		return Job{}, fmt.Errorf("job %d params: %w", id, err)
 	}

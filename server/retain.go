@@ -1,0 +1,202 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/braid-hpc/braid/store"
+)
+
+// Blob lifetimes. Uploads stay until a client deletes them. A job's
+// intermediate blobs (its units' results and the tile data Split made)
+// are removed when it ends; its output stays for Config.Retain, then the
+// sweep removes it and marks it expired (410 Gone on fetch). A blob goes
+// only if nothing else needs it (store.SQLite.BlobKept, the active jobs,
+// the pins): blobs are content-addressed, so one may be an upload, a
+// result and an output at once.
+//
+// Pins close the race between removing a blob and making it needed:
+// whoever stores a blob that something will refer to pins its ID first
+// and unpins it once the reference is visible (in the store or in an
+// active run); removal holds pinMu while it checks and deletes.
+
+// pin marks ids as about to be referred to.
+func (s *Server) pin(ids ...string) {
+	s.pinMu.Lock()
+	defer s.pinMu.Unlock()
+	if s.pins == nil {
+		s.pins = map[string]int{}
+	}
+	for _, id := range ids {
+		s.pins[id]++
+	}
+}
+
+func (s *Server) unpin(ids ...string) {
+	s.pinMu.Lock()
+	defer s.pinMu.Unlock()
+	for _, id := range ids {
+		if s.pins[id]--; s.pins[id] <= 0 {
+			delete(s.pins, id)
+		}
+	}
+}
+
+// unpinUnits undoes the pins of splitJob: the input and the units' data.
+func (s *Server) unpinUnits(input string, units []store.Unit) {
+	ids := []string{input}
+	seen := map[string]bool{input: true}
+	for _, u := range units {
+		if u.Blob != "" && !seen[u.Blob] {
+			seen[u.Blob] = true
+			ids = append(ids, u.Blob)
+		}
+	}
+	s.unpin(ids...)
+}
+
+// activeBlobs returns the blobs the active jobs refer to in memory.
+func (s *Server) activeBlobs() map[string]bool {
+	s.mu.Lock()
+	runs := make([]*run, 0, len(s.jobs))
+	for _, r := range s.jobs {
+		runs = append(runs, r)
+	}
+	s.mu.Unlock()
+	ids := map[string]bool{}
+	for _, r := range runs {
+		r.mu.Lock()
+		ids[r.job.Input] = true
+		for _, u := range r.units {
+			ids[u.blob], ids[u.result] = true, true
+		}
+		r.mu.Unlock()
+	}
+	return ids
+}
+
+// dropIntermediates removes, in the background, the blobs of a job that
+// ended which nothing else needs; its input and output stay.
+func (s *Server) dropIntermediates(r *run) {
+	r.mu.Lock()
+	ids := make([]string, 0, 2*len(r.units)+len(r.spare))
+	for _, u := range r.units {
+		ids = append(ids, u.blob, u.result)
+	}
+	ids = append(ids, r.spare...)
+	keep := map[string]bool{"": true, r.output: true, r.job.Input: true}
+	r.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return // the next start resumes nothing of it; the blobs stay
+	}
+	s.bg.Go(func() {
+		ctx, cancel := s.lifetime()
+		defer cancel()
+		n, bytes := s.dropBlobs(ctx, r.id, ids, keep)
+		if n > 0 {
+			s.log.Info("removed the intermediate blobs of a job that ended", "job", r.id, "blobs", n, "bytes", bytes)
+		}
+	})
+}
+
+// dropBlobs removes the blobs of ids, but those in keep and those that
+// something needs besides job; it returns how many it removed and their
+// bytes.
+func (s *Server) dropBlobs(ctx context.Context, job uint64, ids []string, keep map[string]bool) (n int, bytes int64) {
+	s.pinMu.Lock()
+	defer s.pinMu.Unlock()
+	active := s.activeBlobs()
+	done := map[string]bool{}
+	for _, id := range ids {
+		if keep[id] || done[id] || active[id] || s.pins[id] > 0 || !store.ValidID(id) {
+			continue
+		}
+		done[id] = true
+		why, err := s.db.BlobKept(ctx, id, job)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("could not tell whether a blob is still needed; it stays", "job", job, "blob", id, "err", err)
+			}
+			continue
+		}
+		if why != "" {
+			continue
+		}
+		info, err := s.blobs.Stat(id)
+		if err == nil {
+			err = s.blobs.Delete(id)
+		}
+		s.known.forget(id)
+		if err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				s.log.Warn("removing a blob failed", "job", job, "blob", id, "err", err)
+			}
+			continue
+		}
+		n++
+		bytes += info.Size
+	}
+	return n, bytes
+}
+
+// sweepEvery is how often the sweep looks for expired outputs, given the
+// retention period.
+func sweepEvery(retain time.Duration) time.Duration {
+	return min(max(retain/4, 10*time.Millisecond), time.Minute)
+}
+
+// sweep removes the outputs older than Config.Retain until the server
+// stops.
+func (s *Server) sweep() {
+	t := time.NewTicker(sweepEvery(s.cfg.Retain))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := s.lifetime()
+		if err := s.expire(ctx, time.Now().Add(-s.cfg.Retain)); err != nil && ctx.Err() == nil {
+			s.log.Warn("removing expired outputs failed; the next sweep tries again", "err", err)
+		}
+		cancel()
+	}
+}
+
+// expire removes the outputs of the jobs that finished before t and
+// marks them expired.
+func (s *Server) expire(ctx context.Context, t time.Time) error {
+	for {
+		due, err := s.db.DueOutputs(ctx, t, 100)
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		for _, j := range due {
+			n, bytes := s.dropBlobs(ctx, j.ID, []string{j.Output}, nil)
+			if err := s.db.ExpireOutput(ctx, j.ID); err != nil {
+				return err
+			}
+			s.log.Info("job output expired", "job", j.ID, "blob", j.Output, "removed", n > 0, "bytes", bytes,
+				"finished", j.Finished)
+		}
+	}
+}
+
+// goneError is the 410 of a blob that was job j's output and expired.
+func (s *Server) goneError(j store.Job) error {
+	return kindf(errGone, "blob %s was the output of job %d, removed on %s after the server's retention period (braid server --retain %v); submit the job again to make it anew",
+		j.Output, j.ID, j.Expired.Format(time.RFC3339), s.cfg.Retain)
+}
+
+// expiredOutput returns the 410 of blob id if it was an expired output.
+func (s *Server) expiredOutput(ctx context.Context, id string) error {
+	j, err := s.db.ExpiredOutput(ctx, id)
+	if err != nil {
+		return nil
+	}
+	return s.goneError(j)
+}
