@@ -107,11 +107,37 @@ func (c *secureConn) Write(p []byte) (int, error) {
 }
 
 // writeBuffers seals the concatenation of bufs into records, gathered
-// into large writes.
+// into large writes. Small buffers (frame headers) share records; a large
+// one (a payload) gets records of its own, sealed straight from where it
+// lies, so the reader can open them straight into the stream's buffer
+// (Read) and neither side copies payload bytes.
 func (c *secureConn) writeBuffers(bufs [][]byte) error {
 	w := c.wbuf[:0]
 	rec := -1 // offset in w of the open record's header
+	var err error
 	for _, b := range bufs {
+		if len(b) >= directMin {
+			if rec >= 0 {
+				if w, err = c.seal(w, rec); err != nil {
+					return err
+				}
+				rec = -1
+			}
+			for len(b) > 0 {
+				n := min(len(b), maxRecord)
+				if w, err = c.sealFrom(w, b[:n]); err != nil {
+					return err
+				}
+				b = b[n:]
+				if len(w) >= flushAt {
+					if _, err := c.Conn.Write(w); err != nil {
+						return err
+					}
+					w = w[:0]
+				}
+			}
+			continue
+		}
 		for len(b) > 0 {
 			if rec < 0 {
 				rec = len(w)
@@ -121,27 +147,18 @@ func (c *secureConn) writeBuffers(bufs [][]byte) error {
 			w = append(w, b[:n]...)
 			b = b[n:]
 			if len(w)-rec-recordHeader == maxRecord {
-				var err error
 				if w, err = c.seal(w, rec); err != nil {
 					return err
 				}
 				rec = -1
-				if len(w) >= flushAt {
-					if _, err := c.Conn.Write(w); err != nil {
-						return err
-					}
-					w = w[:0]
-				}
 			}
 		}
 	}
 	if rec >= 0 {
-		var err error
 		if w, err = c.seal(w, rec); err != nil {
 			return err
 		}
 	}
-	var err error
 	if len(w) > 0 {
 		_, err = c.Conn.Write(w)
 	}
@@ -149,6 +166,24 @@ func (c *secureConn) writeBuffers(bufs [][]byte) error {
 		c.wbuf = w[:0]
 	}
 	return err
+}
+
+// directMin is the smallest buffer writeBuffers seals into records of its
+// own: frame payloads, not headers.
+const directMin = 1024
+
+// sealFrom appends to w one record whose plaintext is p (at most
+// maxRecord bytes), encrypting from p directly.
+func (c *secureConn) sealFrom(w, p []byte) ([]byte, error) {
+	if c.wseq >= maxSeq {
+		return w, fmt.Errorf("transport: lane %d sent %d records; reconnect for fresh keys", c.lane, c.wseq)
+	}
+	rec := len(w)
+	w = binary.BigEndian.AppendUint32(w, uint32(len(p)+wire.TagLen))
+	w = slices.Grow(w, len(p)+wire.TagLen)
+	out := c.send.Encrypt(w[rec+recordHeader:rec+recordHeader], c.nonce(c.wseq), w[rec:rec+recordHeader], p)
+	c.wseq++
+	return w[:rec+recordHeader+len(out)], nil
 }
 
 // seal encrypts in place the record that starts at w[rec:] and appends its
@@ -166,12 +201,23 @@ func (c *secureConn) seal(w []byte, rec int) ([]byte, error) {
 	return w[:rec+recordHeader+len(out)], nil
 }
 
-// Read returns decrypted bytes of authenticated records.
+// Read returns decrypted bytes of authenticated records. When p can hold
+// the whole next record, it is opened straight into p.
 func (c *secureConn) Read(p []byte) (int, error) {
 	for c.pos == len(c.plain) {
-		if err := c.fill(); err != nil {
+		if len(p) >= directMin {
+			if hdr, err := c.raw.Peek(recordHeader); err == nil {
+				if n := int(binary.BigEndian.Uint32(hdr)) - wire.TagLen; n >= 0 && n <= len(p) {
+					out, err := c.open(p[:0])
+					return len(out), err
+				}
+			}
+		}
+		out, err := c.open(c.pbuf[:0])
+		if err != nil {
 			return 0, err
 		}
+		c.plain, c.pos = out, 0
 	}
 	n := copy(p, c.plain[c.pos:])
 	c.pos += n
@@ -199,37 +245,47 @@ func (c *secureConn) Discard(n int) (int, error) {
 // channel (decrypted or not).
 func (c *secureConn) Buffered() int { return len(c.plain) - c.pos + c.raw.Buffered() }
 
-// fill reads, authenticates and decrypts the next record.
+// fill reads, authenticates and decrypts the next record into plain.
 func (c *secureConn) fill() error {
+	out, err := c.open(c.pbuf[:0])
+	if err != nil {
+		return err
+	}
+	c.plain, c.pos = out, 0
+	return nil
+}
+
+// open reads, authenticates and decrypts the next record, appending its
+// plaintext to dst (which must have room for it).
+func (c *secureConn) open(dst []byte) ([]byte, error) {
 	hdr, err := c.raw.Peek(recordHeader)
 	if err != nil {
 		if len(hdr) > 0 && errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return err
+		return nil, err
 	}
 	n := int(binary.BigEndian.Uint32(hdr))
 	if n < wire.TagLen || n > maxRecord+wire.TagLen {
-		return &IntegrityError{Lane: uint16(c.lane), Record: c.rseq, Reason: fmt.Sprintf("record length %d out of range", n)}
+		return nil, &IntegrityError{Lane: uint16(c.lane), Record: c.rseq, Reason: fmt.Sprintf("record length %d out of range", n)}
 	}
 	rec, err := c.raw.Peek(recordHeader + n)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			err = fmt.Errorf("channel ended inside record %d: %w", c.rseq, io.ErrUnexpectedEOF)
 		}
-		return err
+		return nil, err
 	}
-	out, err := c.recv.Decrypt(c.pbuf[:0], c.nonce(c.rseq), rec[:recordHeader], rec[recordHeader:])
+	out, err := c.recv.Decrypt(dst, c.nonce(c.rseq), rec[:recordHeader], rec[recordHeader:])
 	if err != nil {
-		return &IntegrityError{Lane: uint16(c.lane), Record: c.rseq, Reason: "authentication tag does not match"}
+		return nil, &IntegrityError{Lane: uint16(c.lane), Record: c.rseq, Reason: "authentication tag does not match"}
 	}
 	c.rseq++
 	if c.rseq >= maxSeq {
-		return fmt.Errorf("transport: lane %d received %d records; reconnect for fresh keys", c.lane, c.rseq)
+		return nil, fmt.Errorf("transport: lane %d received %d records; reconnect for fresh keys", c.lane, c.rseq)
 	}
 	_, _ = c.raw.Discard(recordHeader + n)
-	c.plain, c.pos = out, 0
-	return nil
+	return out, nil
 }
 
 // secureLanes is a secured channel whose kind has lanes: each lane gets
