@@ -194,8 +194,9 @@ func blurSetup(tb testing.TB) (tiles [][]byte, impls []blurImpl) {
 		{"builtin", builtin},
 		{"wasm", module(mod)},
 		{"wasm-simd", module(modSIMD)},
-		{"wazero-nocheck", plainWazero(tb, code, "blur", env)},
-		{"wazero-nocheck-simd", plainWazero(tb, simd, "blur", env)},
+		{"wazero-nocheck", plainWazero(tb, code, "blur", env, false)},
+		{"wazero-nocheck-simd", plainWazero(tb, simd, "blur", env, false)},
+		{"wazero-closeondone", plainWazero(tb, code, "blur", env, true)},
 	}
 }
 
@@ -299,10 +300,10 @@ func BenchmarkBlurTile(b *testing.B) {
 // (a fresh instance per call, stdin in, stdout out, env) but on a plain
 // wazero runtime without WithCloseOnContextDone: no loop back-edge checks,
 // and no way to stop a run.
-func plainWazero(tb testing.TB, code []byte, name string, env map[string]string) func(testing.TB, []byte) []byte {
+func plainWazero(tb testing.TB, code []byte, name string, env map[string]string, closeOnDone bool) func(testing.TB, []byte) []byte {
 	tb.Helper()
 	ctx := context.Background()
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig())
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(closeOnDone))
 	tb.Cleanup(func() { rt.Close(ctx) })
 	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
 	cm, err := rt.CompileModule(ctx, code)
@@ -670,7 +671,7 @@ func BenchmarkFirstUnit(b *testing.B) {
 	// (see BenchmarkBlurTile): what the Go runtime's start-up costs
 	// without a check at every loop back-edge.
 	b.Run("step=run-nocheck", func(b *testing.B) {
-		run := plainWazero(b, code, "echo", nil)
+		run := plainWazero(b, code, "echo", nil, false)
 		in := []byte("hello\n")
 		for b.Loop() {
 			if out := run(b, in); !bytes.Equal(out, in) {
