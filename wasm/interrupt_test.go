@@ -143,4 +143,3 @@ func FuzzInstrument(f *testing.F) {
 		}
 	})
 }
-
