@@ -32,9 +32,10 @@ import (
 // examples is examples/ops, where the C sources of the modules are.
 const examples = "../../examples/ops"
 
-// cFlags are examples/ops/build.sh's: -ffp-contract=off keeps blur's
-// kernel computed exactly as the built-in's.
-var cFlags = []string{"--target=wasm32-wasi", "-O2", "-Wall", "-Wextra", "-ffp-contract=off", "-Wl,--strip-debug"}
+// cFlags are examples/ops/build.sh's: -O3 -msimd128 vectorize,
+// -ffp-contract=off keeps blur's kernel computed exactly as the
+// built-in's.
+var cFlags = []string{"--target=wasm32-wasi", "-O3", "-msimd128", "-Wall", "-Wextra", "-ffp-contract=off", "-Wl,--strip-debug"}
 
 const installHint = "apt-get install -y clang lld wasi-libc libclang-rt-dev-wasm32"
 
@@ -155,9 +156,9 @@ func blurSetup(tb testing.TB) (tiles [][]byte, impls []blurImpl) {
 	tb.Helper()
 	const size, side, radius = 2048, 256, 5
 	code := buildC(tb, "blur")
-	simd := buildC(tb, "blur", "-O3", "-msimd128")
+	scalar := buildC(tb, "blur", "-O2", "-mno-simd128") // the flags' last -O wins
 	eng := newEngine(tb, wasm.Config{})
-	mod, modSIMD := compile(tb, eng, code), compile(tb, eng, simd)
+	mod, modScalar := compile(tb, eng, code), compile(tb, eng, scalar)
 	sp, err := ops.ParseSplit(fmt.Sprintf("tiles:%dx%d+%d", side, side, radius))
 	if err != nil {
 		tb.Fatal(err)
@@ -193,10 +194,11 @@ func blurSetup(tb testing.TB) (tiles [][]byte, impls []blurImpl) {
 	return tiles, []blurImpl{
 		{"builtin", builtin},
 		{"wasm", module(mod)},
-		{"wasm-simd", module(modSIMD)},
+		{"wasm-O2-scalar", module(modScalar)},
 		{"wazero-nocheck", plainWazero(tb, code, "blur", env, false)},
-		{"wazero-nocheck-simd", plainWazero(tb, simd, "blur", env, false)},
 		{"wazero-closeondone", plainWazero(tb, code, "blur", env, true)},
+		{"wazero-nocheck-O2-scalar", plainWazero(tb, scalar, "blur", env, false)},
+		{"wazero-closeondone-O2-scalar", plainWazero(tb, scalar, "blur", env, true)},
 	}
 }
 
@@ -232,13 +234,15 @@ func TestBlurTiles(t *testing.T) {
 // reports the ratio of their times measured side by side. (TestBlurTiles
 // checks every tile of every way; this checks three before it starts.)
 //
-// More ways say where the module's time goes: impl=wasm-simd is the same
-// C built with -O3 -msimd128 (vectorized loops, so fewer loop
-// back-edges), and impl=wazero-nocheck runs the -O2 module on a plain
-// wazero runtime without WithCloseOnContextDone, which package wasm sets
-// to enforce Limits.Timeout and which makes every loop back-edge leave
-// the compiled code for Go to see whether the run was stopped;
-// impl=wazero-nocheck-simd is both.
+// More ways say where the module's time goes: impl=wasm-O2-scalar is
+// the same C built with -O2 and no SIMD (build.sh's flags before);
+// impl=wazero-nocheck runs build.sh's module, not instrumented, on a
+// plain wazero runtime, which cannot stop it (the ceiling of what
+// package wasm's countdown can reach); impl=wazero-closeondone runs it on
+// wazero with WithCloseOnContextDone, which package wasm used before:
+// every loop back-edge leaves the machine code for Go to see whether the
+// run was stopped. The -O2-scalar variants are the same for the scalar
+// build.
 func BenchmarkBlurTile(b *testing.B) {
 	tiles, impls := blurSetup(b)
 	for _, i := range []int{0, 9, len(tiles) - 1} {
