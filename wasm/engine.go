@@ -7,12 +7,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
@@ -30,12 +32,19 @@ type Config struct {
 	// recently used is closed (a *Module of it still runs: it is compiled
 	// again). 0 or less = DefaultMaxModules.
 	MaxModules int
+	// CompileWorkers is how many goroutines compile a module's functions
+	// in parallel (wazero's experimental.WithCompilationWorkers). 0 or
+	// less = GOMAXPROCS.
+	CompileWorkers int
 }
 
 // populate fills in the defaults of c.
 func (c *Config) populate() {
 	if c.MaxModules <= 0 {
 		c.MaxModules = DefaultMaxModules
+	}
+	if c.CompileWorkers <= 0 {
+		c.CompileWorkers = runtime.GOMAXPROCS(0)
 	}
 }
 
@@ -244,7 +253,7 @@ func (e *Engine) build(ctx context.Context, hash string, code []byte) (*Module, 
 	if err != nil {
 		return nil, err
 	}
-	cm, err := e.rt.CompileModule(ctx, inst)
+	cm, err := e.rt.CompileModule(experimental.WithCompilationWorkers(ctx, e.cfg.CompileWorkers), inst)
 	if err != nil {
 		if e.done.Load() {
 			return nil, fmt.Errorf("wasm: compile: %w", ErrClosed)

@@ -203,6 +203,9 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { w.accept(ctx) })
+	if w.mods != nil {
+		wg.Go(func() { w.mods.prefetch(ctx) })
+	}
 	errs := make(chan error, len(w.cfg.Servers))
 	for _, c := range w.conns {
 		wg.Go(func() { errs <- w.serve(ctx, c) })

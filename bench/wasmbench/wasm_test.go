@@ -25,7 +25,6 @@ import (
 	"github.com/braid-hpc/braid/wasm"
 	"github.com/braid-hpc/braid/worker"
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
@@ -629,16 +628,16 @@ func BenchmarkFirstUnit(b *testing.B) {
 
 	// compileOnce compiles the module on a new engine with CacheDir dir,
 	// with workers compiling its functions in parallel (wazero's
-	// experimental.WithCompilationWorkers, through Compile's ctx; 1 is
-	// what braid's worker does).
+	// experimental.WithCompilationWorkers, through Config.CompileWorkers;
+	// 0, what braid's worker does, is GOMAXPROCS).
 	compileOnce := func(b *testing.B, dir string, workers int) time.Duration {
-		e, err := wasm.NewEngine(wasm.Config{CacheDir: dir})
+		e, err := wasm.NewEngine(wasm.Config{CacheDir: dir, CompileWorkers: workers})
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer e.Close()
 		start := time.Now()
-		if _, err := e.Compile(experimental.WithCompilationWorkers(ctx, workers), code); err != nil {
+		if _, err := e.Compile(ctx, code); err != nil {
 			b.Fatal(err)
 		}
 		return time.Since(start)
