@@ -179,13 +179,13 @@ func (m *Module) Run(ctx context.Context, name string, stdin []byte, env map[str
 		return nil, &RunError{Op: name, Reason: ReasonCanceled, Detail: context.Cause(ctx).Error(), err: err}
 	}
 	mod := m
-	if !mod.acquire() {
+	for !mod.acquire() {
+		// Evicted: compile it again. Other runs may evict the new one
+		// before we acquire it (MaxModules); then again. A closed
+		// Engine fails compile.
 		var err error
 		if mod, err = e.compile(ctx, m.hash, m.code); err != nil {
 			return nil, fmt.Errorf("wasm: run %s: %w", name, err)
-		}
-		if !mod.acquire() {
-			return nil, fmt.Errorf("wasm: run %s: %w", name, ErrClosed)
 		}
 	}
 	defer mod.release()
