@@ -36,6 +36,7 @@ func BenchmarkRunCat(b *testing.B) {
 		if err != nil || len(out) != len(in) {
 			b.Fatalf("%d bytes, %v", len(out), err)
 		}
+		Recycle(out)
 	}
 	reportCPU(b, start)
 }
@@ -56,6 +57,7 @@ func BenchmarkRunCatParallel(b *testing.B) {
 				b.Errorf("%d bytes, %v", len(out), err)
 				return
 			}
+			Recycle(out)
 		}
 	})
 	reportCPU(b, start)

@@ -40,7 +40,7 @@
 // Each run is bounded by its Limits; a zero field means its default:
 //
 //	Memory   DefaultMemory  (256 MiB)  linear memory; memory.grow past it fails (malloc returns NULL)
-//	Timeout  DefaultTimeout (1 min)    wall clock; the module is stopped at its next loop or call
+//	Timeout  DefaultTimeout (1 min)    wall clock; the module is stopped within 65536 loop iterations or calls
 //	Output   DefaultOutput  (256 MiB)  stdout; a write past it fails and the module is stopped
 //
 // Linear memory is allocated from the Go heap as the module grows it (a
@@ -48,6 +48,14 @@
 // moment) and reused, zeroed, by later runs. Apart from it, wazero grows a
 // run's call stack on the Go heap up to about 50 MB (some 100 MB at the
 // last doubling) before it traps with a stack overflow.
+//
+// Compile rewrites each module so that it stops itself: every loop
+// header and function entry counts down a counter, and every 65536 counts
+// the module calls back into Go, which stops the run once its time is up,
+// its ctx ended or the Engine closed (see interrupt.go). That costs a few
+// instructions per loop iteration, where wazero's WithCloseOnContextDone
+// left the machine code for Go at every one (5-7x slower on loops), and
+// the call back is also where the Go scheduler can preempt the run.
 //
 // A run that ends otherwise than by exit code 0 returns a *RunError whose
 // Reason says why: ReasonExit (non-zero exit code), ReasonTrap (unreachable,
@@ -69,6 +77,7 @@
 // or running.
 //
 // A run instantiates the compiled module afresh (a command cannot be entered
-// twice), with stdio, memory and config reused from a pool: on a small unit
-// it costs some 20 to 35 µs of CPU (BenchmarkRunCat).
+// twice), with stdio, memory and config reused from a pool, and its stdout
+// buffer too when the caller hands it back with Recycle: on a small unit it
+// costs some 30 µs of CPU (BenchmarkRunCat).
 package wasm

@@ -7,11 +7,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
@@ -29,12 +32,19 @@ type Config struct {
 	// recently used is closed (a *Module of it still runs: it is compiled
 	// again). 0 or less = DefaultMaxModules.
 	MaxModules int
+	// CompileWorkers is how many goroutines compile a module's functions
+	// in parallel (wazero's experimental.WithCompilationWorkers). 0 or
+	// less = GOMAXPROCS.
+	CompileWorkers int
 }
 
 // populate fills in the defaults of c.
 func (c *Config) populate() {
 	if c.MaxModules <= 0 {
 		c.MaxModules = DefaultMaxModules
+	}
+	if c.CompileWorkers <= 0 {
+		c.CompileWorkers = runtime.GOMAXPROCS(0)
 	}
 }
 
@@ -69,7 +79,9 @@ type compilation struct {
 func NewEngine(cfg Config) (*Engine, error) {
 	cfg.populate()
 	ctx := context.Background()
-	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true)
+	// No WithCloseOnContextDone: Compile instruments modules so that
+	// runs stop through braid.tick instead (interrupt.go).
+	rc := wazero.NewRuntimeConfig()
 	var cache wazero.CompilationCache
 	if cfg.CacheDir != "" {
 		var err error
@@ -99,7 +111,31 @@ func NewEngine(cfg Config) (*Engine, error) {
 			WithRandSource(rand.Reader),
 		modules: make(map[string]*compilation),
 	}
+	if _, err := rt.NewHostModuleBuilder(tickModule).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(e.stopIfOver), nil, nil).
+		Export(tickName).
+		Instantiate(ctx); err != nil {
+		rt.Close(ctx)
+		if cache != nil {
+			cache.Close(ctx)
+		}
+		return nil, fmt.Errorf("wasm: instantiate %s: %w", tickModule, err)
+	}
 	return e, nil
+}
+
+// stopIfOver is the host function braid.tick that instrumented modules call
+// every tickEvery loop iterations and calls (interrupt.go): it stops the
+// run, by panicking, once its ctx (which carries Limits.Timeout) ended or
+// the Engine is closed. ctx is the one Run passed to InstantiateModule.
+func (e *Engine) stopIfOver(ctx context.Context, _ api.Module, _ []uint64) {
+	if e.done.Load() {
+		panic(ErrClosed)
+	}
+	if ctx.Err() != nil {
+		panic(context.Cause(ctx))
+	}
 }
 
 // Close closes every compiled module and the runtime. Call it when no Run
@@ -213,7 +249,11 @@ func (e *Engine) build(ctx context.Context, hash string, code []byte) (*Module, 
 	if _, err := parseImports(code); err != nil {
 		return nil, err
 	}
-	cm, err := e.rt.CompileModule(ctx, code)
+	inst, err := instrument(code)
+	if err != nil {
+		return nil, err
+	}
+	cm, err := e.rt.CompileModule(experimental.WithCompilationWorkers(ctx, e.cfg.CompileWorkers), inst)
 	if err != nil {
 		if e.done.Load() {
 			return nil, fmt.Errorf("wasm: compile: %w", ErrClosed)

@@ -30,6 +30,7 @@ var builds = []struct {
 	{"trap", "trap.c", nil},
 	{"loop", "loop.c", nil},
 	{"recurse", "recurse.c", nil},
+	{"calls", "calls.c", nil},
 	{"dirty", "dirty.c", nil},
 	{"bomb", "bomb.c", nil},
 	{"bigdata", "bigdata.c", nil},
@@ -38,6 +39,7 @@ var builds = []struct {
 	{"open", "open.c", nil},
 	{"clock", "clock.c", nil},
 	{"envimport", "envimport.c", nil},
+	{"tickimport", "tickimport.c", nil},
 	{"reactor", "reactor.c", []string{"-mexec-model=reactor"}},
 	{"importmem", "cat.c", []string{"-Wl,--import-memory"}},
 }

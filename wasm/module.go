@@ -164,7 +164,8 @@ func (e *Engine) putState(st *runState) {
 // Run runs the module once, as a new instance: stdin is its input, env its
 // environment (NAME=VALUE each, sorted by name for determinism), and argv
 // is [name]. It returns what the module wrote to stdout when it exits with
-// code 0 (or returns from main). Any other end returns a *RunError; a bad
+// code 0 (or returns from main); hand it to Recycle once done with it to
+// save an allocation on later runs. Any other end returns a *RunError; a bad
 // env returns ErrBadEnv and a closed Engine ErrClosed.
 //
 // If the module was evicted from its Engine (Config.MaxModules), Run
@@ -178,13 +179,13 @@ func (m *Module) Run(ctx context.Context, name string, stdin []byte, env map[str
 		return nil, &RunError{Op: name, Reason: ReasonCanceled, Detail: context.Cause(ctx).Error(), err: err}
 	}
 	mod := m
-	if !mod.acquire() {
+	for !mod.acquire() {
+		// Evicted: compile it again. Other runs may evict the new one
+		// before we acquire it (MaxModules); then again. A closed
+		// Engine fails compile.
 		var err error
 		if mod, err = e.compile(ctx, m.hash, m.code); err != nil {
 			return nil, fmt.Errorf("wasm: run %s: %w", name, err)
-		}
-		if !mod.acquire() {
-			return nil, fmt.Errorf("wasm: run %s: %w", name, ErrClosed)
 		}
 	}
 	defer mod.release()

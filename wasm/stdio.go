@@ -45,15 +45,49 @@ func (o *output) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// grow makes room for n more bytes: it doubles, starting at minOutput,
-// and never reserves past the limit.
+// grow makes room for n more bytes: it starts from a recycled buffer, or
+// doubles, starting at minOutput, and never reserves past the limit.
 func (o *output) grow(n int) {
 	need := int64(len(o.buf) + n)
+	if o.buf == nil {
+		select {
+		case b := <-recycled:
+			if int64(cap(b)) >= need {
+				o.buf = b[:0]
+				return
+			}
+		default:
+		}
+	}
 	c := max(need, 2*int64(cap(o.buf)), minOutput)
 	c = min(c, max(o.limit, need))
 	buf := make([]byte, len(o.buf), c)
 	copy(buf, o.buf)
 	o.buf = buf
+}
+
+// Recycling outputs: at most recycleCount buffers of at most recycleMax
+// bytes each wait for a run.
+const (
+	recycleCount = 32
+	recycleMax   = 1 << 20
+)
+
+// recycled holds outputs handed back with Recycle.
+var recycled = make(chan []byte, recycleCount)
+
+// Recycle hands back an output that Module.Run returned, once the caller
+// is done with it (its bytes are then overwritten by a later run), to
+// save an allocation a run. Recycling is optional; an output of more than
+// 1 MiB is left to the garbage collector.
+func Recycle(out []byte) {
+	if cap(out) == 0 || cap(out) > recycleMax {
+		return
+	}
+	select {
+	case recycled <- out[:0]:
+	default:
+	}
 }
 
 // tailSize is how much of stderr a run keeps: its last bytes.

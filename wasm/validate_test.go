@@ -24,6 +24,7 @@ func badModules(t testing.TB) []rejected {
 		{"header only", wasmHeader, "no _start"},
 		{"reactor", wasmCode(t, "reactor"), "no _start"},
 		{"env import", wasmCode(t, "envimport"), "env.boom"},
+		{"braid import", wasmCode(t, "tickimport"), "braid.tick"},
 		{"imported memory", wasmCode(t, "importmem"), "memory env.memory"},
 	}
 }

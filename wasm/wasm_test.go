@@ -185,6 +185,11 @@ func TestRunFails(t *testing.T) {
 				t.Errorf("Error() = %q, want %q", re.Error(), want)
 			}
 		}},
+		{"timeout without loops", "calls", Limits{Timeout: 300 * time.Millisecond}, ReasonTimeout, func(t *testing.T, re *RunError) {
+			if want := "calls: timed out after 300ms"; re.Error() != want {
+				t.Errorf("Error() = %q, want %q", re.Error(), want)
+			}
+		}},
 		{"memory bomb", "bomb", Limits{Memory: 32 << 20}, ReasonMemory, func(t *testing.T, re *RunError) {
 			if !strings.Contains(re.Stderr, "out of memory after") {
 				t.Errorf("Stderr = %q, want the module's complaint", re.Stderr)

@@ -35,6 +35,53 @@ type modules struct {
 
 	mu      sync.Mutex
 	loading map[string]*load
+	tried   map[string]bool // hashes prefetch loaded, or tried to
+}
+
+// Prefetching: every prefetchInterval the worker lists the servers'
+// operations and loads (downloads and compiles) the prefetchMax most
+// recently added modules it has not loaded yet, so that the first unit
+// of a module added a moment before its job does not wait for the
+// compiler (seconds for a Go program of a few MB).
+const (
+	prefetchInterval = 2 * time.Second
+	prefetchMax      = 8
+)
+
+// prefetch loads the servers' newest modules ahead of their units, until
+// ctx ends.
+func (m *modules) prefetch(ctx context.Context) {
+	for {
+		for _, c := range m.servers {
+			lctx, cancel := context.WithTimeout(ctx, prefetchInterval)
+			ops, err := c.Ops(lctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			ops = slices.DeleteFunc(ops, func(op api.OpInfo) bool {
+				return op.Kind != api.OpModule || op.Hash == "" || (m.allow != nil && !m.allow[op.Name])
+			})
+			slices.SortFunc(ops, func(a, b api.OpInfo) int { return b.Added.Compare(a.Added) })
+			for _, op := range ops[:min(len(ops), prefetchMax)] {
+				m.mu.Lock()
+				tried := m.tried[op.Hash]
+				m.tried[op.Hash] = true
+				m.mu.Unlock()
+				if tried {
+					continue
+				}
+				if _, err := m.get(ctx, op.Hash); err != nil && ctx.Err() == nil {
+					continue // its units will say why
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(prefetchInterval):
+		}
+	}
 }
 
 // load is a module being fetched and compiled; done is closed when mod or
@@ -46,7 +93,7 @@ type load struct {
 }
 
 func newModules(cfg *Config, servers []*client.Client) (*modules, error) {
-	m := &modules{dir: cfg.ModuleDir, max: cfg.ModuleCache, maxSize: cfg.MaxModule, servers: servers, loading: map[string]*load{}}
+	m := &modules{dir: cfg.ModuleDir, max: cfg.ModuleCache, maxSize: cfg.MaxModule, servers: servers, loading: map[string]*load{}, tried: map[string]bool{}}
 	if cfg.Modules != nil {
 		m.allow = map[string]bool{}
 		for _, n := range cfg.Modules {

@@ -20,6 +20,7 @@ import (
 	"github.com/braid-hpc/braid/client"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/transport"
+	"github.com/braid-hpc/braid/wasm"
 )
 
 // maxUnit bounds a unit message from a server.
@@ -202,6 +203,9 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { w.accept(ctx) })
+	if w.mods != nil {
+		wg.Go(func() { w.mods.prefetch(ctx) })
+	}
 	errs := make(chan error, len(w.cfg.Servers))
 	for _, c := range w.conns {
 		wg.Go(func() { errs <- w.serve(ctx, c) })
@@ -542,8 +546,9 @@ type task struct {
 // done is a result on its way out, with the message of its unit, which
 // the result may alias and which is released once the result is encoded.
 type done struct {
-	res  *api.Result
-	unit []byte
+	res    *api.Result
+	unit   []byte
+	module bool // res.Output came from wasm.Module.Run: recycled once encoded
 }
 
 // read queues the units of one stream; it answers figures requests at
@@ -589,7 +594,7 @@ func (w *Worker) process(ctx context.Context, q *unitQueue) {
 			// The server runs it elsewhere once the session is gone.
 			return
 		}
-		t.out.put(done{res: res, unit: t.buf})
+		t.out.put(done{res: res, unit: t.buf, module: strings.HasPrefix(t.u.Op, api.ModulePrefix)})
 	}
 }
 
@@ -614,6 +619,9 @@ func (w *Worker) write(ctx context.Context, o *outStream) {
 			out, _ = d.res.AppendBinary(out[:0])
 			if d.unit != nil {
 				o.st.Release(d.unit) // out holds a copy of what the result aliased
+			}
+			if d.module {
+				wasm.Recycle(d.res.Output) // likewise
 			}
 			if err := o.st.WriteMessage(ctx, out); err != nil {
 				failed = true

@@ -25,16 +25,16 @@ import (
 	"github.com/braid-hpc/braid/wasm"
 	"github.com/braid-hpc/braid/worker"
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
 // examples is examples/ops, where the C sources of the modules are.
 const examples = "../../examples/ops"
 
-// cFlags are examples/ops/build.sh's: -ffp-contract=off keeps blur's
-// kernel computed exactly as the built-in's.
-var cFlags = []string{"--target=wasm32-wasi", "-O2", "-Wall", "-Wextra", "-ffp-contract=off", "-Wl,--strip-debug"}
+// cFlags are examples/ops/build.sh's: -O3 -msimd128 vectorize,
+// -ffp-contract=off keeps blur's kernel computed exactly as the
+// built-in's.
+var cFlags = []string{"--target=wasm32-wasi", "-O3", "-msimd128", "-Wall", "-Wextra", "-ffp-contract=off", "-Wl,--strip-debug"}
 
 const installHint = "apt-get install -y clang lld wasi-libc libclang-rt-dev-wasm32"
 
@@ -155,9 +155,9 @@ func blurSetup(tb testing.TB) (tiles [][]byte, impls []blurImpl) {
 	tb.Helper()
 	const size, side, radius = 2048, 256, 5
 	code := buildC(tb, "blur")
-	simd := buildC(tb, "blur", "-O3", "-msimd128")
+	scalar := buildC(tb, "blur", "-O2", "-mno-simd128") // the flags' last -O wins
 	eng := newEngine(tb, wasm.Config{})
-	mod, modSIMD := compile(tb, eng, code), compile(tb, eng, simd)
+	mod, modScalar := compile(tb, eng, code), compile(tb, eng, scalar)
 	sp, err := ops.ParseSplit(fmt.Sprintf("tiles:%dx%d+%d", side, side, radius))
 	if err != nil {
 		tb.Fatal(err)
@@ -193,9 +193,11 @@ func blurSetup(tb testing.TB) (tiles [][]byte, impls []blurImpl) {
 	return tiles, []blurImpl{
 		{"builtin", builtin},
 		{"wasm", module(mod)},
-		{"wasm-simd", module(modSIMD)},
-		{"wazero-nocheck", plainWazero(tb, code, "blur", env)},
-		{"wazero-nocheck-simd", plainWazero(tb, simd, "blur", env)},
+		{"wasm-O2-scalar", module(modScalar)},
+		{"wazero-nocheck", plainWazero(tb, code, "blur", env, false)},
+		{"wazero-closeondone", plainWazero(tb, code, "blur", env, true)},
+		{"wazero-nocheck-O2-scalar", plainWazero(tb, scalar, "blur", env, false)},
+		{"wazero-closeondone-O2-scalar", plainWazero(tb, scalar, "blur", env, true)},
 	}
 }
 
@@ -231,13 +233,15 @@ func TestBlurTiles(t *testing.T) {
 // reports the ratio of their times measured side by side. (TestBlurTiles
 // checks every tile of every way; this checks three before it starts.)
 //
-// More ways say where the module's time goes: impl=wasm-simd is the same
-// C built with -O3 -msimd128 (vectorized loops, so fewer loop
-// back-edges), and impl=wazero-nocheck runs the -O2 module on a plain
-// wazero runtime without WithCloseOnContextDone, which package wasm sets
-// to enforce Limits.Timeout and which makes every loop back-edge leave
-// the compiled code for Go to see whether the run was stopped;
-// impl=wazero-nocheck-simd is both.
+// More ways say where the module's time goes: impl=wasm-O2-scalar is
+// the same C built with -O2 and no SIMD (build.sh's flags before);
+// impl=wazero-nocheck runs build.sh's module, not instrumented, on a
+// plain wazero runtime, which cannot stop it (the ceiling of what
+// package wasm's countdown can reach); impl=wazero-closeondone runs it on
+// wazero with WithCloseOnContextDone, which package wasm used before:
+// every loop back-edge leaves the machine code for Go to see whether the
+// run was stopped. The -O2-scalar variants are the same for the scalar
+// build.
 func BenchmarkBlurTile(b *testing.B) {
 	tiles, impls := blurSetup(b)
 	for _, i := range []int{0, 9, len(tiles) - 1} {
@@ -299,10 +303,10 @@ func BenchmarkBlurTile(b *testing.B) {
 // (a fresh instance per call, stdin in, stdout out, env) but on a plain
 // wazero runtime without WithCloseOnContextDone: no loop back-edge checks,
 // and no way to stop a run.
-func plainWazero(tb testing.TB, code []byte, name string, env map[string]string) func(testing.TB, []byte) []byte {
+func plainWazero(tb testing.TB, code []byte, name string, env map[string]string, closeOnDone bool) func(testing.TB, []byte) []byte {
 	tb.Helper()
 	ctx := context.Background()
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig())
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCloseOnContextDone(closeOnDone))
 	tb.Cleanup(func() { rt.Close(ctx) })
 	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
 	cm, err := rt.CompileModule(ctx, code)
@@ -343,6 +347,7 @@ func BenchmarkRunCat(b *testing.B) {
 				if err != nil || !bytes.Equal(out, in.data) {
 					b.Fatalf("cat of %d bytes gave %d: %v", len(in.data), len(out), err)
 				}
+				wasm.Recycle(out) // as the worker does once it sent the result
 			}
 			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
@@ -623,16 +628,16 @@ func BenchmarkFirstUnit(b *testing.B) {
 
 	// compileOnce compiles the module on a new engine with CacheDir dir,
 	// with workers compiling its functions in parallel (wazero's
-	// experimental.WithCompilationWorkers, through Compile's ctx; 1 is
-	// what braid's worker does).
+	// experimental.WithCompilationWorkers, through Config.CompileWorkers;
+	// 0, what braid's worker does, is GOMAXPROCS).
 	compileOnce := func(b *testing.B, dir string, workers int) time.Duration {
-		e, err := wasm.NewEngine(wasm.Config{CacheDir: dir})
+		e, err := wasm.NewEngine(wasm.Config{CacheDir: dir, CompileWorkers: workers})
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer e.Close()
 		start := time.Now()
-		if _, err := e.Compile(experimental.WithCompilationWorkers(ctx, workers), code); err != nil {
+		if _, err := e.Compile(ctx, code); err != nil {
 			b.Fatal(err)
 		}
 		return time.Since(start)
@@ -670,7 +675,7 @@ func BenchmarkFirstUnit(b *testing.B) {
 	// (see BenchmarkBlurTile): what the Go runtime's start-up costs
 	// without a check at every loop back-edge.
 	b.Run("step=run-nocheck", func(b *testing.B) {
-		run := plainWazero(b, code, "echo", nil)
+		run := plainWazero(b, code, "echo", nil, false)
 		in := []byte("hello\n")
 		for b.Loop() {
 			if out := run(b, in); !bytes.Equal(out, in) {

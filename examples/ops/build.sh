@@ -38,9 +38,11 @@ if ! clang --target=wasm32-wasi -O2 -o "$probe/probe.wasm" "$probe/probe.c" -lm 
 	exit 1
 fi
 
-# -ffp-contract=off: no fused multiply-adds, so blur's kernel is computed
-# exactly as braid's built-in blur computes it.
-cflags=(--target=wasm32-wasi -O2 -Wall -Wextra -ffp-contract=off -Wl,--strip-debug)
+# -O3 -msimd128: vectorized loops (WebAssembly SIMD, which wazero runs),
+# 2-3x faster on blur than -O2 alone. -ffp-contract=off: no fused
+# multiply-adds, so blur's kernel is computed exactly as braid's built-in
+# blur computes it.
+cflags=(--target=wasm32-wasi -O3 -msimd128 -Wall -Wextra -ffp-contract=off -Wl,--strip-debug)
 for name in cat boxblur blur; do
 	clang "${cflags[@]}" -o "$out/$name.wasm" "$here/$name/$name.c" -lm
 	echo "$out/$name.wasm"

@@ -39,7 +39,7 @@ var (
 )
 
 // cFlags are build.sh's flags for the C examples.
-var cFlags = []string{"--target=wasm32-wasi", "-O2", "-Wall", "-Wextra", "-ffp-contract=off", "-Wl,--strip-debug"}
+var cFlags = []string{"--target=wasm32-wasi", "-O3", "-msimd128", "-Wall", "-Wextra", "-ffp-contract=off", "-Wl,--strip-debug"}
 
 // installHint says how to get the C toolchain.
 const installHint = "apt-get install -y clang lld wasi-libc libclang-rt-dev-wasm32"

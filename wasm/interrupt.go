@@ -1,0 +1,559 @@
+package wasm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// A running module is stopped (Limits.Timeout, a canceled ctx, Engine.Close)
+// without wazero's WithCloseOnContextDone, which makes every loop
+// back-edge leave the machine code for Go (wazero issue #2466: 5-7x on
+// loop-heavy code). Instead, Compile rewrites the module so that every
+// loop header and every function entry counts down a counter of its own
+// (a mutable global the module cannot name), and calls the host function
+// braid.tick once every tickEvery counts:
+//
+//	global.get $budget
+//	i32.eqz
+//	if
+//	  call $tick            ;; Go: is the run over? then stop it (panic)
+//	  i32.const tickEvery
+//	  global.set $budget
+//	end
+//	global.get $budget
+//	i32.const 1
+//	i32.sub
+//	global.set $budget
+//
+// That costs a load, a store and a branch per back-edge instead of a trip
+// to Go. The trip to Go in tick is also where the Go scheduler can preempt
+// the goroutine (machine code cannot be preempted), so a stop-the-world
+// for the garbage collector waits at most tickEvery loop iterations or
+// calls, never for the whole run. Counting function entries too stops a
+// module that runs long without looping (exponential recursion), which
+// wazero's own check misses.
+//
+// The rewrite adds one function type, one import (tickModule.tickName,
+// appended after the module's own imports, so every defined function's
+// index grows by one: calls, ref.func, exports, the start function and
+// element segments are renumbered) and one global (appended, so no index
+// moves). Custom sections go: the name section's indices and DWARF's code
+// offsets would be wrong, and nothing braid reports uses them. A module
+// that uses instructions beyond WebAssembly 2.0 (which wazero refuses by
+// default anyway) is refused with ErrBadModule.
+
+// tickEvery is how many loop iterations and calls run between two calls
+// of braid.tick: at some 0.3 ns or more per iteration, tick comes at most
+// every 20 µs of a tight loop, and its cost (~0.1-0.2 µs) is under 1%.
+const tickEvery = 1 << 16
+
+// The import that Compile adds.
+const (
+	tickModule = "braid"
+	tickName   = "tick"
+)
+
+// Section ids of the binary format.
+const (
+	secCustom    = 0
+	secType      = 1
+	secImport    = 2
+	secFunction  = 3
+	secTable     = 4
+	secMemory    = 5
+	secGlobal    = 6
+	secExport    = 7
+	secStart     = 8
+	secElement   = 9
+	secCode      = 10
+	secData      = 11
+	secDataCount = 12
+	secTag       = 13
+)
+
+// sectionRank orders the known sections as the binary format requires.
+var sectionRank = map[byte]int{
+	secType: 1, secImport: 2, secFunction: 3, secTable: 4, secMemory: 5,
+	secTag: 6, secGlobal: 7, secExport: 8, secStart: 9, secElement: 10,
+	secDataCount: 11, secCode: 12, secData: 13,
+}
+
+// section is one section of a module being rewritten.
+type section struct {
+	id      byte
+	payload []byte
+}
+
+// instrument returns code with the countdown and braid.tick described
+// above. code must have passed parseImports.
+func instrument(code []byte) ([]byte, error) {
+	out, err := rewrite(code)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadModule, err)
+	}
+	return out, nil
+}
+
+func rewrite(code []byte) ([]byte, error) {
+	r := reader{b: code[len(wasmHeader):]}
+	var secs []section
+	have := map[byte]bool{}
+	for len(r.b) > 0 {
+		id := r.byte()
+		size := r.u32()
+		payload := r.bytes(int(size))
+		if r.err != nil {
+			return nil, fmt.Errorf("section %d: %v", id, r.err)
+		}
+		if id == secCustom {
+			continue
+		}
+		if _, ok := sectionRank[id]; !ok {
+			return nil, fmt.Errorf("unknown section %d", id)
+		}
+		if have[id] {
+			return nil, fmt.Errorf("section %d twice", id)
+		}
+		have[id] = true
+		secs = append(secs, section{id, payload})
+	}
+	// The sections we add to must exist.
+	for _, id := range []byte{secType, secImport, secGlobal} {
+		if !have[id] {
+			secs = append(secs, section{id, []byte{0}}) // a vector of 0 entries
+		}
+	}
+	slices.SortStableFunc(secs, func(a, b section) int { return sectionRank[a.id] - sectionRank[b.id] })
+
+	// First pass: what the new indices are.
+	var nTypes, nFuncImports, nGlobals uint32
+	for _, s := range secs {
+		var err error
+		switch s.id {
+		case secType:
+			nTypes, err = vecLen(s.payload)
+		case secImport:
+			nFuncImports, nGlobals, err = countImports(s.payload)
+		case secGlobal:
+			var n uint32
+			n, err = vecLen(s.payload)
+			nGlobals += n
+		}
+		if err != nil {
+			return nil, fmt.Errorf("section %d: %v", s.id, err)
+		}
+	}
+	rw := &rewriter{tick: nFuncImports, budget: nGlobals}
+
+	out := slices.Clone(wasmHeader)
+	for _, s := range secs {
+		var p []byte
+		var err error
+		switch s.id {
+		case secType:
+			// func() -> ()
+			p, err = appendToVec(s.payload, []byte{0x60, 0, 0})
+		case secImport:
+			entry := appendName(nil, tickModule)
+			entry = appendName(entry, tickName)
+			entry = append(entry, byte(kindFunc))
+			entry = binary.AppendUvarint(entry, uint64(nTypes))
+			p, err = appendToVec(s.payload, entry)
+		case secGlobal:
+			p, err = rw.globals(s.payload)
+		case secExport:
+			p, err = rw.exports(s.payload)
+		case secStart:
+			p, err = rw.start(s.payload)
+		case secElement:
+			p, err = rw.elements(s.payload)
+		case secTable:
+			p, err = rw.tables(s.payload)
+		case secCode:
+			p, err = rw.code(s.payload)
+		default:
+			p = s.payload
+		}
+		if err != nil {
+			return nil, fmt.Errorf("section %d: %v", s.id, err)
+		}
+		out = append(out, s.id)
+		out = binary.AppendUvarint(out, uint64(len(p)))
+		out = append(out, p...)
+	}
+	return out, nil
+}
+
+// vecLen reads the length of the vector that starts b.
+func vecLen(b []byte) (uint32, error) {
+	r := reader{b: b}
+	n := r.u32()
+	return n, r.err
+}
+
+// appendToVec returns the vector b with one more entry.
+func appendToVec(b, entry []byte) ([]byte, error) {
+	r := reader{b: b}
+	n := r.u32()
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := binary.AppendUvarint(nil, uint64(n)+1)
+	out = append(out, r.b...)
+	return append(out, entry...), nil
+}
+
+func appendName(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// countImports counts the imported functions and globals.
+func countImports(b []byte) (funcs, globals uint32, err error) {
+	imps, err := parseImportSection(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, imp := range imps {
+		switch imp.kind {
+		case kindFunc:
+			funcs++
+		case kindGlobal:
+			globals++
+		}
+	}
+	return funcs, globals, nil
+}
+
+// rewriter renumbers the module's functions past the tick import and
+// inserts the countdown.
+type rewriter struct {
+	tick   uint32 // index of braid.tick: functions from it on move up by one
+	budget uint32 // index of the countdown global
+}
+
+// fn returns the new index of function i.
+func (rw *rewriter) fn(i uint32) uint32 {
+	if i >= rw.tick {
+		return i + 1
+	}
+	return i
+}
+
+// countdown is the code inserted at each function entry and loop header.
+func (rw *rewriter) countdown(b []byte) []byte {
+	b = append(b, 0x23) // global.get
+	b = binary.AppendUvarint(b, uint64(rw.budget))
+	b = append(b, 0x45, 0x04, 0x40) // i32.eqz; if (no result)
+	b = append(b, 0x10)             // call
+	b = binary.AppendUvarint(b, uint64(rw.tick))
+	b = append(b, 0x41) // i32.const
+	b = binary.AppendVarint(b, tickEvery)
+	b = append(b, 0x24) // global.set
+	b = binary.AppendUvarint(b, uint64(rw.budget))
+	b = append(b, 0x0b, 0x23) // end; global.get
+	b = binary.AppendUvarint(b, uint64(rw.budget))
+	b = append(b, 0x41, 0x01, 0x6b, 0x24) // i32.const 1; i32.sub; global.set
+	return binary.AppendUvarint(b, uint64(rw.budget))
+}
+
+// globals renumbers ref.func in the initializers and appends the
+// countdown global: a mutable i32 starting at tickEvery.
+func (rw *rewriter) globals(b []byte) ([]byte, error) {
+	r := reader{b: b}
+	n := r.u32()
+	out := binary.AppendUvarint(nil, uint64(n)+1)
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		start := r.b
+		r.valType()
+		r.byte() // mutability
+		out = append(out, start[:len(start)-len(r.b)]...)
+		var err error
+		if out, err = rw.constExpr(&r, out); err != nil {
+			return nil, err
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	out = append(out, 0x7f, 0x01, 0x41) // i32, mutable, i32.const
+	out = binary.AppendVarint(out, tickEvery)
+	return append(out, 0x0b), nil
+}
+
+func (rw *rewriter) exports(b []byte) ([]byte, error) {
+	r := reader{b: b}
+	n := r.u32()
+	out := binary.AppendUvarint(nil, uint64(n))
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		out = appendName(out, r.name())
+		kind := r.byte()
+		idx := r.u32()
+		if importKind(kind) == kindFunc {
+			idx = rw.fn(idx)
+		}
+		out = append(out, kind)
+		out = binary.AppendUvarint(out, uint64(idx))
+	}
+	return out, r.err
+}
+
+func (rw *rewriter) start(b []byte) ([]byte, error) {
+	r := reader{b: b}
+	idx := r.u32()
+	return binary.AppendUvarint(nil, uint64(rw.fn(idx))), r.err
+}
+
+// tables renumbers the initializers of the function-references proposal's
+// table form (0x40 0x00 tabletype expr).
+func (rw *rewriter) tables(b []byte) ([]byte, error) {
+	r := reader{b: b}
+	n := r.u32()
+	out := binary.AppendUvarint(nil, uint64(n))
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if len(r.b) > 0 && r.b[0] == 0x40 {
+			out = append(out, r.byte(), r.byte())
+			start := r.b
+			r.valType()
+			r.limits()
+			out = append(out, start[:len(start)-len(r.b)]...)
+			var err error
+			if out, err = rw.constExpr(&r, out); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		start := r.b
+		r.valType()
+		r.limits()
+		out = append(out, start[:len(start)-len(r.b)]...)
+	}
+	return out, r.err
+}
+
+// elements renumbers the functions of every element segment.
+func (rw *rewriter) elements(b []byte) ([]byte, error) {
+	r := reader{b: b}
+	n := r.u32()
+	out := binary.AppendUvarint(nil, uint64(n))
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		flags := r.u32()
+		if flags > 7 {
+			return nil, fmt.Errorf("element segment %d: unknown form %d", i, flags)
+		}
+		out = binary.AppendUvarint(out, uint64(flags))
+		var err error
+		if flags&0x02 != 0 && flags&0x01 == 0 { // explicit table index
+			out = binary.AppendUvarint(out, uint64(r.u32()))
+		}
+		if flags&0x01 == 0 { // active: an offset
+			if out, err = rw.constExpr(&r, out); err != nil {
+				return nil, err
+			}
+		}
+		exprs := flags&0x04 != 0
+		if flags&0x03 != 0 { // elemkind or reftype
+			start := r.b
+			if exprs {
+				r.valType()
+			} else {
+				r.byte()
+			}
+			out = append(out, start[:len(start)-len(r.b)]...)
+		}
+		m := r.u32()
+		out = binary.AppendUvarint(out, uint64(m))
+		for j := uint32(0); j < m && r.err == nil; j++ {
+			if exprs {
+				if out, err = rw.constExpr(&r, out); err != nil {
+					return nil, err
+				}
+			} else {
+				out = binary.AppendUvarint(out, uint64(rw.fn(r.u32())))
+			}
+		}
+	}
+	return out, r.err
+}
+
+// constExpr copies a constant expression up to its end, renumbering
+// ref.func.
+func (rw *rewriter) constExpr(r *reader, out []byte) ([]byte, error) {
+	return rw.instructions(r, out, false, true)
+}
+
+// code rewrites every function body.
+func (rw *rewriter) code(b []byte) ([]byte, error) {
+	r := reader{b: b}
+	n := r.u32()
+	out := binary.AppendUvarint(nil, uint64(n))
+	var body []byte
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		size := r.u32()
+		fr := reader{b: r.bytes(int(size))}
+		if r.err != nil {
+			break
+		}
+		// Locals: a vector of (count, type).
+		start := fr.b
+		nl := fr.u32()
+		for j := uint32(0); j < nl && fr.err == nil; j++ {
+			fr.u32()
+			fr.valType()
+		}
+		body = append(body[:0], start[:len(start)-len(fr.b)]...)
+		body = rw.countdown(body)
+		var err error
+		if body, err = rw.instructions(&fr, body, true, false); err != nil {
+			return nil, fmt.Errorf("function %d: %v", i, err)
+		}
+		if fr.err == nil && len(fr.b) != 0 {
+			return nil, fmt.Errorf("function %d: %d bytes after its end", i, len(fr.b))
+		}
+		out = binary.AppendUvarint(out, uint64(len(body)))
+		out = append(out, body...)
+	}
+	return out, r.err
+}
+
+var errBeyond2 = errors.New("uses an instruction beyond WebAssembly 2.0")
+
+// instructions copies instructions from r to out up to the end of the
+// function body (the end that closes depth 0) or, with expr, of a
+// constant expression. It renumbers function indices and, with loops,
+// inserts the countdown after each loop's block type.
+func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byte, error) {
+	depth := 0
+	for r.err == nil {
+		start := r.b
+		op := r.byte()
+		copied := false // the instruction is appended already
+		switch {
+		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
+			r.blockType()
+			depth++
+			if op == 0x03 && loops {
+				out = append(out, start[:len(start)-len(r.b)]...)
+				out = rw.countdown(out)
+				copied = true
+			}
+		case op == 0x0b: // end
+			if depth == 0 {
+				return append(out, op), r.err
+			}
+			depth--
+		case op == 0x10 || op == 0x12 || op == 0xd2: // call, return_call, ref.func
+			idx := r.u32()
+			out = append(out, op)
+			out = binary.AppendUvarint(out, uint64(rw.fn(idx)))
+			copied = true
+		case op <= 0x01 || op == 0x05 || op == 0x0f || op == 0x1a || op == 0x1b || op == 0xd1:
+			// no immediate
+		case op == 0x0c || op == 0x0d: // br, br_if
+			r.u32()
+		case op == 0x0e: // br_table
+			n := r.u32()
+			for i := uint32(0); i <= n && r.err == nil; i++ {
+				r.u32()
+			}
+		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
+			r.u32()
+			r.u32()
+		case op == 0x1c: // select t*
+			n := r.u32()
+			for i := uint32(0); i < n && r.err == nil; i++ {
+				r.valType()
+			}
+		case op >= 0x20 && op <= 0x26: // locals, globals, table.get/set
+			r.u32()
+		case op >= 0x28 && op <= 0x3e: // loads and stores
+			r.memarg()
+		case op == 0x3f || op == 0x40: // memory.size, memory.grow
+			r.u32()
+		case op == 0x41:
+			r.uleb(35) // s32; the sign does not matter for skipping
+		case op == 0x42:
+			r.uleb(70) // s64
+		case op == 0x43:
+			r.bytes(4)
+		case op == 0x44:
+			r.bytes(8)
+		case op >= 0x45 && op <= 0xc4: // numeric, sign extension
+		case op == 0xd0: // ref.null
+			r.valType()
+		case op == 0xfc:
+			if err := r.prefixFC(); err != nil {
+				return nil, err
+			}
+		case op == 0xfd:
+			if err := r.prefixFD(); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("%w (opcode 0x%02x)", errBeyond2, op)
+		}
+		if !copied && r.err == nil {
+			out = append(out, start[:len(start)-len(r.b)]...)
+		}
+	}
+	return nil, r.err
+}
+
+// blockType skips a block type: 0x40, a value type, or an s33 type index.
+func (r *reader) blockType() {
+	if len(r.b) > 0 {
+		switch r.b[0] {
+		case 0x40, 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
+			r.byte()
+			return
+		}
+	}
+	r.uleb(35)
+}
+
+// memarg skips a memory argument: alignment (bit 6 says a memory index
+// follows) and offset.
+func (r *reader) memarg() {
+	align := r.u32()
+	if align&0x40 != 0 {
+		r.u32()
+	}
+	r.uleb(64)
+}
+
+// prefixFC skips the immediates of a 0xFC instruction: saturating
+// truncation, bulk memory and tables.
+func (r *reader) prefixFC() error {
+	switch sub := r.u32(); {
+	case sub <= 7:
+	case sub == 8, sub == 10, sub == 12, sub == 14: // memory.init, memory.copy, table.init, table.copy
+		r.u32()
+		r.u32()
+	case sub == 9, sub == 11, sub == 13, sub >= 15 && sub <= 17:
+		r.u32()
+	default:
+		return fmt.Errorf("%w (opcode 0xfc %d)", errBeyond2, sub)
+	}
+	return nil
+}
+
+// prefixFD skips the immediates of a 0xFD (SIMD) instruction.
+func (r *reader) prefixFD() error {
+	switch sub := r.u32(); {
+	case sub <= 11 || sub == 92 || sub == 93: // loads, stores
+		r.memarg()
+	case sub == 12 || sub == 13: // v128.const, i8x16.shuffle
+		r.bytes(16)
+	case sub >= 21 && sub <= 34: // extract and replace lane
+		r.byte()
+	case sub >= 84 && sub <= 91: // load and store lane
+		r.memarg()
+		r.byte()
+	case sub <= 255:
+	default:
+		return fmt.Errorf("%w (opcode 0xfd %d)", errBeyond2, sub)
+	}
+	return nil
+}

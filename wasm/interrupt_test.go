@@ -1,0 +1,145 @@
+package wasm
+
+import (
+	"context"
+	"maps"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// TestInstrument checks that every test module stays valid once
+// instrumented, exports the same, and imports braid.tick after its own
+// imports.
+func TestInstrument(t *testing.T) {
+	ctx := t.Context()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(context.WithoutCancel(ctx))
+	for _, b := range builds {
+		t.Run(b.name, func(t *testing.T) {
+			code := wasmCode(t, b.name)
+			inst, err := instrument(code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orig, err := rt.CompileModule(ctx, code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := rt.CompileModule(ctx, inst)
+			if err != nil {
+				t.Fatalf("the instrumented module does not compile: %v", err)
+			}
+			if o, g := exportNames(orig), exportNames(got); !slices.Equal(o, g) {
+				t.Errorf("exports %v, want %v", g, o)
+			}
+			oi, gi := orig.ImportedFunctions(), got.ImportedFunctions()
+			if len(gi) != len(oi)+1 {
+				t.Fatalf("%d imported functions, want %d", len(gi), len(oi)+1)
+			}
+			if mod, name, _ := gi[len(oi)].Import(); mod != tickModule || name != tickName {
+				t.Errorf("last import %s.%s, want %s.%s", mod, name, tickModule, tickName)
+			}
+			for name, f := range orig.ExportedFunctions() {
+				if g := got.ExportedFunctions()[name]; signatureOf(g) != signatureOf(f) {
+					t.Errorf("export %s: %s, want %s", name, signatureOf(g), signatureOf(f))
+				}
+			}
+		})
+	}
+}
+
+func exportNames(cm wazero.CompiledModule) []string {
+	var names []string
+	for n := range cm.ExportedFunctions() {
+		names = append(names, "func "+n)
+	}
+	for n := range cm.ExportedMemories() {
+		names = append(names, "memory "+n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestRunLoopsDoNotStall runs endless loops on every P while the garbage
+// collector and a ticker run: machine code cannot be preempted, so
+// without braid.tick's trips to Go a stop-the-world would wait for a loop
+// that waits for its timer, forever.
+func TestRunLoopsDoNotStall(t *testing.T) {
+	e := newEngine(t, Config{})
+	m := compile(t, e, "loop")
+	var ticks atomic.Int64
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				ticks.Add(1)
+				runtime.GC()
+			}
+		}
+	})
+	within(t, 20*time.Second, func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for range runtime.GOMAXPROCS(0) + 1 {
+			wg.Go(func() {
+				for range 3 {
+					_, err := m.Run(ctx, "loop", nil, nil, Limits{Timeout: 200 * time.Millisecond})
+					if re := runError(t, err); re.Reason != ReasonTimeout {
+						t.Errorf("got %v, want a timeout", err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
+	close(stop)
+	bg.Wait()
+	// Each tick waits for a stop-the-world; the loops hold the Ps until
+	// the scheduler preempts them in braid.tick, so few ticks come.
+	if ticks.Load() == 0 {
+		t.Error("the ticker never ran while the loops ran")
+	}
+	checkCat(t, e)
+}
+
+// FuzzInstrument checks that instrument never panics and that what it
+// returns, wazero accepts whenever it accepts the input.
+func FuzzInstrument(f *testing.F) {
+	for _, b := range builds {
+		f.Add(wasmCode(f, b.name))
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer rt.Close(ctx)
+	f.Fuzz(func(t *testing.T, code []byte) {
+		if _, err := parseImports(code); err != nil {
+			return
+		}
+		inst, err := instrument(code)
+		if err != nil {
+			return
+		}
+		orig, err := rt.CompileModule(ctx, code)
+		if err != nil {
+			return
+		}
+		defer orig.Close(ctx)
+		got, err := rt.CompileModule(ctx, inst)
+		if err != nil {
+			t.Fatalf("wazero accepts the module but not its instrumented form: %v", err)
+		}
+		defer got.Close(ctx)
+		if o, g := slices.Sorted(maps.Keys(orig.ExportedFunctions())), slices.Sorted(maps.Keys(got.ExportedFunctions())); !slices.Equal(o, g) {
+			t.Fatalf("exports %v, want %v", g, o)
+		}
+	})
+}
