@@ -466,7 +466,14 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 			for i := uint32(0); i < n && r.err == nil; i++ {
 				r.valType()
 			}
-		case op >= 0x20 && op <= 0x26: // locals, globals, table.get/set
+		case op == 0x23 || op == 0x24: // global.get, global.set
+			// The countdown global is not the module's: code that names
+			// it (an index past the module's own globals, which the
+			// rewrite would make valid) could stop the countdown.
+			if idx := r.u32(); r.err == nil && idx >= rw.budget {
+				return nil, fmt.Errorf("refers to global %d; the module has %d", idx, rw.budget)
+			}
+		case op >= 0x20 && op <= 0x26: // locals, table.get/set
 			r.u32()
 		case op >= 0x28 && op <= 0x3e: // loads and stores
 			r.memarg()

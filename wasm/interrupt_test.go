@@ -2,9 +2,11 @@ package wasm
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -142,4 +144,27 @@ func FuzzInstrument(f *testing.F) {
 			t.Fatalf("exports %v, want %v", g, o)
 		}
 	})
+}
+
+// TestInstrumentRefusesHiddenGlobal: a module whose code names a global
+// past its own (invalid as written, valid once the countdown global is
+// added) could reset the countdown and never stop. It is refused.
+func TestInstrumentRefusesHiddenGlobal(t *testing.T) {
+	mod := []byte{
+		0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // header
+		0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // type 0: func() -> ()
+		0x03, 0x02, 0x01, 0x00, // one function of type 0
+		// loop; i32.const 1; global.set 0; br 0; end; end
+		0x0a, 0x0d, 0x01, 0x0b, 0x00, 0x03, 0x40, 0x41, 0x01, 0x24, 0x00, 0x0c, 0x00, 0x0b, 0x0b,
+	}
+	_, err := instrument(mod)
+	if !errors.Is(err, ErrBadModule) || !strings.Contains(err.Error(), "global 0") {
+		t.Fatalf("instrument: %v, want ErrBadModule naming global 0", err)
+	}
+	// The same module without the global.set is fine.
+	ok := slices.Clone(mod)
+	ok = append(ok[:len(ok)-15], 0x0a, 0x09, 0x01, 0x07, 0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b)
+	if _, err := instrument(ok); err != nil {
+		t.Fatalf("a module with a bare loop: %v", err)
+	}
 }
