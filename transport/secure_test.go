@@ -179,7 +179,10 @@ func FuzzRecords(f *testing.F) {
 // and every byte still arrives intact, over the other path and the
 // reconnected one.
 func TestTamper(t *testing.T) {
-	for _, tr := range []string{"tcp", "sctp-udp"} {
+	// MPTCP through the relay is MPTCP on the dialer's socket and TCP
+	// past the relay. Kernel SCTP has no relay here (it is not carried
+	// over TCP or UDP); its channels use the same records, tested above.
+	for _, tr := range []string{"tcp", "mptcp", "sctp-udp"} {
 		modes := []relay.Tamper{relay.TamperFlip, relay.TamperDrop, relay.TamperReplay, relay.TamperTruncate}
 		if tr == "sctp-udp" {
 			// SCTP itself drops replayed packets, and a dropped datagram is
