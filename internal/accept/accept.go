@@ -43,26 +43,33 @@ type Backoff struct {
 	// Addr where; both go into the log lines.
 	Name, Addr string
 
-	delay time.Duration
-	fails int
-	since time.Time
-	last  error
+	delay    time.Duration // the last sleep; 0 after a success
+	fails    int           // failures in this episode; 0 outside one
+	since    time.Time     // the episode's first failure
+	lastFail time.Time     // when the last wait ended
+	last     error
 }
 
 // Wait handles one failed Accept. It returns false if the loop must end:
 // err says the listener is closed (net.ErrClosed), or done is closed.
 // Otherwise it sleeps (5ms doubling to 1s, cut short by done) and returns
 // true. The first failure of an episode is logged at Warn, with whether
-// it is one that passes; the others only count.
+// it is one that passes; the others only count. An episode lasts until
+// an accept succeeds a whole MaxDelay after the last failure, so a
+// listener that fails and succeeds in turn, as it does while a flood
+// holds the descriptors, logs once.
 func (b *Backoff) Wait(err error, done <-chan struct{}) bool {
 	if closed(done) || errors.Is(err, net.ErrClosed) {
 		return false
 	}
+	now := time.Now()
 	if b.fails == 0 {
-		b.since = time.Now()
-		b.delay = MinDelay
+		b.since = now
 		b.logger().Warn("accept failed; retrying with backoff until it passes", "listener", b.Name, "addr", b.Addr,
 			"err", err, "temporary", Temporary(err))
+	}
+	if b.delay == 0 {
+		b.delay = MinDelay
 	} else {
 		b.delay = min(2*b.delay, MaxDelay)
 	}
@@ -72,21 +79,27 @@ func (b *Backoff) Wait(err error, done <-chan struct{}) bool {
 	defer t.Stop()
 	select {
 	case <-t.C:
+		b.lastFail = time.Now() // the episode goes on through the wait
 		return true
 	case <-done:
 		return false
 	}
 }
 
-// Reset ends an episode of failures after a successful Accept, logging
-// at Info how long it lasted.
+// Reset notes a successful Accept: the next failure waits MinDelay
+// again, and an episode whose last failure is MaxDelay old ends, logged
+// at Info with how long it lasted.
 func (b *Backoff) Reset() {
 	if b.fails == 0 {
 		return
 	}
+	b.delay = 0
+	if time.Since(b.lastFail) < MaxDelay {
+		return
+	}
 	b.logger().Info("accept works again", "listener", b.Name, "addr", b.Addr, "failures", b.fails,
-		"lasted", time.Since(b.since).Round(time.Millisecond), "last_err", b.last)
-	b.fails, b.delay, b.last = 0, 0, nil
+		"lasted", b.lastFail.Sub(b.since).Round(time.Millisecond), "last_err", b.last)
+	b.fails, b.last = 0, nil
 }
 
 // Failing reports whether the loop is in an episode of failures.

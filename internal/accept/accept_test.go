@@ -123,10 +123,19 @@ func TestLoopSurvivesEMFILE(t *testing.T) {
 			c := <-accepted
 			c.Close()
 		}
+		// The episode ends at the first accept a second after the last
+		// failure.
+		if strings.Contains(logs.String(), "works again") {
+			t.Errorf("episode ended right after the failures:\n%s", logs.String())
+		}
+		time.Sleep(MaxDelay)
+		(<-accepted).Close() // accepted before the sleep
+		(<-accepted).Close()
+		synctest.Wait()
 		ln.mu.Lock()
 		at := append([]time.Duration(nil), ln.at...)
 		ln.mu.Unlock()
-		if len(at) < n+1 {
+		if len(at) < n+3 {
 			t.Fatalf("%d accepts, want at least %d", len(at), n+1)
 		}
 		want := MinDelay
@@ -144,8 +153,8 @@ func TestLoopSurvivesEMFILE(t *testing.T) {
 			t.Fatal("loop still running after Close")
 		}
 		out := logs.String()
-		if c := strings.Count(out, "level=WARN"); c != 1 {
-			t.Errorf("%d Warn lines for one episode, want 1:\n%s", c, out)
+		if c := strings.Count(out, "level=WARN"); c != 1 || !strings.Contains(out, "works again") {
+			t.Errorf("%d Warn lines for one episode, want 1, and then its end:\n%s", c, out)
 		}
 		if !strings.Contains(out, "too many open files") || !strings.Contains(out, "failures=12") {
 			t.Errorf("log does not name the error and count the failures:\n%s", out)
@@ -214,6 +223,32 @@ func TestListener(t *testing.T) {
 			}
 		default:
 			t.Fatal("Accept still backing off after Close")
+		}
+	})
+}
+
+// TestFlappingIsOneEpisode: failures with successes between them, less
+// than MaxDelay apart, log one Warn; each failure after a success waits
+// MinDelay again.
+func TestFlappingIsOneEpisode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		b := Backoff{Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+		for range 10 {
+			start := time.Now()
+			b.Wait(emfile(), nil)
+			if d := time.Since(start); d != MinDelay {
+				t.Errorf("wait after a success = %v, want %v", d, MinDelay)
+			}
+			b.Reset()
+		}
+		if c := strings.Count(logs.String(), "level=WARN"); c != 1 || strings.Contains(logs.String(), "works again") {
+			t.Errorf("flapping logged %d Warns, want 1 and no end yet:\n%s", c, logs.String())
+		}
+		time.Sleep(MaxDelay)
+		b.Reset()
+		if !strings.Contains(logs.String(), "failures=10") || b.Failing() {
+			t.Errorf("episode did not end a second after its last failure:\n%s", logs.String())
 		}
 	})
 }
