@@ -227,7 +227,8 @@ func parseIHDR(b []byte) (pngHeader, error) {
 // header (but its height), palette and transparency, and rows filtered
 // with ftNone.
 func decodeIDAT(c *chunkReader, hd pngHeader, ihdr, aux []byte, emit func([]byte) error) error {
-	zr, err := zlib.NewReader(&idatReader{c: c})
+	ir := &idatReader{c: c}
+	zr, err := zlib.NewReader(ir)
 	if err != nil {
 		return fmt.Errorf("png: invalid format: %v", unexpected(err))
 	}
@@ -285,11 +286,11 @@ func decodeIDAT(c *chunkReader, hd pngHeader, ihdr, aux []byte, emit func([]byte
 	if err != nil && err != io.EOF {
 		return fmt.Errorf("png: invalid format: %v", err)
 	}
-	if n != 0 {
+	if n != 0 || (!ir.done && c.left != 0) {
 		return errors.New("png: invalid format: too much pixel data")
 	}
-	// Skip the rest of the IDAT chunks: png.Decode ignores it too.
-	if _, err := io.Copy(io.Discard, &idatReader{c: c, done: c.typ != "IDAT"}); err != nil {
+	// Skip the IDAT chunks after the image data, as png.Decode does.
+	if _, err := io.Copy(io.Discard, ir); err != nil {
 		return err
 	}
 	return nil

@@ -414,3 +414,56 @@ func TestStoredMatchesMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodePNGRowsTrailingData: data after the image's zlib stream in its
+// last IDAT chunk, past what zlib reads ahead, is refused, as png.Decode
+// refuses it; IDAT chunks after that one are ignored, as png.Decode
+// ignores them.
+func TestDecodePNGRowsTrailingData(t *testing.T) {
+	var raw bytes.Buffer
+	for y := range 4 {
+		raw.WriteByte(0)
+		raw.Write([]byte{byte(y), 1, 2, 3, 4, 5})
+	}
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	zw.Write(raw.Bytes())
+	zw.Close()
+	build := func(idats ...[]byte) []byte {
+		var b bytes.Buffer
+		b.WriteString(pngSignature)
+		ihdr := make([]byte, 13)
+		binary.BigEndian.PutUint32(ihdr[0:], 2)
+		binary.BigEndian.PutUint32(ihdr[4:], 4)
+		ihdr[8], ihdr[9] = 8, 2
+		writeChunk(&b, "IHDR", ihdr)
+		for _, d := range idats {
+			writeChunk(&b, "IDAT", d)
+		}
+		writeChunk(&b, "IEND", nil)
+		return b.Bytes()
+	}
+	for name, tc := range map[string]struct {
+		b  []byte
+		ok bool
+	}{
+		"plain":            {build(z.Bytes()), true},
+		"garbage in chunk": {build(append(append([]byte(nil), z.Bytes()...), make([]byte, 10000)...)), false},
+		"a little garbage": {build(append(append([]byte(nil), z.Bytes()...), 1, 2, 3)), true}, // read ahead by zlib, as in image/png
+		"trailing chunk":   {build(z.Bytes(), []byte{9, 9, 9}), true},
+	} {
+		_, werr := wholeOf(tc.b)
+		if (werr == nil) != tc.ok {
+			t.Fatalf("%s: image/png says %v; the case is wrong", name, werr)
+		}
+		got, err := rowsOf(tc.b)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: decodePNGRows = %v, want ok=%v", name, err, tc.ok)
+		}
+		if tc.ok {
+			if want, _ := wholeOf(tc.b); !bytes.Equal(got, want) {
+				t.Errorf("%s: pixels differ", name)
+			}
+		}
+	}
+}

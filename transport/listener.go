@@ -182,6 +182,7 @@ func (l *Listener) admit(c net.Conn, accepted time.Time) {
 		_ = c.Close()
 		return
 	}
+	_ = c.SetDeadline(time.Time{})
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
