@@ -27,9 +27,14 @@ const pngSignature = "\x89PNG\r\n\x1a\n"
 // once.
 var bandBytes = 4 << 20
 
-// errInterlaced says a PNG cannot be decoded row by row: its rows arrive
-// in seven passes.
-var errInterlaced = errors.New("interlaced PNG")
+// errNotRows says a PNG is not decoded row by row: it is interlaced (its
+// rows arrive in seven passes), or its rows are wider than maxRowBytes.
+var errNotRows = errors.New("interlaced PNG, or rows too wide to stream")
+
+// maxRowBytes bounds the encoded rows decodePNGRows takes: a band holds
+// at least one row in several forms, so an image of one very long row
+// (which MaxPixels allows) is cheaper decoded whole, as before.
+const maxRowBytes = 16 << 20
 
 // pngHeader is what decodePNGRows needs of the IHDR chunk.
 type pngHeader struct {
@@ -128,7 +133,8 @@ func (d *idatReader) Read(p []byte) (int, error) {
 // decodePNGRows decodes a non-interlaced PNG read from r a band of rows at
 // a time, converting each to premultiplied RGBA as decodeImage does, and
 // calls emit with the band: 4*w bytes a row, top to bottom. It returns
-// errInterlaced, before calling emit, for an interlaced PNG; other
+// errNotRows, before calling emit, for an interlaced PNG or one with rows
+// of more than maxRowBytes; other
 // errors say the PNG is corrupt or could not be read, or come from emit.
 func decodePNGRows(r io.Reader, emit func(rows []byte) error) error {
 	c := &chunkReader{r: bufio.NewReaderSize(r, 64<<10)}
@@ -159,8 +165,8 @@ func decodePNGRows(r io.Reader, emit func(rows []byte) error) error {
 			if hd, err = parseIHDR(ihdr); err != nil {
 				return err
 			}
-			if hd.interlace != 0 {
-				return errInterlaced
+			if hd.interlace != 0 || (hd.bitsPerPixel*hd.w+7)/8 > maxRowBytes {
+				return errNotRows
 			}
 		case "PLTE", "tRNS":
 			if c.left > 3*256 {

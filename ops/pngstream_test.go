@@ -211,8 +211,8 @@ func TestInterlacedPNG(t *testing.T) {
 		}
 	}
 	b := pngOf(w, h, 8, 2, 1, data.Bytes())
-	if _, err := rowsOf(b); !errors.Is(err, errInterlaced) {
-		t.Fatalf("decodePNGRows = %v, want errInterlaced", err)
+	if _, err := rowsOf(b); !errors.Is(err, errNotRows) {
+		t.Fatalf("decodePNGRows = %v, want errNotRows", err)
 	}
 	cfg, err := decodeConfig("test", bytes.NewReader(b))
 	if err != nil {
@@ -281,7 +281,7 @@ func FuzzDecodePNGRows(f *testing.F) {
 			return
 		}
 		got, err := rowsOf(b)
-		if errors.Is(err, errInterlaced) {
+		if errors.Is(err, errNotRows) {
 			return
 		}
 		want, werr := wholeOf(b)
@@ -465,5 +465,41 @@ func TestDecodePNGRowsTrailingData(t *testing.T) {
 				t.Errorf("%s: pixels differ", name)
 			}
 		}
+	}
+}
+
+// TestWideRowsDecodeWhole: a PNG of one row wider than maxRowBytes is
+// not streamed (a band would hold that row several times over) but
+// decoded whole, to the same pixels.
+func TestWideRowsDecodeWhole(t *testing.T) {
+	w := maxRowBytes/4 + 1
+	img := image.NewNRGBA(image.Rect(0, 0, w, 1))
+	for i := range img.Pix {
+		img.Pix[i] = byte(i / 4096)
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	if _, err := rowsOf(b); !errors.Is(err, errNotRows) {
+		t.Fatalf("decodePNGRows = %v, want errNotRows", err)
+	}
+	cfg, err := decodeConfig("test", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := decodeRaster("test", bytes.NewReader(b), int64(len(b)), cfg, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	want, err := wholeOf(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	if _, err := r.px.ReadAt(got, 0); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("raster differs from decodeImage's pixels (%v)", err)
 	}
 }

@@ -116,7 +116,7 @@ func decodeRaster(op string, in io.ReaderAt, size int64, cfg imageConfig, dir st
 		switch {
 		case err == nil:
 			return r, nil
-		case !errors.Is(err, errInterlaced):
+		case !errors.Is(err, errNotRows):
 			px.Close()
 			return nil, fmt.Errorf("%s: corrupt png image: %v: %w", op, err, ErrBadInput)
 		}
