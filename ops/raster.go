@@ -106,16 +106,21 @@ func decodeRaster(op string, in io.ReaderAt, size int64, cfg imageConfig, dir st
 	r := &raster{w: cfg.Width, h: cfg.Height, px: px}
 	bw := bufio.NewWriterSize(px, 1<<20)
 	if cfg.format == "png" {
+		var werr error // the scratch's, not the image's fault
 		err = decodePNGRows(io.NewSectionReader(in, 0, size), func(rows []byte) error {
-			_, err := bw.Write(rows)
-			return err
+			_, werr = bw.Write(rows)
+			return werr
 		})
 		if err == nil {
-			err = bw.Flush()
+			werr = bw.Flush()
+			err = werr
 		}
 		switch {
 		case err == nil:
 			return r, nil
+		case werr != nil:
+			px.Close()
+			return nil, fmt.Errorf("%s: write the decoded image: %w", op, werr)
 		case !errors.Is(err, errNotRows):
 			px.Close()
 			return nil, fmt.Errorf("%s: corrupt png image: %v: %w", op, err, ErrBadInput)
