@@ -8,12 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/accept"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -89,7 +91,7 @@ func (s *perfServer) baseline(ctx context.Context, sess *transport.Session, ctrl
 	if err := writeJSON(ctx, ctrl, perfReady{Token: token, Ports: ports}); err != nil {
 		return nil, err
 	}
-	conns, err := acceptBaseline(ctx, listeners, token, h.Paths)
+	conns, err := acceptBaseline(ctx, listeners, token, h.Paths, s.cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +154,7 @@ func (s *perfServer) baseline(ctx context.Context, sess *transport.Session, ctrl
 
 // acceptBaseline accepts the k connections of a baseline test and orders
 // them by path index.
-func acceptBaseline(ctx context.Context, listeners map[string]net.Listener, token []byte, k int) ([]net.Conn, error) {
+func acceptBaseline(ctx context.Context, listeners map[string]net.Listener, token []byte, k int, logger *slog.Logger) ([]net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	type arrival struct {
@@ -163,11 +165,16 @@ func acceptBaseline(ctx context.Context, listeners map[string]net.Listener, toke
 	var wg sync.WaitGroup
 	for _, ln := range listeners {
 		wg.Go(func() {
+			b := accept.Backoff{Logger: logger, Name: "perf baseline", Addr: ln.Addr().String()}
 			for {
 				c, err := ln.Accept()
 				if err != nil {
+					if b.Wait(err, ctx.Done()) {
+						continue
+					}
 					return
 				}
+				b.Reset()
 				wg.Go(func() {
 					_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 					hdr := make([]byte, baselineTokenLen+2)

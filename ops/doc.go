@@ -25,6 +25,15 @@
 // (concat, tiles or reduce:OP); Planned wraps an operation with both.
 // Tiles travel in the format TileMagic describes.
 //
+// A server splits and assembles for many jobs at once, so operations that
+// implement Streamer (the image operations and Planned ones) also split
+// and assemble without holding a job's data: SplitStored decodes a PNG a
+// band of rows at a time into a scratch file and writes the tiles to
+// storage; AssembleStored reads the result tiles a band of rows at a time
+// and writes the PNG row by row, byte for byte as image/png would. An
+// image of MaxPixels then costs megabytes, not gigabytes. JPEG, GIF and
+// interlaced PNG inputs are decoded whole, one at a time.
+//
 // Every operation honours Hint.Repeat: the whole job is processed that many
 // times as independent units, and Assemble checks that all copies agree.
 // Execute runs a job in-process, which is what `braid local` and the tests

@@ -10,7 +10,6 @@ import (
 	"image/draw"
 	_ "image/gif" // GIF input: the first frame
 	_ "image/jpeg"
-	"image/png"
 	"io"
 )
 
@@ -72,28 +71,74 @@ func (o *imageOp) Split(in io.ReaderAt, size int64, params map[string]string, hi
 		// sound but whose pixels are corrupt fails in that unit.
 		return repeat([]UnitSpec{{Params: params, FromInput: true, Len: size}}, hint.copies()), nil
 	}
-	img, err := decodeImage(o.name, io.NewSectionReader(in, 0, size))
+	specs, err := splitTiled(o.name, in, size, cfg, tw, th, f.halo, params)
 	if err != nil {
 		return nil, err
 	}
-	return repeat(cutTiles(img, tw, th, f.halo, params), hint.copies()), nil
+	return repeat(specs, hint.copies()), nil
 }
 
-// cutTiles cuts img into tw x th tiles, row by row, each carrying a halo
-// of halo pixels around its core (clipped at the image edge), as units
-// whose Data is the encoded tile and whose Params are params.
-func cutTiles(img *image.RGBA, tw, th, halo int, params map[string]string) []UnitSpec {
-	full := img.Rect
-	specs := make([]UnitSpec, 0, ceilDiv(full.Dx(), tw)*ceilDiv(full.Dy(), th))
-	for y := 0; y < full.Dy(); y += th {
-		for x := 0; x < full.Dx(); x += tw {
-			core := image.Rect(x, y, min(x+tw, full.Dx()), min(y+th, full.Dy()))
-			data := core.Inset(-halo).Intersect(full)
-			t := &tile{w: full.Dx(), h: full.Dy(), data: data, core: core, pix: cropPix(img, data)}
-			specs = append(specs, UnitSpec{Params: params, Data: t.encode()})
-		}
+// SplitStored implements Streamer: a tiled image is decoded into a
+// temporary file under dir and its tiles written to data.
+func (o *imageOp) SplitStored(in io.ReaderAt, size int64, params map[string]string, hint Hint, dir string, data io.WriterAt) ([]UnitSpec, int64, error) {
+	if err := hint.check(o.name, true); err != nil {
+		return nil, 0, err
 	}
-	return specs
+	f, err := o.filter(params)
+	if err != nil {
+		return nil, 0, err
+	}
+	cfg, err := decodeConfig(o.name, io.NewSectionReader(in, 0, size))
+	if err != nil {
+		return nil, 0, err
+	}
+	tw, th := tileSize(cfg.Width, cfg.Height, hint)
+	n := ceilDiv(cfg.Width, tw) * ceilDiv(cfg.Height, th)
+	if err := checkUnits(o.name, n, hint); err != nil {
+		return nil, 0, err
+	}
+	if n == 1 && !hint.tiled() {
+		return repeat([]UnitSpec{{Params: params, FromInput: true, Len: size}}, hint.copies()), 0, nil
+	}
+	specs, written, err := splitImageTo(o.name, in, size, cfg, tw, th, f.halo, params, dir, data)
+	if err != nil {
+		return nil, 0, err
+	}
+	return repeat(specs, hint.copies()), written, nil
+}
+
+// splitTiled decodes the image (its header cfg) and cuts it into tw x th
+// tiles with a halo, as units whose Data is the encoded tile, in memory.
+func splitTiled(op string, in io.ReaderAt, size int64, cfg imageConfig, tw, th, halo int, params map[string]string) ([]UnitSpec, error) {
+	rects := tileRects(cfg.Width, cfg.Height, tw, th, halo)
+	var total int64
+	for _, t := range rects {
+		total += int64(TileHeaderSize) + int64(t.data.Dx())*int64(t.data.Dy())*4
+	}
+	mem := &memScratch{b: make([]byte, total)}
+	specs, _, err := splitImageTo(op, in, size, cfg, tw, th, halo, params, "", mem)
+	if err != nil {
+		return nil, err
+	}
+	for i, sp := range specs {
+		specs[i] = UnitSpec{Params: sp.Params, Data: mem.b[sp.Off : sp.Off+sp.Len : sp.Off+sp.Len]}
+	}
+	return specs, nil
+}
+
+// splitImageTo decodes the image into a raster under dir ("" for memory)
+// and writes its tiles to data, as units with Stored set.
+func splitImageTo(op string, in io.ReaderAt, size int64, cfg imageConfig, tw, th, halo int, params map[string]string, dir string, data io.WriterAt) ([]UnitSpec, int64, error) {
+	r, err := decodeRaster(op, in, size, cfg, dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer r.Close()
+	specs, n, err := cutTiles(r, tileRects(cfg.Width, cfg.Height, tw, th, halo), params, data)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: cut tiles: %w", op, err)
+	}
+	return specs, n, nil
 }
 
 // tileSize returns the tile size that hint asks for on a w x h image.
@@ -144,83 +189,22 @@ func (o *imageOp) Run(ctx context.Context, params map[string]string, inputs [][]
 
 // Assemble places the result tiles into one image and encodes it as PNG.
 // The tiles must cover the image exactly once.
-func (o *imageOp) Assemble(_ map[string]string, hint Hint, results [][]byte) ([]byte, error) {
-	results, err := firstCopy(o.name, results, hint)
-	if err != nil {
-		return nil, err
-	}
-	img, err := placeTiles(o.name, "assemble", results, false)
-	if err != nil {
-		return nil, err
-	}
-	return encodePNGOutput(o.name, img)
-}
-
-// placeTiles decodes each result as a tile and places its core into one
-// image, checking that the cores cover the image exactly once. With crop,
-// a tile's data may be any rectangle holding its core (a tile as Split
-// made it, halo included, or just the core); without, it must be the core.
-// Errors start with op and step and name the result.
-func placeTiles(op, step string, results [][]byte, crop bool) (*image.RGBA, error) {
-	prefix := op + ": " + step
-	if len(results) == 0 {
-		return nil, fmt.Errorf("%s: no results: %w", prefix, ErrBadInput)
-	}
-	// Check the headers first, so results that do not carry the image's
-	// pixels cannot make it allocate the image.
-	tiles := make([]*tile, len(results))
-	var full image.Rectangle
-	area := 0
-	for i, b := range results {
-		t, err := decodeTile(op, b)
-		if err != nil {
-			return nil, fmt.Errorf("%s: result %d: %w", prefix, i, err)
-		}
-		if i == 0 {
-			full = t.full()
-		}
-		switch {
-		case crop && t.full() != full:
-			return nil, fmt.Errorf("%s: result %d is a tile of a %dx%d image, but result 0 is of a %dx%d image: %w",
-				prefix, i, t.w, t.h, full.Dx(), full.Dy(), ErrBadInput)
-		case !crop && (t.full() != full || t.data != t.core):
-			return nil, fmt.Errorf("%s: result %d is a %v tile of a %dx%d image, want a result tile of %v: %w",
-				prefix, i, t.data, t.w, t.h, full, ErrBadInput)
-		}
-		tiles[i] = t
-		area += t.core.Dx() * t.core.Dy()
-	}
-	if area < full.Dx()*full.Dy() {
-		return nil, fmt.Errorf("%s: results cover %d of %d pixels: %w", prefix, area, full.Dx()*full.Dy(), ErrBadInput)
-	}
-	// The cores' areas add up to at least the image's, so the cores
-	// cover it exactly once unless two overlap.
-	img := image.NewRGBA(full)
-	covered := make([]uint64, (full.Dx()*full.Dy()+63)/64)
-	for i, t := range tiles {
-		for y := t.core.Min.Y; y < t.core.Max.Y; y++ {
-			for x := t.core.Min.X; x < t.core.Max.X; x++ {
-				k := y*t.w + x
-				if covered[k/64]&(1<<(k%64)) != 0 {
-					return nil, fmt.Errorf("%s: result %d overlaps another at (%d,%d): %w", prefix, i, x, y, ErrBadInput)
-				}
-				covered[k/64] |= 1 << (k % 64)
-			}
-			row := t.pix[t.offset(t.core.Min.X, y):][:t.core.Dx()*4]
-			copy(img.Pix[img.PixOffset(t.core.Min.X, y):], row)
-		}
-	}
-	return img, nil
-}
-
-// encodePNGOutput encodes img as a job's PNG output.
-func encodePNGOutput(op string, img *image.RGBA) ([]byte, error) {
+func (o *imageOp) Assemble(params map[string]string, hint Hint, results [][]byte) ([]byte, error) {
 	var buf bytes.Buffer
-	enc := png.Encoder{CompressionLevel: png.BestSpeed}
-	if err := enc.Encode(&buf, img); err != nil {
-		return nil, fmt.Errorf("%s: encode PNG: %w", op, err)
+	if err := o.AssembleStored(params, hint, MemResults(results), "", &buf); err != nil {
+		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// AssembleStored implements Streamer: it reads the result tiles a band of
+// rows at a time.
+func (o *imageOp) AssembleStored(_ map[string]string, hint Hint, rs Results, _ string, w io.Writer) error {
+	rs, err := firstCopyOf(o.name, rs, hint)
+	if err != nil {
+		return err
+	}
+	return assembleTilesTo(o.name, "assemble", rs, false, w)
 }
 
 // decodeImage decodes a PNG, JPEG or GIF into premultiplied RGBA with its
@@ -338,12 +322,24 @@ func (t *tile) appendHeader(b []byte) []byte {
 
 // decodeTile parses an encoded tile; pix aliases b.
 func decodeTile(op string, b []byte) (*tile, error) {
-	if len(b) < TileHeaderSize || string(b[:len(TileMagic)]) != TileMagic {
-		return nil, fmt.Errorf("%s: tile: %d bytes, not an encoded tile: %w", op, len(b), ErrBadInput)
+	t, err := decodeTileHeader(op, b, int64(len(b))-int64(TileHeaderSize))
+	if err != nil {
+		return nil, err
+	}
+	t.pix = b[TileHeaderSize:]
+	return t, nil
+}
+
+// decodeTileHeader parses the header of an encoded tile (hdr, at least
+// TileHeaderSize bytes if the tile is sound) followed by pixLen bytes of
+// pixels. The tile it returns has no pix.
+func decodeTileHeader(op string, hdr []byte, pixLen int64) (*tile, error) {
+	if len(hdr) < TileHeaderSize || string(hdr[:len(TileMagic)]) != TileMagic {
+		return nil, fmt.Errorf("%s: tile: %d bytes, not an encoded tile: %w", op, int64(len(hdr))+max(pixLen, 0), ErrBadInput)
 	}
 	var v [10]int
 	for i := range v {
-		u := binary.LittleEndian.Uint32(b[len(TileMagic)+4*i:])
+		u := binary.LittleEndian.Uint32(hdr[len(TileMagic)+4*i:])
 		if u > MaxPixels {
 			return nil, fmt.Errorf("%s: tile: header field %d is %d, too large: %w", op, i, u, ErrBadInput)
 		}
@@ -360,9 +356,8 @@ func decodeTile(op string, b []byte) (*tile, error) {
 		return nil, fmt.Errorf("%s: tile: core %v must be non-empty and inside data %v inside the %dx%d image: %w",
 			op, t.core, t.data, t.w, t.h, ErrBadInput)
 	}
-	if want := t.data.Dx() * t.data.Dy() * 4; len(b)-TileHeaderSize != want {
-		return nil, fmt.Errorf("%s: tile: %d bytes of pixels, want %d for %v: %w", op, len(b)-TileHeaderSize, want, t.data, ErrBadInput)
+	if want := int64(t.data.Dx()) * int64(t.data.Dy()) * 4; pixLen != want {
+		return nil, fmt.Errorf("%s: tile: %d bytes of pixels, want %d for %v: %w", op, pixLen, want, t.data, ErrBadInput)
 	}
-	t.pix = b[TileHeaderSize:]
 	return t, nil
 }

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"unicode"
@@ -98,11 +99,11 @@ func Concat(results [][]byte) []byte {
 // core; either way only the core's pixels are used. Every tile must name
 // the same image size and the cores must cover the image exactly once.
 // Errors name the result by its index and wrap ErrBadInput. Besides the
-// results, it holds the image's pixels, a bit per pixel and the PNG.
+// results, it holds a band of rows, a bit per pixel and the PNG.
 func AssembleTiles(op string, results [][]byte) ([]byte, error) {
-	img, err := placeTiles(op, "merge tiles", results, true)
-	if err != nil {
+	var buf bytes.Buffer
+	if err := assembleTilesTo(op, "merge tiles", MemResults(results), true, &buf); err != nil {
 		return nil, err
 	}
-	return encodePNGOutput(op, img)
+	return buf.Bytes(), nil
 }

@@ -96,14 +96,17 @@ type UnitSpec struct {
 	// Params are the unit's complete parameters: Run sees only these.
 	// Specs may share one map; treat it as read-only.
 	Params map[string]string
-	// Data is the unit's own data, made by Split, when FromInput is false.
-	// Nil means none.
+	// Data is the unit's own data, made by Split, when FromInput and
+	// Stored are false. Nil means none.
 	Data []byte
 	// FromInput says the unit's own data is the byte range [Off, Off+Len)
 	// of the job's input; the caller reads it from storage when it sends
 	// the unit. Data is nil then.
 	FromInput bool
-	Off, Len  int64
+	// Stored says the unit's own data is the byte range [Off, Off+Len) of
+	// what SplitStored wrote to its data. Data is nil then.
+	Stored   bool
+	Off, Len int64
 	// Deps are indexes of earlier units of the same Split whose results
 	// are this unit's further inputs, in this order.
 	Deps []int

@@ -61,26 +61,41 @@ type planned struct {
 func (p *planned) Reducer() Op { return p.reduce }
 
 func (p *planned) Split(in io.ReaderAt, size int64, params map[string]string, hint Hint) ([]UnitSpec, error) {
+	specs, _, err := p.splitTo(in, size, params, hint, "", nil)
+	return specs, err
+}
+
+// SplitStored implements Streamer.
+func (p *planned) SplitStored(in io.ReaderAt, size int64, params map[string]string, hint Hint, dir string, data io.WriterAt) ([]UnitSpec, int64, error) {
+	return p.splitTo(in, size, params, hint, dir, data)
+}
+
+// splitTo is Split, and SplitStored if data is not nil.
+func (p *planned) splitTo(in io.ReaderAt, size int64, params map[string]string, hint Hint, dir string, data io.WriterAt) ([]UnitSpec, int64, error) {
 	name := p.Name()
 	if hint.Units != 0 || hint.tiled() {
-		return nil, fmt.Errorf("%s: give a split or a number of units or a tile size, not both: %w", name, ErrBadParam)
+		return nil, 0, fmt.Errorf("%s: give a split or a number of units or a tile size, not both: %w", name, ErrBadParam)
 	}
 	if hint.Repeat < 0 || hint.Repeat > MaxUnits {
-		return nil, fmt.Errorf("%s: repeat %d: want 0 to %d: %w", name, hint.Repeat, MaxUnits, ErrBadParam)
+		return nil, 0, fmt.Errorf("%s: repeat %d: want 0 to %d: %w", name, hint.Repeat, MaxUnits, ErrBadParam)
 	}
 	if p.native {
 		h := hint
 		if p.split.Kind == SplitTiles {
 			h.TileW, h.TileH = p.split.TileW, p.split.TileH
 		}
-		return p.Op.Split(in, size, params, h)
+		if st, ok := p.Op.(Streamer); ok && data != nil {
+			return st.SplitStored(in, size, params, h, dir, data)
+		}
+		specs, err := p.Op.Split(in, size, params, h)
+		return specs, 0, err
 	}
 	if err := CheckParams(name, p.Info(), params); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	specs, err := SplitInput(name, in, size, p.split, params)
+	specs, written, err := splitInput(name, in, size, p.split, params, dir, data)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if p.reduce != nil {
 		deps := make([]int, len(specs))
@@ -90,9 +105,9 @@ func (p *planned) Split(in io.ReaderAt, size int64, params map[string]string, hi
 		specs = append(specs, UnitSpec{Params: params, Deps: deps, Reduce: true})
 	}
 	if err := checkUnits(name, len(specs), hint); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return repeat(specs, hint.copies()), nil
+	return repeat(specs, hint.copies()), written, nil
 }
 
 func (p *planned) Assemble(params map[string]string, hint Hint, results [][]byte) ([]byte, error) {
@@ -114,6 +129,45 @@ func (p *planned) Assemble(params map[string]string, hint Hint, results [][]byte
 		return results[len(results)-1], nil
 	}
 	return Concat(results), nil
+}
+
+// AssembleStored implements Streamer: the results are read as the merge
+// needs them, and only those of an operation that is no Streamer are
+// read into memory at once.
+func (p *planned) AssembleStored(params map[string]string, hint Hint, rs Results, dir string, w io.Writer) error {
+	name := p.Name()
+	if p.native {
+		if st, ok := p.Op.(Streamer); ok {
+			return st.AssembleStored(params, hint, rs, dir, w)
+		}
+		results, err := readResults(rs)
+		if err != nil {
+			return fmt.Errorf("%s: assemble: %w", name, err)
+		}
+		out, err := p.Op.Assemble(params, hint, results)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(out)
+		return err
+	}
+	rs, err := firstCopyOf(name, rs, hint)
+	if err != nil {
+		return err
+	}
+	switch p.merge.Kind {
+	case MergeTiles:
+		return assembleTilesTo(name, "merge tiles", rs, true, w)
+	case MergeReduce:
+		if rs.Len() == 0 {
+			return fmt.Errorf("%s: assemble: no reduce result: %w", name, ErrBadInput)
+		}
+		rs = subResults{rs, []int{rs.Len() - 1}}
+	}
+	if err := concatTo(rs, w); err != nil {
+		return fmt.Errorf("%s: assemble: %w", name, err)
+	}
+	return nil
 }
 
 // Run runs a unit of the split; a reduce unit runs the reduce operation

@@ -253,26 +253,40 @@ func parseInt(what, s string) (int, error) {
 // suggests a bigger size; so is an invalid or zero sp. An input that is
 // not an image for tiles is an error wrapping ErrBadInput.
 func SplitInput(op string, in io.ReaderAt, size int64, sp Split, params map[string]string) ([]UnitSpec, error) {
+	specs, _, err := splitInput(op, in, size, sp, params, "", nil)
+	return specs, err
+}
+
+// SplitInputStored is SplitInput keeping the decoded image of a tiles
+// split in a temporary file under dir and writing the tiles to data from
+// offset 0, as units with Stored set (see Streamer). It returns the units
+// and the bytes written to data.
+func SplitInputStored(op string, in io.ReaderAt, size int64, sp Split, params map[string]string, dir string, data io.WriterAt) ([]UnitSpec, int64, error) {
+	return splitInput(op, in, size, sp, params, dir, data)
+}
+
+// splitInput is SplitInput, and SplitInputStored if data is not nil.
+func splitInput(op string, in io.ReaderAt, size int64, sp Split, params map[string]string, dir string, data io.WriterAt) ([]UnitSpec, int64, error) {
 	prefix := fmt.Sprintf("%s: split %s", op, sp)
 	if sp.IsZero() {
 		prefix = op + ": split"
 	}
 	if err := sp.check(prefix); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if size < 0 {
-		return nil, fmt.Errorf("%s: input size %d: %w", prefix, size, ErrBadInput)
+		return nil, 0, fmt.Errorf("%s: input size %d: %w", prefix, size, ErrBadInput)
 	}
 	switch sp.Kind {
 	case SplitWhole:
-		return []UnitSpec{{Params: params, FromInput: true, Len: size}}, nil
+		return []UnitSpec{{Params: params, FromInput: true, Len: size}}, 0, nil
 	case SplitBytes:
 		n := size / sp.Size
 		if size%sp.Size != 0 || n == 0 {
 			n++
 		}
 		if n > MaxUnits {
-			return nil, fmt.Errorf("%s: %d bytes make %d units, more than the limit %d; use a bigger SIZE, such as %s: %w",
+			return nil, 0, fmt.Errorf("%s: %d bytes make %d units, more than the limit %d; use a bigger SIZE, such as %s: %w",
 				prefix, size, n, MaxUnits, Split{Kind: sp.Kind, Size: sizeFor(size)}, ErrBadParam)
 		}
 		specs := make([]UnitSpec, 0, n)
@@ -280,11 +294,12 @@ func SplitInput(op string, in io.ReaderAt, size int64, sp Split, params map[stri
 			off := i * sp.Size
 			specs = append(specs, UnitSpec{Params: params, FromInput: true, Off: off, Len: min(sp.Size, size-off)})
 		}
-		return specs, nil
+		return specs, 0, nil
 	case SplitLines:
-		return splitLines(prefix, in, size, sp.Size, params)
+		specs, err := splitLines(prefix, in, size, sp.Size, params)
+		return specs, 0, err
 	default: // SplitTiles, as check passed
-		return splitTiles(op, prefix, in, size, sp, params)
+		return splitTiles(op, prefix, in, size, sp, params, dir, data)
 	}
 }
 
@@ -385,11 +400,13 @@ func readError(prefix string, off int64, err error) error {
 	return fmt.Errorf("%s: read input at byte %d: %w", prefix, off, err)
 }
 
-// splitTiles decodes the image and cuts it into encoded tiles.
-func splitTiles(op, prefix string, in io.ReaderAt, size int64, sp Split, params map[string]string) ([]UnitSpec, error) {
+// splitTiles decodes the image and cuts it into encoded tiles: in memory
+// as units' Data if data is nil, else written to data (see
+// SplitInputStored).
+func splitTiles(op, prefix string, in io.ReaderAt, size int64, sp Split, params map[string]string, dir string, data io.WriterAt) ([]UnitSpec, int64, error) {
 	cfg, err := decodeConfig(op, io.NewSectionReader(in, 0, size))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	count := func(tw, th int) int { return ceilDiv(cfg.Width, tw) * ceilDiv(cfg.Height, th) }
 	if n := count(sp.TileW, sp.TileH); n > MaxUnits {
@@ -397,12 +414,12 @@ func splitTiles(op, prefix string, in io.ReaderAt, size int64, sp Split, params 
 		for k := 2; count(bigger.TileW, bigger.TileH) > MaxUnits; k++ {
 			bigger.TileW, bigger.TileH = min(sp.TileW*k, maxTileSide), min(sp.TileH*k, maxTileSide)
 		}
-		return nil, fmt.Errorf("%s: a %dx%d image makes %d tiles, more than the limit %d; use bigger tiles, such as %s: %w",
+		return nil, 0, fmt.Errorf("%s: a %dx%d image makes %d tiles, more than the limit %d; use bigger tiles, such as %s: %w",
 			prefix, cfg.Width, cfg.Height, n, MaxUnits, bigger, ErrBadParam)
 	}
-	img, err := decodeImage(op, io.NewSectionReader(in, 0, size))
-	if err != nil {
-		return nil, err
+	if data == nil {
+		specs, err := splitTiled(op, in, size, cfg, sp.TileW, sp.TileH, sp.Halo, params)
+		return specs, 0, err
 	}
-	return cutTiles(img, sp.TileW, sp.TileH, sp.Halo, params), nil
+	return splitImageTo(op, in, size, cfg, sp.TileW, sp.TileH, sp.Halo, params, dir, data)
 }

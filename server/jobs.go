@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -99,11 +101,42 @@ func (s *Server) split(ctx context.Context, rec store.Job, jo jobOps, input stri
 		return nil, fmt.Errorf("job input: %w", err)
 	}
 	hint := ops.Hint{Units: rec.Units, TileW: rec.TileW, TileH: rec.TileH, Repeat: rec.Repeat}
-	specs, err := jo.op.Split(in, size, rec.Params, hint)
+	st, ok := jo.op.(ops.Streamer)
+	if !ok {
+		specs, err := jo.op.Split(in, size, rec.Params, hint)
+		if err != nil {
+			return nil, opsError("job request", err)
+		}
+		return s.layout(ctx, input, specs, nil)
+	}
+	// The units' data (image tiles) goes to a scratch file, then into
+	// one blob: a large image is never whole in memory.
+	dir, data, err := s.scratchFile()
+	if err != nil {
+		return nil, err
+	}
+	defer data.Close()
+	specs, n, err := st.SplitStored(in, size, rec.Params, hint, dir, data)
 	if err != nil {
 		return nil, opsError("job request", err)
 	}
-	return s.layout(ctx, input, specs)
+	return s.layout(ctx, input, specs, io.NewSectionReader(data, 0, n))
+}
+
+// scratchFile returns the server's scratch directory, where operations
+// keep large intermediates, and a new file in it, already removed from
+// the directory so that nothing is left behind.
+func (s *Server) scratchFile() (string, *os.File, error) {
+	dir := filepath.Join(s.cfg.Data, "scratch")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, fmt.Errorf("scratch directory: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "split-*")
+	if err != nil {
+		return "", nil, fmt.Errorf("scratch file: %w", err)
+	}
+	_ = os.Remove(f.Name())
+	return dir, f, nil
 }
 
 // jobRecord checks a job request and turns it into the job's record
@@ -248,8 +281,9 @@ func opsError(what string, err error) error {
 
 // layout describes the units for the store. A unit reading the input
 // refers to its byte range; data Split made (image tiles) goes into one
-// new blob, each distinct slice once (a repeated job shares them).
-func (s *Server) layout(ctx context.Context, input string, specs []ops.UnitSpec) ([]store.Unit, error) {
+// new blob, each distinct slice once (a repeated job shares them); data
+// SplitStored wrote to stored becomes a blob as it is.
+func (s *Server) layout(ctx context.Context, input string, specs []ops.UnitSpec, stored *io.SectionReader) ([]store.Unit, error) {
 	units := make([]store.Unit, len(specs))
 	type key struct {
 		p *byte
@@ -257,7 +291,7 @@ func (s *Server) layout(ctx context.Context, input string, specs []ops.UnitSpec)
 	}
 	offsets := map[key]int64{}
 	var data bytes.Buffer
-	var fromData []int
+	var fromData, fromStored []int
 	for i, sp := range specs {
 		u := store.Unit{ID: uint64(i), Params: sp.Params}
 		for _, d := range sp.Deps {
@@ -266,6 +300,12 @@ func (s *Server) layout(ctx context.Context, input string, specs []ops.UnitSpec)
 		switch {
 		case sp.FromInput:
 			u.Blob, u.Off, u.Len = input, sp.Off, sp.Len
+		case sp.Stored:
+			if stored == nil || sp.Off < 0 || sp.Len < 0 || sp.Off+sp.Len > stored.Size() {
+				return nil, fmt.Errorf("unit %d: its data lies outside what the split stored", i)
+			}
+			u.Off, u.Len = sp.Off, sp.Len
+			fromStored = append(fromStored, i)
 		case len(sp.Data) > 0:
 			k := key{&sp.Data[0], len(sp.Data)}
 			off, ok := offsets[k]
@@ -280,8 +320,14 @@ func (s *Server) layout(ctx context.Context, input string, specs []ops.UnitSpec)
 		u.Reduce = sp.Reduce
 		units[i] = u
 	}
-	if len(fromData) > 0 {
-		st, err := s.blobs.Stage(ctx, &data)
+	for _, blob := range []struct {
+		r     io.Reader
+		units []int
+	}{{&data, fromData}, {stored, fromStored}} {
+		if len(blob.units) == 0 {
+			continue
+		}
+		st, err := s.blobs.Stage(ctx, blob.r)
 		if err != nil {
 			return nil, storageError("store the units' data", err)
 		}
@@ -291,7 +337,7 @@ func (s *Server) layout(ctx context.Context, input string, specs []ops.UnitSpec)
 			s.unpin(st.ID)
 			return nil, storageError("store the units' data", err)
 		}
-		for _, i := range fromData {
+		for _, i := range blob.units {
 			units[i].Blob = st.ID
 		}
 	}
@@ -410,19 +456,9 @@ func (s *Server) assemble(r *run) {
 		fail(fmt.Sprintf("recording unit results: %v", err))
 		return
 	}
-	results, err := s.readResults(r)
+	id, size, err := s.assembleOutput(ctx, r)
 	if err != nil {
-		fail(fmt.Sprintf("assemble: %v", err))
-		return
-	}
-	out, err := r.ops.op.Assemble(r.job.Params, r.hint, results)
-	if err != nil {
-		fail(fmt.Sprintf("assemble: %v", err))
-		return
-	}
-	id, size, err := s.blobs.Put(ctx, bytes.NewReader(out))
-	if err != nil {
-		fail(fmt.Sprintf("store the output: %v", err))
+		fail(err.Error())
 		return
 	}
 	r.setOutput(id)
@@ -452,6 +488,81 @@ func (s *Server) assemble(r *run) {
 	s.log.Info("job done", "job", r.id, "op", r.job.Op, "units", len(r.units), "blob", id, "bytes", size,
 		"assembly", time.Since(start).Round(time.Millisecond))
 }
+
+// assembleOutput assembles r's output into a blob. An operation that
+// streams (ops.Streamer) reads the results as it needs them and writes
+// the output straight into the blob store; others get the results in
+// memory.
+func (s *Server) assembleOutput(ctx context.Context, r *run) (string, int64, error) {
+	st, ok := r.ops.op.(ops.Streamer)
+	if !ok {
+		results, err := s.readResults(r)
+		if err != nil {
+			return "", 0, fmt.Errorf("assemble: %w", err)
+		}
+		out, err := r.ops.op.Assemble(r.job.Params, r.hint, results)
+		if err != nil {
+			return "", 0, fmt.Errorf("assemble: %w", err)
+		}
+		id, size, err := s.blobs.Put(ctx, bytes.NewReader(out))
+		if err != nil {
+			return "", 0, fmt.Errorf("store the output: %w", err)
+		}
+		return id, size, nil
+	}
+	dir := filepath.Join(s.cfg.Data, "scratch")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", 0, fmt.Errorf("assemble: scratch directory: %w", err)
+	}
+	pr, pw := io.Pipe()
+	assembled := make(chan error, 1)
+	go func() {
+		err := st.AssembleStored(r.job.Params, r.hint, &runResults{s: s, ids: r.resultIDs()}, dir, pw)
+		pw.CloseWithError(err)
+		assembled <- err
+	}()
+	id, size, err := s.blobs.Put(ctx, pr)
+	pr.CloseWithError(io.ErrClosedPipe) // ends the assembly if Put failed
+	aerr := <-assembled
+	switch {
+	case aerr != nil && !errors.Is(aerr, io.ErrClosedPipe):
+		return "", 0, fmt.Errorf("assemble: %w", aerr)
+	case err != nil:
+		return "", 0, fmt.Errorf("store the output: %w", err)
+	case aerr != nil:
+		return "", 0, fmt.Errorf("assemble: %w", aerr)
+	}
+	return id, size, nil
+}
+
+// runResults are a run's results in the result store, for
+// ops.Streamer.AssembleStored.
+type runResults struct {
+	s   *Server
+	ids []string
+}
+
+func (rr *runResults) Len() int        { return len(rr.ids) }
+func (rr *runResults) ID(i int) string { return rr.ids[i] }
+
+func (rr *runResults) Open(i int) (ops.Result, error) {
+	id := rr.ids[i]
+	if id == "" {
+		return nil, fmt.Errorf("unit %d has no result", i)
+	}
+	f, size, err := rr.s.results.Open(id)
+	if err != nil {
+		return nil, fmt.Errorf("result of unit %d: %w", i, err)
+	}
+	return sizedReader{f, size}, nil
+}
+
+type sizedReader struct {
+	store.Reader
+	size int64
+}
+
+func (r sizedReader) Size() int64 { return r.size }
 
 // readResults reads the results of r's units in order; identical results
 // share one slice.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/internal/accept"
 	"github.com/braid-hpc/braid/sched"
 	"github.com/braid-hpc/braid/store"
 	"github.com/braid-hpc/braid/transport"
@@ -139,10 +140,14 @@ func New(cfg Config) (*Server, error) {
 		s.db.Close()
 		return nil, fmt.Errorf("server: resume jobs: %w", err)
 	}
-	if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
 		s.db.Close()
 		return nil, fmt.Errorf("server: listen on %s: %w", cfg.Listen, err)
 	}
+	// net/http retries only some failed accepts, and logs each: this
+	// retries them all, with one Warn an episode.
+	s.ln = accept.Retrying(ln, "control API", s.log)
 	s.url = "http://" + s.ln.Addr().String()
 	return s, nil
 }

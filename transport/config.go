@@ -142,8 +142,13 @@ type Config struct {
 	// long. Zero means 30s.
 	SessionTimeout time.Duration
 	// HandshakeTimeout bounds the key exchange of each channel. Zero means
-	// 5s.
+	// 5s. On a Listener it counts from the accept.
 	HandshakeTimeout time.Duration
+	// MaxHandshakes bounds the channels each Listener holds that have not
+	// yet proved the key; channels accepted beyond it are closed at once,
+	// so a flood of idle connections costs at most this many descriptors
+	// for HandshakeTimeout. Zero means 256.
+	MaxHandshakes int
 	// ReconnectInterval is the first delay between re-dials of a failed
 	// path (doubling to 2s). Zero means 100ms. Only the dialing side
 	// reconnects.
@@ -191,6 +196,7 @@ func (c *Config) populate() (*Config, error) {
 	setDefault(&cc.PathTimeout, 500*time.Millisecond)
 	setDefault(&cc.SessionTimeout, 30*time.Second)
 	setDefault(&cc.HandshakeTimeout, 5*time.Second)
+	setDefault(&cc.MaxHandshakes, 256)
 	setDefault(&cc.ReconnectInterval, 100*time.Millisecond)
 	if cc.Logger == nil {
 		cc.Logger = slog.Default()
@@ -207,6 +213,8 @@ func (c *Config) populate() (*Config, error) {
 		return nil, fmt.Errorf("transport: SegmentSize %d above the protocol limit %d", cc.SegmentSize, wire.MaxSegment)
 	case cc.StreamWindow < cc.SegmentSize || cc.StreamWindow > 1<<31:
 		return nil, fmt.Errorf("transport: StreamWindow %d must be at least SegmentSize (%d) and at most 2 GiB", cc.StreamWindow, cc.SegmentSize)
+	case cc.MaxHandshakes < 0:
+		return nil, fmt.Errorf("transport: MaxHandshakes %d must be 0 (the default, 256) or more", cc.MaxHandshakes)
 	case cc.PathTimeout <= cc.HeartbeatInterval:
 		return nil, fmt.Errorf("transport: PathTimeout %v must exceed HeartbeatInterval %v", cc.PathTimeout, cc.HeartbeatInterval)
 	}

@@ -4,19 +4,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
+	"time"
 
+	"github.com/braid-hpc/braid/internal/accept"
 	"github.com/braid-hpc/braid/transport/internal/wire"
 )
 
 // Listener accepts sessions on one address per network. Channels of one
 // session may arrive on any of the addresses.
+//
+// Its accept loops never stop before Close: a failed accept (out of file
+// descriptors, say) is retried with a backoff. At most
+// Config.MaxHandshakes channels may be handshaking at once, each for at
+// most Config.HandshakeTimeout from its accept; channels beyond the cap
+// are closed as soon as they are accepted.
 type Listener struct {
 	cfg  *Config
 	lns  []net.Listener
 	mu   sync.Mutex
 	sess map[[wire.SessionIDLen]byte]*Session
+	// pending holds the channels still handshaking, for Close; slots
+	// has one token per entry.
+	pending map[net.Conn]struct{}
+	slots   chan struct{}
+	// overflow and refusals log channels closed for the cap and failed
+	// handshakes, at most once a second each.
+	overflow, refusals rateLog
 	// acceptQ holds new sessions until Accept takes them.
 	acceptQ chan *Session
 	done    chan struct{}
@@ -34,7 +50,8 @@ func Listen(ctx context.Context, addrs []string, cfg *Config) (*Listener, error)
 		return nil, errors.New("transport: Listen needs at least one address")
 	}
 	kind := c.Channel
-	l := &Listener{cfg: c, sess: map[[wire.SessionIDLen]byte]*Session{}, acceptQ: make(chan *Session, 64), done: make(chan struct{})}
+	l := &Listener{cfg: c, sess: map[[wire.SessionIDLen]byte]*Session{}, acceptQ: make(chan *Session, 64), done: make(chan struct{}),
+		pending: map[net.Conn]struct{}{}, slots: make(chan struct{}, c.MaxHandshakes)}
 	for _, a := range addrs {
 		ln, err := kind.Listen(ctx, a)
 		if err != nil {
@@ -84,6 +101,9 @@ func (l *Listener) Close() error {
 	for _, s := range l.sess {
 		ss = append(ss, s)
 	}
+	for c := range l.pending {
+		_ = c.Close()
+	}
 	l.mu.Unlock()
 	for _, ln := range l.lns {
 		_ = ln.Close()
@@ -100,38 +120,72 @@ func (l *Listener) Close() error {
 
 func (l *Listener) serve(ln net.Listener) {
 	defer l.wg.Done()
+	b := accept.Backoff{Logger: l.cfg.Logger, Name: "transport", Addr: ln.Addr().String()}
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			select {
-			case <-l.done:
-				return
-			default:
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if b.Wait(err, l.done) {
 				continue
 			}
-			l.cfg.Logger.Error("accept failed; listener stops", "addr", ln.Addr().String(), "err", err)
 			return
 		}
+		b.Reset()
+		accepted := time.Now()
+		select {
+		case l.slots <- struct{}{}:
+		default:
+			_ = c.Close()
+			l.overflow.log(l.cfg.Logger, "too many channels handshaking; closed new ones at once",
+				"addr", ln.Addr().String(), "max_handshakes", l.cfg.MaxHandshakes)
+			continue
+		}
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			_ = c.Close()
+			<-l.slots
+			continue
+		}
+		l.pending[c] = struct{}{}
+		l.mu.Unlock()
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.admit(c)
+			l.admit(c, accepted)
 		}()
 	}
 }
 
-// admit runs the handshake on a new channel and joins it to its session.
-func (l *Listener) admit(raw net.Conn) {
+// admit runs the handshake on a new channel, accepted at accepted, and
+// joins it to its session.
+func (l *Listener) admit(raw net.Conn, accepted time.Time) {
+	deadline := accepted.Add(l.cfg.HandshakeTimeout)
+	_ = raw.SetDeadline(deadline)
+	// The deadline holds whatever the handshake does with the conn's own.
+	timer := time.AfterFunc(time.Until(deadline), func() { _ = raw.Close() })
 	c, j, err := serverHandshake(raw, l.cfg)
-	if err != nil {
+	if c == nil {
 		c = raw
-		l.cfg.Logger.Warn("refused channel", "remote", c.RemoteAddr().String(), "err", err)
+	}
+	if !timer.Stop() && err == nil {
+		err = fmt.Errorf("handshake not done within HandshakeTimeout (%v) of the accept", l.cfg.HandshakeTimeout)
+	}
+	l.mu.Lock()
+	delete(l.pending, raw)
+	l.mu.Unlock()
+	<-l.slots
+	if err != nil {
+		select {
+		case <-l.done: // Close ended the handshake
+			_ = c.Close()
+			return
+		default:
+		}
+		l.refusals.log(l.cfg.Logger, "refused channel", "remote", c.RemoteAddr().String(), "err", err)
 		_ = c.Close()
 		return
 	}
+	_ = c.SetDeadline(time.Time{})
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -155,6 +209,31 @@ func (l *Listener) admit(raw net.Conn) {
 		case <-l.done:
 		}
 	}
+}
+
+// rateLog writes a Warn line at most once a second, counting the lines it
+// held back.
+type rateLog struct {
+	mu      sync.Mutex
+	next    time.Time
+	skipped int
+}
+
+func (r *rateLog) log(lg *slog.Logger, msg string, args ...any) {
+	r.mu.Lock()
+	now := time.Now()
+	if now.Before(r.next) {
+		r.skipped++
+		r.mu.Unlock()
+		return
+	}
+	skipped := r.skipped
+	r.next, r.skipped = now.Add(time.Second), 0
+	r.mu.Unlock()
+	if skipped > 0 {
+		args = append(args, "suppressed", skipped)
+	}
+	lg.Warn(msg, args...)
 }
 
 func (l *Listener) forget(s *Session) {

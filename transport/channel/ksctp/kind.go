@@ -200,25 +200,29 @@ type listener struct {
 	wrap         func(net.Conn) (*Conn, error)
 }
 
-// Accept implements net.Listener.
+// Accept implements net.Listener. An association that cannot be set up
+// (its options or lanes) is closed and skipped: it is that peer's
+// failure, not the listener's, and the caller's accept loop goes on.
 func (l *listener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if err := setNoDelay(c, l.noDelay, !l.cfg.Nagle); err != nil {
+			_ = c.Close()
+			continue
+		}
+		if l.wrap == nil {
+			return wrap(c), nil
+		}
+		kc, err := l.wrap(c)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		return kc, nil
 	}
-	if err := setNoDelay(c, l.noDelay, !l.cfg.Nagle); err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	if l.wrap == nil {
-		return wrap(c), nil
-	}
-	kc, err := l.wrap(c)
-	if err != nil {
-		_ = c.Close()
-		return nil, err
-	}
-	return kc, nil
 }
 
 // Addr implements net.Listener: every address bound, with the port (which

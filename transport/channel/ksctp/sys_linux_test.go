@@ -139,3 +139,46 @@ func sockoptInt(t *testing.T, c net.Conn, level, opt int) int {
 	}
 	return v
 }
+
+// TestAcceptSkipsFailedSetup: an association whose setup fails is closed
+// and skipped; Accept returns the next one instead of an error that would
+// stop the caller's accept loop.
+func TestAcceptSkipsFailedSetup(t *testing.T) {
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fails := 2
+	ln := &listener{Listener: tl, addr: &Addr{}, cfg: &Config{},
+		noDelay: func(fd int, on bool) error {
+			if fails > 0 {
+				fails--
+				return syscall.ENOMEM
+			}
+			return nil
+		}}
+	defer ln.Close()
+	var dialed []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", tl.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		dialed = append(dialed, c)
+	}
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("Accept = %v, want the third association", err)
+	}
+	defer c.Close()
+	if fails != 0 {
+		t.Errorf("%d setups left to fail", fails)
+	}
+	for i, d := range dialed[:2] {
+		_ = d.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := d.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("association %d, whose setup failed, was not closed: %v", i, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package sctpudp
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"net"
 	"sync"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/pion/sctp"
 	"github.com/pion/transport/v5/udp"
+
+	"github.com/braid-hpc/braid/internal/accept"
 )
 
 // listener runs one SCTP association per peer UDP address over a single UDP
@@ -66,16 +69,22 @@ func listen(ctx context.Context, cfg *Config, addr string) (*listener, error) {
 }
 
 // serve takes each new peer conn from the UDP demultiplexer and runs its
-// handshake.
+// handshake. It ends only when the listener is closed: other failures
+// are retried with a backoff.
 func (l *listener) serve() {
 	defer l.wg.Done()
 	defer close(l.served)
+	b := accept.Backoff{Logger: l.cfg.Logger, Name: "sctp-udp", Addr: l.ul.Addr().String()}
 	for {
 		c, err := l.ul.Accept()
 		if err != nil {
+			if !errors.Is(err, udp.ErrClosedListener) && b.Wait(err, l.done) {
+				continue
+			}
 			l.serveErr = err
 			return
 		}
+		b.Reset()
 		select {
 		case l.slots <- struct{}{}:
 		default:
