@@ -65,6 +65,10 @@ type Engine struct {
 	mu      sync.Mutex
 	closed  bool
 	modules map[string]*compilation // by hex sha256
+	// compiling counts compilations under way; Close waits for them
+	// (wazero panics when its runtime closes under a compilation). Added
+	// to under mu while not closed.
+	compiling sync.WaitGroup
 }
 
 // compilation is one Compile of some code, done or under way; others
@@ -157,6 +161,7 @@ func (e *Engine) Close() error {
 	}
 	e.modules = nil
 	e.mu.Unlock()
+	e.compiling.Wait()
 
 	ctx := context.Background()
 	for _, m := range mods {
@@ -206,7 +211,9 @@ func (e *Engine) compile(ctx context.Context, hash string, code []byte) (*Module
 	}
 	c := &compilation{done: make(chan struct{})}
 	e.modules[hash] = c
+	e.compiling.Add(1)
 	e.mu.Unlock()
+	defer e.compiling.Done()
 
 	// Others may wait on this compilation: the caller's ctx ending must
 	// not fail theirs (wazero barely looks at it anyway).

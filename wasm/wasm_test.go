@@ -497,3 +497,36 @@ func TestCompileRejects(t *testing.T) {
 	}
 	checkCat(t, e)
 }
+
+// TestCloseDuringCompile closes the engine while compilations run: they
+// fail with ErrClosed or finish, and nothing panics (wazero's runtime
+// must not close under a compilation).
+func TestCloseDuringCompile(t *testing.T) {
+	code := wasmCode(t, "cat")
+	for iter := range 8 {
+		e, err := NewEngine(Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Distinct bytes: four compilations, not one shared.
+				// A custom section: id 0, size 3, the name "x" and i.
+				c := append(bytes.Clone(code), 0, 3, 2, 'x', byte(i))
+				_, err := e.Compile(context.Background(), c)
+				if err != nil && !errors.Is(err, ErrClosed) {
+					t.Errorf("compile: %v", err)
+				}
+			}()
+		}
+		// Close at different points of the compilations.
+		time.Sleep(time.Duration(iter) * 3 * time.Millisecond)
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+	}
+}
