@@ -243,7 +243,11 @@ func TestModuleHashMismatch(t *testing.T) {
 	}
 	relay := httptest.NewServer(rp)
 	defer relay.Close()
-	c.addWorker(1, func(cfg *worker.Config) { cfg.Servers = []string{relay.URL}; cfg.InsecureHTTP = true; cfg.Name = "behind-relay" })
+	c.addWorker(1, func(cfg *worker.Config) {
+		cfg.Servers = []string{relay.URL}
+		cfg.InsecureHTTP = true
+		cfg.Name = "behind-relay"
+	})
 	c.waitWorkers(1)
 	info := c.addOp("cat", wasmtest.Cat, client.OpOptions{})
 	in := c.put([]byte("payload"))
