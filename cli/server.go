@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/transport"
 )
@@ -28,6 +29,12 @@ units and their results travel there.
 
 The server runs until interrupted. Started again on the same --data
 directory it resumes the jobs it had accepted.
+
+The control API is HTTPS: with the certificate of --tls-cert and
+--tls-key, or one generated on the first start and kept in DATA/tls (its
+fingerprint is printed). Clients with the cluster key check it by the
+server's proof of the key; others pin it with a join token (braid token
+create) or --server-fingerprint.
 
   braid server --listen 10.0.0.1:7400 --data /var/lib/braid`
 
@@ -60,6 +67,10 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	maxTries := fs.Int("max-tries", 0, "times a unit may fail before its job fails, for jobs that do not say (default 3)")
 	maxModule := fs.String("max-module", "64M", "largest WebAssembly `size` an operation may upload")
 	sctp := addSCTPFlags(fs)
+	tlsCert := fs.String("tls-cert", "", "PEM `file` of the control API's TLS certificate (default: one generated on the first start, kept in DATA/tls)")
+	tlsKey := fs.String("tls-key", "", "PEM `file` of the --tls-cert certificate's private key")
+	insecure := fs.Bool("insecure-http", false, "serve the control API over plain HTTP, WITHOUT TLS: anyone on the network "+
+		"can read requests, replay credentials and forge answers")
 	key := keyFlag(fs)
 	logger := logFlags(fs)
 	if code := parseFlags(fs, args); code >= 0 {
@@ -97,17 +108,27 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("server: %v", err)
 		return 2
 	}
+	if (*tlsCert != "" || *tlsKey != "") && *insecure {
+		env.Errorf("server: --insecure-http serves no certificate; drop --tls-cert and --tls-key, or --insecure-http")
+		return 2
+	}
 	srv, err := server.New(server.Config{
 		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
 		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: logger(env),
 		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch},
+		TLSCert:   *tlsCert, TLSKey: *tlsKey, InsecureHTTP: *insecure,
 	})
 	if err != nil {
 		env.Errorf("%v", err)
 		return 1
 	}
 	fmt.Fprintf(env.Stdout, "braid server listening on %s (data in %s)\n", srv.URL(), *data)
+	if fp := srv.Fingerprint(); fp != nil {
+		fmt.Fprintf(env.Stdout, "certificate fingerprint %s\n", api.FormatFingerprint(fp))
+	} else {
+		env.Errorf("WARNING: --insecure-http: the control API is plain HTTP; credentials can be sniffed and replayed")
+	}
 	if err := srv.Run(ctx); err != nil {
 		env.Errorf("%v", err)
 		return 1
