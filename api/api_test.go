@@ -3,7 +3,9 @@ package api
 import (
 	"bufio"
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"go/build"
 	"reflect"
 	"strings"
@@ -121,7 +123,8 @@ func TestSpecMatchesTypes(t *testing.T) {
 	schemas := specSchemas(t)
 	types := []any{Error{}, Health{}, OpInfo{}, ParamInfo{}, OpList{}, Register{}, Registration{},
 		Heartbeat{}, WorkerInfo{}, PathInfo{}, WorkerList{}, BlobInfo{}, BlobList{}, JobRequest{}, UnitCounts{},
-		Timings{}, JobStatus{}, JobList{}}
+		Timings{}, JobStatus{}, JobList{}, PipelineRequest{}, PipelineStep{}, PipelineStatus{}, TokenRequest{}, TokenInfo{},
+		TokenCreated{}, TokenList{}}
 	for _, v := range types {
 		typ := reflect.TypeOf(v)
 		def, ok := schemas[typ.Name()]
@@ -143,7 +146,7 @@ func TestSpecMatchesTypes(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range []string{SpecPath, PathHealth, PathOps, PathWorkers, PathBlobs, PathJobs} {
+	for _, p := range []string{SpecPath, PathHealth, PathOps, PathWorkers, PathBlobs, PathJobs, PathPipelines, PathTokens} {
 		if !bytes.Contains(Spec, []byte("\n  "+p+":\n")) {
 			t.Errorf("path %s not in openapi.yaml", p)
 		}
@@ -170,5 +173,53 @@ func TestToken(t *testing.T) {
 	}
 	if strings.Contains(a, "key") {
 		t.Error("token reveals the key")
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	fp := Fingerprint([]byte("a certificate"))
+	s := FormatFingerprint(fp)
+	if !strings.HasPrefix(s, "sha256:") || len(s) != 7+64 {
+		t.Fatalf("FormatFingerprint = %q", s)
+	}
+	colons := strings.ToUpper(hex.EncodeToString(fp[:1]))
+	for _, b := range fp[1:] {
+		colons += ":" + strings.ToUpper(hex.EncodeToString([]byte{b}))
+	}
+	for _, in := range []string{s, s[7:], " SHA256:" + strings.ToUpper(s[7:]) + "\n", colons} {
+		got, err := ParseFingerprint(in)
+		if err != nil || !bytes.Equal(got, fp) {
+			t.Errorf("ParseFingerprint(%q) = %x, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"", "sha256:", s[:70], s + "00", "md5:" + s[7:], strings.Repeat("g", 64)} {
+		if _, err := ParseFingerprint(in); !errors.Is(err, ErrFingerprint) {
+			t.Errorf("ParseFingerprint(%q): %v", in, err)
+		}
+	}
+}
+
+func TestJoinToken(t *testing.T) {
+	fp := Fingerprint([]byte("cert"))
+	tok, got, err := SplitJoinToken(JoinToken("braid_abc-_", fp))
+	if err != nil || tok != "braid_abc-_" || !bytes.Equal(got, fp) {
+		t.Errorf("round trip: %q %x %v", tok, got, err)
+	}
+	if tok, got, err := SplitJoinToken(" braid_abc "); err != nil || tok != "braid_abc" || got != nil {
+		t.Errorf("plain token: %q %x %v", tok, got, err)
+	}
+	if _, _, err := SplitJoinToken("braid_abc.123"); !errors.Is(err, ErrFingerprint) {
+		t.Errorf("bad fingerprint: %v", err)
+	}
+}
+
+func TestCertProof(t *testing.T) {
+	k, fp := []byte("key"), Fingerprint([]byte("cert"))
+	p := CertProof(k, fp)
+	if len(p) != 64 || p == CertProof([]byte("other"), fp) || p == CertProof(k, Fingerprint([]byte("other cert"))) {
+		t.Errorf("proofs do not depend on key and certificate: %s", p)
+	}
+	if p == Token(k) {
+		t.Error("the proof equals the admin token")
 	}
 }

@@ -4,16 +4,93 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
 )
 
-// Token returns the bearer token that proves, on the control API, that the
-// caller holds the cluster key: the hex HMAC-SHA256 of a fixed label under
-// the key. Every request but GET PathHealth and SpecPath carries it as
-// "Authorization: Bearer <token>". The key itself never travels.
+// Token returns the admin credential of the cluster key holder on the
+// control API: the hex HMAC-SHA256 of a fixed label under the key. It
+// travels as "Authorization: Bearer <token>", only over TLS to a server
+// whose certificate the client pinned (see CertProof), so it cannot be
+// sniffed; the key itself never travels. A server started with
+// --insecure-http accepts it in plain text, where anyone who sees one
+// request can replay it.
 func Token(key []byte) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("braid control API v1"))
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// HeaderCertProof is the response header in which a server proves that it
+// holds the cluster key and that its TLS certificate is the one it meant
+// to present: its value is CertProof(key, fingerprint of the certificate).
+const HeaderCertProof = "Braid-Cert-Proof"
+
+// CertProof returns the proof a server holding key gives for its TLS
+// certificate with the SHA-256 fingerprint fp: the hex HMAC-SHA256 of a
+// label and fp under the key. A client that holds the key checks it on an
+// answer that carries no credential before it sends one; a man in the
+// middle has another certificate, so it can neither make the proof for
+// its own certificate nor reuse the server's.
+func CertProof(key, fp []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("braid control API certificate v1\x00"))
+	m.Write(fp)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Fingerprint returns the SHA-256 of a certificate's DER bytes.
+func Fingerprint(der []byte) []byte {
+	s := sha256.Sum256(der)
+	return s[:]
+}
+
+// FormatFingerprint writes a fingerprint as "sha256:" and 64 lowercase
+// hex digits.
+func FormatFingerprint(fp []byte) string { return "sha256:" + hex.EncodeToString(fp) }
+
+// ErrFingerprint is returned for text that is not a SHA-256 fingerprint.
+var ErrFingerprint = errors.New("api: not a sha256 certificate fingerprint (want 64 hex digits, optionally after sha256: and with colons)")
+
+// ParseFingerprint reads a SHA-256 fingerprint as FormatFingerprint writes
+// it, or as openssl prints it (upper case, pairs separated by colons).
+func ParseFingerprint(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if p, rest, ok := strings.Cut(s, ":"); ok && strings.EqualFold(p, "sha256") {
+		s = rest
+	}
+	s = strings.ReplaceAll(s, ":", "")
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != sha256.Size {
+		return nil, fmt.Errorf("%w: %q", ErrFingerprint, s)
+	}
+	return b, nil
+}
+
+// A join token is a token with the fingerprint of the server's
+// certificate, "TOKEN.HEX": all a worker or client needs, with the server's
+// URL, to pin the server and authenticate. TokenPrefix starts every
+// token the server issues.
+const TokenPrefix = "braid_"
+
+// JoinToken returns the join token of token for a server whose
+// certificate has fingerprint fp.
+func JoinToken(token string, fp []byte) string { return token + "." + hex.EncodeToString(fp) }
+
+// SplitJoinToken splits a join token into its token and fingerprint. A
+// plain token comes back with a nil fingerprint.
+func SplitJoinToken(s string) (token string, fp []byte, err error) {
+	s = strings.TrimSpace(s)
+	tok, hexfp, ok := strings.Cut(s, ".")
+	if !ok {
+		return s, nil, nil
+	}
+	fp, err = ParseFingerprint(hexfp)
+	if err != nil {
+		return "", nil, fmt.Errorf("join token: the part after the dot: %w", err)
+	}
+	return tok, fp, nil
 }
 
 // OpFigures is the reserved operation of a figures request on the data

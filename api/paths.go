@@ -17,6 +17,9 @@ const (
 	PathJobs = "/v1/jobs"
 	// PathPipelines submits (POST) pipelines of jobs.
 	PathPipelines = "/v1/pipelines"
+	// PathTokens creates (POST) and lists (GET) access tokens; DELETE
+	// PathTokens + "/ID-or-name" revokes one. Admin only.
+	PathTokens = "/v1/tokens"
 )
 
 // ContentTypeJSON is the media type of every JSON request and response.

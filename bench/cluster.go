@@ -173,9 +173,9 @@ func (c *Cluster) StartServer(ctx context.Context, host string, net int, extra .
 		return "", err
 	}
 	c.mu.Lock()
-	c.url, c.host = "http://"+listen, host
+	c.url, c.host = "https://"+listen, host
 	c.mu.Unlock()
-	return "http://" + listen, nil
+	return "https://" + listen, nil
 }
 
 // StartWorker starts `braid worker` in host lending threads, with one

@@ -81,7 +81,8 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Every command reads the cluster key from BRAID_KEY or --key-file.")
+	fmt.Fprintln(w, "Every command reads the cluster key from BRAID_KEY or --key-file; client commands")
+	fmt.Fprintln(w, "may use a token instead (--token or BRAID_TOKEN; see braid token --help).")
 	fmt.Fprintln(w, "Run 'braid <command> --help' for a command's flags.")
 }
 

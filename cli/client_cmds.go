@@ -37,14 +37,14 @@ func init() {
 
 // defaultServerURL is where client commands go without --server and
 // BRAID_SERVER.
-const defaultServerURL = "http://127.0.0.1:7400"
+const defaultServerURL = "https://127.0.0.1:7400"
 
 // clientFlags are the flags every client command takes.
 type clientFlags struct {
 	server  *string
 	json    *bool
 	timeout *time.Duration
-	key     func() ([]byte, error)
+	auth    *controlFlags
 }
 
 func addClientFlags(fs *flag.FlagSet, timeout time.Duration) *clientFlags {
@@ -56,14 +56,14 @@ func addClientFlags(fs *flag.FlagSet, timeout time.Duration) *clientFlags {
 		server:  fs.String("server", def, "base `URL` of the braid server; BRAID_SERVER sets the default"),
 		json:    fs.Bool("json", false, "print one JSON object instead of text"),
 		timeout: fs.Duration("timeout", timeout, "give up after this `long` (0: never)"),
-		key:     keyFlag(fs),
+		auth:    addControlFlags(fs),
 	}
 }
 
 // client returns a client of the server and a context bounded by
 // --timeout.
 func (f *clientFlags) client(ctx context.Context) (*client.Client, context.Context, context.CancelFunc, error) {
-	key, err := f.key()
+	auth, err := f.auth.resolve(false)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -74,13 +74,17 @@ func (f *clientFlags) client(ctx context.Context) (*client.Client, context.Conte
 	if *f.timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, *f.timeout)
 	}
-	return client.New(*f.server, client.WithKey(key)), ctx, cancel, nil
+	return client.New(*f.server, auth.options()...), ctx, cancel, nil
 }
 
 // clientFail reports a failed client command and returns its exit code:
-// 2 for a usage problem the server pointed out (4xx), else 1.
+// 2 for a usage problem the server pointed out (4xx) or a server
+// certificate that could not be checked, else 1.
 func clientFail(env *Env, cmd string, err error) int {
 	env.Errorf("%s: %v", cmd, err)
+	if errors.Is(err, client.ErrCertificate) || errors.Is(err, client.ErrNoPin) {
+		return 2 // a key, token or fingerprint to fix
+	}
 	if st := client.StatusOf(err); st >= 400 && st < 500 && st != 404 && st != 409 {
 		return 2
 	}

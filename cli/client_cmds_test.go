@@ -64,7 +64,7 @@ func TestClientCommands(t *testing.T) {
 	t.Setenv("BRAID_KEY", "client-commands-test-key-0123")
 	dir := t.TempDir()
 	srv := startBraid(t, "server", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data"), "--heartbeat", "100ms")
-	url := srv.waitOutput(t, regexp.MustCompile(`listening on (http://\S+)`))
+	url := srv.waitOutput(t, regexp.MustCompile(`listening on (https?://\S+)`))
 	t.Setenv("BRAID_SERVER", url)
 	wk := startBraid(t, "worker", "--threads", "2", "--listen", "127.0.0.1:0")
 	wk.waitOutput(t, regexp.MustCompile(`data plane on (\S+)`))
@@ -214,8 +214,8 @@ func localBlur(t testing.TB, in []byte, radius string) []byte {
 
 // TestJobCommandsHelp: every command explains itself.
 func TestJobCommandsHelp(t *testing.T) {
-	for _, cmd := range []string{"server", "worker", "put", "get", "submit", "status", "wait", "jobs", "workers", "cancel", "ops", "local", "sample"} {
-		code, _, stderr := runBraid(t, 10*time.Second, cmd, "--help")
+	for _, cmd := range []string{"server", "worker", "put", "get", "submit", "status", "wait", "jobs", "workers", "cancel", "ops", "local", "sample", "token create", "token list", "token revoke"} {
+		code, _, stderr := runBraid(t, 10*time.Second, append(strings.Fields(cmd), "--help")...)
 		if code != 0 || !strings.Contains(stderr, "Usage: braid "+cmd) || !strings.Contains(stderr, "Flags:") {
 			t.Errorf("braid %s --help: exit %d\n%s", cmd, code, stderr)
 		}
@@ -243,5 +243,93 @@ func TestNoKey(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, "no cluster key: set BRAID_KEY or pass --key-file FILE") {
 			t.Errorf("braid %s without a key: exit %d, %q", strings.Join(args, " "), code, stderr)
 		}
+	}
+}
+
+// TestTokenCommands: an admin makes tokens; a worker joins with a worker
+// token's join token, a client works with a client token and no cluster
+// key; a revoked token fails at once; roles are enforced.
+func TestTokenCommands(t *testing.T) {
+	key := writeKey(t, t.TempDir(), "token-commands-test-key-0123")
+	t.Setenv("BRAID_KEY", "")
+	t.Setenv("BRAID_TOKEN", "")
+	srv := startBraid(t, "server", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--heartbeat", "100ms", "--key-file", key)
+	url := srv.waitOutput(t, regexp.MustCompile(`listening on (https://\S+)`))
+	fp := srv.waitOutput(t, regexp.MustCompile(`certificate fingerprint (sha256:[0-9a-f]{64})`))
+	t.Setenv("BRAID_SERVER", url)
+	create := func(role, name string) (tok, join string) {
+		t.Helper()
+		code, out, stderr := runBraid(t, 10*time.Second, "token", "create", "--role", role, "--name", name, "--key-file", key)
+		if code != 0 {
+			t.Fatalf("token create: %d %s", code, stderr)
+		}
+		tok = regexp.MustCompile(`token: +(\S+)`).FindStringSubmatch(out)[1]
+		join = regexp.MustCompile(`join token: +(\S+)`).FindStringSubmatch(out)[1]
+		if !strings.Contains(out, "fingerprint: "+fp) {
+			t.Errorf("token create prints no fingerprint %s: %s", fp, out)
+		}
+		return tok, join
+	}
+	_, workerJoin := create("worker", "node1")
+	clientTok, clientJoin := create("client", "ci")
+	wk := startBraid(t, "worker", "--threads", "1", "--listen", "127.0.0.1:0", "--key-file", key, "--token", workerJoin)
+	wk.waitOutput(t, regexp.MustCompile(`data plane on (\S+)`))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, out, _ := runBraid(t, 10*time.Second, "workers", "--token", clientJoin)
+		if strings.Contains(out, "w1") && strings.Contains(out, "true") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker did not register with its token: %s %s", out, wk.err.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, tt := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		// A client token with the fingerprint given apart.
+		{[]string{"jobs", "--token", clientTok, "--server-fingerprint", fp}, 0, ""},
+		// A token alone cannot check the server.
+		{[]string{"jobs", "--token", clientTok}, 2, "no way to check the server's certificate"},
+		{[]string{"jobs", "--token", clientTok, "--server-fingerprint", "sha256:" + strings.Repeat("0", 64)}, 2, "not the pinned"},
+		{[]string{"token", "list", "--token", clientJoin}, 2, "a client credential may not GET /v1/tokens"},
+		{[]string{"token", "create", "--role", "root", "--key-file", key}, 2, `--role "root"`},
+		{[]string{"jobs"}, 2, "no cluster key"},
+	} {
+		code, _, stderr := runBraid(t, 10*time.Second, tt.args...)
+		if code != tt.code || !strings.Contains(stderr, tt.msg) {
+			t.Errorf("braid %s: exit %d %q; want %d with %q", strings.Join(tt.args, " "), code, stderr, tt.code, tt.msg)
+		}
+	}
+	code, out, _ := runBraid(t, 10*time.Second, "token", "list", "--key-file", key)
+	if code != 0 || !strings.Contains(out, "node1") || !strings.Contains(out, "ci") || !strings.Contains(out, "worker") {
+		t.Errorf("token list: %d %s", code, out)
+	}
+	if code, _, stderr := runBraid(t, 10*time.Second, "token", "revoke", "ci", "--key-file", key); code != 0 || !strings.Contains(stderr, "revoked token") {
+		t.Errorf("token revoke: %d %s", code, stderr)
+	}
+	if code, _, stderr := runBraid(t, 10*time.Second, "jobs", "--token", clientJoin); code != 2 || !strings.Contains(stderr, "was revoked at") {
+		t.Errorf("revoked token: %d %s", code, stderr)
+	}
+}
+
+// TestInsecureHTTP: a server started with --insecure-http says so; clients
+// reach it only with --insecure-http.
+func TestInsecureHTTP(t *testing.T) {
+	t.Setenv("BRAID_KEY", "insecure-http-test-key-0123")
+	srv := startBraid(t, "server", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--insecure-http")
+	url := srv.waitOutput(t, regexp.MustCompile(`listening on (http://\S+)`))
+	if !strings.Contains(srv.err.String(), "WARNING: --insecure-http") {
+		t.Errorf("no warning: %s", srv.err.String())
+	}
+	t.Setenv("BRAID_SERVER", url)
+	if code, _, stderr := runBraid(t, 10*time.Second, "jobs", "--insecure-http"); code != 0 {
+		t.Errorf("jobs --insecure-http: %d %s", code, stderr)
+	}
+	if code, _, _ := runBraid(t, 10*time.Second, "jobs"); code == 0 {
+		t.Error("an HTTPS client reached a plain HTTP server")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/transport"
 )
@@ -37,6 +38,12 @@ same bytes again heals it. A job's intermediate blobs (unit results, tile
 data) are removed when it ends; its output is kept for --retain (default:
 until deleted), then removed, and fetching it answers 410 Gone.
 --max-upload bounds one upload (413), --max-data all stored bytes (507).
+
+The control API is HTTPS: with the certificate of --tls-cert and
+--tls-key, or one generated on the first start and kept in DATA/tls (its
+fingerprint is printed). Clients with the cluster key check it by the
+server's proof of the key; others pin it with a join token (braid token
+create) or --server-fingerprint.
 
   braid server --listen 10.0.0.1:7400 --data /var/lib/braid --retain 7d --max-data 500G`
 
@@ -91,6 +98,10 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	maxData := fs.String("max-data", "0", "most bytes stored in all (`size`; 0: no limit but the disk); uploads past it and jobs submitted at it are refused (507)")
 	retain := fs.String("retain", "0", "keep job outputs this `long` after the job ends, e.g. 7d or 36h; 0 keeps them until deleted")
 	sctp := addSCTPFlags(fs)
+	tlsCert := fs.String("tls-cert", "", "PEM `file` of the control API's TLS certificate (default: one generated on the first start, kept in DATA/tls)")
+	tlsKey := fs.String("tls-key", "", "PEM `file` of the --tls-cert certificate's private key")
+	insecure := fs.Bool("insecure-http", false, "serve the control API over plain HTTP, WITHOUT TLS: anyone on the network "+
+		"can read requests, replay credentials and forge answers")
 	key := keyFlag(fs)
 	logger := logFlags(fs)
 	if code := parseFlags(fs, args); code >= 0 {
@@ -143,18 +154,28 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("server: %v", err)
 		return 2
 	}
+	if (*tlsCert != "" || *tlsKey != "") && *insecure {
+		env.Errorf("server: --insecure-http serves no certificate; drop --tls-cert and --tls-key, or --insecure-http")
+		return 2
+	}
 	srv, err := server.New(server.Config{
 		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
 		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: logger(env),
 		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
 		MaxBlob: upSize, MaxData: dataSize, Retain: keep,
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},
+		TLSCert:   *tlsCert, TLSKey: *tlsKey, InsecureHTTP: *insecure,
 	})
 	if err != nil {
 		env.Errorf("%v", err)
 		return 1
 	}
 	fmt.Fprintf(env.Stdout, "braid server listening on %s (data in %s)\n", srv.URL(), *data)
+	if fp := srv.Fingerprint(); fp != nil {
+		fmt.Fprintf(env.Stdout, "certificate fingerprint %s\n", api.FormatFingerprint(fp))
+	} else {
+		env.Errorf("WARNING: --insecure-http: the control API is plain HTTP; credentials can be sniffed and replayed")
+	}
 	if err := srv.Run(ctx); err != nil {
 		env.Errorf("%v", err)
 		return 1

@@ -34,7 +34,13 @@ cluster key authenticates the servers before any unit is read.
 The worker runs until interrupted, then deregisters. It exits with an
 error if every server rejects it (for instance a different cluster key).
 
-  braid worker --server http://10.0.0.1:7400 --threads 8 \
+With the cluster key alone the worker checks the server's certificate by
+the server's proof of the key, and its control API requests are an
+admin's. With --token (a worker token, from braid token create --role
+worker) they are a worker's: it can register and fetch modules, not
+submit jobs or read other blobs.
+
+  braid worker --server https://10.0.0.1:7400 --threads 8 \
       --listen 10.1.0.5:7420,10.2.0.5:7420`
 
 func runWorker(ctx context.Context, env *Env, args []string) int {
@@ -51,7 +57,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data plane: tcp, mptcp, sctp or sctp-udp (the server must dial with the same)")
 	plain := plaintextFlag(fs)
 	sctp := addSCTPFlags(fs)
-	key := keyFlag(fs)
+	auth := addControlFlags(fs)
 	logger := logFlags(fs)
 	if code := parseFlags(fs, args); code >= 0 {
 		return code
@@ -72,7 +78,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("worker: --threads must be at least 1")
 		return 2
 	}
-	k, err := key()
+	a, err := auth.resolve(true)
 	if err != nil {
 		env.Errorf("worker: %v", err)
 		return 2
@@ -113,7 +119,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	// only added kernel time-slicing to the units' measured compute time
 	// (docs/benchmarks.md, compute fraction).
 	w, err := worker.New(worker.Config{
-		Servers: urls, Key: k, Listen: splitList(*listen), Advertise: splitList(*advertise), Threads: *threads,
+		Servers: urls, Key: a.key, Token: a.token, Fingerprint: a.fingerprint, InsecureHTTP: a.insecure, Listen: splitList(*listen), Advertise: splitList(*advertise), Threads: *threads,
 		Ops: reg, Modules: modules, ModuleDir: *moduleDir, ModuleCache: cacheSize, Name: *name, Logger: logger(env),
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},
 	})

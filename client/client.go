@@ -3,7 +3,9 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,44 +16,236 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
 )
 
 // Client calls one server's control API. It is safe for concurrent use.
+//
+// Over HTTPS (the default) the client sends no request before it has
+// pinned the server's certificate: by its fingerprint (WithFingerprint or
+// a join token given to WithToken), or, with the cluster key, by a first
+// request without credential whose answer must carry the server's proof
+// that it holds the key for that very certificate (api.CertProof). Every
+// connection after that must present the pinned certificate.
 type Client struct {
-	base  string
-	hc    *http.Client
-	token string
+	base     string
+	hc       *http.Client
+	token    string // the credential sent; empty: none
+	key      []byte // checks the certificate proof; nil: none
+	insecure bool
+	err      error // a bad option, returned by every call
+
+	mu      sync.Mutex
+	fp      []byte // the pinned fingerprint; nil: not yet
+	learned bool   // fp came from the key's proof, not an option
+	learnMu sync.Mutex
 }
 
 // Option configures a Client.
 type Option func(*Client)
 
-// WithKey authenticates requests with the cluster key (as api.Token).
-// Without it only the health check and the spec are reachable.
+// WithKey authenticates requests as the holder of the cluster key (the
+// admin role, as api.Token) unless WithToken gives another credential,
+// and pins the server's certificate by its proof of the key unless a
+// fingerprint is given. Without a credential only the health check and
+// the spec are reachable.
 func WithKey(key []byte) Option {
-	return func(c *Client) { c.token = api.Token(key) }
+	return func(c *Client) { c.key = slices.Clone(key) }
+}
+
+// WithToken authenticates requests with a token made by POST /v1/tokens
+// (braid token create). A join token ("TOKEN.FINGERPRINT") also pins the
+// server's certificate, unless WithFingerprint gives one.
+func WithToken(token string) Option {
+	return func(c *Client) {
+		tok, fp, err := api.SplitJoinToken(token)
+		if err != nil {
+			c.err = fmt.Errorf("client: %w", err)
+			return
+		}
+		c.token = tok
+		if fp != nil && c.fp == nil {
+			c.fp = fp
+		}
+	}
+}
+
+// WithFingerprint pins the server's certificate: its SHA-256 fingerprint
+// must be fp (api.ParseFingerprint reads the usual forms).
+func WithFingerprint(fp []byte) Option {
+	return func(c *Client) {
+		if len(fp) != sha256.Size {
+			c.err = fmt.Errorf("client: %w", api.ErrFingerprint)
+			return
+		}
+		c.fp = slices.Clone(fp)
+	}
+}
+
+// WithInsecureHTTP speaks plain HTTP, to a server started with
+// --insecure-http: credentials and answers travel readable and
+// unprotected. The base URL's scheme becomes http.
+func WithInsecureHTTP() Option {
+	return func(c *Client) { c.insecure = true }
 }
 
 // WithHTTPClient sends requests through hc instead of a default client.
+// If hc's Transport is nil or an *http.Transport, the client uses a copy
+// with its own TLS verification (the pinned certificate); any other
+// RoundTripper is used as is and must verify the server itself.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) { c.hc = hc }
 }
 
 // New returns a client of the server at baseURL, e.g.
-// "http://10.0.0.1:7400". A URL without a scheme gets "http://".
+// "https://10.0.0.1:7400". The client speaks HTTPS whatever the URL's
+// scheme (a URL without one, or with http://, gets https://), unless
+// WithInsecureHTTP.
 func New(baseURL string, opts ...Option) *Client {
-	base := strings.TrimRight(strings.TrimSpace(baseURL), "/")
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	c := &Client{base: base, hc: &http.Client{Transport: defaultTransport}}
+	c := &Client{}
 	for _, o := range opts {
 		o(c)
 	}
+	base := strings.TrimRight(strings.TrimSpace(baseURL), "/")
+	if _, rest, ok := strings.Cut(base, "://"); ok {
+		base = rest
+	}
+	if c.insecure {
+		c.base = "http://" + base
+	} else {
+		c.base = "https://" + base
+	}
+	if c.token == "" && c.key != nil {
+		c.token = api.Token(c.key)
+	}
+	var hc http.Client
+	if c.hc != nil {
+		hc = *c.hc
+	}
+	switch t := hc.Transport.(type) {
+	case nil:
+		if c.insecure {
+			hc.Transport = defaultTransport
+		} else {
+			tr := defaultTransport.Clone()
+			tr.TLSClientConfig = c.tlsConfig(nil)
+			hc.Transport = tr
+		}
+	case *http.Transport:
+		if !c.insecure {
+			tr := t.Clone()
+			tr.TLSClientConfig = c.tlsConfig(t.TLSClientConfig)
+			hc.Transport = tr
+		}
+	}
+	c.hc = &hc
 	return c
+}
+
+// tlsConfig returns base (or an empty config) set to accept exactly the
+// pinned certificate.
+func (c *Client) tlsConfig(base *tls.Config) *tls.Config {
+	var conf *tls.Config
+	if base != nil {
+		conf = base.Clone()
+	} else {
+		conf = &tls.Config{}
+	}
+	// No chain of trust: the pinned fingerprint is checked instead.
+	conf.InsecureSkipVerify = true
+	conf.VerifyConnection = c.verify
+	conf.MinVersion = max(conf.MinVersion, tls.VersionTLS13)
+	return conf
+}
+
+// verify accepts a TLS connection only to the pinned certificate.
+func (c *Client) verify(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return fmt.Errorf("%w: the server presented none", ErrCertificate)
+	}
+	got := api.Fingerprint(cs.PeerCertificates[0].Raw)
+	c.mu.Lock()
+	want := c.fp
+	c.mu.Unlock()
+	if want == nil {
+		return ErrNoPin
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("%w: it has fingerprint %s, not the pinned %s; if the server's certificate was replaced on purpose, "+
+			"give the new fingerprint (--server-fingerprint) or a new join token", ErrCertificate,
+			api.FormatFingerprint(got), api.FormatFingerprint(want))
+	}
+	return nil
+}
+
+// Fingerprint returns the fingerprint of the server's certificate the
+// client pinned, nil if none yet (or over plain HTTP).
+func (c *Client) Fingerprint() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.fp)
+}
+
+// pin makes sure the server's certificate is pinned before a request
+// goes out: with the cluster key, it asks for the health check without
+// credential and checks the proof in the answer.
+func (c *Client) pin(ctx context.Context) error {
+	if c.insecure {
+		return nil
+	}
+	c.learnMu.Lock()
+	defer c.learnMu.Unlock()
+	c.mu.Lock()
+	pinned := c.fp != nil
+	c.mu.Unlock()
+	if pinned {
+		return nil
+	}
+	if c.key == nil {
+		return ErrNoPin
+	}
+	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}} // checked below
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+api.PathHealth, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.TLS == nil || len(resp.TLS.PeerCertificates) == 0 {
+		return fmt.Errorf("%w: no TLS certificate", ErrCertificate)
+	}
+	fp := api.Fingerprint(resp.TLS.PeerCertificates[0].Raw)
+	if !hmac.Equal([]byte(resp.Header.Get(api.HeaderCertProof)), []byte(api.CertProof(c.key, fp))) {
+		return fmt.Errorf("%w: the server did not prove that it holds the cluster key for its certificate %s: "+
+			"its cluster key differs (check BRAID_KEY or --key-file), or something between us is not the braid server; "+
+			"no credential was sent", ErrCertificate, api.FormatFingerprint(fp))
+	}
+	c.mu.Lock()
+	c.fp, c.learned = fp, true
+	c.mu.Unlock()
+	return nil
+}
+
+// unpin forgets a fingerprint learned from the key's proof, so the next
+// request learns the server's current certificate. It reports whether
+// there was one.
+func (c *Client) unpin() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.learned {
+		return false
+	}
+	c.fp, c.learned = nil, false
+	return true
 }
 
 // defaultTransport keeps connections to a server open between polls.
@@ -67,18 +261,34 @@ func (c *Client) URL() string { return c.base }
 // do sends a request and decodes a JSON answer into out (if non-nil). A
 // non-2xx answer becomes an *Error.
 func (c *Client) do(ctx context.Context, op, method, path string, body io.Reader, contentType string, out any) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+	if c.err != nil {
+		return nil, fmt.Errorf("%s: %w", op, c.err)
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
+	var resp *http.Response
+	for try := 0; ; try++ {
+		if err := c.pin(ctx); err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err = c.hc.Do(req)
+		if err == nil {
+			break
+		}
+		// A certificate learned from the key's proof was replaced (a
+		// server set up anew): learn the new one and, if the request
+		// can be sent again, send it again once.
+		if errors.Is(err, ErrCertificate) && c.unpin() && try == 0 && body == nil {
+			continue
+		}
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if resp.StatusCode/100 != 2 {
@@ -424,6 +634,30 @@ func (c *Client) Heartbeat(ctx context.Context, id string, hb api.Heartbeat) (ap
 func (c *Client) Deregister(ctx context.Context, id string) error {
 	_, err := c.do(ctx, "deregister worker "+id, http.MethodDelete, workerPath(id), nil, "", nil)
 	return err
+}
+
+// CreateToken makes a token of role (api.RoleAdmin, RoleClient or
+// RoleWorker) named name (empty: the server picks one). The answer holds
+// the secret, which the server shows only this once.
+func (c *Client) CreateToken(ctx context.Context, role, name string) (api.TokenCreated, error) {
+	var t api.TokenCreated
+	err := c.sendJSON(ctx, "create token", http.MethodPost, api.PathTokens, api.TokenRequest{Role: role, Name: name}, &t)
+	return t, err
+}
+
+// Tokens lists the server's tokens, revoked ones included.
+func (c *Client) Tokens(ctx context.Context) ([]api.TokenInfo, error) {
+	var l api.TokenList
+	err := c.getJSON(ctx, "list tokens", api.PathTokens, &l)
+	return l.Tokens, err
+}
+
+// RevokeToken revokes the token with ID or name ref; requests with it fail
+// from then on.
+func (c *Client) RevokeToken(ctx context.Context, ref string) (api.TokenInfo, error) {
+	var t api.TokenInfo
+	_, err := c.do(ctx, "revoke token "+ref, http.MethodDelete, api.PathTokens+"/"+url.PathEscape(ref), nil, "", &t)
+	return t, err
 }
 
 // errorsAs is errors.As for *Error.

@@ -13,6 +13,28 @@ import (
 	"github.com/braid-hpc/braid/api"
 )
 
+func TestURLScheme(t *testing.T) {
+	for _, tt := range []struct {
+		in       string
+		insecure bool
+		want     string
+	}{
+		{"10.0.0.1:7400", false, "https://10.0.0.1:7400"},
+		{"http://10.0.0.1:7400/", false, "https://10.0.0.1:7400"},
+		{"https://h:1", false, "https://h:1"},
+		{"h:1", true, "http://h:1"},
+		{"https://h:1", true, "http://h:1"},
+	} {
+		var opts []Option
+		if tt.insecure {
+			opts = append(opts, WithInsecureHTTP())
+		}
+		if got := New(tt.in, opts...).URL(); got != tt.want {
+			t.Errorf("New(%q, insecure %v).URL() = %q, want %q", tt.in, tt.insecure, got, tt.want)
+		}
+	}
+}
+
 func TestErrorsCarryTheMessage(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -24,7 +46,7 @@ func TestErrorsCarryTheMessage(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c := New(strings.TrimPrefix(srv.URL, "http://")) // no scheme: http is assumed
+	c := New(strings.TrimPrefix(srv.URL, "http://"), WithInsecureHTTP()) // no scheme: the option's http
 	_, err := c.Status(t.Context(), 9)
 	if !errors.Is(err, ErrNotFound) || StatusOf(err) != 404 || err.Error() != "status of job 9: no job 9 on this server (HTTP 404)" {
 		t.Errorf("404: %v", err)
@@ -36,22 +58,6 @@ func TestErrorsCarryTheMessage(t *testing.T) {
 	}
 	if StatusOf(errors.New("network down")) != 0 {
 		t.Error("StatusOf a network error is not 0")
-	}
-}
-
-func TestBearerToken(t *testing.T) {
-	var got atomic.Value
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got.Store(r.Header.Get("Authorization"))
-		json.NewEncoder(w).Encode(api.OpList{Ops: []api.OpInfo{{Name: "noop"}}})
-	}))
-	defer srv.Close()
-	key := []byte("client test key")
-	if _, err := New(srv.URL, WithKey(key)).Ops(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if got.Load() != "Bearer "+api.Token(key) {
-		t.Errorf("Authorization %q", got.Load())
 	}
 }
 
@@ -76,7 +82,7 @@ func TestWait(t *testing.T) {
 	}))
 	defer srv.Close()
 	var seen []int
-	st, err := New(srv.URL).Wait(t.Context(), 3, func(s api.JobStatus) { seen = append(seen, s.Units.Done) })
+	st, err := New(srv.URL, WithInsecureHTTP()).Wait(t.Context(), 3, func(s api.JobStatus) { seen = append(seen, s.Units.Done) })
 	if err != nil || st.State != api.JobDone || st.Output != "out" {
 		t.Fatalf("Wait = %+v, %v", st, err)
 	}
@@ -99,7 +105,7 @@ func TestPutGet(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	c := New(srv.URL)
+	c := New(srv.URL, WithInsecureHTTP())
 	info, err := c.PutInfo(t.Context(), strings.NewReader("some data"))
 	if err != nil || info.ID != "abc" || info.Size != 9 || string(body) != "some data" {
 		t.Errorf("PutInfo = %+v, %v (server got %q)", info, err, body)

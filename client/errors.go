@@ -11,9 +11,12 @@ var (
 	// ErrBadRequest matches a 400: the request is invalid; the message
 	// says what to change.
 	ErrBadRequest = errors.New("client: bad request")
-	// ErrUnauthorized matches a 401: the cluster key differs from the
-	// server's.
+	// ErrUnauthorized matches a 401: no valid credential (the cluster key
+	// differs from the server's, or the token is unknown or revoked).
 	ErrUnauthorized = errors.New("client: unauthorized")
+	// ErrForbidden matches a 403: the credential's role may not make the
+	// request.
+	ErrForbidden = errors.New("client: forbidden")
 	// ErrNotFound matches a 404: no such blob, job or worker.
 	ErrNotFound = errors.New("client: not found")
 	// ErrConflict matches a 409: the resource's state forbids the request.
@@ -34,6 +37,16 @@ var (
 	// blob's ID.
 	ErrCorrupt = errors.New("client: downloaded bytes do not match the blob's sha256")
 )
+
+// ErrCertificate is returned when the server's TLS certificate is not the
+// pinned one, or the server cannot prove that it holds the cluster key
+// for it. No credential was sent.
+var ErrCertificate = errors.New("client: the server's TLS certificate is not the expected one")
+
+// ErrNoPin is returned over HTTPS without a way to check the server's
+// certificate: neither a fingerprint nor the cluster key.
+var ErrNoPin = errors.New("client: no way to check the server's certificate: give its fingerprint " +
+	"(--server-fingerprint, or a join token from braid token create) or the cluster key")
 
 // Error is an error answer from the server.
 type Error struct {
@@ -57,6 +70,8 @@ func (e *Error) Is(target error) bool {
 		return e.Status == http.StatusBadRequest
 	case ErrUnauthorized:
 		return e.Status == http.StatusUnauthorized
+	case ErrForbidden:
+		return e.Status == http.StatusForbidden
 	case ErrNotFound:
 		return e.Status == http.StatusNotFound
 	case ErrConflict:

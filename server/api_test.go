@@ -31,7 +31,7 @@ func rawCall(t testing.TB, c *cluster, method, path, body, token string) (int, s
 	default:
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +100,8 @@ func TestHTTP(t *testing.T) {
 	}{
 		{"health needs no token", "GET", api.PathHealth, "", "none", 200, `"status":"ok"`},
 		{"spec needs no token", "GET", api.SpecPath, "", "none", 200, "openapi: 3.0"},
-		{"no token", "GET", api.PathJobs, "", "none", 401, "cluster key differs"},
-		{"wrong token", "GET", api.PathJobs, "", api.Token([]byte("another key")), 401, "bearer token"},
+		{"no token", "GET", api.PathJobs, "", "none", 401, "no credential"},
+		{"wrong token", "GET", api.PathJobs, "", api.Token([]byte("another key")), 401, "not derived from its cluster key"},
 		{"ops", "GET", api.PathOps, "", "", 200, `"name":"blur"`},
 		{"unknown path", "GET", "/v2/things", "", "", 404, "no endpoint /v2/things"},
 		{"wrong method", "DELETE", api.PathJobs, "", "", 405, "does not take DELETE; it takes GET, POST"},
@@ -150,7 +150,7 @@ func TestBlobs(t *testing.T) {
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", c.srv.URL()+api.PathBlobs+"/"+id, nil)
 	req.Header.Set("Authorization", "Bearer "+api.Token(testKey))
 	req.Header.Set("Range", "bytes=10-19")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

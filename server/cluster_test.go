@@ -3,9 +3,13 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +36,24 @@ type cluster struct {
 	srv     *server.Server
 	stopSrv func()
 	c       *client.Client
+	// hc sends raw requests to the server, accepting only its
+	// certificate.
+	hc      *http.Client
 	workers []*testWorker
+}
+
+// pinnedHTTP returns an HTTP client that accepts only the certificate
+// with fingerprint fp (any over plain HTTP, fp nil).
+func pinnedHTTP(fp []byte) *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		InsecureSkipVerify: true, // the fingerprint is checked instead
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if got := api.Fingerprint(cs.PeerCertificates[0].Raw); !bytes.Equal(got, fp) {
+				return fmt.Errorf("certificate %x, want %x", got, fp)
+			}
+			return nil
+		},
+	}}}
 }
 
 type testWorker struct {
@@ -89,8 +110,9 @@ func (c *cluster) startServer() {
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
 	c.srv = srv
-	c.cfg.Listen = srv.URL()[len("http://"):] // a restart comes back on the same port
+	_, c.cfg.Listen, _ = strings.Cut(srv.URL(), "://") // a restart comes back on the same port
 	c.c = client.New(srv.URL(), client.WithKey(testKey))
+	c.hc = pinnedHTTP(srv.Fingerprint())
 	c.stopSrv = func() {
 		cancel()
 		select {

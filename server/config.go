@@ -21,9 +21,19 @@ type Config struct {
 	// directory resumes the jobs it had accepted. Required.
 	Data string
 	// Key is the cluster key. It authenticates the data-plane sessions
-	// the server opens to workers and, as api.Token, every control API
-	// request but the health check and the spec. Required.
+	// the server opens to workers; on the control API, api.Token(Key) is
+	// the admin credential and api.CertProof(Key, ...) proves the TLS
+	// certificate to clients that hold the key. Required.
 	Key []byte
+	// TLSCert and TLSKey are PEM files of the control API's certificate
+	// and its private key. Empty means a self-signed ECDSA P-256
+	// certificate generated on the first start and kept in Data/tls.
+	TLSCert, TLSKey string
+	// InsecureHTTP serves the control API over plain HTTP: every
+	// credential and answer can be read, replayed and changed on the
+	// way. Only for a trusted network or a measurement. False means
+	// HTTPS.
+	InsecureHTTP bool
 	// Ops are the operations jobs may name. Nil means ops.Builtin().
 	Ops *ops.Registry
 	// Transport configures the sessions the server dials to workers. Its

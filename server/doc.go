@@ -39,8 +39,14 @@
 // counted runs again.
 //
 // Security: every data-plane channel proves the cluster key (transport
-// handshake) before any unit is read, and every control API request but
-// the health check and the spec carries the bearer token api.Token(key).
+// handshake) before any unit is read. The control API is HTTPS (a
+// certificate from Config.TLSCert, or one generated in Data/tls), and
+// every answer carries api.CertProof of the certificate so that key
+// holders can pin it. Every request but the health check and the spec
+// carries a bearer credential: the key's api.Token (admin) or a token
+// (auth.go) whose role the route table (http.go) checks: 401 without a
+// valid credential, 403 for a role the route does not admit. See
+// docs/security.md.
 //
 // Lock order: Server.mu, then run.mu, then peer.mu; the scheduler's and
 // the stores' locks are leaves.

@@ -18,9 +18,10 @@ var (
 	// errBadRequest: the request is malformed or names something
 	// invalid.
 	errBadRequest = errors.New("bad request")
-	// errUnauthorized: the request lacks the bearer token of the
-	// cluster key.
+	// errUnauthorized: the request carries no valid credential.
 	errUnauthorized = errors.New("unauthorized")
+	// errForbidden: the credential's role may not make the request.
+	errForbidden = errors.New("forbidden")
 	// errNotFound: no such endpoint, job, worker or blob.
 	errNotFound = errors.New("not found")
 	// errMethod: the endpoint does not take this method.
@@ -72,7 +73,7 @@ func httpStatus(err error) int {
 		return http.StatusGone
 	case errors.Is(err, errUnauthorized):
 		return http.StatusUnauthorized
-	case errors.Is(err, transport.ErrAuth):
+	case errors.Is(err, errForbidden), errors.Is(err, transport.ErrAuth):
 		return http.StatusForbidden
 	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound

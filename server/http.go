@@ -2,7 +2,7 @@ package server
 
 import (
 	"cmp"
-	"crypto/subtle"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,67 +21,110 @@ import (
 // handlerFunc serves one request; an error becomes a JSON error answer.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// methods maps HTTP methods to the handlers of one path.
-type methods map[string]handlerFunc
+// route is one method of one endpoint and the roles that may call it;
+// routes() lists them all. Access is decided here, in one table: a
+// handler checks no role but for finer limits within a route (a worker
+// reads only modules).
+type route struct {
+	pattern string
+	method  string
+	// roles may call the route; open means anyone, without a credential.
+	roles roles
+	h     handlerFunc
+}
+
+// routes is the control API's route table.
+func (s *Server) routes() []route {
+	const get, head, post, put, del = http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete
+	return []route{
+		{api.SpecPath, get, open, s.getSpec},
+		{api.PathHealth, get, open, s.getHealth},
+		{api.PathOps, get, clientSide, s.getOps},
+		{api.PathOps + "/{name}", get, clientSide, s.getOp},
+		{api.PathOps + "/{name}", put, clientSide, s.putOp},
+		{api.PathOps + "/{name}", del, clientSide, s.deleteOp},
+		{api.PathWorkers, get, clientSide, s.listWorkers},
+		{api.PathWorkers, post, workerSide, s.postWorker},
+		{api.PathWorkers + "/{id}", get, clientSide, s.getWorker},
+		{api.PathWorkers + "/{id}", put, workerSide, s.putWorker},
+		{api.PathWorkers + "/{id}", del, workerSide, s.deleteWorker},
+		{api.PathWorkers + "/{id}/heartbeat", post, workerSide, s.postHeartbeat},
+		{api.PathBlobs, get, clientSide, s.listBlobs},
+		{api.PathBlobs, post, clientSide, s.postBlob},
+		// Workers download modules by hash; getBlob refuses them the rest.
+		{api.PathBlobs + "/{id}", get, anyRole, s.getBlob},
+		{api.PathBlobs + "/{id}", head, anyRole, s.getBlob},
+		{api.PathBlobs + "/{id}", del, clientSide, s.deleteBlob},
+		{api.PathJobs, get, clientSide, s.listJobs},
+		{api.PathJobs, post, clientSide, s.postJob},
+		{api.PathJobs + "/{id}", get, clientSide, s.getJob},
+		{api.PathJobs + "/{id}/cancel", post, clientSide, s.cancelJob},
+		{api.PathPipelines, post, clientSide, s.postPipeline},
+		{api.PathPipelines + "/{id}", get, clientSide, s.getPipeline},
+		{api.PathTokens, get, adminOnly, s.listTokens},
+		{api.PathTokens, post, adminOnly, s.postToken},
+		{api.PathTokens + "/{id}", del, adminOnly, s.revokeToken},
+	}
+}
 
 // Handler returns the control API's HTTP handler. Run serves it; tests may
 // mount it elsewhere.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	open := func(pattern string, m methods) { mux.Handle(pattern, s.endpoint(false, m)) }
-	auth := func(pattern string, m methods) { mux.Handle(pattern, s.endpoint(true, m)) }
-	open(api.SpecPath, methods{http.MethodGet: s.getSpec})
-	open(api.PathHealth, methods{http.MethodGet: s.getHealth})
-	auth(api.PathOps, methods{http.MethodGet: s.getOps})
-	auth(api.PathOps+"/{name}", methods{http.MethodGet: s.getOp, http.MethodPut: s.putOp, http.MethodDelete: s.deleteOp})
-	auth(api.PathWorkers, methods{http.MethodGet: s.listWorkers, http.MethodPost: s.postWorker})
-	auth(api.PathWorkers+"/{id}", methods{http.MethodGet: s.getWorker, http.MethodPut: s.putWorker,
-		http.MethodDelete: s.deleteWorker})
-	auth(api.PathWorkers+"/{id}/heartbeat", methods{http.MethodPost: s.postHeartbeat})
-	auth(api.PathBlobs, methods{http.MethodGet: s.listBlobs, http.MethodPost: s.postBlob})
-	auth(api.PathBlobs+"/{id}", methods{http.MethodGet: s.getBlob, http.MethodHead: s.getBlob,
-		http.MethodDelete: s.deleteBlob})
-	auth(api.PathJobs, methods{http.MethodGet: s.listJobs, http.MethodPost: s.postJob})
-	auth(api.PathJobs+"/{id}", methods{http.MethodGet: s.getJob})
-	auth(api.PathJobs+"/{id}/cancel", methods{http.MethodPost: s.cancelJob})
-	auth(api.PathPipelines, methods{http.MethodPost: s.postPipeline})
-	auth(api.PathPipelines+"/{id}", methods{http.MethodGet: s.getPipeline})
-	mux.Handle("/", s.endpoint(false, nil))
+	byPattern := map[string][]route{}
+	var patterns []string
+	for _, rt := range s.routes() {
+		if byPattern[rt.pattern] == nil {
+			patterns = append(patterns, rt.pattern)
+		}
+		byPattern[rt.pattern] = append(byPattern[rt.pattern], rt)
+	}
+	for _, p := range patterns {
+		mux.Handle(p, s.endpoint(p, byPattern[p]))
+	}
+	mux.Handle("/", s.endpoint("/", nil))
 	return mux
 }
 
-// endpoint wraps the handlers of one path: method dispatch, the bearer
-// check and error answers.
-func (s *Server) endpoint(auth bool, m methods) http.Handler {
-	allowed := make([]string, 0, len(m))
-	for meth := range m {
-		allowed = append(allowed, meth)
+// endpoint serves the routes of one path: method dispatch, authentication,
+// the role check and error answers.
+func (s *Server) endpoint(pattern string, rts []route) http.Handler {
+	m := make(map[string]route, len(rts))
+	allowed := make([]string, 0, len(rts))
+	for _, rt := range rts {
+		m[rt.method] = rt
+		allowed = append(allowed, rt.method)
 	}
 	slices.Sort(allowed)
 	allow := strings.Join(allowed, ", ")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var err error
-		h, ok := m[r.Method]
-		switch {
-		case m == nil:
-			err = kindf(errNotFound, "no endpoint %s; the API is described at %s", r.URL.Path, api.SpecPath)
-		case !ok:
-			w.Header().Set("Allow", allow)
-			err = kindf(errMethod, "%s does not take %s; it takes %s", r.URL.Path, r.Method, allow)
-		case auth && !s.authorized(r):
-			err = kindf(errUnauthorized, "missing or wrong bearer token: the client's cluster key differs from the server's (check BRAID_KEY or --key-file)")
-		default:
-			err = h(w, r)
+		if s.proof != "" {
+			w.Header().Set(api.HeaderCertProof, s.proof)
 		}
+		err := func() error {
+			rt, ok := m[r.Method]
+			switch {
+			case rts == nil:
+				return kindf(errNotFound, "no endpoint %s; the API is described at %s", r.URL.Path, api.SpecPath)
+			case !ok:
+				w.Header().Set("Allow", allow)
+				return kindf(errMethod, "%s does not take %s; it takes %s", r.URL.Path, r.Method, allow)
+			case rt.roles == open:
+				return rt.h(w, r)
+			}
+			p, err := s.authenticate(r)
+			if err != nil {
+				return err
+			}
+			if err := authorize(p, rt.roles, r, pattern); err != nil {
+				return err
+			}
+			return rt.h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+		}()
 		if err != nil {
 			s.writeError(w, r, err)
 		}
 	})
-}
-
-func (s *Server) authorized(r *http.Request) bool {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.token)) == 1
 }
 
 // writeError answers with err's status and message as an api.Error.
@@ -211,6 +254,15 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
 	id, err := blobID(r)
 	if err != nil {
 		return err
+	}
+	if caller(r).role == api.RoleWorker {
+		mod, err := s.db.IsModule(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		if !mod {
+			return kindf(errForbidden, "a worker credential may read only the modules of user operations, and blob %s is not one", id)
+		}
 	}
 	f, _, err := s.blobs.Open(id)
 	if errors.Is(err, store.ErrNotFound) {

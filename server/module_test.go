@@ -225,6 +225,7 @@ func TestModuleHashMismatch(t *testing.T) {
 	c := newCluster(t, nil)
 	target, _ := url.Parse(c.srv.URL())
 	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = c.hc.Transport
 	rp.ModifyResponse = func(r *http.Response) error {
 		if !strings.HasPrefix(r.Request.URL.Path, api.PathBlobs+"/") || r.StatusCode != 200 {
 			return nil
@@ -242,7 +243,11 @@ func TestModuleHashMismatch(t *testing.T) {
 	}
 	relay := httptest.NewServer(rp)
 	defer relay.Close()
-	c.addWorker(1, func(cfg *worker.Config) { cfg.Servers = []string{relay.URL}; cfg.Name = "behind-relay" })
+	c.addWorker(1, func(cfg *worker.Config) {
+		cfg.Servers = []string{relay.URL}
+		cfg.InsecureHTTP = true
+		cfg.Name = "behind-relay"
+	})
 	c.waitWorkers(1)
 	info := c.addOp("cat", wasmtest.Cat, client.OpOptions{})
 	in := c.put([]byte("payload"))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,8 +32,13 @@ type Server struct {
 	log   *slog.Logger
 	ln    net.Listener
 	url   string
-	token string
+	token string // the cluster key's admin credential, api.Token
 	tcfg  transport.Config
+	// fp is the SHA-256 fingerprint of the control API's certificate and
+	// proof the api.CertProof of it; both empty with InsecureHTTP.
+	fp     []byte
+	proof  string
+	access accessTokens
 
 	// blobs syncs every Put (uploads, unit data, outputs); results
 	// syncs only with Config.Durable (unit results, which can be
@@ -136,9 +143,34 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.userOps.load(uops)
+	toks, err := s.db.Tokens(ctx)
+	if err != nil {
+		s.db.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.access.load(toks)
 	if err := s.recover(ctx); err != nil {
 		s.db.Close()
 		return nil, fmt.Errorf("server: resume jobs: %w", err)
+	}
+	var tconf *tls.Config
+	if !cfg.InsecureHTTP {
+		cert, generated, err := loadCert(&cfg)
+		if err != nil {
+			s.db.Close()
+			return nil, err
+		}
+		s.fp = api.Fingerprint(cert.Certificate[0])
+		s.proof = api.CertProof(cfg.Key, s.fp)
+		if generated {
+			s.log.Info("generated the control API's TLS certificate", "dir", filepath.Join(cfg.Data, tlsDir),
+				"fingerprint", api.FormatFingerprint(s.fp))
+		}
+		tconf = &tls.Config{
+			Certificates: []tls.Certificate{cert},
+			MinVersion:   tls.VersionTLS13,
+			NextProtos:   []string{"http/1.1"},
+		}
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -148,12 +180,23 @@ func New(cfg Config) (*Server, error) {
 	// net/http retries only some failed accepts, and logs each: this
 	// retries them all, with one Warn an episode.
 	s.ln = accept.Retrying(ln, "control API", s.log)
-	s.url = "http://" + s.ln.Addr().String()
+	if tconf != nil {
+		s.ln = tls.NewListener(s.ln, tconf)
+		s.url = "https://" + s.ln.Addr().String()
+	} else {
+		s.url = "http://" + s.ln.Addr().String()
+	}
 	return s, nil
 }
 
-// URL returns the base URL of the control API, e.g. "http://127.0.0.1:7400".
+// URL returns the base URL of the control API, e.g.
+// "https://127.0.0.1:7400" ("http://" with Config.InsecureHTTP).
 func (s *Server) URL() string { return s.url }
+
+// Fingerprint returns the SHA-256 fingerprint of the control API's TLS
+// certificate, for clients to pin (api.FormatFingerprint writes it); nil
+// with Config.InsecureHTTP.
+func (s *Server) Fingerprint() []byte { return slices.Clone(s.fp) }
 
 // Run serves the control API and drives the jobs until ctx ends, then shuts
 // down: it stops taking requests, closes the sessions to the workers
@@ -201,7 +244,12 @@ func (s *Server) Run(ctx context.Context) error {
 	for _, id := range release {
 		s.bg.Go(func() { s.releaseWaiting(id) })
 	}
-	s.log.Info("server running", "url", s.url, "data", s.cfg.Data)
+	if s.fp != nil {
+		s.log.Info("server running", "url", s.url, "data", s.cfg.Data, "fingerprint", api.FormatFingerprint(s.fp))
+	} else {
+		s.log.Warn("server running WITHOUT TLS (--insecure-http): anyone on the network can read every request, "+
+			"replay its credential and forge answers", "url", s.url, "data", s.cfg.Data)
+	}
 
 	var err error
 	select {

@@ -16,7 +16,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Version 1 is schema;
 // each later version applies its migration on top.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // migrations[v] takes a database from version v+1 to v+2.
 var migrations = []string{
@@ -61,6 +61,20 @@ CREATE TABLE uploads (
 	added INTEGER NOT NULL
 ) WITHOUT ROWID;
 INSERT OR IGNORE INTO uploads SELECT DISTINCT input, 0 FROM jobs WHERE input != '' AND spec NOT LIKE '%"input_job"%';
+`,
+	// 4: control API access tokens (tokens.go). Self-contained: it only
+	// adds its own table, so it may be renumbered when other migrations
+	// are merged before it.
+	`
+CREATE TABLE IF NOT EXISTS api_tokens (
+	id        TEXT PRIMARY KEY,
+	hash      TEXT NOT NULL UNIQUE,
+	name      TEXT NOT NULL UNIQUE,
+	role      TEXT NOT NULL,
+	created   INTEGER NOT NULL,
+	last_used INTEGER NOT NULL DEFAULT 0,
+	revoked   INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
 `,
 }
 

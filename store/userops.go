@@ -116,6 +116,18 @@ func (s *SQLite) ModuleUsed(ctx context.Context, hash string) (bool, error) {
 	return n > 0, nil
 }
 
+// IsModule reports whether hash is the module of any version of any user
+// operation, removed ones included (jobs submitted before a removal
+// still run it).
+func (s *SQLite) IsModule(ctx context.Context, hash string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM user_ops WHERE hash = ?", hash).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("store: module %s: %w", hash, wrapDB(err))
+	}
+	return n > 0, nil
+}
+
 // RetryUnit records that a try of the unit failed with msg and that it
 // runs again: it is pending, its error is msg, and its job counts one
 // more retry. ErrConflict if the unit or its job is finished.

@@ -68,7 +68,7 @@ func TestAnnounceRetries(t *testing.T) {
 	f := &fakeServer{}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	w, err := New(Config{Servers: []string{srv.URL}, Key: testKey, Threads: 2, Logger: quiet(),
+	w, err := New(Config{Servers: []string{srv.URL}, Key: testKey, InsecureHTTP: true, Threads: 2, Logger: quiet(),
 		RetryInterval: 20 * time.Millisecond, FiguresInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -16,11 +16,24 @@ import (
 // field's zero value works.
 type Config struct {
 	// Servers are the base URLs of the servers to register with, e.g.
-	// "http://10.0.0.1:7400". Required.
+	// "https://10.0.0.1:7400". Required.
 	Servers []string
-	// Key is the cluster key: it authenticates the servers' sessions and
-	// the worker's control API requests. Required.
+	// Key is the cluster key: it authenticates the servers' sessions, and
+	// on the control API it checks the servers' certificates (unless
+	// Fingerprint is set) and is the credential (unless Token is set).
+	// Required.
 	Key []byte
+	// Token is the control API credential, a worker token (braid token
+	// create --role worker), or a join token that also pins the servers'
+	// certificate. Empty means the cluster key's admin credential.
+	Token string
+	// Fingerprint pins the servers' TLS certificate by its SHA-256
+	// fingerprint. Nil means the join token's, else the servers' proof
+	// of the cluster key.
+	Fingerprint []byte
+	// InsecureHTTP talks plain HTTP to servers started with
+	// --insecure-http. False means HTTPS.
+	InsecureHTTP bool
 	// Listen are the data-plane addresses (host:port), one per network.
 	// Empty means "127.0.0.1:0", loopback on a free port.
 	Listen []string

@@ -63,8 +63,18 @@ func New(cfg Config) (*Worker, error) {
 	if tcfg.Logger == nil {
 		tcfg.Logger = cfg.Logger
 	}
+	copts := []client.Option{client.WithKey(cfg.Key), client.WithHTTPClient(w.httpClient())}
+	if cfg.Token != "" {
+		copts = append(copts, client.WithToken(cfg.Token))
+	}
+	if cfg.Fingerprint != nil {
+		copts = append(copts, client.WithFingerprint(cfg.Fingerprint))
+	}
+	if cfg.InsecureHTTP {
+		copts = append(copts, client.WithInsecureHTTP())
+	}
 	for _, url := range cfg.Servers {
-		w.conns = append(w.conns, client.New(url, client.WithKey(cfg.Key), client.WithHTTPClient(w.httpClient())))
+		w.conns = append(w.conns, client.New(url, copts...))
 	}
 	if cfg.Modules == nil || len(cfg.Modules) > 0 {
 		mods, err := newModules(&w.cfg, w.conns)
@@ -279,8 +289,12 @@ func abs(x int64) int64 {
 }
 
 // fatal reports whether a registration error will not go away by
-// retrying: the server refused the key or the registration.
+// retrying: the server refused the credential or the registration, or
+// could not prove that it is the server meant.
 func fatal(err error) bool {
+	if errors.Is(err, client.ErrCertificate) || errors.Is(err, client.ErrNoPin) {
+		return true
+	}
 	switch client.StatusOf(err) {
 	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden:
 		return true

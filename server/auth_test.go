@@ -1,0 +1,407 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/worker"
+)
+
+// tinyModule is the smallest WASI command module: it exports _start and a
+// memory and does nothing.
+var tinyModule = []byte{
+	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+	0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // type: () -> ()
+	0x03, 0x02, 0x01, 0x00, // function 0 has type 0
+	0x05, 0x03, 0x01, 0x00, 0x01, // memory: 1 page
+	0x07, 0x13, 0x02, // exports:
+	0x06, '_', 's', 't', 'a', 'r', 't', 0x00, 0x00, // _start: function 0
+	0x06, 'm', 'e', 'm', 'o', 'r', 'y', 0x02, 0x00, // memory: memory 0
+	0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b, // code: an empty body
+}
+
+// credential is one way a request may be authenticated.
+type credential struct {
+	name string
+	// header is the Authorization value; empty for none.
+	header string
+	// role is the role it has; empty for none (401 expected).
+	role string
+	// msg is in the 401 answer.
+	msg string
+}
+
+// credentials makes a token of each role on c's server, and one revoked.
+func credentials(t *testing.T, c *cluster) []credential {
+	t.Helper()
+	mk := func(role string) string {
+		tok, err := c.c.CreateToken(t.Context(), role, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok.Token
+	}
+	revoked, err := c.c.CreateToken(t.Context(), api.RoleAdmin, "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.c.RevokeToken(t.Context(), "gone"); err != nil {
+		t.Fatal(err)
+	}
+	return []credential{
+		{name: "none", msg: "no credential"},
+		{name: "malformed", header: "Basic dXNlcjpwYXNz", msg: "the Authorization header is not"},
+		{name: "other key", header: "Bearer " + api.Token([]byte("another cluster key")), msg: "not derived from its cluster key"},
+		{name: "unknown token", header: "Bearer " + api.TokenPrefix + "AAAA", msg: "unknown token"},
+		{name: "revoked", header: "Bearer " + revoked.Token, msg: "token " + revoked.ID + " (gone) was revoked at"},
+		{name: "worker", header: "Bearer " + mk(api.RoleWorker), role: api.RoleWorker},
+		{name: "client", header: "Bearer " + mk(api.RoleClient), role: api.RoleClient},
+		{name: "admin token", header: "Bearer " + mk(api.RoleAdmin), role: api.RoleAdmin},
+		{name: "cluster key", header: "Bearer " + api.Token(testKey), role: api.RoleAdmin},
+	}
+}
+
+// request is a request to one route, made afresh for each call (a
+// DELETE needs something new to delete).
+type request struct {
+	path string
+	body []byte
+}
+
+// fixture is how to call one route: who may (the policy, written here
+// again so that a change of the route table must change the test too)
+// and how to make a request that succeeds for them.
+type fixture struct {
+	// roles that may call the route, space-separated in api.Roles
+	// order; empty for an open route.
+	roles string
+	mk    func() request
+}
+
+// Who may call a route.
+const (
+	anyone      = ""
+	admin       = "admin"
+	adminClient = "admin client"
+	adminWorker = "admin worker"
+	anyRole     = "admin client worker"
+)
+
+// matrixFixture says, for each route as "METHOD pattern", who may call it
+// and how to make a request that succeeds for them.
+func matrixFixture(t *testing.T, c *cluster, wk *testWorker) map[string]fixture {
+	t.Helper()
+	ctx := t.Context()
+	var n atomic.Int64
+	uniq := func() string { return fmt.Sprint(n.Add(1)) }
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := api.Register{Name: "matrix", Addresses: wk.w.Addrs(), Threads: 1, Ops: []string{"noop"}}
+	regBody, _ := json.Marshal(reg)
+	register := func() string {
+		r, err := c.c.Register(ctx, reg)
+		must(err)
+		return r.Worker
+	}
+	live := register()
+	blob := c.put([]byte("matrix blob"))
+	mod, err := c.c.AddOp(ctx, "matrixmod", bytes.NewReader(tinyModule), client.OpOptions{})
+	must(err)
+	job := c.submit(api.JobRequest{Op: "noop", Input: blob})
+	pipe, err := c.c.SubmitPipeline(ctx, api.PipelineRequest{Steps: []api.PipelineStep{{Name: "a", JobRequest: api.JobRequest{Op: "noop", Input: blob}}}})
+	must(err)
+	js := func(v any) []byte { b, _ := json.Marshal(v); return b }
+	return map[string]fixture{
+		"GET " + api.SpecPath:   {anyone, func() request { return request{path: api.SpecPath} }},
+		"GET " + api.PathHealth: {anyone, func() request { return request{path: api.PathHealth} }},
+		"GET /v1/ops":           {adminClient, func() request { return request{path: api.PathOps} }},
+		"GET /v1/ops/{name}":    {adminClient, func() request { return request{path: api.PathOps + "/blur"} }},
+		"PUT /v1/ops/{name}":    {adminClient, func() request { return request{path: api.PathOps + "/put" + uniq(), body: tinyModule} }},
+		"DELETE /v1/ops/{name}": {adminClient, func() request {
+			name := "del" + uniq()
+			_, err := c.c.AddOp(ctx, name, bytes.NewReader(tinyModule), client.OpOptions{})
+			must(err)
+			return request{path: api.PathOps + "/" + name}
+		}},
+		"GET /v1/workers":      {adminClient, func() request { return request{path: api.PathWorkers} }},
+		"POST /v1/workers":     {adminWorker, func() request { return request{path: api.PathWorkers, body: regBody} }},
+		"GET /v1/workers/{id}": {adminClient, func() request { return request{path: api.PathWorkers + "/" + live} }},
+		"PUT /v1/workers/{id}": {adminWorker, func() request { return request{path: api.PathWorkers + "/" + live, body: regBody} }},
+		"DELETE /v1/workers/{id}": {adminWorker, func() request {
+			return request{path: api.PathWorkers + "/" + register()}
+		}},
+		"POST /v1/workers/{id}/heartbeat": {adminWorker, func() request {
+			return request{path: api.PathWorkers + "/" + live + "/heartbeat", body: []byte("{}")}
+		}},
+		"GET /v1/blobs":  {adminClient, func() request { return request{path: api.PathBlobs} }},
+		"POST /v1/blobs": {adminClient, func() request { return request{path: api.PathBlobs, body: []byte("upload " + uniq())} }},
+		// A module: the one blob a worker may read.
+		"GET /v1/blobs/{id}":  {anyRole, func() request { return request{path: api.PathBlobs + "/" + mod.Hash} }},
+		"HEAD /v1/blobs/{id}": {anyRole, func() request { return request{path: api.PathBlobs + "/" + mod.Hash} }},
+		"DELETE /v1/blobs/{id}": {adminClient, func() request {
+			return request{path: api.PathBlobs + "/" + c.put([]byte("to delete "+uniq()))}
+		}},
+		"GET /v1/jobs":  {adminClient, func() request { return request{path: api.PathJobs} }},
+		"POST /v1/jobs": {adminClient, func() request { return request{path: api.PathJobs, body: js(api.JobRequest{Op: "noop", Input: blob})} }},
+		"GET /v1/jobs/{id}": {adminClient, func() request {
+			return request{path: fmt.Sprintf("%s/%d", api.PathJobs, job.Job)}
+		}},
+		"POST /v1/jobs/{id}/cancel": {adminClient, func() request {
+			// No worker runs checksum: the job stays queued.
+			st := c.submit(api.JobRequest{Op: "checksum", Input: blob})
+			return request{path: fmt.Sprintf("%s/%d/cancel", api.PathJobs, st.Job), body: []byte("{}")}
+		}},
+		"POST /v1/pipelines": {adminClient, func() request {
+			return request{path: api.PathPipelines, body: js(api.PipelineRequest{Steps: []api.PipelineStep{
+				{Name: "a", JobRequest: api.JobRequest{Op: "noop", Input: blob}}}})}
+		}},
+		"GET /v1/pipelines/{id}": {adminClient, func() request {
+			return request{path: fmt.Sprintf("%s/%d", api.PathPipelines, pipe.Pipeline)}
+		}},
+		"GET /v1/tokens":  {admin, func() request { return request{path: api.PathTokens} }},
+		"POST /v1/tokens": {admin, func() request { return request{path: api.PathTokens, body: js(api.TokenRequest{Role: api.RoleClient})} }},
+		"DELETE /v1/tokens/{id}": {admin, func() request {
+			tok, err := c.c.CreateToken(ctx, api.RoleClient, "")
+			must(err)
+			return request{path: api.PathTokens + "/" + tok.ID}
+		}},
+	}
+}
+
+// TestRoleMatrix walks every route of the server's route table with every
+// kind of credential: a route admits its roles (2xx), refuses other roles
+// with 403 and requests without a valid credential with 401 (open routes
+// admit everyone). A route without a fixture fails the test, so a new
+// route cannot be left out.
+func TestRoleMatrix(t *testing.T) {
+	c := newCluster(t, nil)
+	noop, err := ops.Builtin().Subset("noop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wk := c.addWorker(1, func(cfg *worker.Config) { cfg.Ops = noop; cfg.Modules = []string{} })
+	c.waitWorkers(1)
+	creds := credentials(t, c)
+	fixture := matrixFixture(t, c, wk)
+	routes := server.Routes(c.srv)
+	seen := map[string]bool{}
+	for _, rt := range routes {
+		key := rt.Method + " " + rt.Pattern
+		seen[key] = true
+		fx, ok := fixture[key]
+		if !ok {
+			t.Errorf("route %s has no fixture in TestRoleMatrix: add one", key)
+			continue
+		}
+		if got := strings.Join(rt.Roles, " "); got != fx.roles {
+			t.Errorf("route %s admits %q, the test's policy %q", key, got, fx.roles)
+			continue
+		}
+		for _, cr := range creds {
+			t.Run(key+"/"+cr.name, func(t *testing.T) {
+				req := fx.mk()
+				code, body := call(t, c, rt.Method, req, cr.header)
+				switch {
+				case rt.Roles == nil || slices.Contains(rt.Roles, cr.role):
+					if code/100 != 2 {
+						t.Errorf("got %d %s, want success", code, body)
+					}
+				case cr.role == "":
+					// A HEAD answer has no body to hold the message.
+					if code != http.StatusUnauthorized || rt.Method != http.MethodHead && !strings.Contains(body, cr.msg) {
+						t.Errorf("got %d %s, want 401 with %q", code, body, cr.msg)
+					}
+				default:
+					if code != http.StatusForbidden || rt.Method != http.MethodHead && !strings.Contains(body, "a "+cr.role+" credential may not") {
+						t.Errorf("got %d %s, want 403", code, body)
+					}
+				}
+			})
+		}
+	}
+	for key := range fixture {
+		if !seen[key] {
+			t.Errorf("fixture %s names no route", key)
+		}
+	}
+}
+
+func call(t testing.TB, c *cluster, method string, req request, auth string) (int, string) {
+	t.Helper()
+	r, err := http.NewRequestWithContext(t.Context(), method, c.srv.URL()+req.path, bytes.NewReader(req.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth != "" {
+		r.Header.Set("Authorization", auth)
+	}
+	resp, err := c.hc.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestWorkerReadsOnlyModules: a worker token reads a module by hash, but
+// not another blob, and cannot learn whether a blob exists.
+func TestWorkerReadsOnlyModules(t *testing.T) {
+	c := newCluster(t, nil)
+	tok, err := c.c.CreateToken(t.Context(), api.RoleWorker, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := c.c.AddOp(t.Context(), "tiny", bytes.NewReader(tinyModule), client.OpOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := c.put([]byte("a client's data"))
+	// Removing the operation keeps its module readable: jobs submitted
+	// before may still run it.
+	if err := c.c.RemoveOp(t.Context(), "tiny"); err != nil {
+		t.Fatal(err)
+	}
+	wc := client.New(c.srv.URL(), client.WithToken(tok.Join))
+	var buf bytes.Buffer
+	if _, err := wc.Get(t.Context(), mod.Hash, &buf); err != nil || !bytes.Equal(buf.Bytes(), tinyModule) {
+		t.Errorf("module: %v", err)
+	}
+	for _, id := range []string{data, strings.Repeat("0", 64)} {
+		if _, err := wc.Get(t.Context(), id, io.Discard); !errors.Is(err, client.ErrForbidden) ||
+			!strings.Contains(err.Error(), "only the modules") {
+			t.Errorf("blob %s: %v", id, err)
+		}
+	}
+}
+
+// TestTokens: create, list and revoke through the client; a revoked token
+// fails at once with a 401 that says so; names are unique and checked.
+func TestTokens(t *testing.T) {
+	c := newCluster(t, nil)
+	ctx := t.Context()
+	tok, err := c.c.CreateToken(ctx, api.RoleClient, "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(tok.Token, api.TokenPrefix) || tok.Fingerprint != api.FormatFingerprint(c.srv.Fingerprint()) ||
+		tok.Join != api.JoinToken(tok.Token, c.srv.Fingerprint()) || tok.Role != api.RoleClient || tok.Name != "ci" {
+		t.Errorf("created %+v", tok)
+	}
+	cc := client.New(c.srv.URL(), client.WithToken(tok.Join))
+	if _, err := cc.Jobs(ctx, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cc.CreateToken(ctx, api.RoleAdmin, ""); !errors.Is(err, client.ErrForbidden) {
+		t.Errorf("a client creating a token: %v", err)
+	}
+	list, err := c.c.Tokens(ctx)
+	if err != nil || len(list) != 1 || list[0].ID != tok.ID || list[0].LastUsed.IsZero() || !list[0].Revoked.IsZero() {
+		t.Errorf("tokens %+v, %v", list, err)
+	}
+	for _, tt := range []struct{ role, name, msg string }{
+		{"root", "", `role "root"`},
+		{api.RoleClient, "ci", "exists already"},
+		{api.RoleClient, "has space", "only letters"},
+		{api.RoleClient, "0123456789abcdef", "looks like a token ID"},
+		{api.RoleClient, strings.Repeat("n", 65), "1 to 64"},
+	} {
+		if _, err := c.c.CreateToken(ctx, tt.role, tt.name); err == nil || !strings.Contains(err.Error(), tt.msg) {
+			t.Errorf("create %s %q: %v, want %q", tt.role, tt.name, err, tt.msg)
+		}
+	}
+	if _, err := c.c.RevokeToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cc.Jobs(ctx, "", 0); !errors.Is(err, client.ErrUnauthorized) || !strings.Contains(err.Error(), "was revoked at") {
+		t.Errorf("revoked token: %v", err)
+	}
+	if _, err := c.c.RevokeToken(ctx, "ci"); !errors.Is(err, client.ErrConflict) {
+		t.Errorf("revoking twice: %v", err)
+	}
+	if _, err := c.c.RevokeToken(ctx, "nobody"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("revoking a missing token: %v", err)
+	}
+	// Tokens and their revocation survive a restart.
+	c.stopServer()
+	c.startServer()
+	if _, err := cc.Jobs(ctx, "", 0); !errors.Is(err, client.ErrUnauthorized) {
+		t.Errorf("revoked token after a restart: %v", err)
+	}
+}
+
+// TestWorkerToken: a worker registers and runs units with a worker token
+// (pinned by a join token); the token cannot submit jobs.
+func TestWorkerToken(t *testing.T) {
+	c := newCluster(t, nil)
+	tok, err := c.c.CreateToken(t.Context(), api.RoleWorker, "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.addWorker(1, func(cfg *worker.Config) { cfg.Token = tok.Join })
+	c.waitWorkers(1)
+	in := c.put([]byte("payload"))
+	if st := c.run(api.JobRequest{Op: "noop", Input: in}); st.State != api.JobDone {
+		t.Errorf("job %s: %s", st.State, st.Error)
+	}
+	wc := client.New(c.srv.URL(), client.WithToken(tok.Join))
+	if _, err := wc.Submit(t.Context(), api.JobRequest{Op: "noop", Input: in}); !errors.Is(err, client.ErrForbidden) {
+		t.Errorf("a worker submitting: %v", err)
+	}
+}
+
+// TestSpecDeclaresAuth: every route that needs a credential is in
+// openapi.yaml with its 401 and 403 answers.
+func TestSpecDeclaresAuth(t *testing.T) {
+	var spec struct {
+		Paths map[string]map[string]yaml.Node `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(api.Spec, &spec); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, nil)
+	for _, rt := range server.Routes(c.srv) {
+		node, ok := spec.Paths[rt.Pattern][strings.ToLower(rt.Method)]
+		if !ok {
+			t.Errorf("%s %s is not in openapi.yaml", rt.Method, rt.Pattern)
+			continue
+		}
+		var op struct {
+			Security  []map[string][]string `yaml:"security"`
+			Responses map[string]any        `yaml:"responses"`
+		}
+		if err := node.Decode(&op); err != nil {
+			t.Errorf("%s %s: %v", rt.Method, rt.Pattern, err)
+			continue
+		}
+		if rt.Roles == nil {
+			if op.Security == nil || len(op.Security) != 0 {
+				t.Errorf("%s %s is open but openapi.yaml does not say security: []", rt.Method, rt.Pattern)
+			}
+			continue
+		}
+		for _, code := range []string{"401", "403"} {
+			if _, ok := op.Responses[code]; !ok {
+				t.Errorf("%s %s: openapi.yaml declares no %s", rt.Method, rt.Pattern, code)
+			}
+		}
+	}
+}
