@@ -405,3 +405,41 @@ func TestSpecDeclaresAuth(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerTokenOwnsItsWorker: a worker token speaks only for the workers
+// it registered; another worker token gets 403 on them, an admin does not.
+func TestWorkerTokenOwnsItsWorker(t *testing.T) {
+	c := newCluster(t, nil)
+	mine, err := c.c.CreateToken(t.Context(), api.RoleWorker, "mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := c.c.CreateToken(t.Context(), api.RoleWorker, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.addWorker(1, func(cfg *worker.Config) { cfg.Token = mine.Join })
+	c.waitWorkers(1)
+	ws, err := c.c.Workers(t.Context())
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("workers: %v %v", ws, err)
+	}
+	id := ws[0].ID
+	hb := request{path: api.PathWorkers + "/" + id + "/heartbeat", body: []byte("{}")}
+	if code, body := call(t, c, http.MethodPost, hb, "Bearer "+other.Token); code != http.StatusForbidden || !strings.Contains(body, "another token") {
+		t.Errorf("another worker token's heartbeat: %d %s", code, body)
+	}
+	del := request{path: api.PathWorkers + "/" + id}
+	if code, body := call(t, c, http.MethodDelete, del, "Bearer "+other.Token); code != http.StatusForbidden {
+		t.Errorf("another worker token's deregistration: %d %s", code, body)
+	}
+	if code, body := call(t, c, http.MethodPost, hb, "Bearer "+mine.Token); code != http.StatusOK {
+		t.Errorf("the owner's heartbeat: %d %s", code, body)
+	}
+	if code, body := call(t, c, http.MethodPost, hb, "Bearer "+api.Token(testKey)); code != http.StatusOK {
+		t.Errorf("the admin's heartbeat: %d %s", code, body)
+	}
+	if ws, _ := c.c.Workers(t.Context()); len(ws) != 1 {
+		t.Errorf("%d workers after the refused deregistration, want 1", len(ws))
+	}
+}

@@ -461,6 +461,7 @@ func (s *Server) postWorker(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.owners.claim(ans.Worker, caller(r))
 	w.Header().Set("Location", api.PathWorkers+"/"+ans.Worker)
 	return writeJSON(w, http.StatusCreated, &ans)
 }
@@ -470,16 +471,23 @@ func (s *Server) putWorker(w http.ResponseWriter, r *http.Request) error {
 	if err := s.readJSON(w, r, "worker registration", &reg); err != nil {
 		return err
 	}
+	if err := s.owners.check(r.PathValue("id"), caller(r)); err != nil {
+		return err
+	}
 	ans, err := s.register(r.Context(), r.PathValue("id"), reg)
 	if err != nil {
 		return err
 	}
+	s.owners.claim(ans.Worker, caller(r))
 	return writeJSON(w, http.StatusOK, &ans)
 }
 
 func (s *Server) postHeartbeat(w http.ResponseWriter, r *http.Request) error {
 	var hb api.Heartbeat
 	if err := s.readJSON(w, r, "heartbeat", &hb); err != nil {
+		return err
+	}
+	if err := s.owners.check(r.PathValue("id"), caller(r)); err != nil {
 		return err
 	}
 	ans, err := s.heartbeat(r.Context(), r.PathValue("id"), hb)
@@ -520,9 +528,13 @@ func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deleteWorker(w http.ResponseWriter, r *http.Request) error {
+	if err := s.owners.check(r.PathValue("id"), caller(r)); err != nil {
+		return err
+	}
 	if err := s.deregister(r.Context(), r.PathValue("id")); err != nil {
 		return err
 	}
+	s.owners.forget(r.PathValue("id"))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

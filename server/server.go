@@ -64,6 +64,8 @@ type Server struct {
 	// userOps agree on the newest version.
 	opsMu sync.Mutex
 
+	owners owners // worker ID -> the worker token that registered it
+
 	mu      sync.Mutex
 	peers   map[string]*peer // live workers by ID
 	jobs    map[uint64]*run  // unfinished jobs by ID
