@@ -41,7 +41,7 @@ func TestServerQuotaFlags(t *testing.T) {
 	dir := t.TempDir()
 	srv := startBraid(t, "server", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
 		"--max-upload", "4K", "--max-data", "6K", "--retain", "7d")
-	t.Setenv("BRAID_SERVER", srv.waitOutput(t, regexp.MustCompile(`listening on (http://\S+)`)))
+	t.Setenv("BRAID_SERVER", srv.waitOutput(t, regexp.MustCompile(`listening on (https?://\S+)`)))
 	file := func(name string, n int, b byte) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(strings.Repeat(string(b), n)), 0o644); err != nil {

@@ -180,7 +180,7 @@ func floodChild(t *testing.T) {
 		t.Fatalf("job before the flood is %s: %s", st.State, st.Error)
 	}
 	stdin := bufio.NewScanner(os.Stdin)
-	fmt.Printf("flood-targets server=%s worker=%s\n", strings.TrimPrefix(c.srv.URL(), "http://"), w.w.Addrs()[0])
+	fmt.Printf("flood-targets server=%s worker=%s\n", strings.TrimPrefix(strings.TrimPrefix(c.srv.URL(), "https://"), "http://"), w.w.Addrs()[0])
 	if !stdin.Scan() || stdin.Text() != "flooded" {
 		t.Fatalf("parent said %q, want flooded", stdin.Text())
 	}

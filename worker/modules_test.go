@@ -50,7 +50,7 @@ func TestPrefetch(t *testing.T) {
 	}))
 	defer srv.Close()
 	cfg := Config{ModuleDir: t.TempDir(), ModuleCache: 1 << 20, MaxModule: 1 << 20}
-	m, err := newModules(&cfg, []*client.Client{client.New(srv.URL)})
+	m, err := newModules(&cfg, []*client.Client{client.New(srv.URL, client.WithInsecureHTTP())})
 	if err != nil {
 		t.Fatal(err)
 	}
