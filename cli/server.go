@@ -94,6 +94,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	lim := addLimitFlags(fs)
 	maxTries := fs.Int("max-tries", 0, "times a unit may fail before its job fails, for jobs that do not say (default 3)")
 	maxModule := fs.String("max-module", "64M", "largest WebAssembly `size` an operation may upload")
+	maxConns := fs.Int("max-conns", 0, "most control API `connections` open at once; more wait until one closes (default: a quarter of the file descriptor limit, 64 to 4096)")
 	maxUpload := fs.String("max-upload", "16G", "largest `size` of one upload; larger ones are refused (413)")
 	maxData := fs.String("max-data", "0", "most bytes stored in all (`size`; 0: no limit but the disk); uploads past it and jobs submitted at it are refused (507)")
 	retain := fs.String("retain", "0", "keep job outputs this `long` after the job ends, e.g. 7d or 36h; 0 keeps them until deleted")
@@ -162,7 +163,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
 		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: logger(env),
 		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
-		MaxBlob: upSize, MaxData: dataSize, Retain: keep,
+		MaxBlob: upSize, MaxData: dataSize, Retain: keep, MaxConns: *maxConns,
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},
 		TLSCert:   *tlsCert, TLSKey: *tlsKey, InsecureHTTP: *insecure,
 	})

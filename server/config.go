@@ -78,6 +78,12 @@ type Config struct {
 	Retain time.Duration
 	// MaxRequest bounds a JSON request body. Zero means 1 MiB.
 	MaxRequest int64
+	// MaxConns bounds the control API connections open at once; more wait
+	// in the kernel's backlog until one closes, so a flood of idle
+	// connections cannot take the descriptors running jobs need. Zero
+	// means a quarter of the process's file descriptor limit, between 64
+	// and 4096.
+	MaxConns int
 	// MaxModule bounds the size of an uploaded WebAssembly module. Zero
 	// means 64 MiB.
 	MaxModule int64
@@ -128,6 +134,9 @@ func (c *Config) populate() error {
 	setDefault(&c.MaxThreads, 1024)
 	setDefault(&c.MaxBlob, 16<<30)
 	setDefault(&c.MaxRequest, 1<<20)
+	if c.MaxConns == 0 {
+		c.MaxConns = defaultMaxConns()
+	}
 	setDefault(&c.MaxModule, 64<<20)
 	setDefault(&c.UnitMem, 256<<20)
 	setDefault(&c.UnitTimeout, time.Minute)

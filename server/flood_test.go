@@ -184,11 +184,15 @@ func floodChild(t *testing.T) {
 	if !stdin.Scan() || stdin.Text() != "flooded" {
 		t.Fatalf("parent said %q, want flooded", stdin.Text())
 	}
-	for _, name := range []string{"control API", "transport"} {
-		if !hasLine(logs.String(), "accept failed", "listener=\""+name+"\"", "too many open files") &&
-			!hasLine(logs.String(), "accept failed", "listener="+name, "too many open files") {
-			t.Errorf("the %s listener never hit EMFILE: the flood did not exhaust the descriptors", name)
-		}
+	if !hasLine(logs.String(), "accept failed", "listener=transport", "too many open files") {
+		t.Errorf("the transport listener never hit EMFILE: the flood did not exhaust the descriptors")
+	}
+	// The control API holds at most its connection cap (a quarter of the
+	// descriptors): the flood waits in the kernel's backlog, unless the
+	// descriptors ran out first, which its accept loop survives too.
+	if !hasLine(logs.String(), "connection cap reached", "listener=\"control API\"") &&
+		!hasLine(logs.String(), "accept failed", "listener=\"control API\"", "too many open files") {
+		t.Errorf("the control API listener neither reached its connection cap nor hit EMFILE")
 	}
 	fmt.Println("flood-seen")
 	if !stdin.Scan() || stdin.Text() != "ended" {

@@ -181,7 +181,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	// net/http retries only some failed accepts, and logs each: this
 	// retries them all, with one Warn an episode.
-	s.ln = accept.Retrying(ln, "control API", s.log)
+	s.ln = accept.Limit(accept.Retrying(ln, "control API", s.log), cfg.MaxConns, "control API", s.log)
 	if tconf != nil {
 		s.ln = tls.NewListener(s.ln, tconf)
 		s.url = "https://" + s.ln.Addr().String()

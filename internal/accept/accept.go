@@ -182,3 +182,67 @@ func (l *Listener) Close() error {
 	l.once.Do(func() { close(l.done) })
 	return l.Listener.Close()
 }
+
+// LimitListener is a net.Listener that keeps at most a fixed number of
+// its connections open: Accept waits (connections queue in the kernel's
+// backlog, holding no descriptor of ours) until one closes. A flood of
+// idle connections then takes its slots, not the descriptors the rest of
+// the process needs; the server's timeouts close idle ones.
+type LimitListener struct {
+	net.Listener
+	name   string
+	logger *slog.Logger
+	sem    chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+// Limit wraps ln so that at most n of its connections are open at once.
+// name says what it serves, for the log; logger nil means slog.Default().
+func Limit(ln net.Listener, n int, name string, logger *slog.Logger) *LimitListener {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &LimitListener{Listener: ln, name: name, logger: logger, sem: make(chan struct{}, max(n, 1)), done: make(chan struct{})}
+}
+
+// Accept implements net.Listener.
+func (l *LimitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	default:
+		l.logger.Warn("connection cap reached; new connections wait until one closes",
+			"listener", l.name, "addr", l.Addr().String(), "cap", cap(l.sem))
+		select {
+		case l.sem <- struct{}{}:
+			l.logger.Info("below the connection cap again", "listener", l.name, "addr", l.Addr().String())
+		case <-l.done:
+			return nil, &net.OpError{Op: "accept", Net: l.Addr().Network(), Addr: l.Addr(), Err: net.ErrClosed}
+		}
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, sem: l.sem}, nil
+}
+
+// Close implements net.Listener; it also ends an Accept waiting for a slot.
+func (l *LimitListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+// limitConn gives its slot back when closed.
+type limitConn struct {
+	net.Conn
+	sem  chan struct{}
+	once sync.Once
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { <-c.sem })
+	return err
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -251,4 +252,69 @@ func TestFlappingIsOneEpisode(t *testing.T) {
 			t.Errorf("episode did not end a second after its last failure:\n%s", logs.String())
 		}
 	})
+}
+
+// TestLimit: the third connection waits until one of two closes; Close
+// ends a waiting Accept.
+func TestLimit(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	ln := Limit(inner, 2, "test", slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil)))
+	defer ln.Close()
+	accepted := make(chan net.Conn, 3)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	for range 3 {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	first := <-accepted
+	<-accepted
+	select {
+	case <-accepted:
+		t.Fatal("a third connection was accepted past the cap of 2")
+	case <-time.After(200 * time.Millisecond):
+	}
+	first.Close()
+	first.Close() // a second Close gives back no second slot
+	select {
+	case c := <-accepted:
+		c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting connection was not accepted after one closed")
+	}
+	mu.Lock()
+	if !strings.Contains(logs.String(), "connection cap reached") {
+		t.Errorf("no warning about the cap: %s", logs.String())
+	}
+	mu.Unlock()
+	ln.Close()
+	for range accepted {
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
