@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -182,5 +183,91 @@ func TestDiskFull(t *testing.T) {
 				t.Errorf("stored job: %s with %d running; want failed, none running", j.State, j.Running)
 			}
 		})
+	}
+}
+
+// TestDiskFullTmpfs fills a real file system (a small tmpfs holding the
+// server's whole data directory, database included) while jobs run: every
+// job ends, done or failed with a reason, none stays running; once there
+// is room again a new job is done. It needs root to mount the tmpfs.
+func TestDiskFullTmpfs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=48m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v): needs root", err)
+	}
+	// Cleanups run last in, first out: unmount after the cluster stopped.
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	c := newCluster(t, func(cfg *server.Config) { cfg.Data = dir })
+	c.addWorker(2, slowBlur(5*time.Millisecond))
+	c.waitWorkers(1)
+	img := ops.SamplePNG(320, 240)
+	want := reference(t, ops.Blur(), img, nil)
+	in := c.put(img)
+	req := api.JobRequest{Op: "blur", Input: in, Tile: api.Tile{W: 40, H: 40}} // 48 units
+	var jobs []uint64
+	for range 4 {
+		jobs = append(jobs, c.submit(req).Job)
+	}
+	c.waitDone(jobs[0], 4)
+
+	// Fill what is left of the file system.
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for i := 0; i < 64; i++ {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling the tmpfs: %v", err)
+			}
+			break
+		}
+	}
+	f.Close()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var done, failed int
+	for _, id := range jobs {
+		st, err := c.c.Wait(ctx, id, nil)
+		if err != nil {
+			t.Fatalf("job %d not final 60s after the disk filled: %v (status %+v)", id, err, st)
+		}
+		switch st.State {
+		case api.JobDone:
+			done++
+			if got := c.get(st.Output); string(got) != string(want) {
+				t.Errorf("job %d is done with wrong output", id)
+			}
+		case api.JobFailed:
+			failed++
+			if st.Error == "" {
+				t.Errorf("job %d failed without a reason", id)
+			}
+			t.Logf("job %d failed: %s", id, st.Error)
+		default:
+			t.Errorf("job %d is %s", id, st.State)
+		}
+	}
+	t.Logf("with the disk full: %d jobs done, %d failed", done, failed)
+	if running, err := c.c.Jobs(t.Context(), api.JobRunning, 0); err != nil || len(running) != 0 {
+		t.Errorf("jobs running: %+v, %v; want none", running, err)
+	}
+
+	// Room again: the server serves a new job.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	st := c.run(api.JobRequest{Op: "blur", Input: in, Tile: api.Tile{W: 80, H: 60}})
+	if st.State != api.JobDone {
+		t.Fatalf("job after the disk had room: %s: %s", st.State, st.Error)
+	}
+	if got := c.get(st.Output); string(got) != string(want) {
+		t.Error("output after the disk had room differs from the single-unit blur")
 	}
 }
