@@ -3,9 +3,11 @@
 package ksctp
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -116,4 +118,87 @@ func TestStallProbeTCP(t *testing.T) {
 	n, _ := io.Copy(io.Discard, s)
 	el := time.Since(start)
 	t.Logf("tcp %d MiB in %v (%.0f Mbit/s)", n>>20, el.Round(time.Millisecond), float64(n*8)/el.Seconds()/1e6)
+}
+
+// TestHOLProbe measures (BRAID_KSCTP_STALL=1, for docs/sctp.md) the
+// latency of 1 KiB messages sent every 20 ms while 4 MiB of bulk goes out
+// at once, both on one lane (one SCTP stream) or on two: with loss on the
+// link (netem, set by the caller), the small messages wait behind the
+// bulk's retransmissions only when they share its stream.
+func TestHOLProbe(t *testing.T) {
+	if os.Getenv("BRAID_KSCTP_STALL") != "1" {
+		t.Skip("measurement; BRAID_KSCTP_STALL=1")
+	}
+	requireKernel(t)
+	for _, shared := range []bool{true, false} {
+		c, s, _ := pair(t, Kind{Config: Config{ReceiveBuffer: 4 << 20}}, "127.0.0.1", "127.0.0.1:0")
+		cl, sl := c.(channel.Lanes), s.(channel.Lanes)
+		bulk, _ := cl.OpenLane(1)
+		small := bulk
+		if !shared {
+			small, _ = cl.OpenLane(2)
+		}
+		const n, size = 50, 1 << 10
+		go func() { _, _ = bulk.Write(make([]byte, 4<<20)) }()
+		sent := make(chan time.Time, n)
+		go func() {
+			for i := 0; i < n; i++ {
+				msg := bytes.Repeat([]byte{0xAA}, size)
+				sent <- time.Now()
+				_, _ = small.Write(msg)
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		var lat []time.Duration
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range map[bool]int{true: 1, false: 2}[shared] {
+			_, l, err := sl.AcceptLane(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() {
+				b := make([]byte, 64<<10)
+				marks := 0 // 0xAA bytes read: small messages are all 0xAA, bulk bytes zero
+				for {
+					_ = l.SetReadDeadline(time.Now().Add(20 * time.Second))
+					k, err := l.Read(b)
+					if err != nil {
+						return
+					}
+					before := marks / size
+					marks += bytes.Count(b[:k], []byte{0xAA})
+					for range marks/size - before {
+						mu.Lock()
+						lat = append(lat, time.Since(<-sent))
+						done := len(lat) == n
+						mu.Unlock()
+						if done {
+							return
+						}
+					}
+				}
+			})
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			k := len(lat)
+			mu.Unlock()
+			if k == n {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_ = c.Close()
+		_ = s.Close()
+		wg.Wait()
+		mu.Lock()
+		slices.Sort(lat)
+		if len(lat) > 0 {
+			t.Logf("shared=%v: %d of %d small messages; latency median %v, p90 %v, max %v", shared, len(lat), n,
+				lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*9/10].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
+		}
+		mu.Unlock()
+	}
 }
