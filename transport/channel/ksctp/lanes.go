@@ -21,11 +21,23 @@ var _ channel.Lanes = (*Conn)(nil)
 // (transport.MaxLanes is 64, lanes 0..63), plus one spare.
 const numStreams = 64 + 1
 
-// laneBuffer bounds the bytes received on one lane and not yet read. When
-// a lane's reader falls that far behind, the demultiplexer stops reading
-// the socket until it catches up; the kernel's receive window then holds
-// the peer back.
+// laneBuffer bounds the bytes received on one lane and not yet read,
+// while nobody waits on another lane. When a lane's reader falls that far
+// behind, the demultiplexer stops reading the socket until it catches up;
+// the kernel's receive window then holds the peer back.
+//
+// SCTP has one receive window per association, not one per stream, and
+// recvmsg returns messages in arrival order whatever their stream: the
+// data another lane's reader waits for may sit in the socket behind the
+// full lane's. So while a reader waits on another lane (or AcceptLane
+// waits for a new one), the demultiplexer reads on, letting the full lane
+// hold more, up to maxBuffered over all lanes: one full lane never blocks
+// the others unless that much is waiting to be read.
 const laneBuffer = 1 << 20
+
+// maxBuffered bounds the bytes received and not yet read over all lanes of
+// an association, even while readers wait (see laneBuffer).
+const maxBuffered = 16 * laneBuffer
 
 // errNoLanes is returned by OpenLane and AcceptLane on a Conn that does
 // not demultiplex streams (off Linux, or the tests' TCP stand-in).
@@ -59,6 +71,7 @@ type mux struct {
 	nin    int             // inbound streams the association has: stream ids below nin are valid
 	nout   int             // outbound streams: OpenLane ids below nout
 	limit  int             // laneBuffer, smaller in tests
+	total  int             // maxBuffered, smaller in tests
 	onFail func(err error) // closes the socket after a protocol error
 
 	// setWriteDeadline sets the socket's write deadline, which every
@@ -66,6 +79,9 @@ type mux struct {
 	setWriteDeadline func(time.Time) error
 
 	mu       sync.Mutex
+	resume   sync.Cond // on mu: run, paused in deliver, rechecks (a lane drained or closed, a reader waits, the end)
+	buffered int       // bytes in every lane's buf
+	waiting  int       // lane Reads and AcceptLanes waiting for data
 	lanes    map[uint16]*lane
 	acceptQ  []*lane       // lanes the peer sent on first, not yet accepted
 	acceptCh chan struct{} // signalled when acceptQ grows
@@ -77,11 +93,12 @@ type mux struct {
 
 func newMux(recv recvFunc, send sendFunc, nin, nout int) *mux {
 	m := &mux{
-		recv: recv, send: send, nin: nin, nout: nout, limit: laneBuffer,
+		recv: recv, send: send, nin: nin, nout: nout, limit: laneBuffer, total: maxBuffered,
 		lanes:    map[uint16]*lane{},
 		acceptCh: make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
+	m.resume.L = &m.mu
 	return m
 }
 
@@ -102,7 +119,6 @@ type lane struct {
 	closed  bool // closed locally: incoming data is dropped
 	buf     []byte
 	wake    chan struct{} // signalled when buf grows or the lane ends
-	space   chan struct{} // signalled when the reader drains buf
 	rdl     time.Time
 	rtimer  *time.Timer
 	wdl     time.Time
@@ -114,7 +130,7 @@ type lane struct {
 func (m *mux) laneLocked(id uint16) *lane {
 	l := m.lanes[id]
 	if l == nil {
-		l = &lane{m: m, id: id, wake: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+		l = &lane{m: m, id: id, wake: make(chan struct{}, 1)}
 		m.lanes[id] = l
 	}
 	return l
@@ -134,7 +150,7 @@ func (m *mux) run() {
 		mid bool   // inside a message: the last piece lacked MSG_EOR
 		sid uint16 // the stream of that message
 	)
-	for {
+	for m.hold() {
 		p, err := m.recv(b)
 		if err != nil {
 			m.fail(err)
@@ -163,8 +179,8 @@ func (m *mux) run() {
 	}
 }
 
-// deliver appends b to lane id's buffer, waiting while the lane is full.
-// It reports false once the mux has ended.
+// deliver appends b to lane id's buffer. It reports false once the mux
+// has ended.
 func (m *mux) deliver(id uint16, b []byte) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -183,16 +199,54 @@ func (m *mux) deliver(id uint16, b []byte) bool {
 		return true
 	}
 	l.buf = append(l.buf, b...)
+	m.buffered += len(b)
 	signal(l.wake)
-	for len(l.buf) >= m.limit && !l.closed && m.err == nil {
-		m.mu.Unlock()
-		select {
-		case <-l.space:
-		case <-m.done:
-		}
-		m.mu.Lock()
+	return true
+}
+
+// hold waits, before run reads the socket again, while a lane is full and
+// nobody waits for data, or while all lanes together hold m.total (see
+// laneBuffer). It reports false once the mux has ended.
+func (m *mux) hold() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for m.err == nil && m.fullLocked() {
+		m.resume.Wait()
 	}
 	return m.err == nil
+}
+
+// fullLocked reports whether run should stop reading the socket for now.
+// Caller holds m.mu.
+func (m *mux) fullLocked() bool {
+	if m.buffered >= m.total {
+		return true
+	}
+	if m.waiting > 0 {
+		return false
+	}
+	for _, l := range m.lanes {
+		if len(l.buf) >= m.limit {
+			return true
+		}
+	}
+	return false
+}
+
+// waitLocked waits for wake or the mux's end, counted in m.waiting so that
+// run does not stop reading the socket for a full lane meanwhile. Caller
+// holds m.mu; it is released while waiting.
+func (m *mux) waitLocked(wake <-chan struct{}, ctx <-chan struct{}) {
+	m.waiting++
+	m.resume.Broadcast()
+	m.mu.Unlock()
+	select {
+	case <-wake:
+	case <-m.done:
+	case <-ctx:
+	}
+	m.mu.Lock()
+	m.waiting--
 }
 
 // fail ends the mux with err, waking every reader, writer and AcceptLane;
@@ -205,6 +259,7 @@ func (m *mux) fail(err error) {
 	}
 	m.err = err
 	close(m.done)
+	m.resume.Broadcast()
 	closed := m.closed
 	m.mu.Unlock()
 	if !closed && err != io.EOF && m.onFail != nil {
@@ -252,16 +307,14 @@ func (m *mux) accept(ctx context.Context) (*lane, error) {
 				return l, nil
 			}
 		}
-		err := m.err
-		m.mu.Unlock()
-		if err != nil {
+		if err := m.err; err != nil {
+			m.mu.Unlock()
 			return nil, err
 		}
-		select {
-		case <-m.acceptCh:
-		case <-m.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		m.waitLocked(m.acceptCh, ctx.Done())
+		m.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -281,7 +334,8 @@ func (l *lane) read(p []byte) (int, error) {
 			if len(l.buf) == 0 {
 				l.buf = nil
 			}
-			signal(l.space)
+			m.buffered -= n
+			m.resume.Broadcast()
 			m.mu.Unlock()
 			return n, nil
 		}
@@ -298,11 +352,8 @@ func (l *lane) read(p []byte) (int, error) {
 			m.mu.Unlock()
 			return 0, os.ErrDeadlineExceeded
 		}
+		m.waitLocked(l.wake, nil)
 		m.mu.Unlock()
-		select {
-		case <-l.wake:
-		case <-m.done:
-		}
 	}
 }
 
@@ -436,12 +487,13 @@ func (l *lane) closeLane() {
 	m := l.m
 	m.mu.Lock()
 	l.closed = true
+	m.buffered -= len(l.buf)
 	l.buf = nil
 	if l.rtimer != nil {
 		l.rtimer.Stop()
 	}
 	signal(l.wake)
-	signal(l.space)
+	m.resume.Broadcast()
 	_ = m.syncWriteDeadlineLocked() // wakes a Write waiting on the lane
 	m.mu.Unlock()
 }

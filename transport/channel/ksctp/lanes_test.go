@@ -128,12 +128,13 @@ func (f *fakeSock) feed(t testing.TB, steps ...step) {
 }
 
 // newTestConn returns a Conn whose mux runs over a fakeSock with nin
-// inbound and nout outbound streams and the given lane buffer bound.
+// inbound and nout outbound streams, the given lane buffer bound, and four
+// times that over all lanes.
 func newTestConn(t testing.TB, nin, nout, limit int) (*Conn, *fakeSock) {
 	t.Helper()
 	f := &fakeSock{in: make(chan step), stop: make(chan struct{}), recvs: make(chan struct{}, 1), changed: make(chan struct{})}
 	m := newMux(f.recv, f.send, nin, nout)
-	m.limit = limit
+	m.limit, m.total = limit, 4*limit
 	m.setWriteDeadline = f.setWriteDeadline
 	failed := make(chan error, 1)
 	m.onFail = func(err error) { failed <- err; _ = f.Close() }
@@ -273,6 +274,83 @@ func TestMuxBackpressure(t *testing.T) {
 	f.feed(t, step{data: piece8, sid: 1, eor: true}, step{data: piece8, sid: 1, eor: true}, step{data: piece8, sid: 1, eor: true})
 	if _, err := l1.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("Read of a closed lane: %v", err)
+	}
+}
+
+// blocked reports whether the demultiplexer does not take s within 50ms.
+// If it does take it, it has been fed.
+func (f *fakeSock) blocked(s step) bool {
+	select {
+	case f.in <- s:
+		<-f.recvs
+		return false
+	case <-time.After(50 * time.Millisecond):
+		return true
+	}
+}
+
+// TestMuxFullLaneDoesNotBlockOthers: lane 1 is full and nobody reads it;
+// data for lane 2 (new: AcceptLane waits) and for lane 0 (its Read waits)
+// is behind more of lane 1's in the socket. The demultiplexer reads on
+// while someone waits, up to the bound over all lanes.
+func TestMuxFullLaneDoesNotBlockOthers(t *testing.T) {
+	c, f := newTestConn(t, numStreams, numStreams, 10) // 10 per lane, 40 in all
+	l1, _ := c.OpenLane(1)
+	piece8 := bytes.Repeat([]byte{1}, 8)
+	f.feed(t, step{data: piece8, sid: 1, eor: true}, step{data: piece8, sid: 1, eor: true})
+	if !f.blocked(step{data: piece8, sid: 1, eor: true}) {
+		t.Fatal("the demultiplexer read on with lane 1 full and nobody waiting")
+	}
+	type accepted struct {
+		id  uint16
+		c   net.Conn
+		err error
+	}
+	acc := make(chan accepted, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		id, l, err := c.AcceptLane(ctx)
+		acc <- accepted{id, l, err}
+	}()
+	// Lane 1's data the test tried to feed above, then lane 2's.
+	f.feed(t, step{data: piece8, sid: 1, eor: true}, step{data: []byte("two"), sid: 2, eor: true})
+	a := <-acc
+	if a.err != nil || a.id != 2 {
+		t.Fatalf("AcceptLane = %d, %v; want lane 2", a.id, a.err)
+	}
+	if got := string(readN(t, a.c, 3)); got != "two" {
+		t.Errorf("lane 2 read %q", got)
+	}
+	// Nobody waits again: lane 1 (24 bytes) holds the socket. The
+	// demultiplexer may be in recvmsg already, having looked while
+	// AcceptLane still waited: then it takes one more message.
+	n1 := 24
+	if !f.blocked(step{data: piece8, sid: 1, eor: true}) {
+		n1 += 8
+	}
+	if !f.blocked(step{data: []byte("zero"), sid: 0, eor: true}) {
+		t.Fatal("the demultiplexer read on with lane 1 full and nobody waiting")
+	}
+	// A Read waiting on lane 0 lets it read on, up to 40 bytes in all.
+	got0 := make(chan string, 1)
+	go func() {
+		b := make([]byte, 4)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, _ := io.ReadFull(c, b)
+		got0 <- string(b[:n])
+	}()
+	for n1 < 40 {
+		f.feed(t, step{data: piece8, sid: 1, eor: true})
+		n1 += 8
+	}
+	if !f.blocked(step{data: []byte("zero"), sid: 0, eor: true}) {
+		t.Fatal("the demultiplexer read past the bound over all lanes")
+	}
+	readN(t, l1, n1)
+	f.feed(t, step{data: []byte("zero"), sid: 0, eor: true})
+	if s := <-got0; s != "zero" {
+		t.Errorf("lane 0 read %q", s)
 	}
 }
 

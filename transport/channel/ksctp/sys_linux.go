@@ -72,19 +72,45 @@ func (p proto) wrap(c net.Conn) (*Conn, error) {
 	return lanesWrap(c)
 }
 
-// Available reports whether the kernel offers SCTP, by opening and closing
-// an SCTP socket. The error wraps ErrUnavailable.
+// The system calls whose failures say that the kernel lacks SCTP; the
+// tests replace them to take those paths on any kernel.
+var (
+	sysSocket = unix.Socket
+	sysListen = unix.Listen
+)
+
+// Available reports whether the kernel can run a session over SCTP: it
+// opens an SCTP socket and listens on it (on an ephemeral port of every
+// address), which also needs the HMAC transform of SCTP's cookie (the
+// hmac module): with sctp loaded but not hmac, socket works and listen
+// fails. The error wraps ErrUnavailable and says what to load.
 func Available() error {
 	fd, err := socket(unix.AF_INET, unix.IPPROTO_SCTP)
 	if err != nil {
 		return err
 	}
-	return unix.Close(fd)
+	defer unix.Close(fd)
+	return listenSCTP(fd, 1)
+}
+
+// listenSCTP listens on an SCTP socket. The kernel sets up the cookie's
+// HMAC (net.sctp.cookie_hmac_alg, hmac(md5) by default) here, so a
+// missing hmac module shows as ENOSYS.
+func listenSCTP(fd, backlog int) error {
+	err := sysListen(fd, backlog)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("%w: listen on an SCTP socket: %w: the kernel lacks the HMAC of SCTP's cookie (net.sctp.cookie_hmac_alg); load the hmac module (modprobe hmac)",
+			ErrUnavailable, err)
+	}
+	return os.NewSyscallError("listen", err)
 }
 
 // socket opens a non-blocking one-to-one (SOCK_STREAM) socket.
 func socket(family, proto int) (int, error) {
-	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, proto)
+	fd, err := sysSocket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, proto)
 	if err == nil {
 		return fd, nil
 	}
@@ -300,8 +326,13 @@ func (p proto) listen(cfg *Config, laddr *Addr) (net.Listener, error) {
 	if err := p.bindAll(fd, fam, laddr); err != nil {
 		return nil, err
 	}
-	if err := unix.Listen(fd, cfg.backlog()); err != nil {
-		return nil, os.NewSyscallError("listen", err)
+	if p.num == unix.IPPROTO_SCTP {
+		err = listenSCTP(fd, cfg.backlog())
+	} else if err = sysListen(fd, cfg.backlog()); err != nil {
+		err = os.NewSyscallError("listen", err)
+	}
+	if err != nil {
+		return nil, err
 	}
 	f := os.NewFile(uintptr(fd), "sctp-listener")
 	owned = true

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -180,5 +181,61 @@ func TestAcceptSkipsFailedSetup(t *testing.T) {
 		if _, err := d.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 			t.Errorf("association %d, whose setup failed, was not closed: %v", i, err)
 		}
+	}
+}
+
+// withoutSCTP makes socket(..., IPPROTO_SCTP) fail as on a kernel without
+// the sctp module, until t ends.
+func withoutSCTP(t testing.TB) {
+	t.Helper()
+	old := sysSocket
+	sysSocket = func(family, typ, proto int) (int, error) {
+		if proto == unix.IPPROTO_SCTP {
+			return -1, unix.EPROTONOSUPPORT
+		}
+		return old(family, typ, proto)
+	}
+	t.Cleanup(func() { sysSocket = old })
+}
+
+// TestUnavailableWithoutHMAC: with sctp loaded but not hmac, socket works
+// and listen fails with ENOSYS. Available must say no, and name hmac; the
+// socket it opened is closed. A TCP socket stands in for the SCTP one.
+func TestUnavailableWithoutHMAC(t *testing.T) {
+	oldSocket, oldListen := sysSocket, sysListen
+	t.Cleanup(func() { sysSocket, sysListen = oldSocket, oldListen })
+	opened := -1
+	sysSocket = func(family, typ, proto int) (int, error) {
+		fd, err := oldSocket(family, typ, unix.IPPROTO_TCP)
+		opened = fd
+		return fd, err
+	}
+	listened := 0
+	sysListen = func(fd, backlog int) error {
+		listened++
+		if fd != opened {
+			t.Errorf("listen on fd %d, socket opened %d", fd, opened)
+		}
+		return unix.ENOSYS
+	}
+	err := Available()
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, unix.ENOSYS) {
+		t.Fatalf("Available() = %v, want ErrUnavailable wrapping ENOSYS", err)
+	}
+	for _, s := range []string{"listen on an SCTP socket", "modprobe hmac"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%q lacks %q", err, s)
+		}
+	}
+	if listened != 1 {
+		t.Errorf("listen called %d times, want 1", listened)
+	}
+	if _, err := unix.FcntlInt(uintptr(opened), unix.F_GETFD, 0); !errors.Is(err, unix.EBADF) {
+		t.Errorf("Available left its socket %d open: F_GETFD %v", opened, err)
+	}
+	// Another listen error is not "unavailable".
+	sysListen = func(int, int) error { return unix.EADDRINUSE }
+	if err := Available(); err == nil || errors.Is(err, ErrUnavailable) {
+		t.Errorf("Available() with EADDRINUSE = %v, want an error that is not ErrUnavailable", err)
 	}
 }

@@ -1,0 +1,103 @@
+//go:build linux
+
+package ksctp
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/internal/uml"
+)
+
+// TestKernelSCTPInUML runs this package's tests (three times, for
+// steadiness on one CPU) and the transport package's kernel-SCTP session
+// tests inside User-Mode Linux, where kernel SCTP loads, when this kernel
+// has none. Inside, BRAID_REQUIRE_KSCTP=1 turns any skip of a kernel-SCTP
+// test into a failure. The binaries are built without -race: the race
+// detector's shadow memory lies beyond the guest's address space.
+//
+// It skips in -short runs (it builds two test binaries and boots a
+// guest), and where UML is not installed (apt-get install -y
+// user-mode-linux kmod) unless BRAID_REQUIRE_KSCTP=1.
+func TestKernelSCTPInUML(t *testing.T) {
+	if os.Getenv("BRAID_IN_UML") == "1" {
+		t.Skip("running inside User-Mode Linux already")
+	}
+	if Available() == nil {
+		t.Skip("this kernel has SCTP: the kernel-SCTP tests run natively")
+	}
+	if err := uml.Available(); err != nil {
+		if os.Getenv("BRAID_REQUIRE_KSCTP") == "1" {
+			t.Fatalf("BRAID_REQUIRE_KSCTP=1 but %v", err)
+		}
+		t.Skip(err)
+	}
+	if testing.Short() {
+		t.Skip("builds test binaries and boots User-Mode Linux; not in -short")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	pkgDir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	transportDir := filepath.Join(pkgDir, "..", "..")
+	bin := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
+	defer cancel()
+	for _, b := range []struct{ out, dir string }{{"ksctp.test", pkgDir}, {"transport.test", transportDir}} {
+		cmd := exec.CommandContext(ctx, goTool, "test", "-c", "-o", filepath.Join(bin, b.out), ".")
+		cmd.Dir = b.dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go test -c in %s: %v\n%s", b.dir, err, out)
+		}
+	}
+	script := `rc=0
+echo "== ksctp"
+"$BIN/ksctp.test" -test.v -test.count=3 -test.timeout=4m || rc=1
+cd "$TRANSPORT" || exit 1
+echo "== transport"
+"$BIN/transport.test" -test.v -test.run '^TestKernelSCTP' -test.timeout=4m || rc=1
+exit $rc`
+	res, err := uml.Run(ctx, uml.Config{
+		Dir: pkgDir,
+		Env: []string{"BIN=" + bin, "TRANSPORT=" + transportDir, "BRAID_IN_UML=1", "BRAID_REQUIRE_KSCTP=1", "GOTRACEBACK=all"},
+	}, "sh", "-c", script)
+	if err != nil {
+		if errors.Is(err, uml.ErrUnavailable) && os.Getenv("BRAID_REQUIRE_KSCTP") != "1" {
+			t.Skip(err)
+		}
+		if res != nil {
+			t.Logf("output:\n%s", res.Output)
+		}
+		t.Fatal(err)
+	}
+	out := string(res.Output)
+	if res.ExitCode != 0 {
+		t.Fatalf("tests inside UML exited %d:\n%s", res.ExitCode, out)
+	}
+	passed := len(regexp.MustCompile(`(?m)^\s*--- PASS`).FindAllString(out, -1))
+	skipped := regexp.MustCompile(`(?m)^\s*--- SKIP: (\S+)`).FindAllStringSubmatch(out, -1)
+	var names []string
+	for _, m := range skipped {
+		names = append(names, m[1])
+	}
+	for _, want := range []string{"--- PASS: TestLanesKernel", "--- PASS: TestKnobsKernel", "--- PASS: TestKernelSCTPSessions", "--- PASS: TestKernelSCTPMultihomedAssociation"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inside UML, no %q:\n%s", want, out)
+		}
+	}
+	t.Logf("inside UML in %v: %d passed (subtests and -count=3 included); skipped: %v",
+		res.Elapsed.Round(time.Second), passed, names)
+}
