@@ -44,6 +44,9 @@ func sctpConfig(m StripeMode) func(*Config) {
 		c.FragmentSize = 4 << 10
 		c.SegmentSize = 64 << 10
 		c.StreamWindow = 256 << 10
+		// UML has one CPU, shared with a loaded host: a path must not
+		// time out while the guest is starved.
+		c.PathTimeout = 5 * time.Second
 	}
 }
 
