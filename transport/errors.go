@@ -3,12 +3,14 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"net"
 )
 
 var (
 	// ErrClosed is returned by operations on a session or stream that was
-	// closed locally.
-	ErrClosed = errors.New("transport: session closed")
+	// closed locally. errors.Is(ErrClosed, net.ErrClosed) holds, as for a
+	// closed net.Conn.
+	ErrClosed error = closedError{}
 	// ErrPeerClosed is returned when the peer closed the session.
 	ErrPeerClosed = errors.New("transport: session closed by peer")
 	// ErrStreamClosed is returned by WriteMessage after Close on the stream.
@@ -26,6 +28,15 @@ var (
 	// Config.MaxStreams allows.
 	ErrTooManyStreams = errors.New("transport: too many streams")
 )
+
+// closedError is ErrClosed: a session closed locally, which is also a
+// net.ErrClosed.
+type closedError struct{}
+
+func (closedError) Error() string { return "transport: session closed" }
+
+// Is makes errors.Is(ErrClosed, net.ErrClosed) hold.
+func (closedError) Is(target error) bool { return target == net.ErrClosed }
 
 // PathError describes a failure of one path of a session.
 type PathError struct {

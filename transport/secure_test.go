@@ -385,3 +385,14 @@ func TestPlaintextMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestErrClosedIsNetErrClosed: code written for net.Conn recognises a
+// closed session.
+func TestErrClosedIsNetErrClosed(t *testing.T) {
+	c, _ := pair(t, 1, nil)
+	c.Close()
+	_, err := c.OpenStream(t.Context())
+	if !errors.Is(err, ErrClosed) || !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("OpenStream on a closed session: %v, want ErrClosed and net.ErrClosed", err)
+	}
+}
