@@ -324,15 +324,13 @@ INLINE void hrow(const uint8_t *pad, int r, const v128_t *we, const v128_t *wo, 
 	const v128_t rnd = wasm_i32x4_splat(1 << 7), flip = wasm_i32x4_splat((int32_t)0x80008000u);
 	for (long i = 0; i < groups; i++) {
 		const uint8_t *p = pad + 16 * i + 4 * r;
-		v128_t c = wasm_v128_load(p);
-		v128_t lo = wasm_u16x8_extend_low_u8x16(c), hi = wasm_u16x8_extend_high_u8x16(c);
+		v128_t lo = wasm_u16x8_load8x8(p), hi = wasm_u16x8_load8x8(p + 8);
 		v128_t el = wasm_i32x4_dot_i16x8(lo, we[0]), ol = wasm_i32x4_dot_i16x8(lo, wo[0]);
 		v128_t eh = wasm_i32x4_dot_i16x8(hi, we[0]), oh = wasm_i32x4_dot_i16x8(hi, wo[0]);
 		for (int d = 1; d <= r; d++) {
-			v128_t a = wasm_v128_load(p - 4 * d), b = wasm_v128_load(p + 4 * d);
 			/* At most 510 a lane: a signed 16-bit lane holds it. */
-			v128_t sl = wasm_i16x8_add(wasm_u16x8_extend_low_u8x16(a), wasm_u16x8_extend_low_u8x16(b));
-			v128_t sh = wasm_i16x8_add(wasm_u16x8_extend_high_u8x16(a), wasm_u16x8_extend_high_u8x16(b));
+			v128_t sl = wasm_i16x8_add(wasm_u16x8_load8x8(p - 4 * d), wasm_u16x8_load8x8(p + 4 * d));
+			v128_t sh = wasm_i16x8_add(wasm_u16x8_load8x8(p - 4 * d + 8), wasm_u16x8_load8x8(p + 4 * d + 8));
 			el = wasm_i32x4_add(el, wasm_i32x4_dot_i16x8(sl, we[d]));
 			ol = wasm_i32x4_add(ol, wasm_i32x4_dot_i16x8(sl, wo[d]));
 			eh = wasm_i32x4_add(eh, wasm_i32x4_dot_i16x8(sh, we[d]));
