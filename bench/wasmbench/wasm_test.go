@@ -234,7 +234,8 @@ func TestBlurTiles(t *testing.T) {
 // checks every tile of every way; this checks three before it starts.)
 //
 // More ways say where the module's time goes: impl=wasm-O2-scalar is
-// the same C built with -O2 and no SIMD (build.sh's flags before);
+// the same C built with -O2 and no SIMD (build.sh's flags before), which
+// runs blur.c's plain C loops instead of its explicit SIMD path;
 // impl=wazero-nocheck runs build.sh's module, not instrumented, on a
 // plain wazero runtime, which cannot stop it (the ceiling of what
 // package wasm's countdown can reach); impl=wazero-closeondone runs it on

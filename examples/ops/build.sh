@@ -38,8 +38,10 @@ if ! clang --target=wasm32-wasi -O2 -o "$probe/probe.wasm" "$probe/probe.c" -lm 
 	exit 1
 fi
 
-# -O3 -msimd128: vectorized loops (WebAssembly SIMD, which wazero runs),
-# 2-3x faster on blur than -O2 alone. -ffp-contract=off: no fused
+# -O3 -msimd128: WebAssembly SIMD (which wazero runs): vectorized loops,
+# and blur.c's explicit SIMD path (wasm_simd128.h), without which it runs
+# its plain C loops. No relaxed SIMD: package wasm refuses those opcodes.
+# -ffp-contract=off: no fused
 # multiply-adds, so blur's kernel is computed exactly as braid's built-in
 # blur computes it.
 cflags=(--target=wasm32-wasi -O3 -msimd128 -Wall -Wextra -ffp-contract=off -Wl,--strip-debug)

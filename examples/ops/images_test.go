@@ -2,6 +2,7 @@ package examples
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"image"
@@ -115,20 +116,28 @@ func TestBlur(t *testing.T) {
 		env     map[string]string // the module's parameters
 		builtin map[string]string // the built-in's
 		halo    int
+		side    int // the tiles' width; 0 is 64
 	}{
-		{"radius=5", map[string]string{"RADIUS": "5"}, map[string]string{"radius": "5"}, 5},
-		{"default", nil, nil, 5},
-		{"radius=3 sigma=1.2", map[string]string{"RADIUS": "3", "SIGMA": "1.2"}, map[string]string{"radius": "3", "sigma": "1.2"}, 3},
-		{"sigma=0.8", map[string]string{"SIGMA": "0.8"}, map[string]string{"sigma": "0.8"}, 3}, // radius ceil(3*0.8)
+		{"radius=5", map[string]string{"RADIUS": "5"}, map[string]string{"radius": "5"}, 5, 0},
+		{"default", nil, nil, 5, 0},
+		{"radius=3 sigma=1.2", map[string]string{"RADIUS": "3", "SIGMA": "1.2"}, map[string]string{"radius": "3", "sigma": "1.2"}, 3, 0},
+		{"sigma=0.8", map[string]string{"SIGMA": "0.8"}, map[string]string{"sigma": "0.8"}, 3, 0}, // radius ceil(3*0.8)
+		// Tiles 61 and 200 mod 61 = 17 pixels wide: rows that are not whole
+		// groups of 4 pixels on blur.c's SIMD path.
+		{"radius=5 tiles 61 wide", map[string]string{"RADIUS": "5"}, map[string]string{"radius": "5"}, 5, 61},
+		{"radius=7 tiles 3 wide", map[string]string{"RADIUS": "7"}, map[string]string{"radius": "7"}, 7, 3},
+		// A centre weight of 1 << 15 or more: blur.c's scalar path.
+		{"sigma=0.5", map[string]string{"SIGMA": "0.5"}, map[string]string{"sigma": "0.5"}, 2, 0}, // radius ceil(3*0.5)
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			split := fmt.Sprintf("tiles:64x64+%d", tc.halo)
+			side := cmp.Or(tc.side, 64)
+			split := fmt.Sprintf("tiles:%dx64+%d", side, tc.halo)
 			out, err := ops.AssembleTiles("blur", runUnits(t, mod, "blur", in, split, tc.env))
 			if err != nil {
 				t.Fatalf("merge tiles of split %s: %v", split, err)
 			}
 			want, err := ops.Execute(t.Context(), ops.Blur(), bytes.NewReader(in), int64(len(in)), tc.builtin,
-				ops.Hint{TileW: 64, TileH: 64}, 0)
+				ops.Hint{TileW: side, TileH: 64}, 0)
 			if err != nil {
 				t.Fatalf("built-in blur: %v", err)
 			}
