@@ -135,7 +135,7 @@ func rewrite(code []byte) ([]byte, error) {
 		case secType:
 			nTypes, err = vecLen(s.payload)
 		case secImport:
-			nFuncImports, nGlobals, err = countImports(s.payload)
+			nFuncImports, nGlobals, err = countImports(s.payload, nTypes)
 		case secGlobal:
 			var n uint32
 			n, err = vecLen(s.payload)
@@ -145,7 +145,7 @@ func rewrite(code []byte) ([]byte, error) {
 			return nil, fmt.Errorf("section %d: %v", s.id, err)
 		}
 	}
-	rw := &rewriter{tick: nFuncImports, budget: nGlobals}
+	rw := &rewriter{tick: nFuncImports, budget: nGlobals, types: nTypes}
 
 	out := slices.Clone(wasmHeader)
 	for _, s := range secs {
@@ -173,6 +173,8 @@ func rewrite(code []byte) ([]byte, error) {
 			p, err = rw.tables(s.payload)
 		case secCode:
 			p, err = rw.code(s.payload)
+		case secFunction:
+			p, err = rw.functions(s.payload)
 		default:
 			p = s.payload
 		}
@@ -211,7 +213,7 @@ func appendName(b []byte, s string) []byte {
 }
 
 // countImports counts the imported functions and globals.
-func countImports(b []byte) (funcs, globals uint32, err error) {
+func countImports(b []byte, nTypes uint32) (funcs, globals uint32, err error) {
 	imps, err := parseImportSection(b)
 	if err != nil {
 		return 0, 0, err
@@ -219,6 +221,9 @@ func countImports(b []byte) (funcs, globals uint32, err error) {
 	for _, imp := range imps {
 		switch imp.kind {
 		case kindFunc:
+			if imp.typeIdx >= nTypes {
+				return 0, 0, fmt.Errorf("import %s.%s: type %d; the module has %d", imp.module, imp.name, imp.typeIdx, nTypes)
+			}
 			funcs++
 		case kindGlobal:
 			globals++
@@ -232,6 +237,28 @@ func countImports(b []byte) (funcs, globals uint32, err error) {
 type rewriter struct {
 	tick   uint32 // index of braid.tick: functions from it on move up by one
 	budget uint32 // index of the countdown global
+	types  uint32 // the module's own types; the rewrite adds one after them
+}
+
+// typeRef refuses a reference to the type the rewrite adds (valid only
+// once rewritten).
+func (rw *rewriter) typeRef(idx uint32) error {
+	if idx >= rw.types {
+		return fmt.Errorf("refers to type %d; the module has %d", idx, rw.types)
+	}
+	return nil
+}
+
+// functions checks the function section's type indices.
+func (rw *rewriter) functions(b []byte) ([]byte, error) {
+	r := reader{b: b}
+	n := r.u32()
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		if err := rw.typeRef(r.u32()); r.err == nil && err != nil {
+			return nil, fmt.Errorf("function %d: %w", i, err)
+		}
+	}
+	return b, r.end()
 }
 
 // fn returns the new index of function i.
@@ -275,8 +302,8 @@ func (rw *rewriter) globals(b []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if r.err != nil {
-		return nil, r.err
+	if err := r.end(); err != nil {
+		return nil, err
 	}
 	out = append(out, 0x7f, 0x01, 0x41) // i32, mutable, i32.const
 	out = binary.AppendVarint(out, tickEvery)
@@ -297,13 +324,13 @@ func (rw *rewriter) exports(b []byte) ([]byte, error) {
 		out = append(out, kind)
 		out = binary.AppendUvarint(out, uint64(idx))
 	}
-	return out, r.err
+	return out, r.end()
 }
 
 func (rw *rewriter) start(b []byte) ([]byte, error) {
 	r := reader{b: b}
 	idx := r.u32()
-	return binary.AppendUvarint(nil, uint64(rw.fn(idx))), r.err
+	return binary.AppendUvarint(nil, uint64(rw.fn(idx))), r.end()
 }
 
 // tables renumbers the initializers of the function-references proposal's
@@ -330,7 +357,7 @@ func (rw *rewriter) tables(b []byte) ([]byte, error) {
 		r.limits()
 		out = append(out, start[:len(start)-len(r.b)]...)
 	}
-	return out, r.err
+	return out, r.end()
 }
 
 // elements renumbers the functions of every element segment.
@@ -375,7 +402,7 @@ func (rw *rewriter) elements(b []byte) ([]byte, error) {
 			}
 		}
 	}
-	return out, r.err
+	return out, r.end()
 }
 
 // constExpr copies a constant expression up to its end, renumbering
@@ -415,7 +442,7 @@ func (rw *rewriter) code(b []byte) ([]byte, error) {
 		out = binary.AppendUvarint(out, uint64(len(body)))
 		out = append(out, body...)
 	}
-	return out, r.err
+	return out, r.end()
 }
 
 var errBeyond2 = errors.New("uses an instruction beyond WebAssembly 2.0")
@@ -432,7 +459,11 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 		copied := false // the instruction is appended already
 		switch {
 		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
-			r.blockType()
+			if idx := r.blockType(); idx >= 0 {
+				if err := rw.typeRef(uint32(idx)); err != nil {
+					return nil, err
+				}
+			}
 			depth++
 			if op == 0x03 && loops {
 				out = append(out, start[:len(start)-len(r.b)]...)
@@ -459,8 +490,13 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 				r.u32()
 			}
 		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
+			ti := r.u32()
 			r.u32()
-			r.u32()
+			if r.err == nil {
+				if err := rw.typeRef(ti); err != nil {
+					return nil, err
+				}
+			}
 		case op == 0x1c: // select t*
 			n := r.u32()
 			for i := uint32(0); i < n && r.err == nil; i++ {
@@ -508,16 +544,39 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 	return nil, r.err
 }
 
-// blockType skips a block type: 0x40, a value type, or an s33 type index.
-func (r *reader) blockType() {
+// end reports r's error, or bytes left over after a section's entries
+// (which wazero refuses: the rewrite must not drop them and accept).
+func (r *reader) end() error {
+	if r.err != nil {
+		return r.err
+	}
+	if len(r.b) != 0 {
+		return fmt.Errorf("%d bytes after the section's entries", len(r.b))
+	}
+	return nil
+}
+
+// blockType skips a block type: 0x40, a value type, or an s33 type index,
+// which it returns (-1 for the others).
+func (r *reader) blockType() int64 {
 	if len(r.b) > 0 {
 		switch r.b[0] {
 		case 0x40, 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
 			r.byte()
-			return
+			return -1
 		}
 	}
-	r.uleb(35)
+	before := len(r.b)
+	v := r.uleb(35)
+	if r.err != nil {
+		return -1
+	}
+	// s33: the sign is the top bit of the last byte's 7; negative values
+	// are value types, not indices.
+	if bits := uint(7 * (before - len(r.b))); bits <= 35 && v&(1<<(bits-1)) != 0 {
+		return -1
+	}
+	return int64(v)
 }
 
 // memarg skips a memory argument: alignment (bit 6 says a memory index

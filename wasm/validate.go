@@ -173,6 +173,7 @@ func (k importKind) String() string {
 type wasmImport struct {
 	module, name string
 	kind         importKind
+	typeIdx      uint32 // of a function import
 }
 
 // wasmHeader starts every core module: "\0asm" and version 1.
@@ -221,7 +222,7 @@ func parseImportSection(b []byte) ([]wasmImport, error) {
 		imp := wasmImport{module: r.name(), name: r.name(), kind: importKind(r.byte())}
 		switch imp.kind {
 		case kindFunc:
-			r.u32() // type index
+			imp.typeIdx = r.u32()
 		case kindTable:
 			r.valType() // reference type
 			r.limits()

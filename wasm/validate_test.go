@@ -55,7 +55,7 @@ func TestParseImports(t *testing.T) {
 	}
 	found := false
 	for _, imp := range imps {
-		if imp == (wasmImport{"env", "boom", kindFunc}) {
+		if imp.module == "env" && imp.name == "boom" && imp.kind == kindFunc {
 			found = true
 		}
 	}
