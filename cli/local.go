@@ -110,7 +110,7 @@ func runLocal(ctx context.Context, env *Env, args []string) int {
 	fs.Var(params, "param", "with --op: a parameter `NAME=VALUE` of the module (repeatable)")
 	keyPath := fs.String("key-file", "", "read the cluster key from this `file` (default: BRAID_KEY, else a random key)")
 	logger := logFlags(fs)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {

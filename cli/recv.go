@@ -57,7 +57,7 @@ func runRecv(ctx context.Context, env *Env, args []string) int {
 	listen := fset.String("listen", "", "comma-separated `addresses` to listen on, one per network")
 	dir := fset.String("dir", "", "`directory` to write the files to")
 	once := fset.Bool("once", false, "exit after the first sender is done")
-	if code := parseFlags(fset, args); code >= 0 {
+	if code := parseFlags(env, fset, args); code >= 0 {
 		return code
 	}
 	if fset.NArg() > 0 {
