@@ -64,6 +64,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	}
+	if args[0] == "--version" {
+		return commands["version"].run(ctx, env, args[1:])
+	}
 	c, ok := commands[args[0]]
 	if !ok {
 		env.Errorf("unknown command %q", args[0])
