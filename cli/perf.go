@@ -116,8 +116,11 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	}
 	if *server {
 		addrs, err := addrList(*listen, perfPort)
-		if err != nil || len(addrs) == 0 {
-			env.Errorf("perf: -s needs --listen with one host:port per network (%v)", err)
+		if err == nil && len(addrs) == 0 {
+			err = errors.New("no address given")
+		}
+		if err != nil {
+			env.Errorf("perf: -s needs --listen with one host:port per network: %v", err)
 			return 2
 		}
 		if *portOffset < 0 || *portOffset > 65535 {

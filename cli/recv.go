@@ -65,8 +65,11 @@ func runRecv(ctx context.Context, env *Env, args []string) int {
 		return 2
 	}
 	addrs, err := addrList(*listen, copyPort)
-	if err != nil || len(addrs) == 0 {
-		env.Errorf("recv: --listen needs one host:port per network (%v)", err)
+	if err == nil && len(addrs) == 0 {
+		err = errors.New("no address given")
+	}
+	if err != nil {
+		env.Errorf("recv: --listen needs one host:port per network: %v", err)
 		return 2
 	}
 	if *dir == "" {
