@@ -298,7 +298,7 @@ output). The file appears whole or not at all.`)
 		}
 		return 0
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".part-*")
+	tmp, err := createTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".part-*", outputPerm)
 	if err != nil {
 		env.Errorf("get: %v", err)
 		return 1

@@ -322,22 +322,6 @@ func (l *localRun) waitWorkers(ctx context.Context, c *client.Client, errs <-cha
 	}
 }
 
-func writeFileAtomic(name string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".part-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, bytes.NewReader(b)); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), name)
-}
-
 func (r *localReport) print(w io.Writer) {
 	fmt.Fprintf(w, "braid local: embedded cluster on loopback, data in %s\n", r.Data)
 	fmt.Fprintf(w, "  server      %s\n", r.Server)
