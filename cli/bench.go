@@ -37,7 +37,7 @@ Experiments: `+strings.Join(names, ", ")+`.`)
 	only := fs.String("only", "", "run only the experiment of this `name`, or else those whose name contains it")
 	secs := fs.Float64("time", 5, "`seconds` per bulk measurement")
 	out := fs.String("o", "", "append the report to this `file` (default: stdout)")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	if err := testbed.Available(); err != nil {

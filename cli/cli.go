@@ -46,21 +46,31 @@ func register(c *command) {
 // exit code: 0 success, 1 failure, 2 usage error.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	env := &Env{Stdout: stdout, Stderr: stderr}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		if len(args) > 1 {
-			if c, ok := commands[args[1]]; ok {
-				return c.run(ctx, env, []string{"--help"})
+			// braid help CMD [SUB]: the help of CMD (or of CMD SUB).
+			c, ok := commands[args[1]]
+			if !ok {
+				env.Errorf("help: unknown command %q", args[1])
+				fmt.Fprintln(stderr, "Run 'braid --help' for the list of commands.")
+				return 2
 			}
+			return c.run(ctx, env, append(args[2:len(args):len(args)], "--help"))
 		}
 		usage(stdout)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
+	}
+	if args[0] == "--version" {
+		return commands["version"].run(ctx, env, args[1:])
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		env.Errorf("unknown command %q; run 'braid help' for the list", args[0])
+		env.Errorf("unknown command %q", args[0])
+		fmt.Fprintln(stderr, "Run 'braid --help' for the list of commands.")
 		return 2
 	}
 	return c.run(ctx, env, args[1:])
@@ -86,11 +96,12 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Run 'braid <command> --help' for a command's flags.")
 }
 
-// newFlags returns a FlagSet that prints usage to env.Stderr with the
-// given synopsis and description.
+// newFlags returns a FlagSet whose Usage prints the full help (synopsis,
+// description, flags) on env.Stdout. parseFlags reports bad flags itself,
+// briefly, on env.Stderr.
 func newFlags(env *Env, name, synopsis, description string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs.SetOutput(env.Stdout)
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintf(out, "Usage: braid %s %s\n\n", name, synopsis)
@@ -104,14 +115,38 @@ func newFlags(env *Env, name, synopsis, description string) *flag.FlagSet {
 	return fs
 }
 
+// failUsage reports a usage error of command name (e.g. "perf", "op add"):
+// the error, then one line pointing to the command's help, on stderr. It
+// returns 2, the exit code of a usage error.
+func failUsage(env *Env, name string, err error) int {
+	env.Errorf("%s: %v", name, err)
+	helpHint(env, name)
+	return 2
+}
+
+// helpHint prints the one line that follows a usage error on stderr.
+func helpHint(env *Env, name string) {
+	fmt.Fprintf(env.Stderr, "Run 'braid %s --help' for usage.\n", name)
+}
+
 // parseFlags parses args and maps the outcome to an exit code: -1 means
-// continue, 0 means --help was printed, 2 means a usage error.
-func parseFlags(fs *flag.FlagSet, args []string) int {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+// continue, 0 means --help was printed on stdout, 2 means a usage error,
+// reported on stderr in two lines (the error, then where help is).
+func parseFlags(env *Env, fs *flag.FlagSet, args []string) int {
+	// The flag package prints its error and the usage itself; silence it
+	// while parsing and report here instead.
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return 0
+	case err != nil:
+		return failUsage(env, fs.Name(), err)
 	}
 	return -1
 }
@@ -119,10 +154,10 @@ func parseFlags(fs *flag.FlagSet, args []string) int {
 // parseInterspersed parses flags that may follow positional arguments
 // ("send a b --to x", "get ID -o FILE"); it returns the positional arguments. "--" ends the
 // flags.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, int) {
+func parseInterspersed(env *Env, fs *flag.FlagSet, args []string) ([]string, int) {
 	var pos []string
 	for {
-		if code := parseFlags(fs, args); code >= 0 {
+		if code := parseFlags(env, fs, args); code >= 0 {
 			return nil, code
 		}
 		rest := fs.Args()

@@ -93,13 +93,13 @@ func clientFail(env *Env, cmd string, err error) int {
 
 // oneArg parses args expecting exactly one positional argument.
 func oneArg(env *Env, fs *flag.FlagSet, args []string, what string) (string, int) {
-	pos, code := parseInterspersed(fs, args)
+	pos, code := parseInterspersed(env, fs, args)
 	if code >= 0 {
 		return "", code
 	}
 	if len(pos) != 1 {
 		env.Errorf("%s: want exactly one %s, got %d arguments", fs.Name(), what, len(pos))
-		fs.Usage()
+		helpHint(env, fs.Name())
 		return "", 2
 	}
 	return pos[0], -1
@@ -298,7 +298,7 @@ output). The file appears whole or not at all.`)
 		}
 		return 0
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".part-*")
+	tmp, err := createTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".part-*", outputPerm)
 	if err != nil {
 		env.Errorf("get: %v", err)
 		return 1
@@ -376,7 +376,7 @@ the pipeline's id (pN, for status and wait) and its steps' job ids.
 	wait := fs.Bool("wait", false, "wait for the job and print its final status; progress on stderr")
 	pipeline := fs.String("pipeline", "", "submit the pipeline described in this YAML or JSON `file` instead of one job")
 	cf := addClientFlags(fs, 0)
-	pos, code := parseInterspersed(fs, args)
+	pos, code := parseInterspersed(env, fs, args)
 	if code >= 0 {
 		return code
 	}
@@ -598,7 +598,7 @@ func runJobs(ctx context.Context, env *Env, args []string) int {
 	state := fs.String("state", "", "only jobs in this `state`: queued, running, done, failed or canceled")
 	limit := fs.Int("limit", 20, "at most `N` jobs")
 	cf := addClientFlags(fs, 30*time.Second)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	c, ctx, cancel, err := cf.client(ctx)
@@ -642,7 +642,7 @@ COMPUTING, the share of its lent thread time spent computing while it had
 units (its results' compute time over threads x time with units in
 flight; the rest went to waiting for units and moving them).`)
 	cf := addClientFlags(fs, 30*time.Second)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	c, ctx, cancel, err := cf.client(ctx)
@@ -719,7 +719,7 @@ func runCancel(ctx context.Context, env *Env, args []string) int {
 func runOps(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "ops", "[flags]", "Lists the operations jobs may name, with their parameters.")
 	cf := addClientFlags(fs, 30*time.Second)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	c, ctx, cancel, err := cf.client(ctx)

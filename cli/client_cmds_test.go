@@ -215,9 +215,9 @@ func localBlur(t testing.TB, in []byte, radius string) []byte {
 // TestJobCommandsHelp: every command explains itself.
 func TestJobCommandsHelp(t *testing.T) {
 	for _, cmd := range []string{"server", "worker", "put", "get", "submit", "status", "wait", "jobs", "workers", "cancel", "ops", "local", "sample", "token create", "token list", "token revoke"} {
-		code, _, stderr := runBraid(t, 10*time.Second, append(strings.Fields(cmd), "--help")...)
-		if code != 0 || !strings.Contains(stderr, "Usage: braid "+cmd) || !strings.Contains(stderr, "Flags:") {
-			t.Errorf("braid %s --help: exit %d\n%s", cmd, code, stderr)
+		code, stdout, _ := runBraid(t, 10*time.Second, append(strings.Fields(cmd), "--help")...)
+		if code != 0 || !strings.Contains(stdout, "Usage: braid "+cmd) || !strings.Contains(stdout, "Flags:") {
+			t.Errorf("braid %s --help: exit %d\n%s", cmd, code, stdout)
 		}
 	}
 	if code, _, stderr := runBraid(t, 10*time.Second, "server", "--listen", "127.0.0.1:0"); code != 2 || !strings.Contains(stderr, "--data DIR") {

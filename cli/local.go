@@ -110,7 +110,7 @@ func runLocal(ctx context.Context, env *Env, args []string) int {
 	fs.Var(params, "param", "with --op: a parameter `NAME=VALUE` of the module (repeatable)")
 	keyPath := fs.String("key-file", "", "read the cluster key from this `file` (default: BRAID_KEY, else a random key)")
 	logger := logFlags(fs)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -320,22 +320,6 @@ func (l *localRun) waitWorkers(ctx context.Context, c *client.Client, errs <-cha
 			return errors.New("the workers did not register within 15s")
 		}
 	}
-}
-
-func writeFileAtomic(name string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".part-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, bytes.NewReader(b)); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), name)
 }
 
 func (r *localReport) print(w io.Writer) {

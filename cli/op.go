@@ -58,8 +58,7 @@ func runOp(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stdout, strings.TrimSpace(opDescription))
 		return 0
 	}
-	env.Errorf("op: unknown subcommand %q; want add, rm or run (braid op --help)", args[0])
-	return 2
+	return failUsage(env, "op", fmt.Errorf("unknown subcommand %q; want add, rm or run", args[0]))
 }
 
 func runOpAdd(ctx context.Context, env *Env, args []string) int {
@@ -78,7 +77,7 @@ operation's version and hash.
 	params := paramFlag{}
 	fs.Var(params, "param", "declare a parameter `NAME=DEFAULT` (repeatable); with none declared, jobs may pass any")
 	cf := addClientFlags(fs, 5*time.Minute)
-	pos, code := parseInterspersed(fs, args)
+	pos, code := parseInterspersed(env, fs, args)
 	if code >= 0 {
 		return code
 	}
@@ -177,7 +176,7 @@ module file: --merge reduce:sumcounts.wasm.
 	parallel := fs.Int("parallel", runtime.NumCPU(), "units run at once with --split")
 	lim := addLimitFlags(fs)
 	asJSON := fs.Bool("json", false, "print a JSON report on stderr instead of text")
-	pos, code := parseInterspersed(fs, args)
+	pos, code := parseInterspersed(env, fs, args)
 	if code >= 0 {
 		return code
 	}

@@ -97,7 +97,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	reverse := fs.Bool("reverse", false, "bulk: the server sends, the client receives")
 	baseline := fs.Bool("tcp-baseline", false, "measure k plain TCP connections striped by hand instead of braid")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -106,7 +106,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	}
 	if *server == (*client != "") {
 		env.Errorf("perf: give either -s (server) or -c ADDRESSES (client)")
-		fs.Usage()
+		helpHint(env, fs.Name())
 		return 2
 	}
 	cfg, err := sf.config(env)
@@ -116,8 +116,11 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	}
 	if *server {
 		addrs, err := addrList(*listen, perfPort)
-		if err != nil || len(addrs) == 0 {
-			env.Errorf("perf: -s needs --listen with one host:port per network (%v)", err)
+		if err == nil && len(addrs) == 0 {
+			err = errors.New("no address given")
+		}
+		if err != nil {
+			env.Errorf("perf: -s needs --listen with one host:port per network: %v", err)
 			return 2
 		}
 		if *portOffset < 0 || *portOffset > 65535 {

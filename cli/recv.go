@@ -33,9 +33,10 @@ accepted: a name with a directory part, such as ../x, is refused.
 
 Each file is written to a temporary file in DIR (.braid-recv-*.part),
 checked against the sender's SHA-256, fsynced and renamed to its name,
-replacing a file of that name, with the sender's permission bits. On a
-mismatch, a disconnect or a disk error the temporary file is removed, no
-file appears under the final name, and the sender is told why.
+replacing a file of that name, with the sender's permission bits less the
+umask (as scp and cp do). On a mismatch, a disconnect or a disk error the
+temporary file is removed, no file appears under the final name, and the
+sender is told why.
 
 Prints one line per file received. Serves senders concurrently until
 interrupted, or until the first sender is done with --once (exit 1 if a
@@ -57,7 +58,7 @@ func runRecv(ctx context.Context, env *Env, args []string) int {
 	listen := fset.String("listen", "", "comma-separated `addresses` to listen on, one per network")
 	dir := fset.String("dir", "", "`directory` to write the files to")
 	once := fset.Bool("once", false, "exit after the first sender is done")
-	if code := parseFlags(fset, args); code >= 0 {
+	if code := parseFlags(env, fset, args); code >= 0 {
 		return code
 	}
 	if fset.NArg() > 0 {
@@ -65,8 +66,11 @@ func runRecv(ctx context.Context, env *Env, args []string) int {
 		return 2
 	}
 	addrs, err := addrList(*listen, copyPort)
-	if err != nil || len(addrs) == 0 {
-		env.Errorf("recv: --listen needs one host:port per network (%v)", err)
+	if err == nil && len(addrs) == 0 {
+		err = errors.New("no address given")
+	}
+	if err != nil {
+		env.Errorf("recv: --listen needs one host:port per network: %v", err)
 		return 2
 	}
 	if *dir == "" {
@@ -193,7 +197,9 @@ func (r *receiver) receive(ctx context.Context, sess *transport.Session, st *tra
 // when the SHA-256 matches, renames it to its name. It returns the hex
 // SHA-256. On error no file is left behind.
 func (r *receiver) write(ctx context.Context, st *transport.Stream, h *fileHeader, moving func() bool) (sum string, err error) {
-	tmp, err := os.CreateTemp(r.dir, ".braid-recv-*.part")
+	// The sender's permission bits, filtered by the umask as scp and cp
+	// do: a 0644 file arrives 0644, a 0755 one 0755, a 0600 one 0600.
+	tmp, err := createTemp(r.dir, ".braid-recv-*.part", fs.FileMode(h.Mode)&fs.ModePerm)
 	if err != nil {
 		return "", fmt.Errorf("create a temporary file: %w", err)
 	}
@@ -230,9 +236,6 @@ func (r *receiver) write(ctx context.Context, st *transport.Stream, h *fileHeade
 	sum = hex.EncodeToString(hash.Sum(nil))
 	if tr.SHA256 != sum {
 		return "", fmt.Errorf("SHA-256 mismatch: the data received hashes to %s, the sender's file to %s", sum, tr.SHA256)
-	}
-	if err := tmp.Chmod(fs.FileMode(h.Mode) & fs.ModePerm); err != nil {
-		return "", err
 	}
 	if err := tmp.Sync(); err != nil {
 		return "", fmt.Errorf("fsync: %w", err)

@@ -23,7 +23,7 @@ commands without an image of your own:
   braid submit --op blur --input $(braid put in.png) --tile 256x256 --wait`)
 	size := fs.Int("size", 2048, "width and height of the PNG in `pixels`")
 	out := fs.String("o", "", "write the image to this `FILE` (required; - for standard output)")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	switch {

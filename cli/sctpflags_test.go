@@ -97,12 +97,12 @@ func TestSCTPFlags(t *testing.T) {
 // The help of every command that takes --transport lists the knobs.
 func TestSCTPFlagsHelp(t *testing.T) {
 	for _, cmd := range []string{"perf", "send", "recv", "server", "worker"} {
-		code, _, errs := runCmd(t, 10*time.Second, cmd, "-h")
+		code, out, _ := runCmd(t, 10*time.Second, cmd, "-h")
 		if code != 0 {
 			t.Fatalf("%s -h: exit %d", cmd, code)
 		}
 		for _, k := range sctpKnobs {
-			if !strings.Contains(errs, "-"+k.name) {
+			if !strings.Contains(out, "-"+k.name) {
 				t.Errorf("%s -h lacks -%s", cmd, k.name)
 			}
 		}

@@ -78,13 +78,13 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 	parallel := fs.Int("parallel", 4, "files sent at once, each on its own `stream`")
 	showProgress := fs.Bool("progress", false, "draw progress on stderr even when it is not a terminal")
 	asJSON := fs.Bool("json", false, "print a JSON summary on stdout")
-	files, code := parseInterspersed(fs, args)
+	files, code := parseInterspersed(env, fs, args)
 	if code >= 0 {
 		return code
 	}
 	if len(files) == 0 {
 		env.Errorf("send: no files given")
-		fs.Usage()
+		helpHint(env, fs.Name())
 		return 2
 	}
 	paths, err := dialPaths(*to, *from, copyPort)

@@ -305,8 +305,8 @@ func TestRecvUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, %q", tt.args, code, errs)
 		}
 	}
-	if code, _, errs := runCmd(t, 5*time.Second, "recv", "--help"); code != 0 || !strings.Contains(errs, "SHA-256") {
-		t.Errorf("recv --help: exit %d: %s", code, errs)
+	if code, out, _ := runCmd(t, 5*time.Second, "recv", "--help"); code != 0 || !strings.Contains(out, "SHA-256") {
+		t.Errorf("recv --help: exit %d: %s", code, out)
 	}
 }
 
@@ -328,7 +328,7 @@ func TestParseInterspersed(t *testing.T) {
 	fs := newFlags(env, "x", "", "")
 	to := fs.String("to", "", "")
 	v := fs.Bool("v", false, "")
-	pos, code := parseInterspersed(fs, []string{"a", "--to", "h", "b", "-v", "--", "-c", "--to"})
+	pos, code := parseInterspersed(env, fs, []string{"a", "--to", "h", "b", "-v", "--", "-c", "--to"})
 	if code >= 0 || *to != "h" || !*v || strings.Join(pos, " ") != "a b -c --to" {
 		t.Errorf("pos %q to %q v %v code %d", pos, *to, *v, code)
 	}

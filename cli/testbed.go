@@ -52,11 +52,12 @@ each subcommand's flags.
 `
 
 func runTestbed(ctx context.Context, env *Env, args []string) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		fmt.Fprint(env.Stderr, testbedUsage)
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(env.Stdout, testbedUsage)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
 	}
 	subs := map[string]func(context.Context, *Env, []string) int{
@@ -65,8 +66,7 @@ func runTestbed(ctx context.Context, env *Env, args []string) int {
 	}
 	sub, ok := subs[args[0]]
 	if !ok {
-		env.Errorf("testbed: unknown subcommand %q; run 'braid testbed help'", args[0])
-		return 2
+		return failUsage(env, "testbed", fmt.Errorf("unknown subcommand %q", args[0]))
 	}
 	return sub(ctx, env, args[1:])
 }
@@ -152,7 +152,7 @@ until 'braid testbed down'; its description is kept in the state directory.`)
 	bf := addBedFlags(fs)
 	hosts := fs.String("hosts", "a,b", "comma-separated host `names`")
 	nets := fs.String("nets", "100M,25M", "comma-separated network `rates`, one per network")
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -201,7 +201,7 @@ func testbedDown(ctx context.Context, env *Env, args []string) int {
 Removes a bed made by 'braid testbed up': its namespaces, and with them every
 interface, bridge and qdisc. Stop commands started with exec first.`)
 	bf := addBedFlags(fs)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	b, _, err := bf.load()
@@ -225,7 +225,7 @@ interface, bridge and qdisc. Stop commands started with exec first.`)
 func testbedShow(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "testbed show", "[--name NAME]", "Prints a bed's networks, hosts, namespaces, interfaces and addresses.")
 	bf := addBedFlags(fs)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	b, file, err := bf.load()
@@ -266,7 +266,7 @@ func testbedExec(ctx context.Context, env *Env, args []string) int {
 Runs a command inside a host's network namespace (ip netns exec) and exits
 with its exit code. Example: braid testbed exec --name lab a -- ping -c1 10.1.0.2`)
 	bf := addBedFlags(fs)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	rest := fs.Args()
@@ -275,7 +275,7 @@ with its exit code. Example: braid testbed exec --name lab a -- ping -c1 10.1.0.
 	}
 	if len(rest) < 2 {
 		env.Errorf("testbed exec: want HOST -- COMMAND [ARGS...]")
-		fs.Usage()
+		helpHint(env, fs.Name())
 		return 2
 	}
 	b, _, err := bf.load()
@@ -317,12 +317,12 @@ Fails or heals one host's link on one network (NET is an index or a name):
   blackhole  the link leaves its bridge: silent, both ends stay up, packets vanish
   restore    undoes blackhole`)
 	bf := addBedFlags(fs)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() != 3 {
 		env.Errorf("testbed link: want HOST NET down|up|blackhole|restore")
-		fs.Usage()
+		helpHint(env, fs.Name())
 		return 2
 	}
 	host, netArg, action := fs.Arg(0), fs.Arg(1), fs.Arg(2)
@@ -356,12 +356,12 @@ func testbedRate(ctx context.Context, env *Env, args []string) int {
 Changes the rate of every link of a network, both directions (NET is an
 index or a name; RATE in bit/s with K, M or G suffix; 0 removes shaping).`)
 	bf := addBedFlags(fs)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() != 2 {
 		env.Errorf("testbed rate: want NET RATE")
-		fs.Usage()
+		helpHint(env, fs.Name())
 		return 2
 	}
 	bps, err := testbed.ParseRate(fs.Arg(1))
@@ -399,12 +399,12 @@ are lost past the host's link, so the sender sees no error. For loss in
 both directions of a path, set it on both hosts. Without PERCENT, prints
 the loss set and the packets dropped so far. Needs nft (nftables).`)
 	bf := addBedFlags(fs)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() != 2 && fs.NArg() != 3 {
 		env.Errorf("testbed loss: want HOST NET [PERCENT]")
-		fs.Usage()
+		helpHint(env, fs.Name())
 		return 2
 	}
 	var pct float64
@@ -445,7 +445,7 @@ the loss set and the packets dropped so far. Needs nft (nftables).`)
 func testbedList(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "testbed list", "[--state-dir DIR]", "Lists the beds made with 'braid testbed up'.")
 	bf := addBedFlags(fs)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	files, err := filepath.Glob(filepath.Join(*bf.dir, "*.json"))

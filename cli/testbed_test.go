@@ -135,8 +135,8 @@ func TestTestbedUsage(t *testing.T) {
 	if code, out, _ := braid(t, "testbed", "--help"); code != 0 || !strings.Contains(out, "blackhole") {
 		t.Errorf("testbed --help: exit %d:\n%s", code, out)
 	}
-	if code, _, errs := braid(t, "testbed", "link", "--help"); code != 0 || !strings.Contains(errs, "restore") {
-		t.Errorf("testbed link --help: exit %d:\n%s", code, errs)
+	if code, out, _ := braid(t, "testbed", "link", "--help"); code != 0 || !strings.Contains(out, "restore") {
+		t.Errorf("testbed link --help: exit %d:\n%s", code, out)
 	}
 	if code, _, _ := braid(t, "testbed", "up", "--nets", "fast", "--state-dir", t.TempDir()); code != 2 {
 		t.Errorf("up --nets fast: exit %d, want 2", code)

@@ -53,8 +53,7 @@ func runToken(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stdout, strings.TrimSpace(tokenDescription))
 		return 0
 	}
-	env.Errorf("token: unknown subcommand %q; want create, list or revoke (braid token --help)", args[0])
-	return 2
+	return failUsage(env, "token", fmt.Errorf("unknown subcommand %q; want create, list or revoke", args[0]))
 }
 
 func runTokenCreate(ctx context.Context, env *Env, args []string) int {
@@ -64,7 +63,7 @@ keeps only its hash.`)
 	role := fs.String("role", "", "the token's `role`: admin, client or worker (required)")
 	name := fs.String("name", "", "a unique `name` for listings and revoke (default: the role and part of the ID)")
 	cf := addClientFlags(fs, 30*time.Second)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -102,7 +101,7 @@ keeps only its hash.`)
 func runTokenList(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "token list", "[flags]", "Lists the server's tokens, revoked ones included; never their secrets.")
 	cf := addClientFlags(fs, 30*time.Second)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {

@@ -59,7 +59,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	sctp := addSCTPFlags(fs)
 	auth := addControlFlags(fs)
 	logger := logFlags(fs)
-	if code := parseFlags(fs, args); code >= 0 {
+	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {

@@ -128,7 +128,7 @@ func (s *Server) split(ctx context.Context, rec store.Job, jo jobOps, input stri
 // the directory so that nothing is left behind.
 func (s *Server) scratchFile() (string, *os.File, error) {
 	dir := filepath.Join(s.cfg.Data, "scratch")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", nil, fmt.Errorf("scratch directory: %w", err)
 	}
 	f, err := os.CreateTemp(dir, "split-*")
@@ -511,7 +511,7 @@ func (s *Server) assembleOutput(ctx context.Context, r *run) (string, int64, err
 		return id, size, nil
 	}
 	dir := filepath.Join(s.cfg.Data, "scratch")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", 0, fmt.Errorf("assemble: scratch directory: %w", err)
 	}
 	pr, pw := io.Pipe()

@@ -112,7 +112,7 @@ func New(cfg Config) (*Server, error) {
 	if s.tcfg.Logger == nil {
 		s.tcfg.Logger = cfg.Logger
 	}
-	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data directory: %w", err)
 	}
 	dir := filepath.Join(cfg.Data, "blobs")

@@ -95,7 +95,7 @@ func OpenDisk(dir string, cfg *DiskConfig) (*Disk, error) {
 	if err := os.RemoveAll(tmp); err != nil {
 		return nil, fmt.Errorf("store: clear %s: %w", tmp, err)
 	}
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return nil, fmt.Errorf("store: open blob directory: %w", err)
 	}
 	d := &Disk{dir: dir, sync: !cfg.NoSync, used: new(atomic.Int64)}
@@ -206,7 +206,7 @@ func (st *Staged) Commit(ctx context.Context) error {
 	}
 	d, id := st.d, st.ID
 	dst := d.path(id)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return fmt.Errorf("store: put: %w", err)
 	}
 	if err := os.Chmod(st.tmp, 0o444); err != nil {
