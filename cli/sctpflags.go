@@ -105,7 +105,7 @@ var sctpKnobs = []sctpKnob{
 	},
 	{
 		name: "sctp-rcvbuf", kind: "size",
-		usage:    "socket receive buffer asked of the kernel (SO_RCVBUF, capped by net.core.rmem_max). sctp: also the advertised receive window (kernel default); sctp-udp: the UDP socket's (default 4M)",
+		usage:    "socket receive buffer asked of the kernel (SO_RCVBUF, capped by net.core.rmem_max). sctp: also the advertised receive window (default 4M asked); sctp-udp: the UDP socket's (default 4M)",
 		udpField: "ReceiveBuffer", kernField: "ReceiveBuffer",
 		udp:  func(c *sctpudp.Config, v string) (err error) { c.ReceiveBuffer, err = sizeArg(v); return },
 		kern: func(c *ksctp.Config, v string) (err error) { c.ReceiveBuffer, err = sizeArg(v); return },

@@ -30,16 +30,12 @@ func requireKernelSCTP(t *testing.T) {
 	t.Skipf("%v (ksctp's TestKernelSCTPInUML runs this test inside User-Mode Linux)", err)
 }
 
-// sctpConfig sets kernel SCTP with a receive buffer of 4 MiB asked for
-// (the kernel grants twice net.core.rmem_max, 416 KiB by default): with
-// the default 208 KiB and loopback's 64 KiB MTU, the window holds three
-// packets and the association is clocked by the 200 ms delayed SACK and
-// 1 s retransmission timeouts (4 Mbit/s in UML; docs/sctp.md), so that
-// braid's 500 ms heartbeats miss and paths flap.
+// sctpConfig sets kernel SCTP with the channel's defaults, whose 4 MiB
+// receive buffer keeps the association off the 200 ms delayed-SACK clock
+// on loopback's 64 KiB MTU (docs/sctp.md).
 func sctpConfig(m StripeMode) func(*Config) {
 	return func(c *Config) {
 		c.Transport = "sctp"
-		c.Channel = ksctp.Kind{Config: ksctp.Config{ReceiveBuffer: 4 << 20}}
 		c.Stripe = m
 		c.FragmentSize = 4 << 10
 		c.SegmentSize = 64 << 10

@@ -40,8 +40,12 @@ func sockopts(cfg *Config) []sockopt {
 	if cfg.SendBuffer > 0 {
 		out = append(out, sockopt{unix.SOL_SOCKET, unix.SO_SNDBUF, "SO_SNDBUF", u32s(uint32(cfg.SendBuffer))})
 	}
-	if cfg.ReceiveBuffer > 0 {
-		out = append(out, sockopt{unix.SOL_SOCKET, unix.SO_RCVBUF, "SO_RCVBUF", u32s(uint32(cfg.ReceiveBuffer))})
+	rcv := cfg.ReceiveBuffer
+	if rcv == 0 {
+		rcv = defaultReceiveBuffer
+	}
+	if rcv > 0 {
+		out = append(out, sockopt{unix.SOL_SOCKET, unix.SO_RCVBUF, "SO_RCVBUF", u32s(uint32(rcv))})
 	}
 	if cfg.SACKDelay != 0 || cfg.SACKFreq != 0 {
 		// struct sctp_sack_info { sctp_assoc_t sack_assoc_id; uint32_t

@@ -59,10 +59,15 @@ func TestSockopts(t *testing.T) {
 		{"sack delay only", Config{SACKDelay: 500 * ms}, []opt{{132, 16, "SCTP_DELAYED_SACK", "00000000" + "f4010000" + "00000000"}}},
 		{"no burst limit", Config{MaxBurst: -1}, []opt{{132, 20, "SCTP_MAX_BURST", "00000000" + "00000000"}}},
 		{"rto max only", Config{RTOMax: 5 * time.Second}, []opt{{132, 0, "SCTP_RTOINFO", "00000000" + "00000000" + "88130000" + "00000000"}}},
+		{"kernel receive buffer", Config{ReceiveBuffer: -1}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.cfg.Validate(); err != nil {
 				t.Fatal(err)
+			}
+			if tc.cfg.ReceiveBuffer == 0 {
+				// Zero asks for 4 MiB (see Config.ReceiveBuffer).
+				tc.want = append([]opt{{1, 8, "SO_RCVBUF", "00004000"}}, tc.want...)
 			}
 			got := sockopts(&tc.cfg)
 			if len(got) != len(tc.want) {
