@@ -234,6 +234,30 @@ func TestWorkerDies(t *testing.T) {
 	checkExactlyOnce(t, c.cfg.Data, st.Job, false)
 }
 
+// addRelayedWorker adds a worker whose data plane the server reaches
+// through a TCP relay on loopback, closed at the end of the test.
+func (c *cluster) addRelayedWorker(threads int, mod func(*worker.Config)) *relay.TCP {
+	c.t.Helper()
+	// A free port for the worker: listen, note it, let it go.
+	ln, err := transport.Listen(context.Background(), []string{"127.0.0.1:0"}, &transport.Config{Key: testKey, Logger: testLogger()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	target := ln.Addrs()[0].String()
+	ln.Close()
+	r, err := relay.ListenTCP(target, nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { r.Close() })
+	c.addWorker(threads, func(cfg *worker.Config) {
+		mod(cfg)
+		cfg.Listen = []string{target}
+		cfg.Advertise = []string{r.Addr()}
+	})
+	return r
+}
+
 // TestWorkerCutOff: a worker whose data plane goes silent (a blackholed
 // relay) while its heartbeats go on loses its session; its units run on
 // the other worker.
@@ -243,22 +267,7 @@ func TestWorkerCutOff(t *testing.T) {
 			HeartbeatInterval: 50 * time.Millisecond, HandshakeTimeout: 300 * time.Millisecond}
 	})
 	// The cut-off worker's data plane is reached through a relay.
-	ln, err := transport.Listen(t.Context(), []string{"127.0.0.1:0"}, &transport.Config{Key: testKey, Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := ln.Addrs()[0].String()
-	ln.Close()
-	r, err := relay.ListenTCP(target, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	c.addWorker(2, func(cfg *worker.Config) {
-		slowBlur(15 * time.Millisecond)(cfg)
-		cfg.Listen = []string{target}
-		cfg.Advertise = []string{r.Addr()}
-	})
+	r := c.addRelayedWorker(2, slowBlur(15*time.Millisecond))
 	c.addWorker(1, slowBlur(15*time.Millisecond))
 	c.waitWorkers(2)
 	img := ops.SamplePNG(320, 240)
@@ -477,22 +486,7 @@ func TestTamperedDataPlane(t *testing.T) {
 		cfg.Transport = &transport.Config{PathTimeout: 300 * time.Millisecond,
 			HeartbeatInterval: 50 * time.Millisecond, ReconnectInterval: 20 * time.Millisecond}
 	})
-	ln, err := transport.Listen(t.Context(), []string{"127.0.0.1:0"}, &transport.Config{Key: testKey, Logger: testLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	target := ln.Addrs()[0].String()
-	ln.Close()
-	r, err := relay.ListenTCP(target, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	c.addWorker(2, func(cfg *worker.Config) {
-		slowBlur(10 * time.Millisecond)(cfg)
-		cfg.Listen = []string{target}
-		cfg.Advertise = []string{r.Addr()}
-	})
+	r := c.addRelayedWorker(2, slowBlur(10*time.Millisecond))
 	c.addWorker(1, slowBlur(10*time.Millisecond))
 	c.waitWorkers(2)
 	img := ops.SamplePNG(320, 240)
