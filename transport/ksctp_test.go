@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 	"testing"
@@ -117,39 +116,7 @@ func TestKernelSCTPSessions(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 				defer cancel()
 				sizes := []int{0, 1, 100, 4 << 10, 4<<10 + 1, 64 << 10, 200 << 10, 1 << 20, 3 << 20}
-				st, err := c.OpenStream(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				errc := make(chan error, 1)
-				go func() {
-					for i, n := range sizes {
-						if err := st.WriteMessage(ctx, randBytes(uint64(i), n)); err != nil {
-							errc <- err
-							return
-						}
-					}
-					errc <- st.Close()
-				}()
-				rs, err := s.AcceptStream(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i, n := range sizes {
-					got, err := rs.ReadMessage(ctx)
-					if err != nil {
-						t.Fatalf("message %d: %v", i, err)
-					}
-					if !bytes.Equal(got, randBytes(uint64(i), n)) {
-						t.Fatalf("message %d: got %d bytes, want %d (content differs)", i, len(got), n)
-					}
-				}
-				if _, err := rs.ReadMessage(ctx); err != io.EOF {
-					t.Fatalf("after close: %v, want io.EOF", err)
-				}
-				if err := <-errc; err != nil {
-					t.Fatal(err)
-				}
+				sendInOrder(t, ctx, c, s, sizes, false)
 				go echoStreams(ctx, s)
 				echoMany(t, ctx, c, 8, 5, 200<<10)
 				for _, p := range c.Stats() {

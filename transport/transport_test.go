@@ -115,44 +115,55 @@ func TestMessagesArriveWholeAndInOrder(t *testing.T) {
 		// into reused memory.
 		sizes := []int{0, 1, 100, 4 << 10, 4<<10 + 1, 64 << 10, 200 << 10, 1 << 20}
 		sizes = append(sizes, sizes...)
-		st, err := c.OpenStream(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		errc := make(chan error, 1)
-		go func() {
-			for i, n := range sizes {
-				if err := st.WriteMessage(ctx, randBytes(uint64(i), n)); err != nil {
-					errc <- err
-					return
-				}
-			}
-			errc <- st.Close()
-		}()
-		rs, err := s.AcceptStream(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, n := range sizes {
-			got, err := rs.ReadMessage(ctx)
-			if err != nil {
-				t.Fatalf("message %d: %v", i, err)
-			}
-			if !bytes.Equal(got, randBytes(uint64(i), n)) {
-				t.Fatalf("message %d: got %d bytes, want %d (content differs)", i, len(got), n)
-			}
-			rs.Release(got)
-		}
-		if _, err := rs.ReadMessage(ctx); err != io.EOF {
-			t.Fatalf("after close: got %v, want io.EOF", err)
-		}
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
+		sendInOrder(t, ctx, c, s, sizes, true)
 		if err := c.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 	})
+}
+
+// sendInOrder sends messages of the given sizes on a new stream of c and
+// closes it; it checks that s receives each whole and in order, then EOF.
+// With release, each message read is handed back (the next reads reuse
+// the memory).
+func sendInOrder(t *testing.T, ctx context.Context, c, s *Session, sizes []int, release bool) {
+	t.Helper()
+	st, err := c.OpenStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		for i, n := range sizes {
+			if err := st.WriteMessage(ctx, randBytes(uint64(i), n)); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- st.Close()
+	}()
+	rs, err := s.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range sizes {
+		got, err := rs.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if !bytes.Equal(got, randBytes(uint64(i), n)) {
+			t.Fatalf("message %d: got %d bytes, want %d (content differs)", i, len(got), n)
+		}
+		if release {
+			rs.Release(got)
+		}
+	}
+	if _, err := rs.ReadMessage(ctx); err != io.EOF {
+		t.Fatalf("after close: got %v, want io.EOF", err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestStripingUsesEveryPath(t *testing.T) {
