@@ -3,6 +3,7 @@ package transport
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -59,7 +60,7 @@ func newHandshake(cfg *Config, initiator bool) (*noise.HandshakeState, error) {
 // of lane 0), read to its exact size so that nothing after it is consumed.
 func sealOne(c noise.Cipher, plain []byte) []byte {
 	b := make([]byte, recordHeader, recordHeader+len(plain)+wire.TagLen)
-	b[0], b[1], b[2], b[3] = 0, 0, byte((len(plain)+wire.TagLen)>>8), byte(len(plain)+wire.TagLen)
+	binary.BigEndian.PutUint32(b, uint32(len(plain)+wire.TagLen))
 	return c.Encrypt(b, 0, b[:recordHeader], plain)
 }
 
@@ -68,7 +69,7 @@ func openOne(c net.Conn, ciph noise.Cipher, n int, what string) ([]byte, error) 
 	if _, err := io.ReadFull(c, b); err != nil {
 		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
-	if int(b[0])<<24|int(b[1])<<16|int(b[2])<<8|int(b[3]) != n+wire.TagLen {
+	if binary.BigEndian.Uint32(b) != uint32(n+wire.TagLen) {
 		return nil, &IntegrityError{Record: 0, Reason: what + " of the wrong length"}
 	}
 	out, err := ciph.Decrypt(nil, 0, b[:recordHeader], b[recordHeader:])

@@ -213,11 +213,9 @@ func (c *secureConn) Read(p []byte) (int, error) {
 				}
 			}
 		}
-		out, err := c.open(c.pbuf[:0])
-		if err != nil {
+		if err := c.fill(); err != nil {
 			return 0, err
 		}
-		c.plain, c.pos = out, 0
 	}
 	n := copy(p, c.plain[c.pos:])
 	c.pos += n
