@@ -64,4 +64,3 @@ func TestShares(t *testing.T) {
 		})
 	}
 }
-
