@@ -346,7 +346,7 @@ func TestMalformedFrameClosesOnlyThatChannel(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer raw.Close()
-			conn, _, err := clientHandshake(raw, cfg, newSessionID(), 0)
+			conn, _, err := clientHandshake(raw, cfg, newSessionID(), 0, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -430,4 +430,32 @@ func TestStuckSmallMessagesGoAgainElsewhere(t *testing.T) {
 	if stuck == 0 {
 		t.Error("no frame was sent again on the live path")
 	}
+}
+
+// TestRejoinForgottenSession: the listener's side of a session closes
+// while every path is cut, so its GOAWAY cannot reach the dialer. When the
+// dialer redials, the listener must refuse the rejoin (it no longer knows
+// the session) instead of starting a new session under the old ID, and
+// the dialer's session must end at once with ErrPeerClosed, not after
+// SessionTimeout.
+func TestRejoinForgottenSession(t *testing.T) {
+	c, s, relays := relayed(t, 1, func(cfg *Config) {
+		cfg.SessionTimeout = time.Minute
+		cfg.ReconnectInterval = 20 * time.Millisecond
+	})
+	r := relays[0].(*relay.TCP)
+	r.Blackhole(true)
+	r.Cut()
+	s.Close()
+	r.Blackhole(false)
+	start := time.Now()
+	select {
+	case <-c.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the dialer's session still runs 20s after its peer forgot it")
+	}
+	if err := c.Err(); !errors.Is(err, ErrPeerClosed) {
+		t.Errorf("dialer's session ended with %v, want ErrPeerClosed", err)
+	}
+	t.Logf("the dialer's session ended %v after the path came back: %v", time.Since(start).Round(time.Millisecond), c.Err())
 }

@@ -79,10 +79,18 @@ func openOne(c net.Conn, ciph noise.Cipher, n int, what string) ([]byte, error) 
 	return out, nil
 }
 
+// errSessionGone refuses a channel that would rejoin a session the
+// listener does not know: it closed the session, or restarted since.
+var errSessionGone = errors.New("the listener no longer knows this session (it closed it, or restarted)")
+
 // clientHandshake proves the key on a fresh channel and joins it to the
 // session as path. It returns the channel to use from now on (encrypted
 // unless both sides chose plaintext) and the listener's verdict.
-func clientHandshake(c net.Conn, cfg *Config, session [wire.SessionIDLen]byte, path int) (net.Conn, wire.Verdict, error) {
+//
+// rejoin marks a channel that replaces a lost one of an established
+// session; the error wraps errSessionGone if the listener no longer knows
+// the session.
+func clientHandshake(c net.Conn, cfg *Config, session [wire.SessionIDLen]byte, path int, rejoin bool) (net.Conn, wire.Verdict, error) {
 	_ = c.SetDeadline(time.Now().Add(cfg.HandshakeTimeout))
 	defer c.SetDeadline(time.Time{})
 	hs, err := newHandshake(cfg, true)
@@ -117,6 +125,9 @@ func clientHandshake(c net.Conn, cfg *Config, session [wire.SessionIDLen]byte, p
 	if cfg.InsecurePlaintext {
 		j.Flags |= wire.JoinPlaintext
 	}
+	if rejoin {
+		j.Flags |= wire.JoinRejoin
+	}
 	if _, err := c.Write(sealOne(send.Cipher(), j.Append(nil))); err != nil {
 		return nil, wire.Verdict{}, err
 	}
@@ -127,6 +138,9 @@ func clientHandshake(c net.Conn, cfg *Config, session [wire.SessionIDLen]byte, p
 	v, err := wire.ParseVerdict(b)
 	if err != nil {
 		return nil, v, err
+	}
+	if v.Gone {
+		return nil, v, errSessionGone
 	}
 	if !v.OK {
 		return nil, v, fmt.Errorf("refused by peer: %s", v.Reason)
@@ -139,8 +153,10 @@ func clientHandshake(c net.Conn, cfg *Config, session [wire.SessionIDLen]byte, p
 
 // serverHandshake checks a fresh channel's proof of the key. It reads only
 // the fixed-size Hello and Join messages, and Join only after the Hello
-// proved the key. It returns the channel to use from now on.
-func serverHandshake(c net.Conn, cfg *Config) (net.Conn, wire.Join, error) {
+// proved the key. check, if set, vets the Join before the verdict: an
+// error wrapping errSessionGone answers Verdict.Gone, any other refuses.
+// It returns the channel to use from now on.
+func serverHandshake(c net.Conn, cfg *Config, check func(wire.Join) error) (net.Conn, wire.Join, error) {
 	_ = c.SetDeadline(time.Now().Add(cfg.HandshakeTimeout))
 	defer c.SetDeadline(time.Time{})
 	buf := make([]byte, wire.HelloLen)
@@ -191,6 +207,15 @@ func serverHandshake(c net.Conn, cfg *Config) (net.Conn, wire.Join, error) {
 		}
 		refuse(err.Error())
 		return nil, j, err
+	}
+	if check != nil {
+		if err := check(j); errors.Is(err, errSessionGone) {
+			_, _ = c.Write(sealOne(send.Cipher(), wire.Verdict{Gone: true, Reason: err.Error()}.Append(nil)))
+			return nil, j, err
+		} else if err != nil {
+			refuse(err.Error())
+			return nil, j, err
+		}
 	}
 	v := wire.Verdict{OK: true, Window: uint32(cfg.StreamWindow), Segment: uint32(cfg.SegmentSize)}
 	if _, err := c.Write(sealOne(send.Cipher(), v.Append(nil))); err != nil {

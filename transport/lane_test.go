@@ -366,7 +366,7 @@ func TestMalformedLaneClosesChannel(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer raw.Close()
-			conn, _, err := clientHandshake(raw, cfg, newSessionID(), 0)
+			conn, _, err := clientHandshake(raw, cfg, newSessionID(), 0, false)
 			if err != nil {
 				t.Fatal(err)
 			}

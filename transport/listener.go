@@ -163,7 +163,7 @@ func (l *Listener) admit(raw net.Conn, accepted time.Time) {
 	_ = raw.SetDeadline(deadline)
 	// The deadline holds whatever the handshake does with the conn's own.
 	timer := time.AfterFunc(time.Until(deadline), func() { _ = raw.Close() })
-	c, j, err := serverHandshake(raw, l.cfg)
+	c, j, err := serverHandshake(raw, l.cfg, l.checkJoin)
 	if c == nil {
 		c = raw
 	}
@@ -209,6 +209,22 @@ func (l *Listener) admit(raw net.Conn, accepted time.Time) {
 		case <-l.done:
 		}
 	}
+}
+
+// checkJoin refuses a channel that would rejoin a session this listener
+// does not know. Starting a new session under that ID would leave the
+// dialer's session resending into one that never saw its streams.
+func (l *Listener) checkJoin(j wire.Join) error {
+	if j.Flags&wire.JoinRejoin == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	_, ok := l.sess[j.Session]
+	l.mu.Unlock()
+	if !ok {
+		return errSessionGone
+	}
+	return nil
 }
 
 // rateLog writes a Warn line at most once a second, counting the lines it
@@ -278,7 +294,7 @@ func Dial(ctx context.Context, paths []Path, cfg *Config) (*Session, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			conn, v, err := dialPathVerdict(ctx, c, id, i, p.Local, p.Remote)
+			conn, v, err := dialPathVerdict(ctx, c, id, i, p.Local, p.Remote, false)
 			results[i] = result{conn, v, err}
 		}()
 	}
@@ -331,12 +347,12 @@ func Dial(ctx context.Context, paths []Path, cfg *Config) (*Session, error) {
 	return s, nil
 }
 
-func dialPathVerdict(ctx context.Context, cfg *Config, id [wire.SessionIDLen]byte, pathID int, local, remote string) (net.Conn, wire.Verdict, error) {
+func dialPathVerdict(ctx context.Context, cfg *Config, id [wire.SessionIDLen]byte, pathID int, local, remote string, rejoin bool) (net.Conn, wire.Verdict, error) {
 	conn, err := cfg.Channel.Dial(ctx, local, remote)
 	if err != nil {
 		return nil, wire.Verdict{}, &PathError{Path: pathID, Local: local, Remote: remote, Op: "dial", Err: err}
 	}
-	sc, v, err := clientHandshake(conn, cfg, id, pathID)
+	sc, v, err := clientHandshake(conn, cfg, id, pathID, rejoin)
 	if err != nil {
 		_ = conn.Close()
 		return nil, v, &PathError{Path: pathID, Local: local, Remote: remote, Op: "handshake", Err: err}
@@ -344,7 +360,8 @@ func dialPathVerdict(ctx context.Context, cfg *Config, id [wire.SessionIDLen]byt
 	return sc, v, nil
 }
 
-// dialPath re-dials one path of an existing session; done aborts it.
+// dialPath re-dials one path of an existing session; done aborts it. The
+// error wraps errSessionGone if the listener no longer knows the session.
 func dialPath(cfg *Config, id [wire.SessionIDLen]byte, pathID int, local, remote string, done <-chan struct{}) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.HandshakeTimeout)
 	defer cancel()
@@ -355,6 +372,6 @@ func dialPath(cfg *Config, id [wire.SessionIDLen]byte, pathID int, local, remote
 		case <-ctx.Done():
 		}
 	}()
-	conn, _, err := dialPathVerdict(ctx, cfg, id, pathID, local, remote)
+	conn, _, err := dialPathVerdict(ctx, cfg, id, pathID, local, remote, true)
 	return conn, err
 }

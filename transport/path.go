@@ -587,6 +587,25 @@ func (s *Session) redial(p *path) {
 			}
 			return
 		}
+		if errors.Is(err, errSessionGone) {
+			s.log.Warn("the peer no longer knows this session; closing it", "path", p.id, "remote", p.remote)
+			s.closeWith(fmt.Errorf("%w: redialing path %d: %v", ErrPeerClosed, p.id, err))
+			return
+		}
+		if errors.Is(err, ErrIntegrity) || errors.Is(err, ErrAuth) {
+			// The peer proved the key when the session began: a
+			// handshake that fails now was altered on the way (or the
+			// peer restarted with another key). It counts as a failed
+			// channel, so that a path whose every redial is tampered
+			// with ends the session instead of holding it open.
+			p.integrity.Add(1)
+			n := s.integrityFailures.Add(1)
+			s.log.Error("redialed channel failed its handshake", "path", p.id, "remote", p.remote, "failures", n, "err", err)
+			if n >= maxIntegrityFailures {
+				s.closeWith(fmt.Errorf("%w: %d channels of this session failed it, the last while redialing path %d: %v", ErrIntegrity, n, p.id, err))
+				return
+			}
+		}
 		s.log.Debug("redial failed", "path", p.id, "remote", p.remote, "err", err)
 		delay = min(2*delay, 2*time.Second)
 	}

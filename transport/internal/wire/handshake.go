@@ -105,12 +105,20 @@ type Join struct {
 	Path    uint16
 	Window  uint32 // per-stream receive window the client grants
 	Segment uint32 // largest segment the client sends
-	Flags   uint8  // JoinPlaintext
+	Flags   uint8  // JoinPlaintext, JoinRejoin
 }
 
-// JoinPlaintext asks for data records without encryption (the handshake
-// itself stays encrypted); both sides must be configured for it.
-const JoinPlaintext = 1
+const (
+	// JoinPlaintext asks for data records without encryption (the
+	// handshake itself stays encrypted); both sides must be configured
+	// for it.
+	JoinPlaintext = 1
+	// JoinRejoin marks a channel that replaces a lost one of an
+	// established session: the listener must know the session, and
+	// answers Verdict.Gone if it does not (it closed the session, or
+	// restarted), instead of starting a new one under the old ID.
+	JoinRejoin = 2
+)
 
 // Append appends the Join message.
 func (j Join) Append(b []byte) []byte {
@@ -133,7 +141,7 @@ func ParseJoin(b []byte) (Join, error) {
 	j.Window = binary.BigEndian.Uint32(b[o+2:])
 	j.Segment = binary.BigEndian.Uint32(b[o+6:])
 	j.Flags = b[o+10]
-	if j.Flags&^JoinPlaintext != 0 {
+	if j.Flags&^(JoinPlaintext|JoinRejoin) != 0 {
 		return j, fmt.Errorf("%w: JOIN flags %#x", ErrMalformed, j.Flags)
 	}
 	return j, j.validate()
@@ -150,21 +158,33 @@ func (j Join) validate() error {
 }
 
 // Verdict ends the handshake: accepted with the server's receive
-// parameters, or refused with a reason.
+// parameters, or refused with a reason. Gone refuses a JoinRejoin for a
+// session the listener does not know.
 type Verdict struct {
 	OK      bool
+	Gone    bool
 	Window  uint32
 	Segment uint32
 	Reason  string
 }
 
+// Verdict statuses on the wire.
+const (
+	verdictRefused = 0
+	verdictOK      = 1
+	verdictGone    = 2
+)
+
 // Append appends the Verdict message (fixed size, reason truncated).
 func (v Verdict) Append(b []byte) []byte {
-	ok := byte(0)
-	if v.OK {
-		ok = 1
+	st := byte(verdictRefused)
+	switch {
+	case v.OK:
+		st = verdictOK
+	case v.Gone:
+		st = verdictGone
 	}
-	b = append(b, ok)
+	b = append(b, st)
 	b = binary.BigEndian.AppendUint32(b, v.Window)
 	b = binary.BigEndian.AppendUint32(b, v.Segment)
 	r := v.Reason
@@ -182,10 +202,10 @@ func ParseVerdict(b []byte) (Verdict, error) {
 	if len(b) != VerdictLen {
 		return v, fmt.Errorf("%w: VERDICT of %d bytes", ErrMalformed, len(b))
 	}
-	if b[0] > 1 {
+	if b[0] > verdictGone {
 		return v, fmt.Errorf("%w: VERDICT status %d", ErrMalformed, b[0])
 	}
-	v.OK = b[0] == 1
+	v.OK, v.Gone = b[0] == verdictOK, b[0] == verdictGone
 	v.Window = binary.BigEndian.Uint32(b[1:])
 	v.Segment = binary.BigEndian.Uint32(b[5:])
 	n := int(binary.BigEndian.Uint16(b[9:]))
