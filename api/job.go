@@ -100,6 +100,22 @@ type UnitCounts struct {
 	Running int `json:"running"`
 	// Retries counts the failed tries of units that then ran again.
 	Retries int `json:"retries"`
+	// Retried counts the units with a try that brought no result: it
+	// failed, or its copy was lost with its stream, path or worker.
+	// JobStatus.RetriedUnits lists the first of them.
+	Retried int `json:"retried,omitempty"`
+}
+
+// UnitTries are the tries of one unit that brought no result.
+type UnitTries struct {
+	Unit uint64 `json:"unit"`
+	// Failed counts the tries whose operation failed (or that the
+	// server could not prepare or record); Lost the copies that went
+	// away with their stream, path or worker.
+	Failed int `json:"failed"`
+	Lost   int `json:"lost"`
+	// Error says what the last of them was.
+	Error string `json:"error,omitempty"`
 }
 
 // Timings records when a job moved and how much compute it used.
@@ -136,6 +152,10 @@ type JobStatus struct {
 	// retention period; fetching it then answers 410 Gone.
 	OutputExpired time.Time  `json:"output_expired,omitzero"`
 	Units         UnitCounts `json:"units"`
+	// RetriedUnits lists, by unit ID, the first 100 units with a try
+	// that brought no result (Units.Retried counts them all). Only GET
+	// /v1/jobs/{id} fills it.
+	RetriedUnits []UnitTries `json:"retried_units,omitempty"`
 	// Error says why a job failed or was canceled, naming the unit; while
 	// it runs, why it is blocked or why a unit's last try failed.
 	Error   string  `json:"error,omitempty"`

@@ -183,6 +183,16 @@ func printJob(w io.Writer, st api.JobStatus, asJSON bool) {
 	}
 	fmt.Fprintf(w, "  units    %d done of %d, %d running, %d failed%s (%s policy)\n",
 		st.Units.Done, st.Units.Total, st.Units.Running, st.Units.Failed, retries, st.Policy)
+	for i, u := range st.RetriedUnits {
+		head := "  retried  "
+		if i > 0 {
+			head = "           "
+		}
+		fmt.Fprintf(w, "%sunit %d: %s; last: %s\n", head, u.Unit, tryCounts(u), u.Error)
+	}
+	if more := st.Units.Retried - len(st.RetriedUnits); more > 0 && len(st.RetriedUnits) > 0 {
+		fmt.Fprintf(w, "           and %d more units\n", more)
+	}
 	t := st.Timings
 	if !t.Started.IsZero() {
 		end := t.Finished
@@ -769,4 +779,16 @@ func or(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// tryCounts says how a unit's tries without a result went.
+func tryCounts(u api.UnitTries) string {
+	var parts []string
+	if u.Failed > 0 {
+		parts = append(parts, plural(u.Failed, "failed try", "failed tries"))
+	}
+	if u.Lost > 0 {
+		parts = append(parts, plural(u.Lost, "lost copy", "lost copies"))
+	}
+	return strings.Join(parts, ", ")
 }

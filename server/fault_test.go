@@ -140,6 +140,13 @@ func TestUnitFails(t *testing.T) {
 	if st.Units.Retries != 1 {
 		t.Errorf("retries %d, want 1", st.Units.Retries)
 	}
+	// The finished job's status (from the store) lists the unit's tries.
+	if st.Units.Retried != 1 || len(st.RetriedUnits) != 1 {
+		t.Fatalf("retried units: %d, %+v; want unit 3 alone", st.Units.Retried, st.RetriedUnits)
+	}
+	if u := st.RetriedUnits[0]; u.Unit != 3 || u.Failed != 2 || u.Lost != 0 || !strings.Contains(u.Error, "sleep: unit 3 fails as the job asked") {
+		t.Errorf("unit tries %+v; want unit 3 with 2 failed tries and the operation's error", u)
+	}
 	if st.Units.Done >= 20 {
 		t.Errorf("%d units done after the failure", st.Units.Done)
 	}
@@ -280,6 +287,16 @@ func TestWorkerCutOff(t *testing.T) {
 	st = c.wait(st.Job)
 	if st.State != api.JobDone || st.Units.Done != 48 {
 		t.Fatalf("job %s, %+v: %s", st.State, st.Units, st.Error)
+	}
+	// The units in flight on the cut-off worker were lost and ran again:
+	// each says so.
+	if st.Units.Retried == 0 || len(st.RetriedUnits) != st.Units.Retried {
+		t.Errorf("retried units: %d, %+v; want the cut-off worker's units in flight", st.Units.Retried, st.RetriedUnits)
+	}
+	for _, u := range st.RetriedUnits {
+		if u.Lost < 1 || !strings.Contains(u.Error, "lost") {
+			t.Errorf("unit tries %+v; want a lost copy", u)
+		}
 	}
 	if !bytes.Equal(c.get(st.Output), want) {
 		t.Error("output differs from the single-unit output")
@@ -522,5 +539,5 @@ func TestTamperedDataPlane(t *testing.T) {
 	if r.Tampered() == 0 {
 		t.Fatal("the relay altered nothing: the test proved nothing")
 	}
-	t.Logf("the relay altered %d chunks", r.Tampered())
+	t.Logf("the relay altered %d chunks; %d units ran again: %+v", r.Tampered(), st.Units.Retried, st.RetriedUnits)
 }

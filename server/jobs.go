@@ -653,6 +653,9 @@ func (s *Server) endJob(r *run, state store.JobState, msg string) bool {
 
 // finish retires an active job that reached a final state.
 func (s *Server) finish(r *run) {
+	if tries, _ := r.tries(len(r.units)); len(tries) > 0 {
+		s.persist(func(ctx context.Context) error { return s.db.SaveTries(ctx, r.id, tries) })
+	}
 	s.mu.Lock()
 	if s.jobs[r.id] == r {
 		delete(s.jobs, r.id)
@@ -710,8 +713,21 @@ func (s *Server) status(ctx context.Context, id uint64) (api.JobStatus, error) {
 	if err != nil {
 		return api.JobStatus{}, err
 	}
-	return s.jobStatus(j), nil
+	st := s.jobStatus(j)
+	var tries []store.UnitTries
+	if r := s.run(id); r != nil {
+		tries, st.Units.Retried = r.tries(maxTriesShown)
+	} else if tries, st.Units.Retried, err = s.db.Tries(ctx, id, maxTriesShown); err != nil {
+		return api.JobStatus{}, err
+	}
+	for _, t := range tries {
+		st.RetriedUnits = append(st.RetriedUnits, api.UnitTries{Unit: t.Unit, Failed: t.Fails, Lost: t.Lost, Error: t.Error})
+	}
+	return st, nil
 }
+
+// maxTriesShown bounds the units a job's status lists with their tries.
+const maxTriesShown = 100
 
 // jobStatus is the API view of a job record, with the live counts of an
 // active job (the store's lag behind by a batch).

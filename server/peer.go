@@ -244,6 +244,7 @@ func (s *Server) lostAll(lost []sched.Assignment, errs []*sched.UnitError) {
 	for _, a := range lost {
 		if r := s.run(a.Job); r != nil {
 			r.release(a.Seq)
+			r.lostCopy(a.Unit, fmt.Sprintf("lost: worker %s went away while it ran", a.Worker))
 		}
 	}
 	for _, e := range errs {
@@ -252,9 +253,14 @@ func (s *Server) lostAll(lost []sched.Assignment, errs []*sched.UnitError) {
 }
 
 // lose reports that a copy will bring no result.
-func (s *Server) lose(a sched.Assignment) {
+func (s *Server) lose(a sched.Assignment, why error) {
 	if r := s.run(a.Job); r != nil {
 		r.release(a.Seq)
+		msg := fmt.Sprintf("lost: its stream to worker %s broke", a.Worker)
+		if why != nil {
+			msg += ": " + why.Error()
+		}
+		r.lostCopy(a.Unit, msg)
 	}
 	if e := s.sched.Lost(a); e != nil {
 		s.unitFailed(e, "")
@@ -267,9 +273,10 @@ func (s *Server) lose(a sched.Assignment) {
 func (s *Server) runStream(ctx context.Context, p *peer, ps *pstream) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	var why error // why the stream ended, if it broke
 	wg.Go(func() {
 		defer cancel()
-		s.receive(ctx, p, ps)
+		why = s.receive(ctx, p, ps)
 	})
 	s.send(ctx, p, ps)
 	cancel()
@@ -277,7 +284,7 @@ func (s *Server) runStream(ctx context.Context, p *peer, ps *pstream) {
 	wg.Wait()
 	for _, a := range ps.takeAll() {
 		p.busy.back(0)
-		s.lose(a)
+		s.lose(a, why)
 	}
 }
 
@@ -329,20 +336,23 @@ func (s *Server) send(ctx context.Context, p *peer, ps *pstream) {
 	}
 }
 
-// receive reads results from the stream.
-func (s *Server) receive(ctx context.Context, p *peer, ps *pstream) {
+// receive reads results from the stream. It returns why the stream
+// broke, or nil if it ended in order.
+func (s *Server) receive(ctx context.Context, p *peer, ps *pstream) error {
 	for {
 		b, err := ps.st.ReadMessage(ctx)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
-				s.log.Debug("stream ended", "worker", p.id, "stream", ps.idx, "err", err)
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
+				return nil
 			}
-			return
+			s.log.Debug("stream ended", "worker", p.id, "stream", ps.idx, "err", err)
+			return err
 		}
 		var res api.Result
 		if err := res.Decode(b, maxResult); err != nil {
-			s.drop(p, fmt.Errorf("malformed result on stream %d: %w", ps.idx, err))
-			return
+			err = fmt.Errorf("malformed result on stream %d: %w", ps.idx, err)
+			s.drop(p, err)
+			return err
 		}
 		if res.Job == 0 {
 			p.deliverFigures(res)
@@ -423,10 +433,13 @@ func (s *Server) failTry(r *run, a sched.Assignment, worker, msg string) {
 		where = " on worker " + worker
 	}
 	tries, retried, e := s.sched.Fail(a, errors.New(msg))
+	if retried || e != nil {
+		r.failed(a.Unit, retried, fmt.Sprintf("failed%s: %s", where, msg))
+	}
 	switch {
 	case retried:
 		full := fmt.Sprintf("unit %d failed%s (try %d; it runs again): %s", a.Unit, where, tries, msg)
-		r.failed(full)
+		r.lastFailed(full)
 		s.persist(func(ctx context.Context) error { return s.db.RetryUnit(ctx, a.Job, a.Unit, worker, msg) })
 		s.log.Warn("unit failed; it runs again", "job", a.Job, "unit", a.Unit, "worker", worker, "err", msg)
 	case e != nil:

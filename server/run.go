@@ -80,6 +80,10 @@ type runUnit struct {
 	result string
 	done   bool
 	copies int
+	// fails and lost count the tries that brought no result (see
+	// store.UnitTries); tryErr says what the last one was.
+	fails, lost int
+	tryErr      string
 }
 
 func newRun(j store.Job, jo jobOps, units []store.Unit) (*run, error) {
@@ -247,12 +251,58 @@ func (r *run) end() bool {
 	return true
 }
 
-// failed books a failed try of a unit that runs again.
-func (r *run) failed(msg string) {
+// failed books a failed try of unit; again says that it runs again.
+// lastFailed sets what the job's status says about it.
+func (r *run) failed(unit uint64, again bool, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.retries++
+	if again {
+		r.retries++
+	}
+	if unit < uint64(len(r.units)) {
+		u := &r.units[unit]
+		u.fails++
+		u.tryErr = msg
+	}
+}
+
+// lostCopy books a copy of unit that will bring no result: why says
+// where it went.
+func (r *run) lostCopy(unit uint64, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if unit < uint64(len(r.units)) && !r.units[unit].done {
+		u := &r.units[unit]
+		u.lost++
+		u.tryErr = why
+	}
+}
+
+// lastFailed sets the message of the last failed try that runs again.
+func (r *run) lastFailed(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.lastFail = msg
+}
+
+// tries returns the units with a try that brought no result, at most
+// limit of them by unit ID, and how many there are.
+func (r *run) tries(limit int) ([]store.UnitTries, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []store.UnitTries
+	total := 0
+	for i := range r.units {
+		u := &r.units[i]
+		if u.fails == 0 && u.lost == 0 {
+			continue
+		}
+		total++
+		if len(out) < limit {
+			out = append(out, store.UnitTries{Unit: uint64(i), Fails: u.fails, Lost: u.lost, Error: u.tryErr})
+		}
+	}
+	return out, total
 }
 
 // failures returns the failed tries so far and the last one's message.

@@ -16,7 +16,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Version 1 is schema;
 // each later version applies its migration on top.
-const schemaVersion = 4
+const schemaVersion = 5
 
 // migrations[v] takes a database from version v+1 to v+2.
 var migrations = []string{
@@ -75,6 +75,11 @@ CREATE TABLE IF NOT EXISTS api_tokens (
 	last_used INTEGER NOT NULL DEFAULT 0,
 	revoked   INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
+`,
+	// 5: each unit's failed and lost tries (tries.go).
+	`
+ALTER TABLE units ADD COLUMN fails INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE units ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;
 `,
 }
 
