@@ -210,17 +210,9 @@ func (o *imageOp) AssembleStored(_ map[string]string, hint Hint, rs Results, _ s
 // decodeImage decodes a PNG, JPEG or GIF into premultiplied RGBA with its
 // origin at (0, 0).
 func decodeImage(op string, r io.ReadSeeker) (*image.RGBA, error) {
-	cfg, err := decodeConfig(op, r)
+	src, err := decodeSource(op, r)
 	if err != nil {
 		return nil, err
-	}
-	format := cfg.format
-	if _, err := r.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("%s: read input: %w", op, err)
-	}
-	src, _, err := image.Decode(r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: corrupt %s image: %v: %w", op, format, err, ErrBadInput)
 	}
 	b := src.Bounds()
 	if rgba, ok := src.(*image.RGBA); ok && b.Min == (image.Point{}) && rgba.Stride == 4*b.Dx() {
@@ -229,6 +221,23 @@ func decodeImage(op string, r io.ReadSeeker) (*image.RGBA, error) {
 	dst := image.NewRGBA(image.Rect(0, 0, b.Dx(), b.Dy()))
 	draw.Draw(dst, dst.Rect, src, b.Min, draw.Src)
 	return dst, nil
+}
+
+// decodeSource decodes a PNG, JPEG or GIF (its first frame) in the form
+// its decoder gives, after checking its size.
+func decodeSource(op string, r io.ReadSeeker) (image.Image, error) {
+	cfg, err := decodeConfig(op, r)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("%s: read input: %w", op, err)
+	}
+	src, _, err := image.Decode(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: corrupt %s image: %v: %w", op, cfg.format, err, ErrBadInput)
+	}
+	return src, nil
 }
 
 // imageConfig is an image's format and size.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"image/draw"
 	"io"
 	"os"
 	"slices"
@@ -127,11 +128,14 @@ func decodeRaster(op string, in io.ReaderAt, size int64, cfg imageConfig, dir st
 		}
 	}
 	wholeDecodes <- struct{}{}
-	img, err := decodeImage(op, io.NewSectionReader(in, 0, size))
+	src, err := decodeSource(op, io.NewSectionReader(in, 0, size))
 	if err == nil {
-		_, err = bw.Write(img.Pix)
+		err = writeRGBA(bw, src)
 		if err == nil {
 			err = bw.Flush()
+		}
+		if err != nil {
+			err = fmt.Errorf("%s: write the decoded image: %w", op, err)
 		}
 	}
 	<-wholeDecodes
@@ -140,6 +144,34 @@ func decodeRaster(op string, in io.ReaderAt, size int64, cfg imageConfig, dir st
 		return nil, err
 	}
 	return r, nil
+}
+
+// writeRGBA writes img's pixels as premultiplied RGBA rows, converting a
+// band of rows at a time: memory holds the decoded image in its own
+// form (a JPEG's YCbCr planes, a GIF's palette indexes) and one band,
+// never a second, RGBA copy of the whole.
+func writeRGBA(w io.Writer, img image.Image) error {
+	b := img.Bounds()
+	if rgba, ok := img.(*image.RGBA); ok {
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			i := rgba.PixOffset(b.Min.X, y)
+			if _, err := w.Write(rgba.Pix[i : i+4*b.Dx()]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	rows := max(1, min(b.Dy(), (1<<20)/(4*b.Dx())))
+	band := image.NewRGBA(image.Rect(0, 0, b.Dx(), rows))
+	for y := b.Min.Y; y < b.Max.Y; y += rows {
+		n := min(rows, b.Max.Y-y)
+		dst := band.SubImage(image.Rect(0, 0, b.Dx(), n)).(*image.RGBA)
+		draw.Draw(dst, dst.Rect, img, image.Pt(b.Min.X, y), draw.Src)
+		if _, err := w.Write(band.Pix[:4*b.Dx()*n]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // tileRect is a tile's place in the image: the pixels it carries (data)

@@ -93,7 +93,7 @@ exit $rc`
 	for _, m := range skipped {
 		names = append(names, m[1])
 	}
-	for _, want := range []string{"--- PASS: TestLanesKernel", "--- PASS: TestKnobsKernel", "--- PASS: TestKernelSCTPSessions", "--- PASS: TestKernelSCTPMultihomedAssociation"} {
+	for _, want := range []string{"--- PASS: TestLanesKernel", "--- PASS: TestKnobsKernel", "--- PASS: TestKernelSCTPSessions", "--- PASS: TestKernelSCTPMultihomedAssociation", "--- PASS: TestKernelSCTPTamper"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inside UML, no %q:\n%s", want, out)
 		}
