@@ -166,16 +166,7 @@ func TestKernelSCTPTamper(t *testing.T) {
 	defer ln.Close()
 	addrs := ln.Addrs()
 	r := newSCTPRelay(t, "127.0.0.3:0", addrs[0].String())
-	c, err := Dial(ctx, []Path{{Remote: r.addr()}, {Remote: addrs[1].String()}}, ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { c.Close(); c.wait() }()
-	s, err := ln.Accept(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	c, s := dialAccept(t, ctx, ln, []Path{{Remote: r.addr()}, {Remote: addrs[1].String()}}, ccfg)
 	transfer(t, c, s, 8<<20, 128<<10, 2<<20, func() { r.armed.Store(true) })
 	if n := r.tampered.Load(); n != 1 {
 		t.Fatalf("the relay altered %d chunks, want 1", n)

@@ -151,19 +151,27 @@ func TestKernelSCTPMultihomedAssociation(t *testing.T) {
 	if !bytes.HasPrefix([]byte(remote), []byte("127.0.0.1,127.0.0.3:")) {
 		t.Fatalf("listener address %q does not list both addresses", remote)
 	}
-	c, err := Dial(ctx, []Path{{Local: "127.0.0.2,127.0.0.4", Remote: remote}}, ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { c.Close(); c.wait() }()
-	s, err := ln.Accept(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	c, s := dialAccept(t, ctx, ln, []Path{{Local: "127.0.0.2,127.0.0.4", Remote: remote}}, ccfg)
 	go echoStreams(ctx, s)
 	echoMany(t, ctx, c, 4, 5, 1<<20)
 	if st := c.Stats(); len(st) != 1 || st[0].State != "up" {
 		t.Errorf("client paths %+v, want one up", st)
 	}
+}
+
+// dialAccept dials a session over paths to ln and accepts it; both are
+// closed at the end of the test.
+func dialAccept(t *testing.T, ctx context.Context, ln *Listener, paths []Path, cfg *Config) (client, server *Session) {
+	t.Helper()
+	c, err := Dial(ctx, paths, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); c.wait() })
+	s, err := ln.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return c, s
 }
