@@ -6,8 +6,9 @@
 //	id, err := c.Put(ctx, file)
 //	job, err := c.Submit(ctx, api.JobRequest{Op: "blur", Input: id, Tile: api.Tile{W: 256, H: 256}})
 //	job, err = c.Wait(ctx, job.Job, nil)
-//	err = c.Get(ctx, job.Output, out)
+//	n, err := c.Get(ctx, job.Output, out)
 //
+// The package's Example is the same, complete and compiled by go test.
 // The client speaks HTTPS and pins the server's certificate before it
 // sends a credential: by fingerprint (WithFingerprint, or a join token
 // given to WithToken) or, with the cluster key, by the server's proof of
