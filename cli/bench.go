@@ -36,7 +36,7 @@ fraction measures the share of a worker's lent thread time spent computing.
 Experiments: `+strings.Join(names, ", ")+`.`)
 	only := fs.String("only", "", "run only the experiment of this `name`, or else those whose name contains it")
 	secs := fs.Float64("time", 5, "`seconds` per bulk measurement")
-	out := fs.String("o", "", "append the report to this `file` (default: stdout)")
+	out := fs.StringP("output", "o", "", "append the report to this `file` (default: stdout)")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+
+	"github.com/spf13/pflag"
 )
 
 func init() {
@@ -47,7 +48,7 @@ type clientFlags struct {
 	auth    *controlFlags
 }
 
-func addClientFlags(fs *flag.FlagSet, timeout time.Duration) *clientFlags {
+func addClientFlags(fs *pflag.FlagSet, timeout time.Duration) *clientFlags {
 	def := os.Getenv("BRAID_SERVER")
 	if def == "" {
 		def = defaultServerURL
@@ -92,7 +93,7 @@ func clientFail(env *Env, cmd string, err error) int {
 }
 
 // oneArg parses args expecting exactly one positional argument.
-func oneArg(env *Env, fs *flag.FlagSet, args []string, what string) (string, int) {
+func oneArg(env *Env, fs *pflag.FlagSet, args []string, what string) (string, int) {
 	pos, code := parseInterspersed(env, fs, args)
 	if code >= 0 {
 		return "", code
@@ -276,7 +277,7 @@ func runGet(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "get", "ID -o FILE [flags]", `
 Downloads blob ID, e.g. a job's output, into FILE ("-" for standard
 output). The file appears whole or not at all.`)
-	out := fs.String("o", "", "write to this `FILE` (required; - for standard output)")
+	out := fs.StringP("output", "o", "", "write to this `FILE` (required; - for standard output)")
 	cf := addClientFlags(fs, 0)
 	id, code := oneArg(env, fs, args, "blob ID")
 	if code >= 0 {
@@ -328,6 +329,15 @@ type paramFlag map[string]string
 
 func (p paramFlag) String() string { return fmtParams(p) }
 
+// Type names the value in the help.
+func (p paramFlag) Type() string { return "NAME=VALUE" }
+
+// tileFlag is --tile WxH.
+type tileFlag struct{ *api.Tile }
+
+// Type names the value in the help.
+func (tileFlag) Type() string { return "WxH" }
+
 func (p paramFlag) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
 	if !ok || strings.TrimSpace(k) == "" {
@@ -365,7 +375,7 @@ the pipeline's id (pN, for status and wait) and its steps' job ids.
 	fs.Var(params, "param", "an operation parameter `NAME=VALUE` (repeatable)")
 	units := fs.Int("units", 0, "split into about `N` units (0: the operation chooses)")
 	var tile api.Tile
-	fs.Var(&tile, "tile", "split an image into tiles of `WxH` pixels, e.g. 256x256")
+	fs.Var(tileFlag{&tile}, "tile", "split an image into tiles of `WxH` pixels, e.g. 256x256")
 	repeat := fs.Int("repeat", 0, "process the whole job `N` times as independent units")
 	policy := fs.String("policy", api.PolicyDynamic, "scheduling `policy`: equal, proportional or dynamic")
 	inFlight := fs.Int("in-flight", 0, "units a stream may hold at once (0: the server's default)")

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braid-hpc/braid/transport"
@@ -110,9 +112,25 @@ type perfResult struct {
 	Paths []perfServerPath `json:"paths"`
 	// Stripe counts the server's striping control messages.
 	Stripe transport.StripeStats `json:"stripe"`
+	// StreamBytes counts payload per stream: received (bulk), sent
+	// (reverse) or echoed (pingpong).
+	StreamBytes []perfStreamBytes `json:"stream_bytes,omitempty"`
+	// CPUUser and CPUSys are the server process's CPU seconds over the
+	// test.
+	CPUUser float64 `json:"cpu_user_s,omitempty"`
+	CPUSys  float64 `json:"cpu_sys_s,omitempty"`
+	// at, when set, is the server's path statistics at the end of the
+	// test, taken before the sender's queue drained.
+	at []transport.PathStats
 	// Conns counts payload per plain TCP connection of a baseline test:
 	// received (bulk), sent (reverse) or echoed (pingpong).
 	Conns []int64 `json:"conns,omitempty"`
+}
+
+// perfStreamBytes is one stream's payload.
+type perfStreamBytes struct {
+	ID    int   `json:"id"`
+	Bytes int64 `json:"bytes"`
 }
 
 // perfServerPath is one path as the server saw it.
@@ -122,6 +140,37 @@ type perfServerPath struct {
 	Local    string `json:"local"`
 	Received int64  `json:"received"`
 	Sent     int64  `json:"sent"`
+	// DupReceived counts received bytes that were copies of bytes another
+	// path carried too (included in Received).
+	DupReceived int64 `json:"dup_received,omitempty"`
+}
+
+// statsAt takes a session's path statistics at a given moment: the end
+// of a test, before what was queued at the sender's deadline drains.
+type statsAt struct {
+	sess  *transport.Session
+	timer *time.Timer
+	done  chan struct{}
+	stats []transport.PathStats
+}
+
+func snapshotAt(sess *transport.Session, t time.Time) *statsAt {
+	s := &statsAt{sess: sess, done: make(chan struct{})}
+	s.timer = time.AfterFunc(time.Until(t), func() {
+		s.stats = sess.Stats()
+		close(s.done)
+	})
+	return s
+}
+
+// get returns the statistics taken at the moment, or the current ones if
+// it has not come yet.
+func (s *statsAt) get() []transport.PathStats {
+	if s.timer.Stop() {
+		return s.sess.Stats()
+	}
+	<-s.done
+	return s.stats
 }
 
 // perfSummary tells the server the client's figures for its log line.
@@ -131,6 +180,15 @@ type perfSummary struct {
 	Bytes          int64   `json:"bytes"`
 	RTTus          float64 `json:"rtt_us,omitempty"`
 	EffectiveMbps  float64 `json:"effective_mbps,omitempty"`
+	// What the client sent in bulk and over how long, and its CPU
+	// seconds, for the server's iperf3-shaped report.
+	SentBytes   int64   `json:"sent_bytes,omitempty"`
+	SentSeconds float64 `json:"sent_seconds,omitempty"`
+	CPUUser     float64 `json:"cpu_user_s,omitempty"`
+	CPUSys      float64 `json:"cpu_sys_s,omitempty"`
+	// StreamBytes is the client's count per stream: sent (bulk and
+	// pingpong) or received (reverse).
+	StreamBytes []perfStreamBytes `json:"stream_bytes,omitempty"`
 }
 
 // writeJSON sends v as one message on st.
@@ -266,8 +324,62 @@ func (l *latest) mark() {
 	}
 }
 
+// markAt records t.
+func (l *latest) markAt(t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t.After(l.t) {
+		l.t = t
+	}
+}
+
 func (l *latest) get() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.t
+}
+
+// countUntil reads st to its end. It counts the payload that arrives by
+// deadline, segment by segment as it arrives, into stream and bytes, and
+// the messages complete by then into msgs; what arrives later is read and
+// dropped, so that the stream ends cleanly and the session stays usable.
+// It returns when counting stopped: the stream's end, or the deadline if
+// that came first. As in iperf3, a test lasts what was asked: bytes still
+// queued at the sender at the deadline do not stretch it.
+func countUntil(ctx context.Context, st *transport.Stream, deadline time.Time, stream, bytes, msgs *atomic.Int64) (time.Time, error) {
+	w := deadlineCounter{deadline: deadline, a: stream, b: bytes}
+	for {
+		mr, err := st.NextMessage(ctx)
+		if errors.Is(err, io.EOF) {
+			now := time.Now()
+			if now.After(deadline) {
+				now = deadline
+			}
+			return now, nil
+		}
+		if err != nil {
+			return time.Time{}, err
+		}
+		if _, err := mr.WriteTo(w); err != nil {
+			return time.Time{}, err
+		}
+		if time.Now().Before(deadline) {
+			msgs.Add(1)
+		}
+	}
+}
+
+// deadlineCounter is an io.Writer that counts what it is given until a
+// deadline and drops it.
+type deadlineCounter struct {
+	deadline time.Time
+	a, b     *atomic.Int64
+}
+
+func (c deadlineCounter) Write(p []byte) (int, error) {
+	if time.Now().Before(c.deadline) {
+		c.a.Add(int64(len(p)))
+		c.b.Add(int64(len(p)))
+	}
+	return len(p), nil
 }

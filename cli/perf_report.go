@@ -49,6 +49,9 @@ type perfReport struct {
 	// Control counts striping control messages of the sending side(s).
 	Control   transport.StripeStats `json:"control_messages"`
 	Intervals []perfInterval        `json:"intervals"`
+
+	// sent is the payload sent per plain TCP connection of a baseline test.
+	sent []int64
 }
 
 // PingPong holds the round-trip figures of a pingpong test. It is
@@ -145,6 +148,11 @@ func (r *perfReport) setBraidPaths(o *perfOptions, before, after []transport.Pat
 			n -= dup
 		default:
 			n -= dup
+			if sp, ok := srv[p.ID]; ok && sp.Received > 0 {
+				// What reached the server by the end of the test, not
+				// what this client had sent when it got the result.
+				n = sp.Received - sp.DupReceived
+			}
 		}
 		local := p.Local
 		if sp, ok := srv[p.ID]; ok && sp.Remote != "" && (local == "" || !strings.Contains(local, ":")) {
@@ -241,6 +249,7 @@ type intervals struct {
 	meter  func() []int64
 	rounds atomic.Int64
 	rttSum atomic.Int64 // ns
+	period time.Duration
 	stopCh chan struct{}
 	done   chan struct{}
 	once   sync.Once
@@ -248,6 +257,11 @@ type intervals struct {
 
 func startIntervals(env *Env, o *perfOptions, rep *perfReport, meter func() []int64) *intervals {
 	iv := &intervals{w: env.Stdout, live: o.live, rep: rep, meter: meter, stopCh: make(chan struct{}), done: make(chan struct{})}
+	if o.interval <= 0 {
+		close(iv.done)
+		return iv
+	}
+	iv.period = time.Duration(o.interval * float64(time.Second))
 	go iv.run()
 	return iv
 }
@@ -265,7 +279,7 @@ func (iv *intervals) stop() {
 
 func (iv *intervals) run() {
 	defer close(iv.done)
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(iv.period)
 	defer t.Stop()
 	prev := iv.meter()
 	var prevRounds, prevSum int64

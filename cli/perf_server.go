@@ -18,12 +18,14 @@ type perfServer struct {
 	env        *Env
 	cfg        *transport.Config
 	portOffset int
-	mu         sync.Mutex // serializes output lines
+	json       bool          // print an iperf3-shaped JSON object per test
+	interval   time.Duration // of the JSON intervals; 0: none
+	mu         sync.Mutex    // serializes output lines
 }
 
 // perfServe listens on addrs and serves tests until ctx ends, or after the
 // first test with once.
-func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Config, once bool, portOffset int) int {
+func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Config, once bool, srv *perfServer) int {
 	ln, err := transport.Listen(ctx, addrs, cfg)
 	if err != nil {
 		env.Errorf("perf: %v", err)
@@ -34,8 +36,13 @@ func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Con
 	for _, a := range ln.Addrs() {
 		bound = append(bound, a.String())
 	}
-	fmt.Fprintf(env.Stdout, "braid perf: listening on %s\n", strings.Join(bound, ","))
-	srv := &perfServer{env: env, cfg: cfg, portOffset: portOffset}
+	// With --json stdout holds only the tests' JSON objects.
+	out := env.Stdout
+	if srv.json {
+		out = env.Stderr
+	}
+	fmt.Fprintf(out, "braid perf: listening on %s\n", strings.Join(bound, ","))
+	srv.env, srv.cfg = env, cfg
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer ln.Close() // closes the sessions still running, before wg.Wait
@@ -82,7 +89,11 @@ func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (err er
 	defer closeSession(ctx, sess, false, 0)
 	defer func() {
 		if err != nil && ctx.Err() == nil {
-			s.printf("test from %s failed: %v", peerOf(sess), err)
+			if s.json {
+				s.env.Errorf("perf: test from %s failed: %v", peerOf(sess), err)
+			} else {
+				s.printf("test from %s failed: %v", peerOf(sess), err)
+			}
 		}
 	}()
 	actx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -105,33 +116,60 @@ func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (err er
 
 	before := sess.Stats()
 	stripe0 := sess.StripeStats()
+	u0, s0 := cpuTimes()
+	began := time.Now()
+	ctr := &streamCounter{}
+	sampler := startSampler(ctr, h.Reverse, s.interval)
 	var res *perfResult
 	if h.Baseline {
 		res, err = s.baseline(ctx, sess, ctrl, &h)
 	} else {
-		res, err = s.braid(ctx, sess, ctrl, &h)
+		res, err = s.braid(ctx, sess, ctrl, &h, ctr)
 	}
+	intervals := sampler.stop()
 	if err != nil {
 		res = &perfResult{Error: err.Error()}
 	}
+	u1, s1 := cpuTimes()
+	res.CPUUser, res.CPUSys = (u1 - u0).Seconds(), (s1 - s0).Seconds()
+	if ids, counts := ctr.snapshot(); len(ids) > 0 {
+		for i, id := range ids {
+			res.StreamBytes = append(res.StreamBytes, perfStreamBytes{ID: id, Bytes: counts[i]})
+		}
+	}
 	b := statsByID(before)
-	for _, p := range sess.Stats() {
+	after := res.at
+	if after == nil {
+		after = sess.Stats()
+	}
+	for _, p := range after {
 		q := b[p.ID]
 		res.Paths = append(res.Paths, perfServerPath{ID: p.ID, Remote: p.Remote, Local: p.Local,
-			Received: p.BytesReceived - q.BytesReceived, Sent: p.BytesSent - q.BytesSent})
+			Received: p.BytesReceived - q.BytesReceived, Sent: p.BytesSent - q.BytesSent,
+			DupReceived: p.DupReceived - q.DupReceived})
 	}
 	res.Stripe = stripeDelta(stripe0, sess.StripeStats())
 	if werr := writeJSON(ctx, ctrl, res); werr != nil && err == nil {
 		err = werr
 	}
 	if err != nil {
+		if s.json {
+			s.printJSON(s.iperf(sess, began, &h, res, nil, intervals))
+		}
 		return err
 	}
 	var sum perfSummary
 	if rerr := readJSON(ctx, ctrl, 30*time.Second, &sum); rerr != nil {
+		if s.json {
+			s.printJSON(s.iperf(sess, began, &h, &perfResult{Error: "no summary from the client: " + rerr.Error()}, nil, intervals))
+		}
 		return fmt.Errorf("no summary from the client: %w", rerr)
 	}
-	s.printLine(peerOf(sess), &h, res, &sum)
+	if s.json {
+		s.printJSON(s.iperf(sess, began, &h, res, &sum, intervals))
+	} else {
+		s.printLine(peerOf(sess), &h, res, &sum)
+	}
 	// The client closes the session; give it a moment before closing ours.
 	select {
 	case <-sess.Done():
@@ -159,7 +197,7 @@ func (s *perfServer) printLine(peer string, h *perfHello, res *perfResult, sum *
 }
 
 // braid runs the data phase of a braid test.
-func (s *perfServer) braid(ctx context.Context, sess *transport.Session, ctrl *transport.Stream, h *perfHello) (*perfResult, error) {
+func (s *perfServer) braid(ctx context.Context, sess *transport.Session, ctrl *transport.Stream, h *perfHello, ctr *streamCounter) (*perfResult, error) {
 	if err := writeJSON(ctx, ctrl, s.ready()); err != nil {
 		return nil, err
 	}
@@ -168,13 +206,17 @@ func (s *perfServer) braid(ctx context.Context, sess *transport.Session, ctrl *t
 	hctx, cancel := context.WithDeadline(ctx, start.Add(h.duration()+2*time.Minute))
 	defer cancel()
 	if h.Mode == "bulk" && h.Reverse {
-		return s.bulkSend(hctx, sess, h, start)
+		return s.bulkSend(hctx, sess, h, start, ctr)
 	}
 	var (
 		bytes, msgs atomic.Int64
 		last        latest
 		wg          sync.WaitGroup
 	)
+	var at *statsAt
+	if h.Mode == "bulk" {
+		at = snapshotAt(sess, start.Add(h.duration()))
+	}
 	errs := make([]error, h.Streams)
 	for i := range h.Streams {
 		st, err := sess.AcceptStream(hctx)
@@ -182,6 +224,17 @@ func (s *perfServer) braid(ctx context.Context, sess *transport.Session, ctrl *t
 			cancel()
 			wg.Wait()
 			return nil, fmt.Errorf("accept stream %d of %d: %w", i+1, h.Streams, err)
+		}
+		n := ctr.stream(int(st.ID()))
+		if h.Mode == "bulk" {
+			// Count what arrives by the end of the test.
+			wg.Go(func() {
+				end, err := countUntil(hctx, st, start.Add(h.duration()), n, &bytes, &msgs)
+				errs[i] = err
+				last.markAt(end)
+				_ = st.Close()
+			})
+			continue
 		}
 		wg.Go(func() {
 			for {
@@ -197,6 +250,7 @@ func (s *perfServer) braid(ctx context.Context, sess *transport.Session, ctrl *t
 				}
 				bytes.Add(int64(len(b)))
 				msgs.Add(1)
+				n.Add(int64(len(b)))
 				if h.Mode == "pingpong" {
 					if err := st.WriteMessage(hctx, b); err != nil {
 						errs[i] = err
@@ -211,28 +265,39 @@ func (s *perfServer) braid(ctx context.Context, sess *transport.Session, ctrl *t
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &perfResult{Bytes: bytes.Load(), Messages: msgs.Load(), Seconds: last.get().Sub(start).Seconds()}, nil
+	res := &perfResult{Bytes: bytes.Load(), Messages: msgs.Load(), Seconds: last.get().Sub(start).Seconds()}
+	if at != nil {
+		res.at = at.get()
+	}
+	return res, nil
 }
 
 // bulkSend is the server's side of a reverse bulk test.
-func (s *perfServer) bulkSend(ctx context.Context, sess *transport.Session, h *perfHello, start time.Time) (*perfResult, error) {
+func (s *perfServer) bulkSend(ctx context.Context, sess *transport.Session, h *perfHello, start time.Time, ctr *streamCounter) (*perfResult, error) {
 	buf := make([]byte, h.Size)
 	fillPattern(buf)
 	deadline := start.Add(h.duration())
-	var bytes, msgs atomic.Int64
+	var (
+		bytes, msgs atomic.Int64
+		last        latest
+		wg          sync.WaitGroup
+	)
 	errs := make([]error, h.Streams)
-	var wg sync.WaitGroup
 	for i := range h.Streams {
 		st, err := sess.OpenStream(ctx)
 		if err != nil {
 			return nil, err
 		}
+		n := ctr.stream(int(st.ID()))
 		wg.Go(func() {
+			defer last.mark()
+			// Whole messages, as the client sends them (braidBulkSend).
 			for time.Now().Before(deadline) {
 				if err := st.WriteMessage(ctx, buf); err != nil {
 					errs[i] = err
 					return
 				}
+				n.Add(h.Size)
 				bytes.Add(h.Size)
 				msgs.Add(1)
 			}
@@ -243,8 +308,79 @@ func (s *perfServer) bulkSend(ctx context.Context, sess *transport.Session, h *p
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	// Seconds is the sender's: from the start to its last write. The
+	// client counts what arrives by its deadline and reads the rest to the
+	// streams' end, which Flush waits for.
+	seconds := last.get().Sub(start).Seconds()
 	if err := sess.Flush(ctx); err != nil {
 		return nil, err
 	}
-	return &perfResult{Bytes: bytes.Load(), Messages: msgs.Load(), Seconds: time.Since(start).Seconds()}, nil
+	return &perfResult{Bytes: bytes.Load(), Messages: msgs.Load(), Seconds: seconds}, nil
+}
+
+// printJSON prints one test's JSON object on stdout.
+func (s *perfServer) printJSON(r *iperfReport) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := printJSON(s.env.Stdout, r); err != nil {
+		s.env.Errorf("perf: %v", err)
+	}
+}
+
+// iperf builds the server's iperf3-shaped report of one test. sum, the
+// client's figures, is nil when the test failed.
+func (s *perfServer) iperf(sess *transport.Session, began time.Time, h *perfHello, res *perfResult, sum *perfSummary, intervals []iperfInterval) *iperfReport {
+	ts := iperfTestStart{Protocol: "braid/" + s.cfg.Transport, NumStreams: h.Streams, BlkSize: h.Size, Duration: h.Seconds, Mode: h.Mode}
+	if s.cfg.Transport == "" {
+		ts.Protocol = "braid/tcp"
+	}
+	if h.Baseline {
+		ts.Protocol, ts.NumStreams = "TCP", h.Paths
+	}
+	if h.Reverse {
+		ts.Reverse = 1
+	}
+	if h.Mode == "pingpong" {
+		ts.Blocks = int64(h.Count)
+	}
+	r := &iperfReport{Start: newIperfStart(began, sess.ID(), sessionConnected(sess), ts), Intervals: intervals, End: iperfEnd{Streams: []iperfEndStream{}}}
+	if res.Error != "" || sum == nil {
+		r.Error = res.Error
+		if r.Error == "" {
+			r.Error = "the test did not finish"
+		}
+		return r
+	}
+	local := h.Reverse // this side sent the data
+	var ss, sr iperfSpan
+	switch {
+	case h.Mode == "pingpong":
+		ss, sr = span(0, res.Seconds, res.Bytes, true), span(0, res.Seconds, res.Bytes, true)
+	case h.Reverse:
+		ss, sr = span(0, res.Seconds, res.Bytes, local), span(0, sum.Seconds, sum.Bytes, local)
+	default:
+		ss, sr = span(0, sum.SentSeconds, sum.SentBytes, local), span(0, res.Seconds, res.Bytes, local)
+	}
+	theirs := map[int]int64{}
+	for _, st := range sum.StreamBytes {
+		theirs[st.ID] = st.Bytes
+	}
+	for _, st := range res.StreamBytes {
+		mine := streamSpan(st.ID, res.Seconds, st.Bytes, local)
+		e := iperfEndStream{Sender: mine, Receiver: mine}
+		switch {
+		case h.Mode == "pingpong":
+		case h.Reverse:
+			e.Receiver = streamSpan(st.ID, sum.Seconds, theirs[st.ID], local)
+		default:
+			e.Sender = streamSpan(st.ID, sum.SentSeconds, theirs[st.ID], local)
+		}
+		r.End.Streams = append(r.End.Streams, e)
+	}
+	r.End.SumSent, r.End.SumReceived = &ss, &sr
+	var c iperfCPU
+	c.HostTotal, c.HostUser, c.HostSystem = cpuPercent(res.CPUUser, res.CPUSys, max(res.Seconds, sum.Seconds))
+	c.RemoteTotal, c.RemoteUser, c.RemoteSystem = cpuPercent(sum.CPUUser, sum.CPUSys, max(res.Seconds, sum.Seconds))
+	r.End.CPU = &c
+	return r
 }

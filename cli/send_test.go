@@ -327,7 +327,7 @@ func TestParseInterspersed(t *testing.T) {
 	env := &Env{Stdout: &syncBuffer{}, Stderr: &syncBuffer{}}
 	fs := newFlags(env, "x", "", "")
 	to := fs.String("to", "", "")
-	v := fs.Bool("v", false, "")
+	v := fs.BoolP("verbose", "v", false, "")
 	pos, code := parseInterspersed(env, fs, []string{"a", "--to", "h", "b", "-v", "--", "-c", "--to"})
 	if code >= 0 || *to != "h" || !*v || strings.Join(pos, " ") != "a b -c --to" {
 		t.Errorf("pos %q to %q v %v code %d", pos, *to, *v, code)

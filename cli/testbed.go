@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/testbed"
+
+	"github.com/spf13/pflag"
 )
 
 func init() {
@@ -76,7 +77,7 @@ type bedFlags struct {
 	name, dir *string
 }
 
-func addBedFlags(fs *flag.FlagSet) bedFlags {
+func addBedFlags(fs *pflag.FlagSet) bedFlags {
 	return bedFlags{
 		name: fs.String("name", "lab", "`name` of the bed"),
 		dir:  fs.String("state-dir", defaultStateDir, "`directory` of the beds' state files"),
@@ -266,7 +267,7 @@ func testbedExec(ctx context.Context, env *Env, args []string) int {
 Runs a command inside a host's network namespace (ip netns exec) and exits
 with its exit code. Example: braid testbed exec --name lab a -- ping -c1 10.1.0.2`)
 	bf := addBedFlags(fs)
-	if code := parseFlags(env, fs, args); code >= 0 {
+	if code := parseFlagsFirst(env, fs, args); code >= 0 {
 		return code
 	}
 	rest := fs.Args()
@@ -283,7 +284,7 @@ with its exit code. Example: braid testbed exec --name lab a -- ping -c1 10.1.0.
 		env.Errorf("testbed exec: %v", err)
 		return 1
 	}
-	cmd := b.Exec(ctx, rest[0], rest[1], rest[2:]...)
+	cmd := b.Exec(ctx, rest[0], selfPath(rest[1]), rest[2:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, env.Stdout, env.Stderr
 	if err := cmd.Run(); err != nil {
 		if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ExitCode() >= 0 {
@@ -458,4 +459,20 @@ func testbedList(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stdout, name)
 	}
 	return 0
+}
+
+// selfPath resolves the command "braid" to an executable: the one on PATH,
+// or else this very program when it is braid (run from a build directory,
+// go run or a test). Other commands are returned as they are.
+func selfPath(name string) string {
+	if name != "braid" {
+		return name
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	if p, err := os.Executable(); err == nil && strings.TrimSuffix(filepath.Base(p), ".exe") == "braid" {
+		return p
+	}
+	return name
 }
