@@ -278,7 +278,7 @@ func perfRun(ctx context.Context, env *Env, o *perfOptions, ip *iperfReport) (*p
 			ip.Intervals, ip.End = baselineIperf(o, rep, res)
 		}
 	} else {
-		res, err = braidClient(ctx, env, o, sess, ctrl, rep, before, ip)
+		res, err = braidData(ctx, env, o, ctrl, &ready, rep, ip)
 	}
 	if err != nil {
 		return nil, err
@@ -310,7 +310,28 @@ func perfRun(ctx context.Context, env *Env, o *perfOptions, ip *iperfReport) (*p
 	return rep, nil
 }
 
-// braidClient runs the data phase over the braid session.
+// braidData dials the data session of a braid test, joins it to the test
+// and runs the data phase on it.
+func braidData(ctx context.Context, env *Env, o *perfOptions, ctrl *transport.Stream, ready *perfReady, rep *perfReport, ip *iperfReport) (*perfResult, error) {
+	if ready.Join == nil {
+		return nil, errors.New("the server sent no join cookie: use the same braid version on both hosts")
+	}
+	sess, err := transport.Dial(ctx, o.paths, o.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect the data session: %w", err)
+	}
+	defer closeSession(ctx, sess, false, 0)
+	js, err := sess.OpenStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeJSON(ctx, js, perfHello{Version: perfVersion, Join: ready.Join}); err != nil {
+		return nil, err
+	}
+	return braidClient(ctx, env, o, sess, ctrl, rep, perfSnapshot(sess), ip)
+}
+
+// braidClient runs the data phase over the braid data session sess.
 func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.Session, ctrl *transport.Stream, rep *perfReport, before *snapshot, ip *iperfReport) (*perfResult, error) {
 
 	// The meter shows the client's wire bytes per path in the direction
@@ -347,12 +368,13 @@ func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.
 	case o.mode == "pingpong":
 		rtts, elapsed, err = braidPingPong(ctx, o, sess, iv, ctr)
 	case o.reverse:
-		// The per-path figures are what arrived by the end of the test.
-		at := snapshotAt(sess, start.Add(time.Duration(o.seconds*float64(time.Second))))
 		bytes, msgs, elapsed, err = braidBulkRecv(ctx, o, sess, start, ctr)
-		atEnd = at.get()
+		// The per-path figures are what arrived by the end of the test.
+		atEnd = sess.Stats()
+		endData(sess)
 	default:
 		sent, err = braidBulkSend(ctx, o, sess, start, ctr)
+		endData(sess)
 	}
 	ip.Intervals = sampler.stop()
 	if err == nil {
@@ -478,13 +500,12 @@ func addStripe(a, b transport.StripeStats) transport.StripeStats {
 }
 
 // braidBulkSend writes messages on o.streams streams from start until
-// the time is up, then closes them. Messages go whole: one begun before
-// the deadline is queued entirely, so the receiver, which counts what
-// arrives by its own deadline, never waits on a message cut short.
+// the time is up (see sendUntil).
 func braidBulkSend(ctx context.Context, o *perfOptions, sess *transport.Session, start time.Time, ctr *streamCounter) (sendCount, error) {
 	buf := make([]byte, o.size)
 	fillPattern(buf)
-	deadline := start.Add(time.Duration(o.seconds * float64(time.Second)))
+	wctx, cancel := context.WithDeadline(ctx, start.Add(time.Duration(o.seconds*float64(time.Second))))
+	defer cancel()
 	var (
 		bytes, msgs atomic.Int64
 		last        latest
@@ -497,19 +518,7 @@ func braidBulkSend(ctx context.Context, o *perfOptions, sess *transport.Session,
 			return sendCount{}, err
 		}
 		n := ctr.stream(int(st.ID()))
-		wg.Go(func() {
-			defer last.mark()
-			for time.Now().Before(deadline) {
-				if err := st.WriteMessage(ctx, buf); err != nil {
-					errs[i] = err
-					return
-				}
-				n.Add(o.size)
-				bytes.Add(o.size)
-				msgs.Add(1)
-			}
-			errs[i] = st.Close()
-		})
+		wg.Go(func() { errs[i] = sendUntil(wctx, st, buf, n, &bytes, &msgs, &last) })
 	}
 	wg.Wait()
 	return sendCount{bytes: bytes.Load(), msgs: msgs.Load(), seconds: last.get().Sub(start).Seconds()}, errors.Join(errs...)
@@ -517,8 +526,8 @@ func braidBulkSend(ctx context.Context, o *perfOptions, sess *transport.Session,
 
 // braidBulkRecv accepts the server's o.streams streams and counts what
 // arrives from start until the time is up (see countUntil). The interval
-// runs from start to the deadline, or to the last stream's end if all
-// ended before.
+// runs from start to the deadline, or to the server's closing the data
+// session if that came first.
 func braidBulkRecv(ctx context.Context, o *perfOptions, sess *transport.Session, start time.Time, ctr *streamCounter) (bytes, msgs int64, elapsed time.Duration, err error) {
 	d := time.Duration(o.seconds * float64(time.Second))
 	// Whatever the server does, the test ends.

@@ -18,21 +18,28 @@ import (
 //
 //	client                                  server
 //	perfHello (the test)          ──▶
-//	                              ◀──       perfReady (error, or baseline token and ports)
+//	                              ◀──       perfReady (error; baseline token and ports; braid join cookie)
+//	[braid: a second session, the data session, whose first stream
+//	 carries perfHello{Join: cookie}]
 //	[baseline: k plain TCP connections, then]
 //	                              ◀──       perfReady (go)
-//	data on other streams or connections
+//	data on the data session's streams, or the connections
 //	                              ◀──       perfResult (the server's counts)
 //	perfSummary (the figures)     ──▶
 //	close
 //
-// Bulk: the sender writes messages of Size on Streams streams for Seconds
-// and then closes them; the receiver counts until every stream ends.
+// Bulk: the sender writes messages of Size on Streams streams for Seconds;
+// the receiver counts what arrives until then. Whoever stops first closes
+// the data session at once, dropping what is still queued: the control
+// messages travel on connections of their own, not behind that data, so
+// the test lasts Seconds however much the sender had queued.
 // Pingpong: the client writes a message, the server echoes it; Count round
 // trips per stream or Seconds, whichever ends first.
 
-// perfVersion is the version of the perf control protocol.
-const perfVersion = 1
+// perfVersion is the version of the perf control protocol. Version 2 runs
+// the data of a braid test on a data session of its own, which joins the
+// test with the cookie of perfReady.Join.
+const perfVersion = 2
 
 // perfPort is the port of perf addresses given without one.
 const perfPort = 7201
@@ -56,6 +63,9 @@ type perfHello struct {
 	Reverse  bool    `json:"reverse"`
 	Baseline bool    `json:"baseline"`
 	Paths    int     `json:"paths"`
+	// Join, alone, makes the session a test's data session: the cookie
+	// of the test's perfReady.
+	Join []byte `json:"join,omitempty"`
 }
 
 func (h *perfHello) validate() error {
@@ -94,6 +104,9 @@ type perfReady struct {
 	Policy string `json:"policy,omitempty"`
 	Frag   int    `json:"frag,omitempty"`
 	Token  []byte `json:"token,omitempty"`
+	// Join is the cookie of a braid test: the client dials a data session
+	// and sends it in a perfHello on its first stream.
+	Join []byte `json:"join,omitempty"`
 	Ports  []int  `json:"ports,omitempty"` // by path id
 }
 
@@ -143,34 +156,6 @@ type perfServerPath struct {
 	// DupReceived counts received bytes that were copies of bytes another
 	// path carried too (included in Received).
 	DupReceived int64 `json:"dup_received,omitempty"`
-}
-
-// statsAt takes a session's path statistics at a given moment: the end
-// of a test, before what was queued at the sender's deadline drains.
-type statsAt struct {
-	sess  *transport.Session
-	timer *time.Timer
-	done  chan struct{}
-	stats []transport.PathStats
-}
-
-func snapshotAt(sess *transport.Session, t time.Time) *statsAt {
-	s := &statsAt{sess: sess, done: make(chan struct{})}
-	s.timer = time.AfterFunc(time.Until(t), func() {
-		s.stats = sess.Stats()
-		close(s.done)
-	})
-	return s
-}
-
-// get returns the statistics taken at the moment, or the current ones if
-// it has not come yet.
-func (s *statsAt) get() []transport.PathStats {
-	if s.timer.Stop() {
-		return s.sess.Stats()
-	}
-	<-s.done
-	return s.stats
 }
 
 // perfSummary tells the server the client's figures for its log line.
@@ -339,47 +324,72 @@ func (l *latest) get() time.Time {
 	return l.t
 }
 
-// countUntil reads st to its end. It counts the payload that arrives by
-// deadline, segment by segment as it arrives, into stream and bytes, and
-// the messages complete by then into msgs; what arrives later is read and
-// dropped, so that the stream ends cleanly and the session stays usable.
-// It returns when counting stopped: the stream's end, or the deadline if
-// that came first. As in iperf3, a test lasts what was asked: bytes still
-// queued at the sender at the deadline do not stretch it.
+// countUntil counts the payload of st's messages as it arrives, segment
+// by segment, into stream and bytes, and the whole messages into msgs,
+// until the deadline, the stream's end or the peer's closing the session,
+// whichever comes first. It returns when counting stopped. As in iperf3,
+// a test lasts what was asked: what the sender still had queued at the
+// deadline is not counted, and not waited for; the data session is closed
+// instead (endData), which drops it.
 func countUntil(ctx context.Context, st *transport.Stream, deadline time.Time, stream, bytes, msgs *atomic.Int64) (time.Time, error) {
-	w := deadlineCounter{deadline: deadline, a: stream, b: bytes}
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	w := addCounter{stream, bytes}
 	for {
-		mr, err := st.NextMessage(ctx)
-		if errors.Is(err, io.EOF) {
-			now := time.Now()
-			if now.After(deadline) {
-				now = deadline
+		mr, err := st.NextMessage(rctx)
+		if err == nil {
+			if _, err = mr.WriteTo(w); err == nil {
+				msgs.Add(1)
+				continue
 			}
-			return now, nil
 		}
-		if err != nil {
-			return time.Time{}, err
+		switch {
+		case ctx.Err() == nil && rctx.Err() != nil:
+			return deadline, nil
+		case errors.Is(err, io.EOF), errors.Is(err, transport.ErrPeerClosed):
+			if now := time.Now(); now.Before(deadline) {
+				return now, nil
+			}
+			return deadline, nil
 		}
-		if _, err := mr.WriteTo(w); err != nil {
-			return time.Time{}, err
-		}
-		if time.Now().Before(deadline) {
-			msgs.Add(1)
-		}
+		return time.Time{}, err
 	}
 }
 
-// deadlineCounter is an io.Writer that counts what it is given until a
-// deadline and drops it.
-type deadlineCounter struct {
-	deadline time.Time
-	a, b     *atomic.Int64
-}
+// addCounter is an io.Writer that counts what it is given and drops it.
+type addCounter struct{ a, b *atomic.Int64 }
 
-func (c deadlineCounter) Write(p []byte) (int, error) {
-	if time.Now().Before(c.deadline) {
-		c.a.Add(int64(len(p)))
-		c.b.Add(int64(len(p)))
-	}
+func (c addCounter) Write(p []byte) (int, error) {
+	c.a.Add(int64(len(p)))
+	c.b.Add(int64(len(p)))
 	return len(p), nil
+}
+
+// sendUntil writes buf on st as fast as the session takes it until wctx
+// ends at the deadline, or the peer closes the session because its own
+// deadline came first. It counts the messages queued whole into stream,
+// bytes and msgs, and marks last when it stops. A message under way at
+// the deadline is abandoned, and dropped with the session (endData).
+func sendUntil(wctx context.Context, st *transport.Stream, buf []byte, stream, bytes, msgs *atomic.Int64, last *latest) error {
+	defer last.mark()
+	for wctx.Err() == nil {
+		if err := st.WriteMessage(wctx, buf); err != nil {
+			if wctx.Err() != nil || errors.Is(err, transport.ErrPeerClosed) {
+				return nil
+			}
+			return err
+		}
+		stream.Add(int64(len(buf)))
+		bytes.Add(int64(len(buf)))
+		msgs.Add(1)
+	}
+	return nil
+}
+
+// endData closes the data session of a bulk test when this side stops
+// sending or counting: at once, dropping what is still queued, so that
+// the test lasts what was asked however much the sender had queued.
+// The control session, on its own connections, is not held up by it.
+func endData(sess *transport.Session) {
+	_ = closeSession(context.Background(), sess, false, 0)
 }

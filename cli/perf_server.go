@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,9 @@ type perfServer struct {
 	json       bool          // print an iperf3-shaped JSON object per test
 	interval   time.Duration // of the JSON intervals; 0: none
 	mu         sync.Mutex    // serializes output lines
+	// pending holds the tests waiting for their data session, by the
+	// join cookie of their perfReady (string -> chan *transport.Session).
+	pending sync.Map
 }
 
 // perfServe listens on addrs and serves tests until ctx ends, or after the
@@ -46,22 +50,38 @@ func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Con
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer ln.Close() // closes the sessions still running, before wg.Wait
+	// With once, accepting stops after the first test, whose data session
+	// arrives while it runs.
+	actx, stop := context.WithCancel(ctx)
+	defer stop()
+	first := make(chan error, 1)
 	for {
-		sess, err := ln.Accept(ctx)
+		sess, err := ln.Accept(actx)
 		if err != nil {
+			select {
+			case err := <-first:
+				if err != nil && ctx.Err() == nil {
+					return 1
+				}
+				return 0
+			default:
+			}
 			if ctx.Err() != nil {
 				return 0
 			}
 			env.Errorf("perf: %v", err)
 			return 1
 		}
-		if once {
-			if err := srv.serve(ctx, sess); err != nil && ctx.Err() == nil {
-				return 1
+		wg.Go(func() {
+			test, err := srv.serve(ctx, sess)
+			if once && test {
+				select {
+				case first <- err:
+					stop()
+				default:
+				}
 			}
-			return 0
-		}
-		wg.Go(func() { _ = srv.serve(ctx, sess) })
+		})
 	}
 }
 
@@ -84,8 +104,36 @@ func (s *perfServer) printf(format string, args ...any) {
 	fmt.Fprintf(s.env.Stdout, time.Now().Format("15:04:05")+" "+format+"\n", args...)
 }
 
-// serve runs one test on sess and prints its line.
-func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (err error) {
+// serve runs one test on sess and prints its line; test reports whether
+// sess was a test's control session. The data session of a test, whose
+// first message joins it to its test, is handed to the test's goroutine.
+func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (test bool, err error) {
+	actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	ctrl, err := sess.AcceptStream(actx)
+	cancel()
+	if err != nil {
+		closeSession(ctx, sess, false, 0)
+		return false, fmt.Errorf("no control stream: %w", err)
+	}
+	var h perfHello
+	if err := readJSON(ctx, ctrl, 15*time.Second, &h); err != nil {
+		closeSession(ctx, sess, false, 0)
+		return false, fmt.Errorf("no test request: %w", err)
+	}
+	if h.Join != nil {
+		if ch, ok := s.pending.LoadAndDelete(string(h.Join)); ok {
+			ch.(chan *transport.Session) <- sess
+			return false, nil
+		}
+		closeSession(ctx, sess, false, 0)
+		return false, errors.New("a data session for no test")
+	}
+	return true, s.test(ctx, sess, ctrl, &h)
+}
+
+// test runs the test h on the control session sess.
+func (s *perfServer) test(ctx context.Context, sess *transport.Session, ctrl *transport.Stream, hp *perfHello) (err error) {
+	h := *hp
 	defer closeSession(ctx, sess, false, 0)
 	defer func() {
 		if err != nil && ctx.Err() == nil {
@@ -96,16 +144,6 @@ func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (err er
 			}
 		}
 	}()
-	actx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	ctrl, err := sess.AcceptStream(actx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("no control stream: %w", err)
-	}
-	var h perfHello
-	if err := readJSON(ctx, ctrl, 15*time.Second, &h); err != nil {
-		return fmt.Errorf("no test request: %w", err)
-	}
 	if err := h.validate(); err != nil {
 		_ = writeJSON(ctx, ctrl, perfReady{Error: err.Error()})
 		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -124,7 +162,7 @@ func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (err er
 	if h.Baseline {
 		res, err = s.baseline(ctx, sess, ctrl, &h)
 	} else {
-		res, err = s.braid(ctx, sess, ctrl, &h, ctr)
+		res, err = s.braid(ctx, ctrl, &h, ctr)
 	}
 	intervals := sampler.stop()
 	if err != nil {
@@ -137,18 +175,10 @@ func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (err er
 			res.StreamBytes = append(res.StreamBytes, perfStreamBytes{ID: id, Bytes: counts[i]})
 		}
 	}
-	b := statsByID(before)
-	after := res.at
-	if after == nil {
-		after = sess.Stats()
+	if h.Baseline {
+		res.Paths = serverPaths(before, sess.Stats())
+		res.Stripe = stripeDelta(stripe0, sess.StripeStats())
 	}
-	for _, p := range after {
-		q := b[p.ID]
-		res.Paths = append(res.Paths, perfServerPath{ID: p.ID, Remote: p.Remote, Local: p.Local,
-			Received: p.BytesReceived - q.BytesReceived, Sent: p.BytesSent - q.BytesSent,
-			DupReceived: p.DupReceived - q.DupReceived})
-	}
-	res.Stripe = stripeDelta(stripe0, sess.StripeStats())
 	if werr := writeJSON(ctx, ctrl, res); werr != nil && err == nil {
 		err = werr
 	}
@@ -196,11 +226,58 @@ func (s *perfServer) printLine(peer string, h *perfHello, res *perfResult, sum *
 	s.printf("%s: %.1f Mbit/s (%s in %.2f s at the receiver)", what, sum.ThroughputMbps, formatBytes(sum.Bytes), sum.Seconds)
 }
 
-// braid runs the data phase of a braid test.
-func (s *perfServer) braid(ctx context.Context, sess *transport.Session, ctrl *transport.Stream, h *perfHello, ctr *streamCounter) (*perfResult, error) {
-	if err := writeJSON(ctx, ctrl, s.ready()); err != nil {
+// serverPaths is the server's view of each path between two snapshots.
+func serverPaths(before, after []transport.PathStats) []perfServerPath {
+	b := statsByID(before)
+	var out []perfServerPath
+	for _, p := range after {
+		q := b[p.ID]
+		out = append(out, perfServerPath{ID: p.ID, Remote: p.Remote, Local: p.Local,
+			Received: p.BytesReceived - q.BytesReceived, Sent: p.BytesSent - q.BytesSent,
+			DupReceived: p.DupReceived - q.DupReceived})
+	}
+	return out
+}
+
+// braid runs a braid test: it waits for the client's data session, runs
+// the data phase on it and closes it.
+func (s *perfServer) braid(ctx context.Context, ctrl *transport.Stream, h *perfHello, ctr *streamCounter) (*perfResult, error) {
+	cookie := make([]byte, 16)
+	if _, err := rand.Read(cookie); err != nil {
 		return nil, err
 	}
+	ch := make(chan *transport.Session, 1)
+	s.pending.Store(string(cookie), ch)
+	defer s.pending.Delete(string(cookie))
+	ready := s.ready()
+	ready.Join = cookie
+	if err := writeJSON(ctx, ctrl, ready); err != nil {
+		return nil, err
+	}
+	var sess *transport.Session
+	select {
+	case sess = <-ch:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(15 * time.Second):
+		return nil, errors.New("the client's data session did not arrive within 15s")
+	}
+	defer closeSession(ctx, sess, false, 0)
+	before, stripe0 := sess.Stats(), sess.StripeStats()
+	res, err := s.data(ctx, sess, h, ctr)
+	if err != nil {
+		return nil, err
+	}
+	if res.at == nil {
+		res.at = sess.Stats()
+	}
+	res.Paths = serverPaths(before, res.at)
+	res.Stripe = stripeDelta(stripe0, sess.StripeStats())
+	return res, nil
+}
+
+// data runs the data phase of a braid test on the data session sess.
+func (s *perfServer) data(ctx context.Context, sess *transport.Session, h *perfHello, ctr *streamCounter) (*perfResult, error) {
 	start := time.Now()
 	// Whatever the client does, the test ends.
 	hctx, cancel := context.WithDeadline(ctx, start.Add(h.duration()+2*time.Minute))
@@ -213,10 +290,6 @@ func (s *perfServer) braid(ctx context.Context, sess *transport.Session, ctrl *t
 		last        latest
 		wg          sync.WaitGroup
 	)
-	var at *statsAt
-	if h.Mode == "bulk" {
-		at = snapshotAt(sess, start.Add(h.duration()))
-	}
 	errs := make([]error, h.Streams)
 	for i := range h.Streams {
 		st, err := sess.AcceptStream(hctx)
@@ -232,7 +305,6 @@ func (s *perfServer) braid(ctx context.Context, sess *transport.Session, ctrl *t
 				end, err := countUntil(hctx, st, start.Add(h.duration()), n, &bytes, &msgs)
 				errs[i] = err
 				last.markAt(end)
-				_ = st.Close()
 			})
 			continue
 		}
@@ -266,8 +338,11 @@ func (s *perfServer) braid(ctx context.Context, sess *transport.Session, ctrl *t
 		return nil, err
 	}
 	res := &perfResult{Bytes: bytes.Load(), Messages: msgs.Load(), Seconds: last.get().Sub(start).Seconds()}
-	if at != nil {
-		res.at = at.get()
+	if h.Mode == "bulk" {
+		// What arrived by the end: the client's data still on its way
+		// is dropped with the session.
+		res.at = sess.Stats()
+		endData(sess)
 	}
 	return res, nil
 }
@@ -277,6 +352,8 @@ func (s *perfServer) bulkSend(ctx context.Context, sess *transport.Session, h *p
 	buf := make([]byte, h.Size)
 	fillPattern(buf)
 	deadline := start.Add(h.duration())
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	var (
 		bytes, msgs atomic.Int64
 		last        latest
@@ -289,33 +366,17 @@ func (s *perfServer) bulkSend(ctx context.Context, sess *transport.Session, h *p
 			return nil, err
 		}
 		n := ctr.stream(int(st.ID()))
-		wg.Go(func() {
-			defer last.mark()
-			// Whole messages, as the client sends them (braidBulkSend).
-			for time.Now().Before(deadline) {
-				if err := st.WriteMessage(ctx, buf); err != nil {
-					errs[i] = err
-					return
-				}
-				n.Add(h.Size)
-				bytes.Add(h.Size)
-				msgs.Add(1)
-			}
-			errs[i] = st.Close()
-		})
+		wg.Go(func() { errs[i] = sendUntil(wctx, st, buf, n, &bytes, &msgs, &last) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	// Seconds is the sender's: from the start to its last write. The
-	// client counts what arrives by its deadline and reads the rest to the
-	// streams' end, which Flush waits for.
-	seconds := last.get().Sub(start).Seconds()
-	if err := sess.Flush(ctx); err != nil {
-		return nil, err
-	}
-	return &perfResult{Bytes: bytes.Load(), Messages: msgs.Load(), Seconds: seconds}, nil
+	// What is still queued is dropped with the session: the client
+	// counts what arrived by the deadline.
+	res := &perfResult{Bytes: bytes.Load(), Messages: msgs.Load(), Seconds: last.get().Sub(start).Seconds(), at: sess.Stats()}
+	endData(sess)
+	return res, nil
 }
 
 // printJSON prints one test's JSON object on stdout.
