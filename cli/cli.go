@@ -21,12 +21,20 @@ type command struct {
 	// run executes the subcommand with the arguments after its name.
 	// It returns the process exit code.
 	run func(ctx context.Context, env *Env, args []string) int
+	// subs lists the subcommands of a command group (op, token,
+	// testbed); each has flags of its own.
+	subs []string
 }
 
 // Env carries the standard streams so tests can run commands in-process.
 type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
+
+	// collect, when set, receives each command's FlagSet instead of
+	// parsing it: the command returns at once. Shell completion lists
+	// the real flags this way.
+	collect func(*pflag.FlagSet)
 }
 
 // Errorf prints a braid-prefixed error line to stderr.
@@ -154,6 +162,10 @@ func parseFlagsFirst(env *Env, fs *pflag.FlagSet, args []string) int {
 }
 
 func parse(env *Env, fs *pflag.FlagSet, args []string, interspersed bool) int {
+	if env.collect != nil {
+		env.collect(fs)
+		return 0
+	}
 	args = longOneDash(fs, args, interspersed)
 	// pflag prints some errors and deprecation notes itself; silence it
 	// while parsing and report here instead.

@@ -21,15 +21,10 @@ func runQuick(t testing.TB, args ...string) (int, string, string) {
 
 // commandNames lists every command and subcommand: "perf", "op add", ...
 func commandNames() []string {
-	subs := map[string][]string{
-		"op":      {"add", "rm", "run"},
-		"token":   {"create", "list", "revoke"},
-		"testbed": {"up", "down", "show", "exec", "link", "rate", "loss", "list"},
-	}
 	var names []string
-	for n := range commands {
+	for n, c := range commands {
 		names = append(names, n)
-		for _, s := range subs[n] {
+		for _, s := range c.subs {
 			names = append(names, n+" "+s)
 		}
 	}

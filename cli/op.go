@@ -22,6 +22,7 @@ func init() {
 		name:    "op",
 		summary: "add, remove or try a user operation (a WebAssembly module)",
 		run:     runOp,
+		subs:    []string{"add", "rm", "run"},
 	})
 }
 

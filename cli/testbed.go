@@ -25,6 +25,7 @@ func init() {
 		name:    "testbed",
 		summary: "emulated multi-homed hosts: namespaces, shaped links, link faults",
 		run:     runTestbed,
+		subs:    []string{"up", "down", "show", "exec", "link", "rate", "loss", "list"},
 	})
 }
 
