@@ -106,8 +106,8 @@ type perfReady struct {
 	Token  []byte `json:"token,omitempty"`
 	// Join is the cookie of a braid test: the client dials a data session
 	// and sends it in a perfHello on its first stream.
-	Join []byte `json:"join,omitempty"`
-	Ports  []int  `json:"ports,omitempty"` // by path id
+	Join  []byte `json:"join,omitempty"`
+	Ports []int  `json:"ports,omitempty"` // by path id
 }
 
 // perfResult is what the server saw.
