@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 
@@ -187,6 +188,12 @@ func parse(env *Env, fs *pflag.FlagSet, args []string, interspersed bool) int {
 			env.Errorf("%s: --%s is deprecated: %s", fs.Name(), f.Name, f.Deprecated)
 		}
 	})
+	if f := fs.Lookup("config"); f != nil && f.Annotations[configAnnotation] != nil {
+		if err := applyConfig(fs, os.LookupEnv); err != nil {
+			env.Errorf("%s: %v", fs.Name(), err)
+			return 2
+		}
+	}
 	return -1
 }
 

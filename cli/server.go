@@ -105,6 +105,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		"can read requests, replay credentials and forge answers")
 	key := keyFlag(fs)
 	logger := logFlags(fs)
+	configFlag(fs)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
