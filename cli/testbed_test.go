@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,5 +144,50 @@ func TestTestbedUsage(t *testing.T) {
 	}
 	if code, _, _ := braid(t, "testbed", "frobnicate"); code != 2 {
 		t.Errorf("unknown subcommand: exit %d, want 2", code)
+	}
+}
+
+// testbed exec HOST -- braid ... runs the braid on PATH, or else this
+// very binary when it is braid; other commands are left to PATH.
+func TestSelfPath(t *testing.T) {
+	if os.Getenv("BRAID_SELFPATH_CHILD") != "" {
+		fmt.Print(selfPath("braid"))
+		os.Exit(0)
+	}
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "braid")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	if got := selfPath("braid"); got != fake {
+		t.Errorf("braid on PATH: %q, want %q", got, fake)
+	}
+	if got := selfPath("ping"); got != "ping" {
+		t.Errorf("ping: %q", got)
+	}
+	t.Setenv("PATH", t.TempDir())
+	// This test binary is not named braid: nothing to fall back on.
+	if got := selfPath("braid"); got != "braid" {
+		t.Errorf("no braid on PATH, running %s: %q", os.Args[0], got)
+	}
+	// This test binary copied to a file named braid falls back on itself.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(t.TempDir(), "braid")
+	if err := os.WriteFile(copied, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), copied, "-test.run", "^TestSelfPath$")
+	cmd.Env = append(os.Environ(), "BRAID_SELFPATH_CHILD=1")
+	out, err := cmd.Output()
+	if err != nil || string(out) != copied {
+		t.Errorf("no braid on PATH, running %s: %q, %v", copied, out, err)
 	}
 }
