@@ -239,13 +239,16 @@ func runPut(ctx context.Context, env *Env, args []string) int {
 Uploads FILE ("-" for standard input) to the server and prints the blob id
 to pass to submit --input. The id is the SHA-256 of the content, so
 uploading the same bytes again gives the same id. The upload streams:
-the file is not held in memory.`)
+the file is not held in memory. A progress bar is drawn on stderr when it
+is a terminal (or with --progress).`)
 	cf := addClientFlags(fs, 0)
+	showProgress := fs.Bool("progress", false, "draw progress on stderr even when it is not a terminal")
 	name, code := oneArg(env, fs, args, "FILE")
 	if code >= 0 {
 		return code
 	}
 	var in io.Reader = os.Stdin
+	var size int64 // 0: unknown
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
@@ -254,6 +257,9 @@ the file is not held in memory.`)
 		}
 		defer f.Close()
 		in = f
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
 	}
 	c, ctx, cancel, err := cf.client(ctx)
 	if err != nil {
@@ -261,7 +267,16 @@ the file is not held in memory.`)
 		return 2
 	}
 	defer cancel()
+	var prog *progress
+	if *showProgress || isTerminal(env.Stderr) {
+		prog = startProgress(env.Stderr, isTerminal(env.Stderr), size, nil)
+		in = progressReader{in, prog}
+		defer prog.stop()
+	}
 	info, err := c.PutInfo(ctx, in)
+	if prog != nil {
+		prog.stop() // the bar's last line before any other output
+	}
 	if err != nil {
 		return clientFail(env, "put", err)
 	}
@@ -276,9 +291,11 @@ the file is not held in memory.`)
 func runGet(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "get", "ID -o FILE [flags]", `
 Downloads blob ID, e.g. a job's output, into FILE ("-" for standard
-output). The file appears whole or not at all.`)
+output). The file appears whole or not at all. A progress bar is drawn on
+stderr when it is a terminal (or with --progress).`)
 	out := fs.StringP("output", "o", "", "write to this `FILE` (required; - for standard output)")
 	cf := addClientFlags(fs, 0)
+	showProgress := fs.Bool("progress", false, "draw progress on stderr even when it is not a terminal")
 	id, code := oneArg(env, fs, args, "blob ID")
 	if code >= 0 {
 		return code
@@ -293,8 +310,17 @@ output). The file appears whole or not at all.`)
 		return 2
 	}
 	defer cancel()
+	var prog *progress
+	if *showProgress || isTerminal(env.Stderr) {
+		prog = startProgress(env.Stderr, isTerminal(env.Stderr), 0, nil)
+		defer prog.stop()
+	}
 	if *out == "-" {
-		if _, err := c.Get(ctx, id, env.Stdout); err != nil {
+		_, err := c.Get(ctx, id, progressWriter{env.Stdout, prog})
+		if prog != nil {
+			prog.stop()
+		}
+		if err != nil {
 			return clientFail(env, "get", err)
 		}
 		return 0
@@ -305,7 +331,10 @@ output). The file appears whole or not at all.`)
 		return 1
 	}
 	defer os.Remove(tmp.Name())
-	n, err := c.Get(ctx, id, tmp)
+	n, err := c.Get(ctx, id, progressWriter{tmp, prog})
+	if prog != nil {
+		prog.stop()
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

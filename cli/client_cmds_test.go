@@ -93,6 +93,19 @@ func TestClientCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"id":"`+id+`"`) {
 		t.Errorf("put --json: %d %s", code, out)
 	}
+	// Progress on stderr only when it is a terminal, or with --progress.
+	if stderr != "" {
+		t.Errorf("put drew on a stderr that is not a terminal: %q", stderr)
+	}
+	size := formatBytes(int64(len(ops.SamplePNG(200, 150))))
+	code, out, stderr = runBraid(t, 10*time.Second, "put", img, "--progress")
+	if code != 0 || strings.TrimSpace(out) != id || !strings.Contains(stderr, size+" / "+size) || !strings.Contains(stderr, "100%") {
+		t.Errorf("put --progress: exit %d, stdout %q, stderr %q; want %s / %s and 100%%", code, out, stderr, size, size)
+	}
+	code, _, stderr = runBraid(t, 10*time.Second, "get", id, "-o", filepath.Join(dir, "copy.png"), "--progress")
+	if code != 0 || !strings.Contains(stderr, size) || !strings.Contains(stderr, " in ") {
+		t.Errorf("get --progress: exit %d, stderr %q", code, stderr)
+	}
 
 	code, out, stderr = runBraid(t, 30*time.Second, "submit", "--op", "blur", "--input", id, "--param", "radius=3",
 		"--tile", "64x64", "--wait", "--json")
