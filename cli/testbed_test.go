@@ -61,6 +61,15 @@ func TestTestbedCommand(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "10.2.0.1") {
 		t.Fatalf("show: exit %d: %s%s", code, out, errs)
 	}
+	code, out, errs = braid(t, append([]string{"testbed", "show", "--json"}, flags...)...)
+	var shown bedJSON
+	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil {
+		t.Fatalf("show --json: exit %d, %v: %s%s", code, err, out, errs)
+	}
+	if shown.Name != "clitest" || len(shown.Networks) != 2 || shown.Networks[1].RateBps != 25e6 || len(shown.Hosts) != 2 ||
+		shown.Hosts[0].Interfaces[1].Address != "10.2.0.1" {
+		t.Errorf("show --json: %+v", shown)
+	}
 
 	// exec runs inside the host: it sees its addresses and reaches b.
 	code, out, errs = braid(t, append(append([]string{"testbed", "exec"}, flags...), "a", "--", "ip", "-4", "-o", "addr", "show")...)
@@ -129,6 +138,24 @@ func TestTestbedCommand(t *testing.T) {
 	}
 	if code, _, errs := braid(t, append([]string{"testbed", "down"}, flags...)...); code != 1 || !strings.Contains(errs, "no testbed") {
 		t.Errorf("second down: exit %d: %s", code, errs)
+	}
+}
+
+// testbed list --json lists the beds of a state directory.
+func TestTestbedListJSON(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"lab", "other"} {
+		if err := os.WriteFile(filepath.Join(dir, n+".json"), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errs := braid(t, "testbed", "list", "--state-dir", dir, "--json")
+	var got []struct{ Name, StateFile string }
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || len(got) != 2 || got[0].Name != "lab" || got[1].Name != "other" {
+		t.Errorf("exit %d, %v: %s%s", code, err, out, errs)
+	}
+	if code, out, _ := braid(t, "testbed", "list", "--state-dir", t.TempDir(), "--json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("no beds: exit %d, %q", code, out)
 	}
 }
 
