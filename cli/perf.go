@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/braid-hpc/braid/transport"
@@ -353,7 +352,6 @@ func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.
 	iv := startIntervals(env, o, rep, meter)
 	ctr := &streamCounter{}
 	sampler := startSampler(ctr, !o.reverse, time.Duration(o.interval*float64(time.Second)))
-	start := time.Now()
 	var (
 		res     perfResult
 		err     error
@@ -361,20 +359,20 @@ func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.
 		rtts    []time.Duration
 		bytes   int64
 		msgs    int64
-		sent    sendCount
+		sent    bulkSendResult
 		atEnd   []transport.PathStats
 	)
 	switch {
 	case o.mode == "pingpong":
 		rtts, elapsed, err = braidPingPong(ctx, o, sess, iv, ctr)
 	case o.reverse:
-		bytes, msgs, elapsed, err = braidBulkRecv(ctx, o, sess, start, ctr)
+		var r bulkRecvResult
+		r, err = bulkReceive(ctx, sess, o.streams, o.duration(), ctr)
+		bytes, msgs, elapsed = r.bytes, r.msgs, time.Duration(r.seconds*float64(time.Second))
 		// The per-path figures are what arrived by the end of the test.
-		atEnd = sess.Stats()
-		endData(sess)
+		atEnd = r.paths
 	default:
-		sent, err = braidBulkSend(ctx, o, sess, start, ctr)
-		endData(sess)
+		sent, err = bulkSend(ctx, sess, o.streams, o.size, o.duration(), ctr)
 	}
 	ip.Intervals = sampler.stop()
 	if err == nil {
@@ -411,17 +409,15 @@ func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.
 	return &res, nil
 }
 
-// sendCount is what a bulk sender wrote: bytes and messages, and the
-// seconds from the start to its last write.
-type sendCount struct {
-	bytes, msgs int64
-	seconds     float64
+// duration is --time.
+func (o *perfOptions) duration() time.Duration {
+	return time.Duration(o.seconds * float64(time.Second))
 }
 
 // iperfEnd builds the end section of a braid test from the client's
 // report rep, the server's result res and the client's per-stream counts
 // (bytes it sent in bulk and pingpong, received in reverse).
-func (o *perfOptions) iperfEnd(rep *perfReport, res *perfResult, sent sendCount, ids []int, counts []int64) iperfEnd {
+func (o *perfOptions) iperfEnd(rep *perfReport, res *perfResult, sent bulkSendResult, ids []int, counts []int64) iperfEnd {
 	var retrans int64
 	for _, p := range rep.PerPath {
 		retrans += p.Retransmitted
@@ -497,67 +493,6 @@ func perfSnapshot(sess *transport.Session) *snapshot {
 
 func addStripe(a, b transport.StripeStats) transport.StripeStats {
 	return transport.StripeStats{Segments: a.Segments + b.Segments, Starts: a.Starts + b.Starts, Ends: a.Ends + b.Ends}
-}
-
-// braidBulkSend writes messages on o.streams streams from start until
-// the time is up (see sendUntil).
-func braidBulkSend(ctx context.Context, o *perfOptions, sess *transport.Session, start time.Time, ctr *streamCounter) (sendCount, error) {
-	buf := make([]byte, o.size)
-	fillPattern(buf)
-	wctx, cancel := context.WithDeadline(ctx, start.Add(time.Duration(o.seconds*float64(time.Second))))
-	defer cancel()
-	var (
-		bytes, msgs atomic.Int64
-		last        latest
-		wg          sync.WaitGroup
-	)
-	errs := make([]error, o.streams)
-	for i := range o.streams {
-		st, err := sess.OpenStream(ctx)
-		if err != nil {
-			return sendCount{}, err
-		}
-		n := ctr.stream(int(st.ID()))
-		wg.Go(func() { errs[i] = sendUntil(wctx, st, buf, n, &bytes, &msgs, &last) })
-	}
-	wg.Wait()
-	return sendCount{bytes: bytes.Load(), msgs: msgs.Load(), seconds: last.get().Sub(start).Seconds()}, errors.Join(errs...)
-}
-
-// braidBulkRecv accepts the server's o.streams streams and counts what
-// arrives from start until the time is up (see countUntil). The interval
-// runs from start to the deadline, or to the server's closing the data
-// session if that came first.
-func braidBulkRecv(ctx context.Context, o *perfOptions, sess *transport.Session, start time.Time, ctr *streamCounter) (bytes, msgs int64, elapsed time.Duration, err error) {
-	d := time.Duration(o.seconds * float64(time.Second))
-	// Whatever the server does, the test ends.
-	rctx, cancel := context.WithTimeout(ctx, d+2*time.Minute)
-	defer cancel()
-	var (
-		nb, nm atomic.Int64
-		last   latest
-		wg     sync.WaitGroup
-	)
-	errs := make([]error, o.streams)
-	for i := range o.streams {
-		st, err := sess.AcceptStream(rctx)
-		if err != nil {
-			cancel()
-			wg.Wait()
-			return 0, 0, 0, fmt.Errorf("accept the server's stream %d: %w", i+1, err)
-		}
-		n := ctr.stream(int(st.ID()))
-		wg.Go(func() {
-			end, err := countUntil(rctx, st, start.Add(d), n, &nb, &nm)
-			errs[i] = err
-			last.markAt(end)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return 0, 0, 0, err
-	}
-	return nb.Load(), nm.Load(), last.get().Sub(start), nil
 }
 
 // braidPingPong runs the round trips on o.streams streams in parallel and

@@ -253,7 +253,10 @@ func TestPerfTime(t *testing.T) {
 				t.Errorf("the command ran %.3f s for -t %v", wall, asked)
 			}
 			if strings.HasPrefix(tt.name, "40Mbit") {
-				if mb := r.End.SumReceived.BitsPerSecond / 1e6; mb < 20 || mb > 41 {
+				// The relay paces what it forwards; the first chunk it
+				// lets through starts the receiver's clock, so a little
+				// more than 40 Mbit/s of payload can arrive in the interval.
+				if mb := r.End.SumReceived.BitsPerSecond / 1e6; mb < 20 || mb > 42 {
 					t.Errorf("%.1f Mbit/s through a 40 Mbit/s link", mb)
 				}
 			}

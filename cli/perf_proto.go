@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/braid-hpc/braid/transport"
@@ -28,11 +26,10 @@ import (
 //	perfSummary (the figures)     ──▶
 //	close
 //
-// Bulk: the sender writes messages of Size on Streams streams for Seconds;
-// the receiver counts what arrives until then. Whoever stops first closes
-// the data session at once, dropping what is still queued: the control
-// messages travel on connections of their own, not behind that data, so
-// the test lasts Seconds however much the sender had queued.
+// Bulk: the sender writes messages of Size on Streams streams; the
+// receiver counts what arrives for Seconds from the first byte, then
+// closes the data session at once, dropping what is still queued (see
+// perf_bulk.go).
 // Pingpong: the client writes a message, the server echoes it; Count round
 // trips per stream or Seconds, whichever ends first.
 
@@ -322,74 +319,4 @@ func (l *latest) get() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.t
-}
-
-// countUntil counts the payload of st's messages as it arrives, segment
-// by segment, into stream and bytes, and the whole messages into msgs,
-// until the deadline, the stream's end or the peer's closing the session,
-// whichever comes first. It returns when counting stopped. As in iperf3,
-// a test lasts what was asked: what the sender still had queued at the
-// deadline is not counted, and not waited for; the data session is closed
-// instead (endData), which drops it.
-func countUntil(ctx context.Context, st *transport.Stream, deadline time.Time, stream, bytes, msgs *atomic.Int64) (time.Time, error) {
-	rctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	w := addCounter{stream, bytes}
-	for {
-		mr, err := st.NextMessage(rctx)
-		if err == nil {
-			if _, err = mr.WriteTo(w); err == nil {
-				msgs.Add(1)
-				continue
-			}
-		}
-		switch {
-		case ctx.Err() == nil && rctx.Err() != nil:
-			return deadline, nil
-		case errors.Is(err, io.EOF), errors.Is(err, transport.ErrPeerClosed):
-			if now := time.Now(); now.Before(deadline) {
-				return now, nil
-			}
-			return deadline, nil
-		}
-		return time.Time{}, err
-	}
-}
-
-// addCounter is an io.Writer that counts what it is given and drops it.
-type addCounter struct{ a, b *atomic.Int64 }
-
-func (c addCounter) Write(p []byte) (int, error) {
-	c.a.Add(int64(len(p)))
-	c.b.Add(int64(len(p)))
-	return len(p), nil
-}
-
-// sendUntil writes buf on st as fast as the session takes it until wctx
-// ends at the deadline, or the peer closes the session because its own
-// deadline came first. It counts the messages queued whole into stream,
-// bytes and msgs, and marks last when it stops. A message under way at
-// the deadline is abandoned, and dropped with the session (endData).
-func sendUntil(wctx context.Context, st *transport.Stream, buf []byte, stream, bytes, msgs *atomic.Int64, last *latest) error {
-	defer last.mark()
-	for wctx.Err() == nil {
-		if err := st.WriteMessage(wctx, buf); err != nil {
-			if wctx.Err() != nil || errors.Is(err, transport.ErrPeerClosed) {
-				return nil
-			}
-			return err
-		}
-		stream.Add(int64(len(buf)))
-		bytes.Add(int64(len(buf)))
-		msgs.Add(1)
-	}
-	return nil
-}
-
-// endData closes the data session of a bulk test when this side stops
-// sending or counting: at once, dropping what is still queued, so that
-// the test lasts what was asked however much the sender had queued.
-// The control session, on its own connections, is not held up by it.
-func endData(sess *transport.Session) {
-	_ = closeSession(context.Background(), sess, false, 0)
 }

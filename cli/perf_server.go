@@ -282,8 +282,19 @@ func (s *perfServer) data(ctx context.Context, sess *transport.Session, h *perfH
 	// Whatever the client does, the test ends.
 	hctx, cancel := context.WithDeadline(ctx, start.Add(h.duration()+2*time.Minute))
 	defer cancel()
-	if h.Mode == "bulk" && h.Reverse {
-		return s.bulkSend(hctx, sess, h, start, ctr)
+	switch {
+	case h.Mode == "bulk" && h.Reverse:
+		r, err := bulkSend(hctx, sess, h.Streams, h.Size, h.duration(), ctr)
+		if err != nil {
+			return nil, err
+		}
+		return &perfResult{Bytes: r.bytes, Messages: r.msgs, Seconds: r.seconds, at: sess.Stats()}, nil
+	case h.Mode == "bulk":
+		r, err := bulkReceive(hctx, sess, h.Streams, h.duration(), ctr)
+		if err != nil {
+			return nil, err
+		}
+		return &perfResult{Bytes: r.bytes, Messages: r.msgs, Seconds: r.seconds, at: r.paths}, nil
 	}
 	var (
 		bytes, msgs atomic.Int64
@@ -299,15 +310,6 @@ func (s *perfServer) data(ctx context.Context, sess *transport.Session, h *perfH
 			return nil, fmt.Errorf("accept stream %d of %d: %w", i+1, h.Streams, err)
 		}
 		n := ctr.stream(int(st.ID()))
-		if h.Mode == "bulk" {
-			// Count what arrives by the end of the test.
-			wg.Go(func() {
-				end, err := countUntil(hctx, st, start.Add(h.duration()), n, &bytes, &msgs)
-				errs[i] = err
-				last.markAt(end)
-			})
-			continue
-		}
 		wg.Go(func() {
 			for {
 				b, err := st.ReadMessage(hctx)
@@ -337,46 +339,7 @@ func (s *perfServer) data(ctx context.Context, sess *transport.Session, h *perfH
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	res := &perfResult{Bytes: bytes.Load(), Messages: msgs.Load(), Seconds: last.get().Sub(start).Seconds()}
-	if h.Mode == "bulk" {
-		// What arrived by the end: the client's data still on its way
-		// is dropped with the session.
-		res.at = sess.Stats()
-		endData(sess)
-	}
-	return res, nil
-}
-
-// bulkSend is the server's side of a reverse bulk test.
-func (s *perfServer) bulkSend(ctx context.Context, sess *transport.Session, h *perfHello, start time.Time, ctr *streamCounter) (*perfResult, error) {
-	buf := make([]byte, h.Size)
-	fillPattern(buf)
-	deadline := start.Add(h.duration())
-	wctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	var (
-		bytes, msgs atomic.Int64
-		last        latest
-		wg          sync.WaitGroup
-	)
-	errs := make([]error, h.Streams)
-	for i := range h.Streams {
-		st, err := sess.OpenStream(ctx)
-		if err != nil {
-			return nil, err
-		}
-		n := ctr.stream(int(st.ID()))
-		wg.Go(func() { errs[i] = sendUntil(wctx, st, buf, n, &bytes, &msgs, &last) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	// What is still queued is dropped with the session: the client
-	// counts what arrived by the deadline.
-	res := &perfResult{Bytes: bytes.Load(), Messages: msgs.Load(), Seconds: last.get().Sub(start).Seconds(), at: sess.Stats()}
-	endData(sess)
-	return res, nil
+	return &perfResult{Bytes: bytes.Load(), Messages: msgs.Load(), Seconds: last.get().Sub(start).Seconds()}, nil
 }
 
 // printJSON prints one test's JSON object on stdout.
