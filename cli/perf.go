@@ -373,6 +373,7 @@ func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.
 		atEnd = r.paths
 	default:
 		sent, err = bulkSend(ctx, sess, o.streams, o.size, o.duration(), ctr)
+		atEnd = sent.paths
 	}
 	ip.Intervals = sampler.stop()
 	if err == nil {

@@ -32,6 +32,8 @@ func sendGrace(d time.Duration) time.Duration { return d + 10*time.Second }
 type bulkSendResult struct {
 	bytes, msgs int64
 	seconds     float64
+	// paths is the session's path statistics when the receiver closed it.
+	paths []transport.PathStats
 }
 
 // bulkSend writes messages of size on n new streams of sess until the
@@ -78,7 +80,7 @@ func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, d
 	if err := errors.Join(errs...); err != nil {
 		return bulkSendResult{}, err
 	}
-	return bulkSendResult{bytes: bytes.Load(), msgs: msgs.Load(), seconds: last.get().Sub(start).Seconds()}, nil
+	return bulkSendResult{bytes: bytes.Load(), msgs: msgs.Load(), seconds: last.get().Sub(start).Seconds(), paths: sess.Stats()}, nil
 }
 
 // bulkRecvResult is what a bulk receiver counted over its interval.

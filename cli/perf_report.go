@@ -158,8 +158,15 @@ func (r *perfReport) setBraidPaths(o *perfOptions, before, after []transport.Pat
 		if sp, ok := srv[p.ID]; ok && sp.Remote != "" && (local == "" || !strings.Contains(local, ":")) {
 			local = sp.Remote
 		}
+		// A bulk test's data session is closed when the receiver's time
+		// is up, so its paths end down: a path that was up and neither
+		// failed over nor reconnected during the test was up throughout.
+		state := p.State
+		if o.mode == "bulk" && q.State == "up" && p.Failovers == q.Failovers && p.Reconnects == q.Reconnects {
+			state = "up"
+		}
 		r.PerPath = append(r.PerPath, perfPath{
-			ID: p.ID, Local: local, Remote: p.Remote, Bytes: n, Mbps: mbps(n, r.Seconds), State: p.State,
+			ID: p.ID, Local: local, Remote: p.Remote, Bytes: n, Mbps: mbps(n, r.Seconds), State: state,
 			Failovers: p.Failovers - q.Failovers, Retransmitted: p.Retransmitted - q.Retransmitted,
 			Duplicated: dup,
 		})
