@@ -42,7 +42,9 @@ func startBraid(t testing.TB, args ...string) *braidProc {
 // returns the first submatch.
 func (p *braidProc) waitOutput(t testing.TB, re *regexp.Regexp) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	// A server starts in about a second; under the race detector on a
+	// loaded 2-core machine it took over 10.
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if m := re.FindStringSubmatch(p.out.String()); m != nil {
 			return m[1]
@@ -54,7 +56,7 @@ func (p *braidProc) waitOutput(t testing.TB, re *regexp.Regexp) string {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	t.Fatalf("no output matching %v after 10s: %s", re, p.err.String())
+	t.Fatalf("no output matching %v after 60s: %s", re, p.err.String())
 	return ""
 }
 

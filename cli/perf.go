@@ -37,10 +37,12 @@ without a port use --port, 7201 by default.
            braid perf -c 10.1.0.2,10.2.0.2 --mode pingpong -l 1M --count 100
 
 Modes:
-  bulk      the client writes messages of --length on --parallel streams
-            for --time seconds; the server counts what arrives by then and
-            reports it back, so throughput is receiver bytes over the
-            receiver's interval (-R: the server sends, the client counts).
+  bulk      the client writes messages of --length on --parallel streams;
+            the server counts what arrives for --time seconds from the
+            first byte, then ends the test, dropping what is still queued,
+            so the test lasts --time however fast the link, and throughput
+            is receiver bytes over that interval (-R: the server sends, the
+            client counts).
   pingpong  the client writes a message of --length, the server echoes it;
             --count round trips per stream or --time, whichever ends first,
             after one warm-up round trip. Effective bandwidth is the paper's
