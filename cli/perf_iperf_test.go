@@ -363,3 +363,45 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 		t.Errorf("braid perf -J lacks these keys of iperf3 -J: %s", strings.Join(missing, " "))
 	}
 }
+
+// iperf3's command line, shorthands clustered: -p gives the port of
+// addresses without one, on both sides.
+func TestPerfIperfFlags(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	srv := start(t, "perf", "-s1", "--listen", "127.0.0.1", "-p", port)
+	if got := srv.listening(t); got != "127.0.0.1:"+port {
+		t.Fatalf("listening on %s, want port %s", got, port)
+	}
+	code, out, errs := runCmd(t, 30*time.Second, "perf", "-c", "127.0.0.1", "-p"+port, "-t1", "-P", "2", "-RJ", "-l", "64K", "-i", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r iperf3JSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	ts := r.Start.TestStart
+	if ts.Reverse != 1 || ts.NumStreams != 2 || ts.Duration != 1 || ts.BlkSize != 64<<10 || len(r.Intervals) != 0 ||
+		r.Start.Connected[0].RemotePort != atoi(t, port) {
+		t.Errorf("test_start %+v, %d intervals with -i 0, connected %+v", ts, len(r.Intervals), r.Start.Connected)
+	}
+	if code := srv.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("perf -s1 exit %d: %s", code, srv.err.String())
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
