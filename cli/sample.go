@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/braid-hpc/braid/ops"
@@ -37,6 +39,13 @@ commands without an image of your own:
 		env.Errorf("sample: --size %d: want 1 to 16384", *size)
 		return 2
 	}
+	if *out != "-" {
+		// Fail before drawing, which takes seconds for large sizes.
+		if dir := filepath.Dir(*out); !isDir(dir) {
+			env.Errorf("sample: cannot write %s: %s is not a directory", *out, dir)
+			return 1
+		}
+	}
 	var img []byte
 	if strings.HasSuffix(strings.ToLower(*out), ".gif") {
 		img = ops.SampleGIF()
@@ -55,4 +64,9 @@ commands without an image of your own:
 		return 1
 	}
 	return 0
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
