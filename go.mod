@@ -7,6 +7,7 @@ require (
 	github.com/pion/logging v0.2.4
 	github.com/pion/sctp v1.11.3
 	github.com/pion/transport/v5 v5.0.1
+	github.com/spf13/pflag v1.0.10
 	github.com/tetratelabs/wazero v1.12.0
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sys v0.49.0

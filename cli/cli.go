@@ -6,11 +6,13 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // command is one braid subcommand.
@@ -20,12 +22,20 @@ type command struct {
 	// run executes the subcommand with the arguments after its name.
 	// It returns the process exit code.
 	run func(ctx context.Context, env *Env, args []string) int
+	// subs lists the subcommands of a command group (op, token,
+	// testbed); each has flags of its own.
+	subs []string
 }
 
 // Env carries the standard streams so tests can run commands in-process.
 type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
+
+	// collect, when set, receives each command's FlagSet instead of
+	// parsing it: the command returns at once. Shell completion lists
+	// the real flags this way.
+	collect func(*pflag.FlagSet)
 }
 
 // Errorf prints a braid-prefixed error line to stderr.
@@ -99,8 +109,13 @@ func usage(w io.Writer) {
 // newFlags returns a FlagSet whose Usage prints the full help (synopsis,
 // description, flags) on env.Stdout. parseFlags reports bad flags itself,
 // briefly, on env.Stderr.
-func newFlags(env *Env, name, synopsis, description string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+//
+// Flags follow POSIX and GNU conventions through spf13/pflag: long flags
+// with two dashes (--time 10, --time=10), one-letter shorthands with one
+// (-t 10, -t10, -RJ), -h and --help for the help. A long flag written with
+// one dash (-time 10), which Go's flag package accepted, still works.
+func newFlags(env *Env, name, synopsis, description string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(env.Stdout)
 	fs.Usage = func() {
 		out := fs.Output()
@@ -110,7 +125,7 @@ func newFlags(env *Env, name, synopsis, description string) *flag.FlagSet {
 			fmt.Fprintln(out)
 		}
 		fmt.Fprintln(out, "Flags:")
-		fs.PrintDefaults()
+		fmt.Fprint(out, fs.FlagUsagesWrapped(100))
 	}
 	return fs
 }
@@ -129,11 +144,31 @@ func helpHint(env *Env, name string) {
 	fmt.Fprintf(env.Stderr, "Run 'braid %s --help' for usage.\n", name)
 }
 
-// parseFlags parses args and maps the outcome to an exit code: -1 means
-// continue, 0 means --help was printed on stdout, 2 means a usage error,
-// reported on stderr in two lines (the error, then where help is).
-func parseFlags(env *Env, fs *flag.FlagSet, args []string) int {
-	// The flag package prints its error and the usage itself; silence it
+// parseFlags parses args, flags and positional arguments in any order
+// ("send a b --to x", "get ID -o FILE"; "--" ends the flags), and maps the
+// outcome to an exit code: -1 means continue, 0 means --help was printed on
+// stdout, 2 means a usage error, reported on stderr in two lines (the
+// error, then where help is). A deprecated flag name works and earns a
+// line on stderr naming the one to use.
+func parseFlags(env *Env, fs *pflag.FlagSet, args []string) int {
+	return parse(env, fs, args, true)
+}
+
+// parseFlagsFirst is parseFlags for commands whose flags all come before
+// the first positional argument, which starts arguments of their own
+// ("testbed exec HOST braid perf -c ...").
+func parseFlagsFirst(env *Env, fs *pflag.FlagSet, args []string) int {
+	fs.SetInterspersed(false)
+	return parse(env, fs, args, false)
+}
+
+func parse(env *Env, fs *pflag.FlagSet, args []string, interspersed bool) int {
+	if env.collect != nil {
+		env.collect(fs)
+		return 0
+	}
+	args = longOneDash(fs, args, interspersed)
+	// pflag prints some errors and deprecation notes itself; silence it
 	// while parsing and report here instead.
 	usage, out := fs.Usage, fs.Output()
 	fs.Usage = func() {}
@@ -142,34 +177,86 @@ func parseFlags(env *Env, fs *flag.FlagSet, args []string) int {
 	fs.Usage = usage
 	fs.SetOutput(out)
 	switch {
-	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, pflag.ErrHelp):
 		fs.Usage()
 		return 0
 	case err != nil:
 		return failUsage(env, fs.Name(), err)
 	}
+	fs.Visit(func(f *pflag.Flag) {
+		if f.Deprecated != "" {
+			env.Errorf("%s: --%s is deprecated: %s", fs.Name(), f.Name, f.Deprecated)
+		}
+	})
+	if f := fs.Lookup("config"); f != nil && f.Annotations[configAnnotation] != nil {
+		if err := applyConfig(fs, os.LookupEnv); err != nil {
+			env.Errorf("%s: %v", fs.Name(), err)
+			return 2
+		}
+	}
 	return -1
 }
 
-// parseInterspersed parses flags that may follow positional arguments
-// ("send a b --to x", "get ID -o FILE"); it returns the positional arguments. "--" ends the
-// flags.
-func parseInterspersed(env *Env, fs *flag.FlagSet, args []string) ([]string, int) {
-	var pos []string
-	for {
-		if code := parseFlags(env, fs, args); code >= 0 {
-			return nil, code
+// longOneDash rewrites long flags written with one dash, as Go's flag
+// package took them ("-time 4", "-json"), to two ("--time 4"): pflag
+// would read them as a cluster of shorthands. A one-letter flag stays a
+// shorthand. Without interspersed it stops at the first positional
+// argument, whose own arguments are not ours.
+func longOneDash(fs *pflag.FlagSet, args []string, interspersed bool) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		out = append(out, a)
+		if a == "--" {
+			return append(out, args[i+1:]...)
 		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, -1
+		if len(a) < 2 || a[0] != '-' {
+			if !interspersed {
+				return append(out, args[i+1:]...)
+			}
+			continue
 		}
-		if i := len(args) - len(rest); i > 0 && args[i-1] == "--" {
-			return append(pos, rest...), -1
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		var f *pflag.Flag
+		if strings.HasPrefix(a, "--") {
+			f = fs.Lookup(name)
+		} else if len(name) > 1 {
+			if f = fs.Lookup(name); f != nil {
+				out[len(out)-1] = "-" + a
+			}
+		} else {
+			f = fs.ShorthandLookup(name)
 		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+		// The next argument is this flag's value, not a positional one.
+		if f != nil && !hasValue && f.NoOptDefVal == "" && i+1 < len(args) {
+			i++
+			out = append(out, args[i])
+		}
 	}
+	return out
+}
+
+// parseInterspersed parses flags that may follow positional arguments
+// and returns the positional arguments.
+func parseInterspersed(env *Env, fs *pflag.FlagSet, args []string) ([]string, int) {
+	if code := parseFlags(env, fs, args); code >= 0 {
+		return nil, code
+	}
+	return fs.Args(), -1
+}
+
+// alias adds old as a deprecated name of the flag now: both set the same
+// value, the old one is hidden from the help, and using it prints a line
+// naming the new one. why says what changed.
+func alias(fs *pflag.FlagSet, old, now, why string) {
+	f := fs.Lookup(now)
+	if f == nil {
+		panic("cli: alias of unknown flag --" + now)
+	}
+	a := fs.VarPF(f.Value, old, "", f.Usage)
+	a.NoOptDefVal = f.NoOptDefVal
+	a.Deprecated = why
+	a.Hidden = true
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -21,15 +21,10 @@ func runQuick(t testing.TB, args ...string) (int, string, string) {
 
 // commandNames lists every command and subcommand: "perf", "op add", ...
 func commandNames() []string {
-	subs := map[string][]string{
-		"op":      {"add", "rm", "run"},
-		"token":   {"create", "list", "revoke"},
-		"testbed": {"up", "down", "show", "exec", "link", "rate", "loss", "list"},
-	}
 	var names []string
-	for n := range commands {
+	for n, c := range commands {
 		names = append(names, n)
-		for _, s := range subs[n] {
+		for _, s := range c.subs {
 			names = append(names, n+" "+s)
 		}
 	}
@@ -93,5 +88,61 @@ func TestUsageErrorIsShort(t *testing.T) {
 				t.Errorf("exit %d, want 2; want two lines on stderr, the second %q\nstdout:\n%s\nstderr:\n%s", code, c.hint, out, errs)
 			}
 		})
+	}
+}
+
+// Old names keep working with a note naming the new one; long flags with
+// one dash, as Go's flag package took them, still work; shorthands
+// cluster as in POSIX.
+func TestFlagCompat(t *testing.T) {
+	for _, tc := range []struct {
+		args            []string
+		time            float64
+		streams         int
+		policy          string
+		json, reverse   bool
+		pos, deprecated string
+	}{
+		{[]string{"-t", "4", "-P", "3", "-RJ"}, 4, 3, "soonest", true, true, "", ""},
+		{[]string{"-t4", "-P3"}, 4, 3, "soonest", false, false, "", ""},
+		{[]string{"--time=4", "--parallel", "3", "--json"}, 4, 3, "soonest", true, false, "", ""},
+		{[]string{"-time", "4", "-json", "-reverse"}, 4, 1, "soonest", true, true, "", ""},
+		{[]string{"--streams", "2", "x"}, 10, 2, "soonest", false, false, "x", "--streams is deprecated: use -P/--parallel"},
+		{[]string{"--policy", "round-robin"}, 10, 1, "round-robin", false, false, "", "--policy is deprecated: use --path-policy"},
+		{[]string{"--", "-time"}, 10, 1, "soonest", false, false, "-time", ""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errs syncBuffer
+			env := &Env{Stdout: &out, Stderr: &errs}
+			fs := newFlags(env, "perf", "", "")
+			tm := fs.Float64P("time", "t", 10, "")
+			p := fs.IntP("parallel", "P", 1, "")
+			alias(fs, "streams", "parallel", "use -P/--parallel, as in iperf3")
+			pol := fs.String("path-policy", "soonest", "")
+			alias(fs, "policy", "path-policy", "use --path-policy")
+			j := fs.BoolP("json", "J", false, "")
+			r := fs.BoolP("reverse", "R", false, "")
+			pos, code := parseInterspersed(env, fs, tc.args)
+			if code != -1 || *tm != tc.time || *p != tc.streams || *pol != tc.policy || *j != tc.json || *r != tc.reverse ||
+				strings.Join(pos, " ") != tc.pos {
+				t.Errorf("code %d: time %v parallel %d policy %s json %v reverse %v args %q; stderr %s",
+					code, *tm, *p, *pol, *j, *r, pos, errs.String())
+			}
+			if tc.deprecated == "" && errs.String() != "" || !strings.Contains(errs.String(), tc.deprecated) {
+				t.Errorf("stderr %q, want %q", errs.String(), tc.deprecated)
+			}
+		})
+	}
+	// The help lists the new names only.
+	_, help, _ := runQuick(t, "perf", "--help")
+	for _, want := range []string{"-P, --parallel", "-t, --time", "-J, --json", "-R, --reverse", "-l, --length", "--path-policy"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("perf --help lacks %q", want)
+		}
+	}
+	for _, old := range []string{"--streams", "--size", "--policy "} {
+		if strings.Contains(help, old) {
+			t.Errorf("perf --help lists the deprecated %q", old)
+		}
 	}
 }

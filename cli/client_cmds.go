@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+
+	"github.com/spf13/pflag"
 )
 
 func init() {
@@ -47,7 +48,7 @@ type clientFlags struct {
 	auth    *controlFlags
 }
 
-func addClientFlags(fs *flag.FlagSet, timeout time.Duration) *clientFlags {
+func addClientFlags(fs *pflag.FlagSet, timeout time.Duration) *clientFlags {
 	def := os.Getenv("BRAID_SERVER")
 	if def == "" {
 		def = defaultServerURL
@@ -92,7 +93,7 @@ func clientFail(env *Env, cmd string, err error) int {
 }
 
 // oneArg parses args expecting exactly one positional argument.
-func oneArg(env *Env, fs *flag.FlagSet, args []string, what string) (string, int) {
+func oneArg(env *Env, fs *pflag.FlagSet, args []string, what string) (string, int) {
 	pos, code := parseInterspersed(env, fs, args)
 	if code >= 0 {
 		return "", code
@@ -248,13 +249,16 @@ func runPut(ctx context.Context, env *Env, args []string) int {
 Uploads FILE ("-" for standard input) to the server and prints the blob id
 to pass to submit --input. The id is the SHA-256 of the content, so
 uploading the same bytes again gives the same id. The upload streams:
-the file is not held in memory.`)
+the file is not held in memory. A progress bar is drawn on stderr when it
+is a terminal (or with --progress).`)
 	cf := addClientFlags(fs, 0)
+	showProgress := fs.Bool("progress", false, "draw progress on stderr even when it is not a terminal")
 	name, code := oneArg(env, fs, args, "FILE")
 	if code >= 0 {
 		return code
 	}
 	var in io.Reader = os.Stdin
+	var size int64 // 0: unknown
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
@@ -263,6 +267,9 @@ the file is not held in memory.`)
 		}
 		defer f.Close()
 		in = f
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
 	}
 	c, ctx, cancel, err := cf.client(ctx)
 	if err != nil {
@@ -270,7 +277,16 @@ the file is not held in memory.`)
 		return 2
 	}
 	defer cancel()
+	var prog *progress
+	if *showProgress || isTerminal(env.Stderr) {
+		prog = startProgress(env.Stderr, isTerminal(env.Stderr), size, nil)
+		in = progressReader{in, prog}
+		defer prog.stop()
+	}
 	info, err := c.PutInfo(ctx, in)
+	if prog != nil {
+		prog.stop() // the bar's last line before any other output
+	}
 	if err != nil {
 		return clientFail(env, "put", err)
 	}
@@ -285,9 +301,11 @@ the file is not held in memory.`)
 func runGet(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "get", "ID -o FILE [flags]", `
 Downloads blob ID, e.g. a job's output, into FILE ("-" for standard
-output). The file appears whole or not at all.`)
-	out := fs.String("o", "", "write to this `FILE` (required; - for standard output)")
+output). The file appears whole or not at all. A progress bar is drawn on
+stderr when it is a terminal (or with --progress).`)
+	out := fs.StringP("output", "o", "", "write to this `FILE` (required; - for standard output)")
 	cf := addClientFlags(fs, 0)
+	showProgress := fs.Bool("progress", false, "draw progress on stderr even when it is not a terminal")
 	id, code := oneArg(env, fs, args, "blob ID")
 	if code >= 0 {
 		return code
@@ -302,8 +320,17 @@ output). The file appears whole or not at all.`)
 		return 2
 	}
 	defer cancel()
+	var prog *progress
+	if *showProgress || isTerminal(env.Stderr) {
+		prog = startProgress(env.Stderr, isTerminal(env.Stderr), 0, nil)
+		defer prog.stop()
+	}
 	if *out == "-" {
-		if _, err := c.Get(ctx, id, env.Stdout); err != nil {
+		_, err := c.Get(ctx, id, progressWriter{env.Stdout, prog})
+		if prog != nil {
+			prog.stop()
+		}
+		if err != nil {
 			return clientFail(env, "get", err)
 		}
 		return 0
@@ -314,7 +341,10 @@ output). The file appears whole or not at all.`)
 		return 1
 	}
 	defer os.Remove(tmp.Name())
-	n, err := c.Get(ctx, id, tmp)
+	n, err := c.Get(ctx, id, progressWriter{tmp, prog})
+	if prog != nil {
+		prog.stop()
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -337,6 +367,15 @@ output). The file appears whole or not at all.`)
 type paramFlag map[string]string
 
 func (p paramFlag) String() string { return fmtParams(p) }
+
+// Type names the value in the help.
+func (p paramFlag) Type() string { return "NAME=VALUE" }
+
+// tileFlag is --tile WxH.
+type tileFlag struct{ *api.Tile }
+
+// Type names the value in the help.
+func (tileFlag) Type() string { return "WxH" }
 
 func (p paramFlag) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
@@ -375,7 +414,7 @@ the pipeline's id (pN, for status and wait) and its steps' job ids.
 	fs.Var(params, "param", "an operation parameter `NAME=VALUE` (repeatable)")
 	units := fs.Int("units", 0, "split into about `N` units (0: the operation chooses)")
 	var tile api.Tile
-	fs.Var(&tile, "tile", "split an image into tiles of `WxH` pixels, e.g. 256x256")
+	fs.Var(tileFlag{&tile}, "tile", "split an image into tiles of `WxH` pixels, e.g. 256x256")
 	repeat := fs.Int("repeat", 0, "process the whole job `N` times as independent units")
 	policy := fs.String("policy", api.PolicyDynamic, "scheduling `policy`: equal, proportional or dynamic")
 	inFlight := fs.Int("in-flight", 0, "units a stream may hold at once (0: the server's default)")

@@ -42,9 +42,9 @@ func startBraid(t testing.TB, args ...string) *braidProc {
 // returns the first submatch.
 func (p *braidProc) waitOutput(t testing.TB, re *regexp.Regexp) string {
 	t.Helper()
-	// Generous: the whole suite runs under the race detector on a
-	// loaded machine, and a server's first start makes its TLS key.
-	deadline := time.Now().Add(30 * time.Second)
+	// A server starts in about a second; under the race detector on a
+	// loaded 2-core machine it took over 10.
+	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if m := re.FindStringSubmatch(p.out.String()); m != nil {
 			return m[1]
@@ -56,7 +56,7 @@ func (p *braidProc) waitOutput(t testing.TB, re *regexp.Regexp) string {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	t.Fatalf("no output matching %v after 30s: %s", re, p.err.String())
+	t.Fatalf("no output matching %v after 60s: %s", re, p.err.String())
 	return ""
 }
 
@@ -94,6 +94,19 @@ func TestClientCommands(t *testing.T) {
 	code, out, _ = runBraid(t, 10*time.Second, "put", img, "--json")
 	if code != 0 || !strings.Contains(out, `"id":"`+id+`"`) {
 		t.Errorf("put --json: %d %s", code, out)
+	}
+	// Progress on stderr only when it is a terminal, or with --progress.
+	if stderr != "" {
+		t.Errorf("put drew on a stderr that is not a terminal: %q", stderr)
+	}
+	size := formatBytes(int64(len(ops.SamplePNG(200, 150))))
+	code, out, stderr = runBraid(t, 10*time.Second, "put", img, "--progress")
+	if code != 0 || strings.TrimSpace(out) != id || !strings.Contains(stderr, size+" / "+size) || !strings.Contains(stderr, "100%") {
+		t.Errorf("put --progress: exit %d, stdout %q, stderr %q; want %s / %s and 100%%", code, out, stderr, size, size)
+	}
+	code, _, stderr = runBraid(t, 10*time.Second, "get", id, "-o", filepath.Join(dir, "copy.png"), "--progress")
+	if code != 0 || !strings.Contains(stderr, size) || !strings.Contains(stderr, " in ") {
+		t.Errorf("get --progress: exit %d, stderr %q", code, stderr)
 	}
 
 	code, out, stderr = runBraid(t, 30*time.Second, "submit", "--op", "blur", "--input", id, "--param", "radius=3",

@@ -2,11 +2,12 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+
+	"github.com/spf13/pflag"
 )
 
 // controlFlags are the flags of a command that calls a server's control
@@ -19,7 +20,7 @@ type controlFlags struct {
 	insecure    *bool
 }
 
-func addControlFlags(fs *flag.FlagSet) *controlFlags {
+func addControlFlags(fs *pflag.FlagSet) *controlFlags {
 	return &controlFlags{
 		key: keyFlag(fs),
 		token: fs.String("token", getenv("BRAID_TOKEN"), "control API `token` (braid token create), or a join token that also pins "+

@@ -29,7 +29,7 @@ func TestErrorsNeverNil(t *testing.T) {
 		{"recv", "--listen", "", "--dir", dir},
 		{"recv", "--listen", "127.0.0.1:99999", "--dir", dir},
 		{"send", file, "--to", ""},
-		{"perf", "-c", dead, "--size", "x"},
+		{"perf", "-c", dead, "--length", "x"},
 		{"server", "--listen", "127.0.0.1:0"},
 		{"worker", "--threads", "0"},
 		{"submit", "--server", url},

@@ -2,15 +2,16 @@ package cli
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // keyFlag registers --key-file on fs and returns a loader that resolves the
 // cluster key from --key-file, else BRAID_KEY.
-func keyFlag(fs *flag.FlagSet) func() ([]byte, error) {
+func keyFlag(fs *pflag.FlagSet) func() ([]byte, error) {
 	path := fs.String("key-file", "", "read the cluster key from this `file` (default: the BRAID_KEY environment variable)")
 	return func() ([]byte, error) { return loadKey(*path) }
 }

@@ -94,9 +94,9 @@ func runLocal(ctx context.Context, env *Env, args []string) int {
 	size := fs.Int("size", 2048, "width and height of the sample image in `pixels`")
 	var tile api.Tile
 	tile.W, tile.H = 256, 256
-	fs.Var(&tile, "tile", "tile size `WxH` of the blur job")
+	fs.Var(tileFlag{&tile}, "tile", "tile size `WxH` of the blur job")
 	radius := fs.Int("radius", 5, "blur radius in `pixels`")
-	out := fs.String("o", "braid-local-out.png", "write the output image to this `file`")
+	out := fs.StringP("output", "o", "braid-local-out.png", "write the output image to this `file`")
 	data := fs.String("data", "", "keep the cluster's data in this `directory` (default: a temporary one, removed after)")
 	nWorkers := fs.Int("workers", 2, "number of `workers`")
 	threads := fs.Int("threads", 0, "threads each worker lends (default: half the CPUs, at least 1)")

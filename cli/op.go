@@ -22,6 +22,7 @@ func init() {
 		name:    "op",
 		summary: "add, remove or try a user operation (a WebAssembly module)",
 		run:     runOp,
+		subs:    []string{"add", "rm", "run"},
 	})
 }
 
@@ -168,12 +169,12 @@ module file: --merge reduce:sumcounts.wasm.
   braid op run wordcount.wasm --split lines:64K --merge reduce:sumcounts.wasm --in big.txt
   braid op run boxblur.wasm --split tiles:256x256+2 --param RADIUS=2 --in photo.png -o out.png`)
 	in := fs.String("in", "", "read the input from this `file` (default: stdin)")
-	out := fs.String("o", "", "write the output to this `file` (default: stdout)")
+	out := fs.StringP("output", "o", "", "write the output to this `file` (default: stdout)")
 	params := paramFlag{}
 	fs.Var(params, "param", "a parameter `NAME=VALUE`, the module's environment (repeatable)")
 	split := fs.String("split", "", "split the input into units: whole, bytes:SIZE, lines:SIZE or tiles:WxH[+HALO]")
 	merge := fs.String("merge", "", "merge the units' outputs: concat, tiles or reduce:OP")
-	parallel := fs.Int("parallel", runtime.NumCPU(), "units run at once with --split")
+	parallel := fs.IntP("parallel", "P", runtime.NumCPU(), "units run at once with --split")
 	lim := addLimitFlags(fs)
 	asJSON := fs.Bool("json", false, "print a JSON report on stderr instead of text")
 	pos, code := parseInterspersed(env, fs, args)

@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/braid-hpc/braid/transport"
@@ -22,24 +21,29 @@ func init() {
 	})
 }
 
-const perfSynopsis = `-s --listen A1,A2,... | -c B1,B2,... [--from A1,A2,...] [flags]`
+const perfSynopsis = `-s [--listen A1,A2,...] | -c B1,B2,... [-B A1,A2,...] [flags]`
 
 const perfDescription = `
-Measures a braid session between two hosts, like iperf3. Start a server on
-one host with one address per network, then a client on the other with the
-server's address on each network (the i-th --from address is the local
-source of the i-th path). Addresses without a port use port 7201.
+Measures a braid session between two hosts, like iperf3, with iperf3's
+flags: -s, -c, -p, -t, -P, -R, -J, -i, -l, -B, -1. Start a server on one
+host with one address per network (or, without --listen, on every address),
+then a client on the other with the server's address on each network (the
+i-th -B/--from address is the local source of the i-th path). Addresses
+without a port use --port, 7201 by default.
 
   server:  braid perf -s --listen 10.1.0.2,10.2.0.2
-  client:  braid perf -c 10.1.0.2,10.2.0.2 --time 10 --streams 4
-           braid perf -c 10.1.0.2,10.2.0.2 --mode pingpong --size 1M --count 100
+  client:  braid perf -c 10.1.0.2,10.2.0.2 -t 10 -P 4
+           braid perf -c 10.1.0.2,10.2.0.2 -R -J > result.json
+           braid perf -c 10.1.0.2,10.2.0.2 --mode pingpong -l 1M --count 100
 
 Modes:
-  bulk      the client writes messages of --size on --streams streams for
-            --time seconds; the server counts what arrives and reports it
-            back, so throughput is receiver bytes over the receiver's
-            interval (--reverse: the server sends, the client counts).
-  pingpong  the client writes a message of --size, the server echoes it;
+  bulk      the client writes messages of --length on --parallel streams;
+            the server counts what arrives for --time seconds from the
+            first byte, then ends the test, dropping what is still queued,
+            so the test lasts --time however fast the link, and throughput
+            is receiver bytes over that interval (-R: the server sends, the
+            client counts).
+  pingpong  the client writes a message of --length, the server echoes it;
             --count round trips per stream or --time, whichever ends first,
             after one warm-up round trip. Effective bandwidth is the paper's
             eq. 1: (8*size/1e6) / (RTT/2) Mbit/s with RTT the mean round trip;
@@ -54,15 +58,18 @@ each address the paths arrived on (or on that port plus
 --baseline-port-offset, for firewalls), which it closes after the test. The
 connections prove themselves with a token sent over the braid session.
 
---stripe, --policy and --frag shape what each side sends: the server's own
-flags apply to its echoes and to --reverse data, so start it with the same
-ones (the client warns when they differ).
+--stripe, --path-policy and --frag shape what each side sends: the server's
+own flags apply to its echoes and to -R data, so start it with the same ones
+(the client warns when they differ).
 
-Output: a header, interval lines each second for runs longer than 2 s, and
-a summary with per-path bytes and Mbit/s (bytes the client sent in bulk,
-received with --reverse, both in pingpong). --json prints one JSON object
-instead. The server prints one line per finished test and serves clients
-concurrently until interrupted (or after one test with --once).`
+Output: a header, interval lines every --interval seconds for runs longer
+than two of them, and a summary with per-path bytes and Mbit/s (bytes the
+client sent in bulk, received with -R, both in pingpong). -J/--json prints
+one JSON object shaped like iperf3's -J output (start, intervals, end with
+sum_sent and sum_received, error on failure) plus a "braid" section with
+the per-path figures. The server prints one line per finished test (with
+-J, one JSON object per test) and serves clients concurrently until
+interrupted (or after one test with -1/--once).`
 
 // perfOptions is a parsed perf client command line.
 type perfOptions struct {
@@ -77,26 +84,32 @@ type perfOptions struct {
 	baseline bool
 	json     bool
 	frag     int
-	live     bool // print interval lines
+	live     bool    // print interval lines
+	interval float64 // seconds between interval reports; 0: none
 }
 
 func runPerf(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "perf", perfSynopsis, perfDescription)
 	sf := addSessionFlags(fs)
-	server := fs.Bool("s", false, "run the server")
-	listen := fs.String("listen", "", "server: comma-separated `addresses` to listen on, one per network")
-	once := fs.Bool("once", false, "server: exit after one test")
+	server := fs.BoolP("server", "s", false, "run the server")
+	listen := fs.String("listen", "", "server: comma-separated `addresses` to listen on, one per network (default: every address, on --port)")
+	once := fs.BoolP("once", "1", false, "server: exit after one test")
+	alias(fs, "one-off", "once", "")
 	portOffset := fs.Int("baseline-port-offset", 0, "server: plain TCP listeners of --tcp-baseline use each listen port plus this `offset` (default: ephemeral ports)")
-	client := fs.String("c", "", "client: comma-separated server `addresses`, one per path")
-	from := fs.String("from", "", "client: comma-separated local source `addresses`, the i-th for the i-th path")
+	client := fs.StringP("client", "c", "", "client: comma-separated server `addresses`, one per path")
+	port := fs.IntP("port", "p", perfPort, "`port` of the addresses given without one")
+	from := fs.StringP("from", "B", "", "client: comma-separated local source `addresses`, the i-th for the i-th path")
 	mode := fs.String("mode", "bulk", "`mode`: bulk or pingpong")
-	size := fs.String("size", "1M", "message `size` in bytes, K/M/G suffixes (powers of 1024)")
-	seconds := fs.Float64("time", 10, "test duration in `seconds` (pingpong: upper bound)")
-	streams := fs.Int("streams", 1, "number of parallel `streams`")
+	size := fs.StringP("length", "l", "1M", "message `size` in bytes, K/M/G suffixes (powers of 1024)")
+	alias(fs, "size", "length", "use -l/--length, as in iperf3 (--size is an image size in braid local and sample)")
+	seconds := fs.Float64P("time", "t", 10, "test duration in `seconds` (pingpong: upper bound)")
+	streams := fs.IntP("parallel", "P", 1, "number of parallel `streams`")
+	alias(fs, "streams", "parallel", "use -P/--parallel, as in iperf3 and braid send")
+	interval := fs.Float64P("interval", "i", 1, "`seconds` between interval reports (0: none)")
 	count := fs.Int("count", 100, "pingpong: round trips per stream (0: as many as --time allows)")
-	reverse := fs.Bool("reverse", false, "bulk: the server sends, the client receives")
+	reverse := fs.BoolP("reverse", "R", false, "bulk: the server sends, the client receives")
 	baseline := fs.Bool("tcp-baseline", false, "measure k plain TCP connections striped by hand instead of braid")
-	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
+	asJSON := fs.BoolP("json", "J", false, "print one JSON object shaped like iperf3's -J output instead of text")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -109,35 +122,47 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		helpHint(env, fs.Name())
 		return 2
 	}
+	if *port < 1 || *port > 65535 {
+		env.Errorf("perf: --port %d out of range 1..65535", *port)
+		return 2
+	}
+	if !(*interval >= 0 && *interval <= perfMaxSeconds) {
+		env.Errorf("perf: --interval %v: want seconds, 0 for none", *interval)
+		return 2
+	}
 	cfg, err := sf.config(env)
 	if err != nil {
 		env.Errorf("perf: %v", err)
 		return exitCode(err)
 	}
 	if *server {
-		addrs, err := addrList(*listen, perfPort)
+		if !fs.Changed("listen") {
+			*listen = ":" + strconv.Itoa(*port)
+		}
+		addrs, err := addrList(*listen, *port)
 		if err == nil && len(addrs) == 0 {
 			err = errors.New("no address given")
 		}
 		if err != nil {
-			env.Errorf("perf: -s needs --listen with one host:port per network: %v", err)
+			env.Errorf("perf: --listen needs one host:port per network: %v", err)
 			return 2
 		}
 		if *portOffset < 0 || *portOffset > 65535 {
 			env.Errorf("perf: --baseline-port-offset %d out of range", *portOffset)
 			return 2
 		}
-		return perfServe(ctx, env, addrs, cfg, *once, *portOffset)
+		srv := &perfServer{portOffset: *portOffset, json: *asJSON, interval: time.Duration(*interval * float64(time.Second))}
+		return perfServe(ctx, env, addrs, cfg, *once, srv)
 	}
 
 	o := &perfOptions{cfg: cfg, mode: *mode, seconds: *seconds, streams: *streams, count: *count,
 		reverse: *reverse, baseline: *baseline, json: *asJSON, frag: cfg.FragmentSize}
-	if o.paths, err = dialPaths(*client, *from, perfPort); err != nil {
+	if o.paths, err = dialPaths(*client, *from, *port); err != nil {
 		env.Errorf("perf: %v", err)
 		return 2
 	}
 	if o.size, err = parseSize(*size); err != nil {
-		env.Errorf("perf: --size: %v", err)
+		env.Errorf("perf: --length: %v", err)
 		return 2
 	}
 	h := o.hello()
@@ -149,21 +174,51 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("perf: --reverse applies to bulk mode only")
 		return 2
 	}
-	o.live = !o.json && o.seconds > 2
-	rep, err := perfRun(ctx, env, o)
+	o.interval = *interval
+	o.live = !o.json && o.interval > 0 && o.seconds > 2*o.interval
+	ip := &iperfReport{Intervals: []iperfInterval{}}
+	rep, err := perfRun(ctx, env, o, ip)
+	if o.json {
+		// Like iperf3 -J, a failure is a JSON object too, with "error".
+		if err != nil {
+			if ip.Start.Version == "" {
+				ip.Start = newIperfStart(time.Now(), "", nil, o.testStart())
+			}
+			ip.Error = err.Error()
+		} else {
+			ip.Braid = rep
+		}
+		if perr := printJSON(env.Stdout, ip); perr != nil && err == nil {
+			err = perr
+		}
+	}
 	if err != nil {
 		env.Errorf("perf: %v", err)
 		return 1
 	}
-	if o.json {
-		if err := printJSON(env.Stdout, rep); err != nil {
-			env.Errorf("perf: %v", err)
-			return 1
-		}
-		return 0
+	if !o.json {
+		rep.printSummary(env.Stdout)
 	}
-	rep.printSummary(env.Stdout)
 	return 0
+}
+
+// testStart is the test_start section of the iperf3-shaped report.
+func (o *perfOptions) testStart() iperfTestStart {
+	t := iperfTestStart{Protocol: "braid/" + o.cfg.Transport, NumStreams: o.streams, BlkSize: o.size,
+		Duration: o.seconds, Mode: o.mode}
+	if o.cfg.Transport == "" {
+		t.Protocol = "braid/tcp"
+	}
+	if o.baseline {
+		t.Protocol, t.NumStreams = "TCP", len(o.paths)
+	}
+	if o.reverse {
+		t.Reverse = 1
+	}
+	if o.mode == "pingpong" {
+		t.Blocks = int64(o.count)
+	}
+	return t
 }
 
 func (o *perfOptions) hello() perfHello {
@@ -175,8 +230,9 @@ func (o *perfOptions) hello() perfHello {
 	return h
 }
 
-// perfRun runs one test as the client.
-func perfRun(ctx context.Context, env *Env, o *perfOptions) (*perfReport, error) {
+// perfRun runs one test as the client. It fills ip, the iperf3-shaped
+// report, as far as the test got.
+func perfRun(ctx context.Context, env *Env, o *perfOptions, ip *iperfReport) (*perfReport, error) {
 	rep := newPerfReport(o)
 	if !o.json {
 		rep.printHeader(env.Stdout, o)
@@ -186,6 +242,9 @@ func perfRun(ctx context.Context, env *Env, o *perfOptions) (*perfReport, error)
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	defer closeSession(ctx, sess, false, 0)
+	ip.Start = newIperfStart(time.Now(), sess.ID(), sessionConnected(sess), o.testStart())
+	host, port := hostPort(o.paths[0].Remote)
+	ip.Start.ConnectingTo = &iperfHostPort{Host: host, Port: port}
 	ctrl, err := sess.OpenStream(ctx)
 	if err != nil {
 		return nil, err
@@ -216,8 +275,11 @@ func perfRun(ctx context.Context, env *Env, o *perfOptions) (*perfReport, error)
 	var res *perfResult
 	if o.baseline {
 		res, err = baselineClient(ctx, env, o, sess, ctrl, &ready, rep, before)
+		if err == nil {
+			ip.Intervals, ip.End = baselineIperf(o, rep, res)
+		}
 	} else {
-		res, err = braidClient(ctx, env, o, sess, ctrl, rep, before)
+		res, err = braidData(ctx, env, o, ctrl, &ready, rep, ip)
 	}
 	if err != nil {
 		return nil, err
@@ -225,7 +287,20 @@ func perfRun(ctx context.Context, env *Env, o *perfOptions) (*perfReport, error)
 	if res.Error != "" {
 		return nil, fmt.Errorf("server: %s", res.Error)
 	}
-	sum := perfSummary{ThroughputMbps: rep.ThroughputMbps, Seconds: rep.Seconds, Bytes: rep.Bytes}
+	sum := perfSummary{ThroughputMbps: rep.ThroughputMbps, Seconds: rep.Seconds, Bytes: rep.Bytes,
+		CPUUser: rep.CPUUser, CPUSys: rep.CPUSys}
+	if ip.End.SumSent != nil {
+		sum.SentBytes, sum.SentSeconds = ip.End.SumSent.Bytes, ip.End.SumSent.Seconds
+	}
+	for _, st := range ip.End.Streams {
+		mine := st.Sender
+		if o.reverse {
+			mine = st.Receiver
+		}
+		if mine.Socket != nil {
+			sum.StreamBytes = append(sum.StreamBytes, perfStreamBytes{ID: *mine.Socket, Bytes: mine.Bytes})
+		}
+	}
 	if rep.PingPong != nil {
 		sum.RTTus, sum.EffectiveMbps = rep.RTTus, rep.EffectiveMbps
 	}
@@ -236,8 +311,29 @@ func perfRun(ctx context.Context, env *Env, o *perfOptions) (*perfReport, error)
 	return rep, nil
 }
 
-// braidClient runs the data phase over the braid session.
-func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.Session, ctrl *transport.Stream, rep *perfReport, before *snapshot) (*perfResult, error) {
+// braidData dials the data session of a braid test, joins it to the test
+// and runs the data phase on it.
+func braidData(ctx context.Context, env *Env, o *perfOptions, ctrl *transport.Stream, ready *perfReady, rep *perfReport, ip *iperfReport) (*perfResult, error) {
+	if ready.Join == nil {
+		return nil, errors.New("the server sent no join cookie: use the same braid version on both hosts")
+	}
+	sess, err := transport.Dial(ctx, o.paths, o.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect the data session: %w", err)
+	}
+	defer closeSession(ctx, sess, false, 0)
+	js, err := sess.OpenStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeJSON(ctx, js, perfHello{Version: perfVersion, Join: ready.Join}); err != nil {
+		return nil, err
+	}
+	return braidClient(ctx, env, o, sess, ctrl, rep, perfSnapshot(sess), ip)
+}
+
+// braidClient runs the data phase over the braid data session sess.
+func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.Session, ctrl *transport.Stream, rep *perfReport, before *snapshot, ip *iperfReport) (*perfResult, error) {
 
 	// The meter shows the client's wire bytes per path in the direction
 	// that carries the data.
@@ -256,7 +352,8 @@ func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.
 		return out
 	}
 	iv := startIntervals(env, o, rep, meter)
-	start := time.Now()
+	ctr := &streamCounter{}
+	sampler := startSampler(ctr, !o.reverse, time.Duration(o.interval*float64(time.Second)))
 	var (
 		res     perfResult
 		err     error
@@ -264,15 +361,23 @@ func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.
 		rtts    []time.Duration
 		bytes   int64
 		msgs    int64
+		sent    bulkSendResult
+		atEnd   []transport.PathStats
 	)
 	switch {
 	case o.mode == "pingpong":
-		rtts, elapsed, err = braidPingPong(ctx, o, sess, iv)
+		rtts, elapsed, err = braidPingPong(ctx, o, sess, iv, ctr)
 	case o.reverse:
-		bytes, msgs, elapsed, err = braidBulkRecv(ctx, o, sess, start)
+		var r bulkRecvResult
+		r, err = bulkReceive(ctx, sess, o.streams, o.duration(), ctr)
+		bytes, msgs, elapsed = r.bytes, r.msgs, time.Duration(r.seconds*float64(time.Second))
+		// The per-path figures are what arrived by the end of the test.
+		atEnd = r.paths
 	default:
-		err = braidBulkSend(ctx, o, sess)
+		sent, err = bulkSend(ctx, sess, o.streams, o.size, o.duration(), ctr)
+		atEnd = sent.paths
 	}
+	ip.Intervals = sampler.stop()
 	if err == nil {
 		err = readJSONWhileBusy(ctx, ctrl, sessionMoving(sess), 30*time.Second, &res)
 	}
@@ -297,8 +402,82 @@ func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.
 	if o.mode == "pingpong" {
 		rep.ThroughputMbps = mbps(2*rep.Bytes, rep.Seconds)
 	}
-	rep.setBraidPaths(o, before.paths, after.paths, &res)
+	paths := after.paths
+	if atEnd != nil {
+		paths = atEnd
+	}
+	rep.setBraidPaths(o, before.paths, paths, &res)
+	ids, counts := ctr.snapshot()
+	ip.End = o.iperfEnd(rep, &res, sent, ids, counts)
 	return &res, nil
+}
+
+// duration is --time.
+func (o *perfOptions) duration() time.Duration {
+	return time.Duration(o.seconds * float64(time.Second))
+}
+
+// iperfEnd builds the end section of a braid test from the client's
+// report rep, the server's result res and the client's per-stream counts
+// (bytes it sent in bulk and pingpong, received in reverse).
+func (o *perfOptions) iperfEnd(rep *perfReport, res *perfResult, sent bulkSendResult, ids []int, counts []int64) iperfEnd {
+	var retrans int64
+	for _, p := range rep.PerPath {
+		retrans += p.Retransmitted
+	}
+	local := !o.reverse // this side sent the data
+	e := iperfEnd{Streams: []iperfEndStream{}}
+	var sumSent, sumRecv iperfSpan
+	theirs := map[int]int64{}
+	for _, s := range res.StreamBytes {
+		theirs[s.ID] = s.Bytes
+	}
+	switch {
+	case o.mode == "pingpong":
+		sumSent = span(0, rep.Seconds, rep.Bytes, true)
+		sumRecv = span(0, rep.Seconds, rep.Bytes, true)
+		for i, id := range ids {
+			e.Streams = append(e.Streams, iperfEndStream{Sender: streamSpan(id, rep.Seconds, counts[i], true),
+				Receiver: streamSpan(id, rep.Seconds, counts[i], true)})
+		}
+	case o.reverse:
+		sumSent = span(0, res.Seconds, res.Bytes, local)
+		sumRecv = span(0, rep.Seconds, rep.Bytes, local)
+		for i, id := range ids {
+			e.Streams = append(e.Streams, iperfEndStream{Sender: streamSpan(id, res.Seconds, theirs[id], local),
+				Receiver: streamSpan(id, rep.Seconds, counts[i], local)})
+		}
+	default:
+		sumSent = span(0, sent.seconds, sent.bytes, local)
+		sumRecv = span(0, res.Seconds, res.Bytes, local)
+		for i, id := range ids {
+			e.Streams = append(e.Streams, iperfEndStream{Sender: streamSpan(id, sent.seconds, counts[i], local),
+				Receiver: streamSpan(id, res.Seconds, theirs[id], local)})
+		}
+	}
+	sumSent.Retransmits = &retrans
+	e.SumSent, e.SumReceived = &sumSent, &sumRecv
+	var c iperfCPU
+	c.HostTotal, c.HostUser, c.HostSystem = cpuPercent(rep.CPUUser, rep.CPUSys, max(rep.Seconds, sent.seconds))
+	c.RemoteTotal, c.RemoteUser, c.RemoteSystem = cpuPercent(res.CPUUser, res.CPUSys, max(rep.Seconds, res.Seconds))
+	e.CPU = &c
+	return e
+}
+
+// streamSpan is one stream's figures over [0, seconds].
+func streamSpan(id int, seconds float64, n int64, sender bool) iperfSpan {
+	s := span(0, seconds, n, sender)
+	s.Socket = &id
+	return s
+}
+
+// sessionConnected lists sess's paths for the start section.
+func sessionConnected(sess *transport.Session) []iperfConnected {
+	var out []iperfConnected
+	for _, p := range sess.Stats() {
+		out = append(out, connected(p.ID, p.Local, p.Remote))
+	}
+	return out
 }
 
 // snapshot holds a session's counters and the process's CPU time at one
@@ -319,81 +498,9 @@ func addStripe(a, b transport.StripeStats) transport.StripeStats {
 	return transport.StripeStats{Segments: a.Segments + b.Segments, Starts: a.Starts + b.Starts, Ends: a.Ends + b.Ends}
 }
 
-// braidBulkSend writes messages on o.streams streams until the time is up,
-// then closes them.
-func braidBulkSend(ctx context.Context, o *perfOptions, sess *transport.Session) error {
-	buf := make([]byte, o.size)
-	fillPattern(buf)
-	deadline := time.Now().Add(time.Duration(o.seconds * float64(time.Second)))
-	errs := make([]error, o.streams)
-	var wg sync.WaitGroup
-	for i := range o.streams {
-		st, err := sess.OpenStream(ctx)
-		if err != nil {
-			return err
-		}
-		wg.Go(func() {
-			// A message is never cut short: the last one may end after
-			// the deadline.
-			for time.Now().Before(deadline) {
-				if err := st.WriteMessage(ctx, buf); err != nil {
-					errs[i] = err
-					return
-				}
-			}
-			errs[i] = st.Close()
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// braidBulkRecv accepts the server's o.streams streams and counts what
-// arrives until each ends. The interval runs from start to the last end.
-func braidBulkRecv(ctx context.Context, o *perfOptions, sess *transport.Session, start time.Time) (bytes, msgs int64, elapsed time.Duration, err error) {
-	// The server sends for o.seconds; allow generous time for the tail.
-	hard := time.Duration(o.seconds*float64(time.Second)) + 2*time.Minute
-	rctx, cancel := context.WithTimeout(ctx, hard)
-	defer cancel()
-	var (
-		nb, nm atomic.Int64
-		last   latest
-		wg     sync.WaitGroup
-	)
-	errs := make([]error, o.streams)
-	for i := range o.streams {
-		st, err := sess.AcceptStream(rctx)
-		if err != nil {
-			cancel()
-			wg.Wait()
-			return 0, 0, 0, fmt.Errorf("accept the server's stream %d: %w", i+1, err)
-		}
-		wg.Go(func() {
-			for {
-				b, err := st.ReadMessage(rctx)
-				if errors.Is(err, io.EOF) {
-					last.mark()
-					return
-				}
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				nb.Add(int64(len(b)))
-				nm.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return 0, 0, 0, err
-	}
-	return nb.Load(), nm.Load(), last.get().Sub(start), nil
-}
-
 // braidPingPong runs the round trips on o.streams streams in parallel and
 // returns the round-trip times and the longest stream's measured time.
-func braidPingPong(ctx context.Context, o *perfOptions, sess *transport.Session, iv *intervals) ([]time.Duration, time.Duration, error) {
+func braidPingPong(ctx context.Context, o *perfOptions, sess *transport.Session, iv *intervals, ctr *streamCounter) ([]time.Duration, time.Duration, error) {
 	deadline := time.Now().Add(time.Duration(o.seconds * float64(time.Second)))
 	hard, cancel := context.WithDeadline(ctx, deadline.Add(time.Minute))
 	defer cancel()
@@ -406,6 +513,7 @@ func braidPingPong(ctx context.Context, o *perfOptions, sess *transport.Session,
 		if err != nil {
 			return nil, 0, err
 		}
+		sent := ctr.stream(int(st.ID()))
 		wg.Go(func() {
 			defer st.Close()
 			buf := make([]byte, o.size)
@@ -439,6 +547,7 @@ func braidPingPong(ctx context.Context, o *perfOptions, sess *transport.Session,
 				}
 				results[i] = append(results[i], d)
 				iv.addRTT(d)
+				sent.Add(o.size)
 			}
 			spans[i] = time.Since(t0)
 		})

@@ -401,6 +401,17 @@ func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transpo
 		rep.Bytes, rep.Messages, rep.Seconds = res.Bytes, res.Messages, res.Seconds
 		rep.ThroughputMbps = mbps(rep.Bytes, rep.Seconds)
 	}
+	rep.sent = make([]int64, k)
+	switch {
+	case o.mode == "pingpong":
+		copy(rep.sent, counts)
+	case o.reverse:
+		copy(rep.sent, res.Conns)
+	default:
+		for i := range counters {
+			rep.sent[i] = counters[i].Load()
+		}
+	}
 	rep.PerPath = rep.PerPath[:0]
 	for i, c := range conns {
 		rep.PerPath = append(rep.PerPath, perfPath{ID: i, Local: c.LocalAddr().String(), Remote: c.RemoteAddr().String(),
@@ -485,4 +496,48 @@ func baselinePingPong(o *perfOptions, conns []*net.TCPConn, deadline time.Time, 
 		_ = c.CloseWrite()
 	}
 	return rtts, elapsed, nil
+}
+
+// baselineIperf makes the intervals and the end section of the
+// iperf3-shaped report of a --tcp-baseline test, whose streams are its
+// plain TCP connections.
+func baselineIperf(o *perfOptions, rep *perfReport, res *perfResult) ([]iperfInterval, iperfEnd) {
+	local := !o.reverse
+	f := false
+	ivs := []iperfInterval{}
+	for _, in := range rep.Intervals {
+		iv := iperfInterval{Streams: []iperfSpan{}}
+		var sum int64
+		for i, m := range in.PerPath {
+			n := int64(m * 1e6 / 8 * (in.End - in.Start))
+			sp := span(in.Start, in.End, n, local)
+			sp.Socket, sp.Omitted = &i, &f
+			iv.Streams = append(iv.Streams, sp)
+			sum += n
+		}
+		iv.Sum = span(in.Start, in.End, sum, local)
+		iv.Sum.Omitted = &f
+		ivs = append(ivs, iv)
+	}
+	e := iperfEnd{Streams: []iperfEndStream{}}
+	var sent int64
+	for i, p := range rep.PerPath {
+		var s int64
+		if i < len(rep.sent) {
+			s = rep.sent[i]
+		}
+		sent += s
+		e.Streams = append(e.Streams, iperfEndStream{Sender: streamSpan(i, rep.Seconds, s, local),
+			Receiver: streamSpan(i, rep.Seconds, p.Bytes, local)})
+	}
+	if o.mode == "pingpong" {
+		sent = rep.Bytes
+	}
+	ss, sr := span(0, rep.Seconds, sent, local), span(0, rep.Seconds, rep.Bytes, local)
+	e.SumSent, e.SumReceived = &ss, &sr
+	var c iperfCPU
+	c.HostTotal, c.HostUser, c.HostSystem = cpuPercent(rep.CPUUser, rep.CPUSys, rep.Seconds)
+	c.RemoteTotal, c.RemoteUser, c.RemoteSystem = cpuPercent(res.CPUUser, res.CPUSys, rep.Seconds)
+	e.CPU = &c
+	return ivs, e
 }

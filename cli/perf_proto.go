@@ -16,21 +16,27 @@ import (
 //
 //	client                                  server
 //	perfHello (the test)          ──▶
-//	                              ◀──       perfReady (error, or baseline token and ports)
+//	                              ◀──       perfReady (error; baseline token and ports; braid join cookie)
+//	[braid: a second session, the data session, whose first stream
+//	 carries perfHello{Join: cookie}]
 //	[baseline: k plain TCP connections, then]
 //	                              ◀──       perfReady (go)
-//	data on other streams or connections
+//	data on the data session's streams, or the connections
 //	                              ◀──       perfResult (the server's counts)
 //	perfSummary (the figures)     ──▶
 //	close
 //
-// Bulk: the sender writes messages of Size on Streams streams for Seconds
-// and then closes them; the receiver counts until every stream ends.
+// Bulk: the sender writes messages of Size on Streams streams; the
+// receiver counts what arrives for Seconds from the first byte, then
+// closes the data session at once, dropping what is still queued (see
+// perf_bulk.go).
 // Pingpong: the client writes a message, the server echoes it; Count round
 // trips per stream or Seconds, whichever ends first.
 
-// perfVersion is the version of the perf control protocol.
-const perfVersion = 1
+// perfVersion is the version of the perf control protocol. Version 2 runs
+// the data of a braid test on a data session of its own, which joins the
+// test with the cookie of perfReady.Join.
+const perfVersion = 2
 
 // perfPort is the port of perf addresses given without one.
 const perfPort = 7201
@@ -54,6 +60,9 @@ type perfHello struct {
 	Reverse  bool    `json:"reverse"`
 	Baseline bool    `json:"baseline"`
 	Paths    int     `json:"paths"`
+	// Join, alone, makes the session a test's data session: the cookie
+	// of the test's perfReady.
+	Join []byte `json:"join,omitempty"`
 }
 
 func (h *perfHello) validate() error {
@@ -92,7 +101,10 @@ type perfReady struct {
 	Policy string `json:"policy,omitempty"`
 	Frag   int    `json:"frag,omitempty"`
 	Token  []byte `json:"token,omitempty"`
-	Ports  []int  `json:"ports,omitempty"` // by path id
+	// Join is the cookie of a braid test: the client dials a data session
+	// and sends it in a perfHello on its first stream.
+	Join  []byte `json:"join,omitempty"`
+	Ports []int  `json:"ports,omitempty"` // by path id
 }
 
 // perfResult is what the server saw.
@@ -110,9 +122,25 @@ type perfResult struct {
 	Paths []perfServerPath `json:"paths"`
 	// Stripe counts the server's striping control messages.
 	Stripe transport.StripeStats `json:"stripe"`
+	// StreamBytes counts payload per stream: received (bulk), sent
+	// (reverse) or echoed (pingpong).
+	StreamBytes []perfStreamBytes `json:"stream_bytes,omitempty"`
+	// CPUUser and CPUSys are the server process's CPU seconds over the
+	// test.
+	CPUUser float64 `json:"cpu_user_s,omitempty"`
+	CPUSys  float64 `json:"cpu_sys_s,omitempty"`
+	// at, when set, is the server's path statistics at the end of the
+	// test, taken before the sender's queue drained.
+	at []transport.PathStats
 	// Conns counts payload per plain TCP connection of a baseline test:
 	// received (bulk), sent (reverse) or echoed (pingpong).
 	Conns []int64 `json:"conns,omitempty"`
+}
+
+// perfStreamBytes is one stream's payload.
+type perfStreamBytes struct {
+	ID    int   `json:"id"`
+	Bytes int64 `json:"bytes"`
 }
 
 // perfServerPath is one path as the server saw it.
@@ -122,6 +150,9 @@ type perfServerPath struct {
 	Local    string `json:"local"`
 	Received int64  `json:"received"`
 	Sent     int64  `json:"sent"`
+	// DupReceived counts received bytes that were copies of bytes another
+	// path carried too (included in Received).
+	DupReceived int64 `json:"dup_received,omitempty"`
 }
 
 // perfSummary tells the server the client's figures for its log line.
@@ -131,6 +162,15 @@ type perfSummary struct {
 	Bytes          int64   `json:"bytes"`
 	RTTus          float64 `json:"rtt_us,omitempty"`
 	EffectiveMbps  float64 `json:"effective_mbps,omitempty"`
+	// What the client sent in bulk and over how long, and its CPU
+	// seconds, for the server's iperf3-shaped report.
+	SentBytes   int64   `json:"sent_bytes,omitempty"`
+	SentSeconds float64 `json:"sent_seconds,omitempty"`
+	CPUUser     float64 `json:"cpu_user_s,omitempty"`
+	CPUSys      float64 `json:"cpu_sys_s,omitempty"`
+	// StreamBytes is the client's count per stream: sent (bulk and
+	// pingpong) or received (reverse).
+	StreamBytes []perfStreamBytes `json:"stream_bytes,omitempty"`
 }
 
 // writeJSON sends v as one message on st.
@@ -263,6 +303,15 @@ func (l *latest) mark() {
 	defer l.mu.Unlock()
 	if now.After(l.t) {
 		l.t = now
+	}
+}
+
+// markAt records t.
+func (l *latest) markAt(t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t.After(l.t) {
+		l.t = t
 	}
 }
 

@@ -49,6 +49,9 @@ type perfReport struct {
 	// Control counts striping control messages of the sending side(s).
 	Control   transport.StripeStats `json:"control_messages"`
 	Intervals []perfInterval        `json:"intervals"`
+
+	// sent is the payload sent per plain TCP connection of a baseline test.
+	sent []int64
 }
 
 // PingPong holds the round-trip figures of a pingpong test. It is
@@ -145,13 +148,25 @@ func (r *perfReport) setBraidPaths(o *perfOptions, before, after []transport.Pat
 			n -= dup
 		default:
 			n -= dup
+			if sp, ok := srv[p.ID]; ok && sp.Received > 0 {
+				// What reached the server by the end of the test, not
+				// what this client had sent when it got the result.
+				n = sp.Received - sp.DupReceived
+			}
 		}
 		local := p.Local
 		if sp, ok := srv[p.ID]; ok && sp.Remote != "" && (local == "" || !strings.Contains(local, ":")) {
 			local = sp.Remote
 		}
+		// A bulk test's data session is closed when the receiver's time
+		// is up, so its paths end down: a path that was up and neither
+		// failed over nor reconnected during the test was up throughout.
+		state := p.State
+		if o.mode == "bulk" && q.State == "up" && p.Failovers == q.Failovers && p.Reconnects == q.Reconnects {
+			state = "up"
+		}
 		r.PerPath = append(r.PerPath, perfPath{
-			ID: p.ID, Local: local, Remote: p.Remote, Bytes: n, Mbps: mbps(n, r.Seconds), State: p.State,
+			ID: p.ID, Local: local, Remote: p.Remote, Bytes: n, Mbps: mbps(n, r.Seconds), State: state,
 			Failovers: p.Failovers - q.Failovers, Retransmitted: p.Retransmitted - q.Retransmitted,
 			Duplicated: dup,
 		})
@@ -241,6 +256,7 @@ type intervals struct {
 	meter  func() []int64
 	rounds atomic.Int64
 	rttSum atomic.Int64 // ns
+	period time.Duration
 	stopCh chan struct{}
 	done   chan struct{}
 	once   sync.Once
@@ -248,6 +264,11 @@ type intervals struct {
 
 func startIntervals(env *Env, o *perfOptions, rep *perfReport, meter func() []int64) *intervals {
 	iv := &intervals{w: env.Stdout, live: o.live, rep: rep, meter: meter, stopCh: make(chan struct{}), done: make(chan struct{})}
+	if o.interval <= 0 {
+		close(iv.done)
+		return iv
+	}
+	iv.period = time.Duration(o.interval * float64(time.Second))
 	go iv.run()
 	return iv
 }
@@ -265,7 +286,7 @@ func (iv *intervals) stop() {
 
 func (iv *intervals) run() {
 	defer close(iv.done)
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(iv.period)
 	defer t.Stop()
 	prev := iv.meter()
 	var prevRounds, prevSum int64

@@ -30,7 +30,7 @@ func isTerminal(w io.Writer) bool {
 type progress struct {
 	w     io.Writer
 	tty   bool
-	total int64
+	total atomic.Int64 // 0: unknown
 	done  atomic.Int64
 	stats func() []transport.PathStats
 
@@ -41,13 +41,17 @@ type progress struct {
 
 // startProgress starts drawing; stats may be nil.
 func startProgress(w io.Writer, tty bool, total int64, stats func() []transport.PathStats) *progress {
-	p := &progress{w: w, tty: tty, total: total, stats: stats, stopCh: make(chan struct{})}
+	p := &progress{w: w, tty: tty, stats: stats, stopCh: make(chan struct{})}
+	p.total.Store(total)
 	p.wg.Go(p.run)
 	return p
 }
 
-// add counts n more bytes sent.
+// add counts n more bytes done.
 func (p *progress) add(n int64) { p.done.Add(n) }
+
+// grow adds n bytes to the total: a receiver learns of files as they come.
+func (p *progress) grow(n int64) { p.total.Add(n) }
 
 // stop draws the final state and ends the line.
 func (p *progress) stop() {
@@ -120,22 +124,27 @@ func pathSent(ps []transport.PathStats) []int64 {
 }
 
 func (p *progress) draw(done int64, elapsed time.Duration, pathRates []float64, final bool) {
+	total := p.total.Load()
 	pct := 100.0
-	if p.total > 0 {
-		pct = 100 * float64(done) / float64(p.total)
+	if total > 0 {
+		pct = 100 * float64(done) / float64(total)
 	}
 	rate := 0.0 // bytes/s
 	if s := elapsed.Seconds(); s > 0 {
 		rate = float64(done) / s
 	}
 	eta := "--:--"
-	if rate > 0 && done < p.total {
-		eta = fmtClock(time.Duration(float64(p.total-done) / rate * float64(time.Second)))
-	} else if done >= p.total {
+	if rate > 0 && done < total {
+		eta = fmtClock(time.Duration(float64(total-done) / rate * float64(time.Second)))
+	} else if done >= total {
 		eta = fmtClock(elapsed)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%10s / %-10s %3.0f%%  %7.1f MB/s", formatBytes(done), formatBytes(p.total), pct, rate/1e6)
+	if total > 0 {
+		fmt.Fprintf(&b, "%10s / %-10s %3.0f%%  %7.1f MB/s", formatBytes(done), formatBytes(total), pct, rate/1e6)
+	} else {
+		fmt.Fprintf(&b, "%10s  %7.1f MB/s", formatBytes(done), rate/1e6) // the size is not known
+	}
 	if len(pathRates) > 0 {
 		b.WriteString("  [")
 		for i, r := range pathRates {
@@ -146,9 +155,11 @@ func (p *progress) draw(done int64, elapsed time.Duration, pathRates []float64, 
 		}
 		b.WriteString(" Mbit/s]")
 	}
-	if done >= p.total {
-		fmt.Fprintf(&b, "  in %s", eta)
-	} else {
+	switch {
+	case total <= 0 && !final:
+	case done >= total || final:
+		fmt.Fprintf(&b, "  in %s", fmtClock(elapsed))
+	default:
 		fmt.Fprintf(&b, "  ETA %s", eta)
 	}
 	switch {
@@ -167,4 +178,31 @@ func fmtClock(d time.Duration) string {
 		return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)
 	}
 	return fmt.Sprintf("%d:%02d", s/60, s%60)
+}
+
+// progressReader counts what is read through it into a progress.
+type progressReader struct {
+	r io.Reader
+	p *progress
+}
+
+func (r progressReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	r.p.add(int64(n))
+	return n, err
+}
+
+// progressWriter counts what is written through it into a progress, which
+// may be nil.
+type progressWriter struct {
+	w io.Writer
+	p *progress
+}
+
+func (w progressWriter) Write(b []byte) (int, error) {
+	n, err := w.w.Write(b)
+	if w.p != nil {
+		w.p.add(int64(n))
+	}
+	return n, err
 }

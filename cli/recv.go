@@ -48,8 +48,34 @@ file of it failed).
 type receiver struct {
 	env    *Env
 	dir    string
+	json   bool       // print one JSON object per event instead of text
+	bars   bool       // draw progress on stderr
 	mu     sync.Mutex // serializes output lines
 	failed atomic.Int64
+	// drawing is held by the session whose progress is drawn: one at a
+	// time on the one stderr line.
+	drawing sync.Mutex
+}
+
+// recvEvent is one line of recv --json: "listening", "received" or
+// "failed".
+type recvEvent struct {
+	Event   string   `json:"event"`
+	Addrs   []string `json:"addrs,omitempty"` // listening
+	Dir     string   `json:"dir,omitempty"`   // listening
+	Peer    string   `json:"peer,omitempty"`
+	Name    string   `json:"name,omitempty"`
+	Size    int64    `json:"size,omitempty"`
+	Seconds float64  `json:"seconds,omitempty"`
+	Mbps    float64  `json:"mbps,omitempty"`
+	SHA256  string   `json:"sha256,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}
+
+func (r *receiver) event(e recvEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = jsonLine(r.env.Stdout, e)
 }
 
 func runRecv(ctx context.Context, env *Env, args []string) int {
@@ -57,7 +83,9 @@ func runRecv(ctx context.Context, env *Env, args []string) int {
 	sf := addSessionFlags(fset)
 	listen := fset.String("listen", "", "comma-separated `addresses` to listen on, one per network")
 	dir := fset.String("dir", "", "`directory` to write the files to")
-	once := fset.Bool("once", false, "exit after the first sender is done")
+	once := fset.BoolP("once", "1", false, "exit after the first sender is done")
+	asJSON := fset.BoolP("json", "J", false, "print one JSON object per line and event (listening, received, failed) instead of text")
+	showProgress := fset.Bool("progress", false, "draw progress on stderr even when it is not a terminal")
 	if code := parseFlags(env, fset, args); code >= 0 {
 		return code
 	}
@@ -96,8 +124,12 @@ func runRecv(ctx context.Context, env *Env, args []string) int {
 	for _, a := range ln.Addrs() {
 		bound = append(bound, a.String())
 	}
-	fmt.Fprintf(env.Stdout, "braid recv: listening on %s, writing to %s\n", strings.Join(bound, ","), *dir)
-	r := &receiver{env: env, dir: *dir}
+	r := &receiver{env: env, dir: *dir, json: *asJSON, bars: *showProgress || isTerminal(env.Stderr)}
+	if r.json {
+		r.event(recvEvent{Event: "listening", Addrs: bound, Dir: *dir})
+	} else {
+		fmt.Fprintf(env.Stdout, "braid recv: listening on %s, writing to %s\n", strings.Join(bound, ","), *dir)
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer ln.Close() // ends the sessions still running before wg.Wait
@@ -133,22 +165,34 @@ func (r *receiver) serve(ctx context.Context, sess *transport.Session) {
 	defer closeSession(ctx, sess, false, 0)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// The session's progress: every file announced so far, drawn while
+	// no other session draws.
+	var prog *progress
+	if r.bars && r.drawing.TryLock() {
+		prog = startProgress(r.env.Stderr, isTerminal(r.env.Stderr), 0, nil)
+		defer r.drawing.Unlock()
+		defer prog.stop()
+	}
 	for {
 		st, err := sess.AcceptStream(ctx)
 		if err != nil {
 			return
 		}
 		wg.Go(func() {
-			if err := r.receive(ctx, sess, st); err != nil {
+			if err := r.receive(ctx, sess, st, prog); err != nil {
 				r.failed.Add(1)
-				r.printf(r.env.Stderr, "braid: recv: from %s: %v", peerOf(sess), err)
+				if r.json {
+					r.event(recvEvent{Event: "failed", Peer: peerOf(sess), Error: err.Error()})
+				} else {
+					r.printf(r.env.Stderr, "braid: recv: from %s: %v", peerOf(sess), err)
+				}
 			}
 		})
 	}
 }
 
 // receive receives one file from st.
-func (r *receiver) receive(ctx context.Context, sess *transport.Session, st *transport.Stream) error {
+func (r *receiver) receive(ctx context.Context, sess *transport.Session, st *transport.Stream, prog *progress) error {
 	defer st.Close()
 	moving := sessionMoving(sess)
 	var h fileHeader
@@ -176,7 +220,10 @@ func (r *receiver) receive(ctx context.Context, sess *transport.Session, st *tra
 		return refuse(err)
 	}
 	start := time.Now()
-	sum, err := r.write(ctx, st, &h, moving)
+	if prog != nil {
+		prog.grow(h.Size)
+	}
+	sum, err := r.write(ctx, st, &h, moving, prog)
 	if err != nil {
 		err = fmt.Errorf("%s: %w; nothing was kept", h.Name, err)
 		if errors.Is(err, transport.ErrPeerClosed) || errors.Is(err, transport.ErrNoPaths) || errors.Is(err, transport.ErrClosed) {
@@ -188,6 +235,11 @@ func (r *receiver) receive(ctx context.Context, sess *transport.Session, st *tra
 		return fmt.Errorf("%s: received, but the sender did not hear so: %w", h.Name, err)
 	}
 	d := time.Since(start)
+	if r.json {
+		r.event(recvEvent{Event: "received", Peer: peerOf(sess), Name: h.Name, Size: h.Size, Seconds: d.Seconds(),
+			Mbps: mbps(h.Size, d.Seconds()), SHA256: sum})
+		return nil
+	}
 	r.printf(r.env.Stdout, "received %s  %s (%d bytes)  %.2f s  %.1f Mbit/s  sha256 ok %s",
 		h.Name, formatBytes(h.Size), h.Size, d.Seconds(), mbps(h.Size, d.Seconds()), sum[:16])
 	return nil
@@ -196,7 +248,7 @@ func (r *receiver) receive(ctx context.Context, sess *transport.Session, st *tra
 // write receives the content and trailer of h into a temporary file and,
 // when the SHA-256 matches, renames it to its name. It returns the hex
 // SHA-256. On error no file is left behind.
-func (r *receiver) write(ctx context.Context, st *transport.Stream, h *fileHeader, moving func() bool) (sum string, err error) {
+func (r *receiver) write(ctx context.Context, st *transport.Stream, h *fileHeader, moving func() bool, prog *progress) (sum string, err error) {
 	// The sender's permission bits, filtered by the umask as scp and cp
 	// do: a 0644 file arrives 0644, a 0755 one 0755, a 0600 one 0600.
 	tmp, err := createTemp(r.dir, ".braid-recv-*.part", fs.FileMode(h.Mode)&fs.ModePerm)
@@ -227,6 +279,9 @@ func (r *receiver) write(ctx context.Context, st *transport.Stream, h *fileHeade
 		}
 		hash.Write(msg)
 		got += int64(len(msg))
+		if prog != nil {
+			prog.add(int64(len(msg)))
+		}
 		st.Release(msg)
 	}
 	var tr fileTrailer

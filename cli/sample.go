@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/braid-hpc/braid/ops"
@@ -22,7 +24,7 @@ commands without an image of your own:
   braid sample --size 4096 -o in.png
   braid submit --op blur --input $(braid put in.png) --tile 256x256 --wait`)
 	size := fs.Int("size", 2048, "width and height of the PNG in `pixels`")
-	out := fs.String("o", "", "write the image to this `FILE` (required; - for standard output)")
+	out := fs.StringP("output", "o", "", "write the image to this `FILE` (required; - for standard output)")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -36,6 +38,13 @@ commands without an image of your own:
 	case *size < 1 || *size > 16384:
 		env.Errorf("sample: --size %d: want 1 to 16384", *size)
 		return 2
+	}
+	if *out != "-" {
+		// Fail before drawing, which takes seconds for large sizes.
+		if dir := filepath.Dir(*out); !isDir(dir) {
+			env.Errorf("sample: cannot write %s: %s is not a directory", *out, dir)
+			return 1
+		}
 	}
 	var img []byte
 	if strings.HasSuffix(strings.ToLower(*out), ".gif") {
@@ -55,4 +64,9 @@ commands without an image of your own:
 		return 1
 	}
 	return 0
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }

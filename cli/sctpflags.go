@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"regexp"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	"github.com/braid-hpc/braid/transport/channel"
 	"github.com/braid-hpc/braid/transport/channel/ksctp"
 	"github.com/braid-hpc/braid/transport/channel/sctpudp"
+
+	"github.com/spf13/pflag"
 )
 
 // sctpKnob is one --sctp-* flag: what it sets in each SCTP kind's Config.
@@ -164,12 +165,12 @@ func sizeArg(v string) (int, error) {
 // sctpFlags are the --sctp-* knobs of the SCTP channel kinds, on every
 // command that takes --transport. They only fill a channel kind's Config.
 type sctpFlags struct {
-	fs   *flag.FlagSet
-	vals map[string]flag.Value
+	fs   *pflag.FlagSet
+	vals map[string]pflag.Value
 }
 
-func addSCTPFlags(fs *flag.FlagSet) *sctpFlags {
-	f := &sctpFlags{fs: fs, vals: map[string]flag.Value{}}
+func addSCTPFlags(fs *pflag.FlagSet) *sctpFlags {
+	f := &sctpFlags{fs: fs, vals: map[string]pflag.Value{}}
 	for _, k := range sctpKnobs {
 		switch k.kind {
 		case "bool":
@@ -192,7 +193,7 @@ func addSCTPFlags(fs *flag.FlagSet) *sctpFlags {
 // flag.
 func (f *sctpFlags) channel(transport string) (channel.Kind, error) {
 	var set []sctpKnob
-	f.fs.Visit(func(fl *flag.Flag) {
+	f.fs.Visit(func(fl *pflag.Flag) {
 		for _, k := range sctpKnobs {
 			if k.name == fl.Name {
 				set = append(set, k)

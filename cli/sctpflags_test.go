@@ -2,11 +2,12 @@ package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/braid-hpc/braid/transport/channel"
 	"github.com/braid-hpc/braid/transport/channel/ksctp"
@@ -15,7 +16,7 @@ import (
 
 func sctpChannel(t *testing.T, transport string, args ...string) (channel.Kind, error) {
 	t.Helper()
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	f := addSCTPFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -138,18 +139,19 @@ func TestPerfSCTPKnobs(t *testing.T) {
 		"--sctp-mtu", "1200", "--sctp-zero-checksum", "--sctp-rwnd", "2M")
 	addr := srv.listening(t)
 	for _, args := range [][]string{
-		{"--time", "0.5", "--streams", "2"},
-		{"--mode", "pingpong", "--size", "100K", "--count", "10"},
+		{"--time", "0.5", "-P", "2"},
+		{"--mode", "pingpong", "-l", "100K", "--count", "10"},
 	} {
 		code, out, errs := runCmd(t, 30*time.Second, append([]string{"perf", "-c", addr, "--json", "--transport", "sctp-udp",
 			"--sctp-mtu", "8192", "--sctp-zero-checksum", "--sctp-rto-max", "200ms", "--sctp-stream-sndbuf", "256K", "--sctp-sndbuf", "256K"}, args...)...)
 		if code != 0 {
 			t.Fatalf("%q: exit %d: %s", args, code, errs)
 		}
-		var rep perfReport
-		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		var ip iperfReport
+		if err := json.Unmarshal([]byte(out), &ip); err != nil || ip.Braid == nil {
 			t.Fatalf("%v\n%s", err, out)
 		}
+		rep := ip.Braid
 		if rep.Transport != "sctp-udp" || rep.ThroughputMbps <= 0 || rep.Bytes <= 0 {
 			t.Errorf("%q: transport %q, %v Mbit/s, %d bytes", args, rep.Transport, rep.ThroughputMbps, rep.Bytes)
 		}

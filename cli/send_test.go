@@ -327,9 +327,61 @@ func TestParseInterspersed(t *testing.T) {
 	env := &Env{Stdout: &syncBuffer{}, Stderr: &syncBuffer{}}
 	fs := newFlags(env, "x", "", "")
 	to := fs.String("to", "", "")
-	v := fs.Bool("v", false, "")
+	v := fs.BoolP("verbose", "v", false, "")
 	pos, code := parseInterspersed(env, fs, []string{"a", "--to", "h", "b", "-v", "--", "-c", "--to"})
 	if code >= 0 || *to != "h" || !*v || strings.Join(pos, " ") != "a b -c --to" {
 		t.Errorf("pos %q to %q v %v code %d", pos, *to, *v, code)
+	}
+}
+
+// recv --json prints one JSON object per event; --progress draws the
+// files' bytes on stderr, which it does not when stderr is no terminal.
+func TestRecvJSON(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	src, dst := t.TempDir(), t.TempDir()
+	files := writeFiles(t, src, map[string]int{"a.bin": 3 << 20, "b.txt": 100})
+	rx := start(t, "recv", "--listen", "127.0.0.1:0", "--dir", dst, "-1", "-J", "--progress")
+	var listening recvEvent
+	for deadline := time.Now().Add(10 * time.Second); listening.Event == ""; time.Sleep(10 * time.Millisecond) {
+		if line, _, ok := strings.Cut(rx.out.String(), "\n"); ok {
+			if err := json.Unmarshal([]byte(line), &listening); err != nil {
+				t.Fatalf("first line %q: %v", line, err)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("recv -J printed nothing: %s", rx.err.String())
+		}
+	}
+	if listening.Event != "listening" || len(listening.Addrs) != 1 || listening.Dir != dst {
+		t.Fatalf("first event %+v", listening)
+	}
+	code, _, errs := runCmd(t, 30*time.Second, append(append([]string{"send"}, files...), "--to", listening.Addrs[0])...)
+	if code != 0 {
+		t.Fatalf("send: exit %d: %s", code, errs)
+	}
+	if errs != "" {
+		t.Errorf("send drew on a stderr that is not a terminal: %q", errs)
+	}
+	if code := rx.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("recv -1: exit %d: %s", code, rx.err.String())
+	}
+	got := map[string]recvEvent{}
+	for _, line := range strings.Split(strings.TrimSpace(rx.out.String()), "\n")[1:] {
+		var e recvEvent
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		got[e.Name] = e
+	}
+	for _, f := range files {
+		e := got[filepath.Base(f)]
+		fi, _ := os.Stat(f)
+		if e.Event != "received" || e.Size != fi.Size() || e.SHA256 != fileSHA(t, f) || e.Peer == "" {
+			t.Errorf("%s: event %+v", f, e)
+		}
+	}
+	if total := formatBytes(3<<20 + 100); !strings.Contains(rx.err.String(), total+" / "+total) {
+		t.Errorf("recv --progress drew no final %s / %s:\n%s", total, total, rx.err.String())
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/transport"
+
+	"github.com/spf13/pflag"
 )
 
 func init() {
@@ -67,10 +69,8 @@ func parseRetention(s string) (time.Duration, error) {
 
 // logFlags registers -v and returns a constructor of the command's logger,
 // which writes to env.Stderr.
-func logFlags(fs interface {
-	Bool(string, bool, string) *bool
-}) func(env *Env) *slog.Logger {
-	verbose := fs.Bool("v", false, "log every unit and request (debug level)")
+func logFlags(fs *pflag.FlagSet) func(env *Env) *slog.Logger {
+	verbose := fs.BoolP("verbose", "v", false, "log every unit and request (debug level)")
 	return func(env *Env) *slog.Logger {
 		level := slog.LevelInfo
 		if *verbose {
@@ -105,6 +105,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		"can read requests, replay credentials and forge answers")
 	key := keyFlag(fs)
 	logger := logFlags(fs)
+	configFlag(fs)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,6 +15,8 @@ import (
 	// Link the SCTP channel kinds so --transport sctp and sctp-udp work.
 	_ "github.com/braid-hpc/braid/transport/channel/ksctp"
 	_ "github.com/braid-hpc/braid/transport/channel/sctpudp"
+
+	"github.com/spf13/pflag"
 )
 
 // sessionFlags are the transport flags shared by perf, send and recv. They
@@ -34,16 +35,17 @@ type sessionFlags struct {
 	sctp      *sctpFlags
 }
 
-func addSessionFlags(fs *flag.FlagSet) *sessionFlags {
+func addSessionFlags(fs *pflag.FlagSet) *sessionFlags {
+	defer alias(fs, "policy", "path-policy", "use --path-policy; --policy is the scheduling policy of braid submit and local")
 	return &sessionFlags{
 		key:       keyFlag(fs),
 		transport: fs.String("transport", "tcp", "channel `kind` of every path: tcp, mptcp, sctp (kernel SCTP) or sctp-udp"),
 		stripe:    fs.String("stripe", "enhanced", "striping of large messages over the paths: enhanced, basic or off"),
-		policy:    fs.String("policy", "soonest", "path choice for messages that travel whole: soonest or round-robin"),
+		policy:    fs.String("path-policy", "soonest", "path choice for messages that travel whole: soonest or round-robin"),
 		frag:      fs.String("frag", "", "striping fragment `size` in bytes, K/M suffixes (default: the transport's, 32K)"),
 		lanes:     fs.Int("lanes", 0, "independent ordered `lanes` per path where the transport has them (sctp-udp: one SCTP stream each), so a loss on one stream's data does not delay the others; 1: one lane, as over TCP (default 8)"),
 		timeout:   fs.Duration("session-timeout", 0, "give up when every path stayed down this `duration` (default 30s)"),
-		verbose:   fs.Bool("v", false, "log path events (up, down, failover) on stderr"),
+		verbose:   fs.BoolP("verbose", "v", false, "log path events (up, down, failover) on stderr"),
 		plaintext: plaintextFlag(fs),
 		sctp:      addSCTPFlags(fs),
 	}
@@ -51,7 +53,7 @@ func addSessionFlags(fs *flag.FlagSet) *sessionFlags {
 
 // plaintextFlag is --insecure-plaintext, for every command that opens
 // data-plane sessions.
-func plaintextFlag(fs *flag.FlagSet) *bool {
+func plaintextFlag(fs *pflag.FlagSet) *bool {
 	return fs.Bool("insecure-plaintext", false, "send data-plane frames unencrypted after the key handshake, to measure what encryption costs; the peer must use it too, and anyone on the path can read and alter the data")
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/testbed"
+
+	"github.com/spf13/pflag"
 )
 
 func init() {
@@ -24,6 +25,7 @@ func init() {
 		name:    "testbed",
 		summary: "emulated multi-homed hosts: namespaces, shaped links, link faults",
 		run:     runTestbed,
+		subs:    []string{"up", "down", "show", "exec", "link", "rate", "loss", "list"},
 	})
 }
 
@@ -76,7 +78,7 @@ type bedFlags struct {
 	name, dir *string
 }
 
-func addBedFlags(fs *flag.FlagSet) bedFlags {
+func addBedFlags(fs *pflag.FlagSet) bedFlags {
 	return bedFlags{
 		name: fs.String("name", "lab", "`name` of the bed"),
 		dir:  fs.String("state-dir", defaultStateDir, "`directory` of the beds' state files"),
@@ -152,6 +154,7 @@ until 'braid testbed down'; its description is kept in the state directory.`)
 	bf := addBedFlags(fs)
 	hosts := fs.String("hosts", "a,b", "comma-separated host `names`")
 	nets := fs.String("nets", "100M,25M", "comma-separated network `rates`, one per network")
+	asJSON := bedJSONFlag(fs)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -192,6 +195,9 @@ until 'braid testbed down'; its description is kept in the state directory.`)
 		b.Down()
 		return 1
 	}
+	if *asJSON {
+		return writeJSONOut(env, "testbed up", newBedJSON(b, file))
+	}
 	printBed(env.Stdout, b, file)
 	return 0
 }
@@ -225,6 +231,7 @@ interface, bridge and qdisc. Stop commands started with exec first.`)
 func testbedShow(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "testbed show", "[--name NAME]", "Prints a bed's networks, hosts, namespaces, interfaces and addresses.")
 	bf := addBedFlags(fs)
+	asJSON := bedJSONFlag(fs)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -232,6 +239,9 @@ func testbedShow(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		env.Errorf("testbed show: %v", err)
 		return 1
+	}
+	if *asJSON {
+		return writeJSONOut(env, "testbed show", newBedJSON(b, file))
 	}
 	printBed(env.Stdout, b, file)
 	return 0
@@ -266,7 +276,7 @@ func testbedExec(ctx context.Context, env *Env, args []string) int {
 Runs a command inside a host's network namespace (ip netns exec) and exits
 with its exit code. Example: braid testbed exec --name lab a -- ping -c1 10.1.0.2`)
 	bf := addBedFlags(fs)
-	if code := parseFlags(env, fs, args); code >= 0 {
+	if code := parseFlagsFirst(env, fs, args); code >= 0 {
 		return code
 	}
 	rest := fs.Args()
@@ -283,7 +293,7 @@ with its exit code. Example: braid testbed exec --name lab a -- ping -c1 10.1.0.
 		env.Errorf("testbed exec: %v", err)
 		return 1
 	}
-	cmd := b.Exec(ctx, rest[0], rest[1], rest[2:]...)
+	cmd := b.Exec(ctx, rest[0], selfPath(rest[1]), rest[2:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, env.Stdout, env.Stderr
 	if err := cmd.Run(); err != nil {
 		if ee, ok := errors.AsType[*exec.ExitError](err); ok && ee.ExitCode() >= 0 {
@@ -399,6 +409,7 @@ are lost past the host's link, so the sender sees no error. For loss in
 both directions of a path, set it on both hosts. Without PERCENT, prints
 the loss set and the packets dropped so far. Needs nft (nftables).`)
 	bf := addBedFlags(fs)
+	asJSON := bedJSONFlag(fs)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -438,6 +449,9 @@ the loss set and the packets dropped so far. Needs nft (nftables).`)
 		env.Errorf("testbed loss: %v", err)
 		return 1
 	}
+	if *asJSON {
+		return writeJSONOut(env, "testbed loss", map[string]any{"host": fs.Arg(0), "net": j, "loss_percent": cur, "dropped_packets": dropped})
+	}
 	fmt.Fprintf(env.Stdout, "%s net %d: loss %g%%, %d packets dropped\n", fs.Arg(0), j, cur, dropped)
 	return 0
 }
@@ -445,6 +459,7 @@ the loss set and the packets dropped so far. Needs nft (nftables).`)
 func testbedList(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "testbed list", "[--state-dir DIR]", "Lists the beds made with 'braid testbed up'.")
 	bf := addBedFlags(fs)
+	asJSON := bedJSONFlag(fs)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -453,9 +468,93 @@ func testbedList(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("testbed list: %v", err)
 		return 1
 	}
+	type listed struct {
+		Name      string `json:"name"`
+		StateFile string `json:"state_file"`
+	}
+	list := []listed{}
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".json")
-		fmt.Fprintln(env.Stdout, name)
+		list = append(list, listed{Name: name, StateFile: f})
+		if !*asJSON {
+			fmt.Fprintln(env.Stdout, name)
+		}
+	}
+	if *asJSON {
+		return writeJSONOut(env, "testbed list", list)
 	}
 	return 0
+}
+
+// selfPath resolves the command "braid" to an executable: the one on PATH,
+// or else this very program when it is braid (run from a build directory,
+// go run or a test). Other commands are returned as they are.
+func selfPath(name string) string {
+	if name != "braid" {
+		return name
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	if p, err := os.Executable(); err == nil && strings.TrimSuffix(filepath.Base(p), ".exe") == "braid" {
+		return p
+	}
+	return name
+}
+
+func bedJSONFlag(fs *pflag.FlagSet) *bool {
+	return fs.BoolP("json", "J", false, "print one JSON object instead of text")
+}
+
+// writeJSONOut prints v as one JSON line on stdout for command name.
+func writeJSONOut(env *Env, name string, v any) int {
+	if err := jsonLine(env.Stdout, v); err != nil {
+		env.Errorf("%s: %v", name, err)
+		return 1
+	}
+	return 0
+}
+
+// bedJSON is a bed as testbed up/show --json print it.
+type bedJSON struct {
+	Name     string        `json:"name"`
+	ID       string        `json:"id"`
+	Created  time.Time     `json:"created"`
+	Networks []bedNetJSON  `json:"networks"`
+	Hosts    []bedHostJSON `json:"hosts"`
+}
+
+type bedNetJSON struct {
+	Index   int    `json:"index"`
+	Name    string `json:"name"`
+	RateBps int64  `json:"rate_bps"` // 0: unshaped
+	Subnet  string `json:"subnet"`
+}
+
+type bedHostJSON struct {
+	Name       string         `json:"name"`
+	Namespace  string         `json:"namespace"`
+	Interfaces []bedIfaceJSON `json:"interfaces"`
+}
+
+type bedIfaceJSON struct {
+	Net     int    `json:"net"`
+	Dev     string `json:"dev"`
+	Address string `json:"address"`
+}
+
+func newBedJSON(b *testbed.Bed, file *bedFile) bedJSON {
+	spec := b.Spec()
+	out := bedJSON{Name: file.Name, ID: b.ID(), Created: file.Created, Networks: []bedNetJSON{}, Hosts: []bedHostJSON{}}
+	for j, n := range spec.Networks {
+		out.Networks = append(out.Networks, bedNetJSON{Index: j, Name: n.Name, RateBps: int64(n.Rate), Subnet: fmt.Sprint(n.Subnet)})
+	}
+	for _, h := range spec.Hosts {
+		hj := bedHostJSON{Name: h, Namespace: b.Namespace(h), Interfaces: []bedIfaceJSON{}}
+		for j := range spec.Networks {
+			hj.Interfaces = append(hj.Interfaces, bedIfaceJSON{Net: j, Dev: b.Dev(h, j), Address: fmt.Sprint(b.Addr(h, j))})
+		}
+		out.Hosts = append(out.Hosts, hj)
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +60,15 @@ func TestTestbedCommand(t *testing.T) {
 	code, out, errs = braid(t, append([]string{"testbed", "show"}, flags...)...)
 	if code != 0 || !strings.Contains(out, "10.2.0.1") {
 		t.Fatalf("show: exit %d: %s%s", code, out, errs)
+	}
+	code, out, errs = braid(t, append([]string{"testbed", "show", "--json"}, flags...)...)
+	var shown bedJSON
+	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil {
+		t.Fatalf("show --json: exit %d, %v: %s%s", code, err, out, errs)
+	}
+	if shown.Name != "clitest" || len(shown.Networks) != 2 || shown.Networks[1].RateBps != 25e6 || len(shown.Hosts) != 2 ||
+		shown.Hosts[0].Interfaces[1].Address != "10.2.0.1" {
+		t.Errorf("show --json: %+v", shown)
 	}
 
 	// exec runs inside the host: it sees its addresses and reaches b.
@@ -131,6 +141,24 @@ func TestTestbedCommand(t *testing.T) {
 	}
 }
 
+// testbed list --json lists the beds of a state directory.
+func TestTestbedListJSON(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"lab", "other"} {
+		if err := os.WriteFile(filepath.Join(dir, n+".json"), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errs := braid(t, "testbed", "list", "--state-dir", dir, "--json")
+	var got []struct{ Name, StateFile string }
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || len(got) != 2 || got[0].Name != "lab" || got[1].Name != "other" {
+		t.Errorf("exit %d, %v: %s%s", code, err, out, errs)
+	}
+	if code, out, _ := braid(t, "testbed", "list", "--state-dir", t.TempDir(), "--json"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("no beds: exit %d, %q", code, out)
+	}
+}
+
 func TestTestbedUsage(t *testing.T) {
 	if code, out, _ := braid(t, "testbed", "--help"); code != 0 || !strings.Contains(out, "blackhole") {
 		t.Errorf("testbed --help: exit %d:\n%s", code, out)
@@ -143,5 +171,50 @@ func TestTestbedUsage(t *testing.T) {
 	}
 	if code, _, _ := braid(t, "testbed", "frobnicate"); code != 2 {
 		t.Errorf("unknown subcommand: exit %d, want 2", code)
+	}
+}
+
+// testbed exec HOST -- braid ... runs the braid on PATH, or else this
+// very binary when it is braid; other commands are left to PATH.
+func TestSelfPath(t *testing.T) {
+	if os.Getenv("BRAID_SELFPATH_CHILD") != "" {
+		fmt.Print(selfPath("braid"))
+		os.Exit(0)
+	}
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "braid")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	if got := selfPath("braid"); got != fake {
+		t.Errorf("braid on PATH: %q, want %q", got, fake)
+	}
+	if got := selfPath("ping"); got != "ping" {
+		t.Errorf("ping: %q", got)
+	}
+	t.Setenv("PATH", t.TempDir())
+	// This test binary is not named braid: nothing to fall back on.
+	if got := selfPath("braid"); got != "braid" {
+		t.Errorf("no braid on PATH, running %s: %q", os.Args[0], got)
+	}
+	// This test binary copied to a file named braid falls back on itself.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(t.TempDir(), "braid")
+	if err := os.WriteFile(copied, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), copied, "-test.run", "^TestSelfPath$")
+	cmd.Env = append(os.Environ(), "BRAID_SELFPATH_CHILD=1")
+	out, err := cmd.Output()
+	if err != nil || string(out) != copied {
+		t.Errorf("no braid on PATH, running %s: %q, %v", copied, out, err)
 	}
 }

@@ -15,6 +15,7 @@ func init() {
 		name:    "token",
 		summary: "create, list or revoke control API tokens (admin)",
 		run:     runToken,
+		subs:    []string{"create", "list", "revoke"},
 	})
 }
 

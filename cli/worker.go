@@ -59,6 +59,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	sctp := addSCTPFlags(fs)
 	auth := addControlFlags(fs)
 	logger := logFlags(fs)
+	configFlag(fs)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}

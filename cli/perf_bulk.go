@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/braid-hpc/braid/transport"
+)
+
+// A bulk test's receiver owns its clock: the test starts when the first
+// payload byte arrives, on any stream, and lasts what was asked; the
+// receiver counts what arrives until then and closes the data session,
+// dropping what the sender still has queued. The sender writes until the
+// receiver closes the session. So the receiver's interval is the asked
+// time however much the sender queues (a stream window, 16 MiB, is 3.4 s
+// of a 40 Mbit/s link), and the command ends about then: the results
+// travel on the control session, whose connections that data does not
+// hold up.
+
+// sendGrace bounds how long a sender writes past the asked time when the
+// receiver does not close the data session (a receiver that never gets
+// the first byte, or is gone).
+func sendGrace(d time.Duration) time.Duration { return d + 10*time.Second }
+
+// bulkSendResult is what a bulk sender wrote: bytes and messages queued
+// whole, and the seconds from its start to the receiver's closing.
+type bulkSendResult struct {
+	bytes, msgs int64
+	seconds     float64
+	// paths is the session's path statistics when the receiver closed it.
+	paths []transport.PathStats
+}
+
+// bulkSend writes messages of size on n new streams of sess until the
+// receiver closes the session (or sendGrace(d) passes), counting per
+// stream into ctr, and then closes sess.
+func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, d time.Duration, ctr *streamCounter) (bulkSendResult, error) {
+	defer endData(sess)
+	buf := make([]byte, size)
+	fillPattern(buf)
+	start := time.Now()
+	wctx, cancel := context.WithDeadline(ctx, start.Add(sendGrace(d)))
+	defer cancel()
+	var (
+		bytes, msgs atomic.Int64
+		last        latest
+		wg          sync.WaitGroup
+	)
+	errs := make([]error, n)
+	for i := range n {
+		st, err := sess.OpenStream(wctx)
+		if err != nil {
+			if testOver(ctx, wctx, err) {
+				break
+			}
+			return bulkSendResult{}, err
+		}
+		c := ctr.stream(int(st.ID()))
+		wg.Go(func() {
+			defer last.mark()
+			for {
+				if err := st.WriteMessage(wctx, buf); err != nil {
+					if !testOver(ctx, wctx, err) {
+						errs[i] = err
+					}
+					return
+				}
+				c.Add(size)
+				bytes.Add(size)
+				msgs.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return bulkSendResult{}, err
+	}
+	return bulkSendResult{bytes: bytes.Load(), msgs: msgs.Load(), seconds: last.get().Sub(start).Seconds(), paths: sess.Stats()}, nil
+}
+
+// bulkRecvResult is what a bulk receiver counted over its interval.
+type bulkRecvResult struct {
+	bytes, msgs int64
+	seconds     float64
+	// paths is the session's path statistics at the end of the interval.
+	paths []transport.PathStats
+}
+
+// bulkReceive accepts up to n streams of sess and counts what arrives on
+// them for d from the first byte (see countUntil), into ctr per stream;
+// then it closes sess. Streams whose first data has not come by then
+// carried nothing.
+func bulkReceive(ctx context.Context, sess *transport.Session, n int, d time.Duration, ctr *streamCounter) (bulkRecvResult, error) {
+	defer endData(sess)
+	// Whatever the sender does, the test ends.
+	hctx, cancel := context.WithTimeout(ctx, d+2*time.Minute)
+	defer cancel()
+	clk := newTestClock(hctx, d)
+	defer clk.stop()
+	var (
+		bytes, msgs atomic.Int64
+		last        latest
+		wg          sync.WaitGroup
+	)
+	errs := make([]error, n)
+	for i := range n {
+		st, err := sess.AcceptStream(clk.ctx)
+		if err != nil {
+			if testOver(hctx, clk.ctx, err) {
+				break
+			}
+			clk.stop()
+			wg.Wait()
+			return bulkRecvResult{}, fmt.Errorf("accept stream %d of %d: %w", i+1, n, err)
+		}
+		c := ctr.stream(int(st.ID()))
+		wg.Go(func() {
+			end, err := countUntil(hctx, clk, st, c, &bytes, &msgs)
+			errs[i] = err
+			last.markAt(end)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return bulkRecvResult{}, err
+	}
+	r := bulkRecvResult{bytes: bytes.Load(), msgs: msgs.Load(), paths: sess.Stats()}
+	if start, ok := clk.started(); ok {
+		r.seconds = last.get().Sub(start).Seconds()
+	}
+	return r, nil
+}
+
+// testClock is a bulk receiver's clock: begin starts it, at the first
+// payload byte; d later ctx is canceled.
+type testClock struct {
+	d      time.Duration
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	start  time.Time
+	timer  *time.Timer
+}
+
+func newTestClock(parent context.Context, d time.Duration) *testClock {
+	c := &testClock{d: d}
+	c.ctx, c.cancel = context.WithCancel(parent)
+	return c
+}
+
+// begin starts the clock if it has not started and returns its deadline.
+func (c *testClock) begin() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.start.IsZero() {
+		c.start = time.Now()
+		c.timer = time.AfterFunc(c.d, c.cancel)
+	}
+	return c.start.Add(c.d)
+}
+
+// started returns the clock's start.
+func (c *testClock) started() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.start, !c.start.IsZero()
+}
+
+func (c *testClock) stop() {
+	c.mu.Lock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.mu.Unlock()
+	c.cancel()
+}
+
+// countUntil counts the payload of st's messages as it arrives, segment
+// by segment, into stream and bytes, and the messages complete in time
+// into msgs, until the clock runs out, the stream ends or the sender
+// closes the session. It returns when counting stopped, never after the
+// clock's deadline.
+func countUntil(ctx context.Context, clk *testClock, st *transport.Stream, stream, bytes, msgs *atomic.Int64) (time.Time, error) {
+	w := clockCounter{clk, stream, bytes}
+	for {
+		mr, err := st.NextMessage(clk.ctx)
+		if err == nil {
+			if _, err = mr.WriteTo(w); err == nil {
+				if time.Now().Before(clk.begin()) {
+					msgs.Add(1)
+				}
+				continue
+			}
+		}
+		if errors.Is(err, io.EOF) || testOver(ctx, clk.ctx, err) {
+			now := time.Now()
+			if start, ok := clk.started(); ok && now.After(start.Add(clk.d)) {
+				now = start.Add(clk.d)
+			}
+			return now, nil
+		}
+		return time.Time{}, err
+	}
+}
+
+// clockCounter is an io.Writer that starts the clock, counts what it is
+// given until the clock's deadline, and drops it.
+type clockCounter struct {
+	clk  *testClock
+	a, b *atomic.Int64
+}
+
+func (c clockCounter) Write(p []byte) (int, error) {
+	if time.Now().Before(c.clk.begin()) {
+		c.a.Add(int64(len(p)))
+		c.b.Add(int64(len(p)))
+	}
+	return len(p), nil
+}
+
+// testOver reports whether err ended a bulk test's wait normally: actx,
+// the wait bounded by the test's clock (derived from ctx), ran out, or
+// the peer closed the data session.
+func testOver(ctx, actx context.Context, err error) bool {
+	return (ctx.Err() == nil && actx.Err() != nil) || errors.Is(err, transport.ErrPeerClosed)
+}
+
+// endData closes a test's data session at once: what is still queued is
+// dropped. The control session, on connections of its own, is not held
+// up by it.
+func endData(sess *transport.Session) {
+	_ = closeSession(context.Background(), sess, false, 0)
+}

@@ -1,0 +1,273 @@
+package cli
+
+import (
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The JSON of 'braid perf -J' has the shape of iperf3's -J output, so that
+// scripts and plotting tools written for iperf3 read it unchanged: start
+// (connected, version, system_info, timestamp, connecting_to, cookie,
+// test_start), intervals (streams and their sum, every --interval), end
+// (streams, sum_sent, sum_received, cpu_utilization_percent) and error on
+// failure. What iperf3 takes from TCP sockets (congestion window, socket
+// RTT, buffer sizes) has no counterpart in a braid session and is left
+// out; braid's own figures, per path, are in the "braid" section.
+//
+// A braid "stream" (iperf3's socket) is one transport stream, or one
+// plain TCP connection of --tcp-baseline; "socket" holds its id.
+type iperfReport struct {
+	Start     iperfStart      `json:"start"`
+	Intervals []iperfInterval `json:"intervals"`
+	End       iperfEnd        `json:"end"`
+	Error     string          `json:"error,omitempty"`
+	// Braid is braid's own report: per-path bytes and rates, striping,
+	// round trips; nil on failure.
+	Braid *perfReport `json:"braid,omitempty"`
+}
+
+type iperfStart struct {
+	Connected    []iperfConnected `json:"connected"`
+	Version      string           `json:"version"`
+	SystemInfo   string           `json:"system_info"`
+	Timestamp    iperfTimestamp   `json:"timestamp"`
+	ConnectingTo *iperfHostPort   `json:"connecting_to,omitempty"` // the client's only
+	Cookie       string           `json:"cookie"`                  // the session id
+	TestStart    iperfTestStart   `json:"test_start"`
+}
+
+// iperfConnected is one path of the session.
+type iperfConnected struct {
+	Socket     int    `json:"socket"` // the path id
+	LocalHost  string `json:"local_host"`
+	LocalPort  int    `json:"local_port"`
+	RemoteHost string `json:"remote_host"`
+	RemotePort int    `json:"remote_port"`
+}
+
+type iperfTimestamp struct {
+	Time     string `json:"time"` // RFC 1123 in GMT, as iperf3 writes it
+	TimeSecs int64  `json:"timesecs"`
+}
+
+type iperfHostPort struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+}
+
+type iperfTestStart struct {
+	Protocol   string  `json:"protocol"` // "braid/tcp", "braid/sctp-udp", ..., "TCP" for --tcp-baseline
+	NumStreams int     `json:"num_streams"`
+	BlkSize    int64   `json:"blksize"` // the message size
+	Omit       int     `json:"omit"`
+	Duration   float64 `json:"duration"`
+	Bytes      int64   `json:"bytes"`
+	Blocks     int64   `json:"blocks"` // pingpong: round trips per stream
+	Reverse    int     `json:"reverse"`
+	Tos        int     `json:"tos"`
+	// TargetBitrate is 0: braid perf does not pace.
+	TargetBitrate int64 `json:"target_bitrate"`
+	// Mode is braid's: bulk or pingpong.
+	Mode string `json:"mode"`
+}
+
+// iperfSpan is a byte count over a span of the test, as iperf3 reports
+// one stream or a sum.
+type iperfSpan struct {
+	Socket        *int    `json:"socket,omitempty"` // streams only
+	Start         float64 `json:"start"`
+	End           float64 `json:"end"`
+	Seconds       float64 `json:"seconds"`
+	Bytes         int64   `json:"bytes"`
+	BitsPerSecond float64 `json:"bits_per_second"`
+	// Retransmits counts the bytes the session sent again on another
+	// path after a path failed (iperf3 counts TCP segments); sender only.
+	Retransmits *int64 `json:"retransmits,omitempty"`
+	Omitted     *bool  `json:"omitted,omitempty"` // intervals only
+	Sender      bool   `json:"sender"`            // whether this side sent the bytes counted
+}
+
+type iperfInterval struct {
+	Streams []iperfSpan `json:"streams"`
+	Sum     iperfSpan   `json:"sum"`
+}
+
+type iperfEndStream struct {
+	Sender   iperfSpan `json:"sender"`
+	Receiver iperfSpan `json:"receiver"`
+}
+
+type iperfEnd struct {
+	Streams     []iperfEndStream `json:"streams,omitempty"`
+	SumSent     *iperfSpan       `json:"sum_sent,omitempty"`
+	SumReceived *iperfSpan       `json:"sum_received,omitempty"`
+	CPU         *iperfCPU        `json:"cpu_utilization_percent,omitempty"`
+}
+
+type iperfCPU struct {
+	HostTotal    float64 `json:"host_total"`
+	HostUser     float64 `json:"host_user"`
+	HostSystem   float64 `json:"host_system"`
+	RemoteTotal  float64 `json:"remote_total"`
+	RemoteUser   float64 `json:"remote_user"`
+	RemoteSystem float64 `json:"remote_system"`
+}
+
+// span makes an iperfSpan of n bytes over [start, end] seconds.
+func span(start, end float64, n int64, sender bool) iperfSpan {
+	s := iperfSpan{Start: start, End: end, Seconds: end - start, Bytes: n, Sender: sender}
+	if s.Seconds > 0 {
+		s.BitsPerSecond = float64(n) * 8 / s.Seconds
+	}
+	return s
+}
+
+// newIperfStart fills the start section; cookie is the session id.
+func newIperfStart(t time.Time, cookie string, paths []iperfConnected, ts iperfTestStart) iperfStart {
+	v := newVersionInfo(buildInfo())
+	host, _ := os.Hostname()
+	if paths == nil {
+		paths = []iperfConnected{}
+	}
+	return iperfStart{
+		Connected:  paths,
+		Version:    "braid " + v.Version,
+		SystemInfo: runtime.GOOS + " " + host + " " + runtime.GOARCH + " " + v.Go,
+		Timestamp:  iperfTimestamp{Time: t.UTC().Format("Mon, 02 Jan 2006 15:04:05 GMT"), TimeSecs: t.Unix()},
+		Cookie:     cookie,
+		TestStart:  ts,
+	}
+}
+
+// hostPort splits "host:port"; a missing or bad port is 0.
+func hostPort(addr string) (string, int) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr, 0
+	}
+	n, _ := strconv.Atoi(p)
+	return h, n
+}
+
+func connected(id int, local, remote string) iperfConnected {
+	lh, lp := hostPort(local)
+	rh, rp := hostPort(remote)
+	return iperfConnected{Socket: id, LocalHost: lh, LocalPort: lp, RemoteHost: rh, RemotePort: rp}
+}
+
+// cpuPercent is the share of wall time the process spent in user and
+// system mode.
+func cpuPercent(user, sys, seconds float64) (total, u, s float64) {
+	if seconds <= 0 {
+		return 0, 0, 0
+	}
+	u, s = 100*user/seconds, 100*sys/seconds
+	return u + s, u, s
+}
+
+// streamCounter counts payload bytes per stream, as this side writes or
+// reads them, for the per-stream figures of the iperf3-shaped report.
+type streamCounter struct {
+	mu  sync.Mutex
+	ids []int
+	n   []*atomic.Int64
+}
+
+// stream returns the counter of stream id, adding it on first use.
+func (c *streamCounter) stream(id int) *atomic.Int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, x := range c.ids {
+		if x == id {
+			return c.n[i]
+		}
+	}
+	n := new(atomic.Int64)
+	c.ids = append(c.ids, id)
+	c.n = append(c.n, n)
+	return n
+}
+
+// snapshot returns the stream ids and their counts.
+func (c *streamCounter) snapshot() ([]int, []int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := append([]int(nil), c.ids...)
+	out := make([]int64, len(c.n))
+	for i, n := range c.n {
+		out[i] = n.Load()
+	}
+	return ids, out
+}
+
+// streamSampler records an iperfInterval of a streamCounter every period
+// until stopped.
+type streamSampler struct {
+	c       *streamCounter
+	sender  bool
+	period  time.Duration
+	start   time.Time
+	stopCh  chan struct{}
+	done    chan struct{}
+	stopped sync.Once
+	out     []iperfInterval
+}
+
+// startSampler starts sampling c every period from now; a period of 0
+// records nothing.
+func startSampler(c *streamCounter, sender bool, period time.Duration) *streamSampler {
+	s := &streamSampler{c: c, sender: sender, period: period, start: time.Now(), stopCh: make(chan struct{}), done: make(chan struct{})}
+	if period <= 0 {
+		close(s.done)
+		return s
+	}
+	go s.run()
+	return s
+}
+
+func (s *streamSampler) run() {
+	defer close(s.done)
+	t := time.NewTicker(s.period)
+	defer t.Stop()
+	prev := map[int]int64{}
+	last := s.start
+	f := false
+	for {
+		select {
+		case <-s.stopCh:
+			return
+		case now := <-t.C:
+			ids, counts := s.c.snapshot()
+			a, b := last.Sub(s.start).Seconds(), now.Sub(s.start).Seconds()
+			iv := iperfInterval{Streams: []iperfSpan{}}
+			var sum int64
+			for i, id := range ids {
+				d := counts[i] - prev[id]
+				prev[id] = counts[i]
+				sp := span(a, b, d, s.sender)
+				sp.Socket, sp.Omitted = &ids[i], &f
+				iv.Streams = append(iv.Streams, sp)
+				sum += d
+			}
+			iv.Sum = span(a, b, sum, s.sender)
+			iv.Sum.Omitted = &f
+			s.out = append(s.out, iv)
+			last = now
+		}
+	}
+}
+
+// stop ends sampling and returns the intervals.
+func (s *streamSampler) stop() []iperfInterval {
+	s.stopped.Do(func() { close(s.stopCh) })
+	<-s.done
+	if s.out == nil {
+		return []iperfInterval{}
+	}
+	return s.out
+}

@@ -1,0 +1,407 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/testbed/relay"
+)
+
+// iperf3JSON is what scripts written for iperf3 read from its -J output.
+type iperf3JSON struct {
+	Start struct {
+		Connected []struct {
+			Socket     int    `json:"socket"`
+			LocalHost  string `json:"local_host"`
+			RemoteHost string `json:"remote_host"`
+			RemotePort int    `json:"remote_port"`
+		} `json:"connected"`
+		Version   string `json:"version"`
+		Timestamp struct {
+			TimeSecs int64 `json:"timesecs"`
+		} `json:"timestamp"`
+		TestStart struct {
+			NumStreams int     `json:"num_streams"`
+			Duration   float64 `json:"duration"`
+			Reverse    int     `json:"reverse"`
+			BlkSize    int64   `json:"blksize"`
+		} `json:"test_start"`
+	} `json:"start"`
+	Intervals []struct {
+		Streams []struct {
+			Socket        int     `json:"socket"`
+			Bytes         int64   `json:"bytes"`
+			BitsPerSecond float64 `json:"bits_per_second"`
+		} `json:"streams"`
+		Sum struct {
+			Start, End, Seconds float64
+			Bytes               int64   `json:"bytes"`
+			BitsPerSecond       float64 `json:"bits_per_second"`
+		} `json:"sum"`
+	} `json:"intervals"`
+	End struct {
+		Streams []struct {
+			Sender   struct{ Bytes int64 } `json:"sender"`
+			Receiver struct{ Bytes int64 } `json:"receiver"`
+		} `json:"streams"`
+		SumSent struct {
+			Seconds       float64 `json:"seconds"`
+			Bytes         int64   `json:"bytes"`
+			BitsPerSecond float64 `json:"bits_per_second"`
+			Sender        bool    `json:"sender"`
+		} `json:"sum_sent"`
+		SumReceived struct {
+			Seconds       float64 `json:"seconds"`
+			Bytes         int64   `json:"bytes"`
+			BitsPerSecond float64 `json:"bits_per_second"`
+		} `json:"sum_received"`
+		CPU struct {
+			HostTotal   float64 `json:"host_total"`
+			RemoteTotal float64 `json:"remote_total"`
+		} `json:"cpu_utilization_percent"`
+	} `json:"end"`
+	Error string          `json:"error"`
+	Braid json.RawMessage `json:"braid"`
+}
+
+// listeningOn waits for a server's "listening on" line in out.
+func listeningOn(t testing.TB, b *bg, out *syncBuffer) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, rest, ok := strings.Cut(out.String(), "listening on "); ok {
+			addrs, _, _ := strings.Cut(rest, "\n")
+			return addrs
+		}
+		select {
+		case code := <-b.done:
+			b.done <- code
+			t.Fatalf("server exited with %d: %s", code, b.err.String())
+		default:
+		}
+	}
+	t.Fatalf("server not listening after 10s: %s", b.err.String())
+	return ""
+}
+
+// A script written for iperf3 reads braid perf -J the same way, on the
+// client and, one object per test, on the server.
+func TestPerfIperfJSON(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "-J", "--listen", "127.0.0.1:0,127.0.0.2:0")
+	addrs := listeningOn(t, srv, &srv.err)
+	if strings.Contains(srv.out.String(), "listening") {
+		t.Errorf("perf -s -J prints more than JSON on stdout: %s", srv.out.String())
+	}
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		reverse bool
+	}{
+		{"bulk", []string{"-t", "2", "-P", "2", "-i", "0.5"}, false},
+		{"reverse", []string{"-t", "1.5", "-R", "-l", "256K"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := strings.Count(srv.out.String(), `"start"`)
+			code, out, errs := runCmd(t, 30*time.Second, append([]string{"perf", "-c", addrs, "-J"}, tt.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s\n%s", code, errs, out)
+			}
+			var r iperf3JSON
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatalf("not one JSON object: %v\n%s", err, out)
+			}
+			ts := r.Start.TestStart
+			if r.Error != "" || len(r.Start.Connected) != 2 || r.Start.Connected[1].RemoteHost != "127.0.0.2" ||
+				!strings.HasPrefix(r.Start.Version, "braid ") || r.Start.Timestamp.TimeSecs < time.Now().Add(-time.Minute).Unix() ||
+				(ts.Reverse == 1) != tt.reverse || ts.NumStreams < 1 || ts.Duration <= 0 || ts.BlkSize <= 0 {
+				t.Errorf("start: %+v, error %q", r.Start, r.Error)
+			}
+			e := r.End
+			asked := ts.Duration
+			if math.Abs(e.SumReceived.Seconds-asked) > 0.02*asked {
+				t.Errorf("end.sum_received.seconds %v, asked %v", e.SumReceived.Seconds, asked)
+			}
+			if e.SumReceived.Bytes <= 0 || e.SumReceived.BitsPerSecond <= 0 || e.SumSent.Bytes < e.SumReceived.Bytes ||
+				e.SumSent.BitsPerSecond <= 0 || e.SumSent.Sender == tt.reverse {
+				t.Errorf("end.sum_sent %+v, end.sum_received %+v", e.SumSent, e.SumReceived)
+			}
+			if got := float64(e.SumReceived.Bytes) * 8 / e.SumReceived.Seconds; math.Abs(got-e.SumReceived.BitsPerSecond) > 1e-6*got {
+				t.Errorf("bits_per_second %v, bytes over seconds %v", e.SumReceived.BitsPerSecond, got)
+			}
+			var sent, recv int64
+			for _, s := range e.Streams {
+				sent += s.Sender.Bytes
+				recv += s.Receiver.Bytes
+			}
+			if len(e.Streams) != ts.NumStreams || sent != e.SumSent.Bytes || recv != e.SumReceived.Bytes {
+				t.Errorf("%d end.streams adding up to %d sent, %d received; sums %d, %d", len(e.Streams), sent, recv, e.SumSent.Bytes, e.SumReceived.Bytes)
+			}
+			if e.CPU.HostTotal <= 0 || e.CPU.RemoteTotal <= 0 {
+				t.Errorf("cpu_utilization_percent %+v", e.CPU)
+			}
+			// Intervals every -i (default 1 s) over the test.
+			if want := 4; tt.name == "bulk" && (len(r.Intervals) < want-1 || len(r.Intervals) > want) {
+				t.Errorf("%d intervals of 0.5 s in 2 s", len(r.Intervals))
+			}
+			for _, iv := range r.Intervals {
+				var n int64
+				for _, s := range iv.Streams {
+					n += s.Bytes
+				}
+				if n != iv.Sum.Bytes || len(iv.Streams) != ts.NumStreams || iv.Sum.Seconds <= 0 {
+					t.Errorf("interval %+v", iv)
+				}
+			}
+			if len(r.Braid) == 0 {
+				t.Errorf("no braid section")
+			}
+			// The server's object for the same test.
+			var s iperf3JSON
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if all := srv.out.String(); strings.Count(all, `"start"`) > before {
+					dec := json.NewDecoder(strings.NewReader(all))
+					for dec.More() {
+						if err := dec.Decode(&s); err != nil {
+							t.Fatalf("server stdout: %v\n%s", err, all)
+						}
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no JSON from perf -s -J: %s", srv.err.String())
+				}
+			}
+			if s.Error != "" || s.End.SumReceived.Bytes != e.SumReceived.Bytes || s.End.SumSent.Bytes != e.SumSent.Bytes ||
+				s.End.SumSent.Sender != tt.reverse || len(s.Start.Connected) != 2 {
+				t.Errorf("server's report: sent %+v received %+v, error %q; client's: sent %+v received %+v",
+					s.End.SumSent, s.End.SumReceived, s.Error, e.SumSent, e.SumReceived)
+			}
+		})
+	}
+}
+
+// A failed test is a JSON object with "error", as with iperf3 -J.
+func TestPerfIperfJSONError(t *testing.T) {
+	t.Setenv("BRAID_KEY", testKey)
+	code, out, _ := runCmd(t, 30*time.Second, "perf", "-c", "127.0.0.1:1", "-J", "-t", "1")
+	var r iperf3JSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, out)
+	}
+	if code != 1 || !strings.Contains(r.Error, "connect") {
+		t.Errorf("exit %d, error %q", code, r.Error)
+	}
+}
+
+// --time is what the test lasts: the receiver's interval within 2% of
+// it, and the whole command not much longer (session set-up and the
+// exchange of results). Through a 40 Mbit/s link the sender has far more
+// queued at the deadline (a stream window, 16 MiB, is 3.4 s of it) than
+// the link carries in 2% of the time; it is neither counted nor waited
+// for.
+func TestPerfTime(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
+	addr := srv.listening(t)
+	r, err := relay.ListenTCP(addr, &relay.Config{Queue: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	r.SetRate(40e6)
+	const asked = 2.0
+	for _, tt := range []struct {
+		name, addr string
+		args       []string
+	}{
+		{"loopback", addr, nil},
+		{"loopback-reverse", addr, []string{"-R", "-P", "2"}},
+		{"40Mbit", r.Addr(), nil},
+		{"40Mbit-reverse", r.Addr(), []string{"-R"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			begin := time.Now()
+			code, out, errs := runCmd(t, 60*time.Second, append([]string{"perf", "-c", tt.addr, "-J", "-t", fmt.Sprint(asked), "-l", "256K"}, tt.args...)...)
+			wall := time.Since(begin).Seconds()
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			var r iperf3JSON
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatal(err)
+			}
+			got := r.End.SumReceived.Seconds
+			t.Logf("wall %.3f s, measured %.3f s, %.1f Mbit/s", wall, got, r.End.SumReceived.BitsPerSecond/1e6)
+			if math.Abs(got-asked) > 0.02*asked {
+				t.Errorf("measured over %.3f s, want %.1f s ± 2%%", got, asked)
+			}
+			// Dialing two sessions and exchanging the results take
+			// milliseconds on loopback; a second allows for a loaded CI
+			// machine and the race detector.
+			if wall < asked || wall > asked*1.02+1 {
+				t.Errorf("the command ran %.3f s for -t %v", wall, asked)
+			}
+			if strings.HasPrefix(tt.name, "40Mbit") {
+				// The relay paces what it forwards; the first chunk it
+				// lets through starts the receiver's clock, so a little
+				// more than 40 Mbit/s of payload can arrive in the interval.
+				if mb := r.End.SumReceived.BitsPerSecond / 1e6; mb < 20 || mb > 42 {
+					t.Errorf("%.1f Mbit/s through a 40 Mbit/s link", mb)
+				}
+			}
+		})
+	}
+}
+
+// jsonKeys lists the paths of every key in a JSON document: "end",
+// "end.sum_sent.bytes", "intervals.[].sum.bytes", ...
+func jsonKeys(t *testing.T, doc []byte) []string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		t.Fatalf("%v\n%s", err, doc)
+	}
+	set := map[string]bool{}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				set[prefix+k] = true
+				walk(prefix+k+".", c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(prefix+"[].", c)
+			}
+		}
+	}
+	walk("", v)
+	var out []string
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// iperf3Only are the keys of iperf3 -J that come from TCP sockets and have
+// no counterpart in a braid session.
+var iperf3Only = []string{
+	"start.tcp_mss_default", "start.sock_bufsize", "start.sndbuf_actual", "start.rcvbuf_actual", "start.target_bitrate",
+	"start.test_start.bidir", "start.test_start.fqrate", "start.test_start.interval", "start.fq_rate", "start.accepted_connection",
+	"end.sender_tcp_congestion", "end.receiver_tcp_congestion",
+	"intervals.[].streams.[].snd_cwnd", "intervals.[].streams.[].snd_wnd", "intervals.[].streams.[].rtt",
+	"intervals.[].streams.[].rttvar", "intervals.[].streams.[].pmtu", "intervals.[].streams.[].retransmits",
+	"intervals.[].sum.retransmits", "intervals.[].sum_bidir_reverse",
+	"end.streams.[].sender.max_snd_cwnd", "end.streams.[].sender.max_snd_wnd", "end.streams.[].sender.max_rtt",
+	"end.streams.[].sender.min_rtt", "end.streams.[].sender.mean_rtt", "end.streams.[].sender.retransmits",
+	"end.sum_sent_bidir_reverse", "end.sum_received_bidir_reverse", "end.sum",
+}
+
+// Against a real iperf3 on loopback: every key of iperf3 -J that does not
+// come from a TCP socket is in braid perf -J too, in the same place.
+func TestPerfKeysMatchIperf3(t *testing.T) {
+	bin, err := exec.LookPath("iperf3")
+	if err != nil {
+		t.Skip("iperf3 is not installed (apt-get install iperf3)")
+	}
+	checkLeaks(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	srv := exec.CommandContext(ctx, bin, "-s", "-B", "127.0.0.1", "-p", port)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	var want []byte
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		want, err = exec.CommandContext(ctx, bin, "-c", "127.0.0.1", "-p", port, "-t", "1", "-P", "2", "-J").Output()
+		var r struct{ Error string }
+		if err == nil && json.Unmarshal(want, &r) == nil && r.Error != "" {
+			err = fmt.Errorf("iperf3 -c: %s", r.Error) // the server is not up yet
+		}
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("iperf3 -c: %v\n%s", err, want)
+	}
+
+	t.Setenv("BRAID_KEY", testKey)
+	bs := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
+	code, got, errs := runCmd(t, 30*time.Second, "perf", "-c", bs.listening(t), "-t", "1", "-P", "2", "-J")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	have := jsonKeys(t, []byte(got))
+	var missing []string
+	for _, k := range jsonKeys(t, want) {
+		if !slices.Contains(have, k) && !slices.Contains(iperf3Only, k) {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("braid perf -J lacks these keys of iperf3 -J: %s", strings.Join(missing, " "))
+	}
+}
+
+// iperf3's command line, shorthands clustered: -p gives the port of
+// addresses without one, on both sides.
+func TestPerfIperfFlags(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	srv := start(t, "perf", "-s1", "--listen", "127.0.0.1", "-p", port)
+	if got := srv.listening(t); got != "127.0.0.1:"+port {
+		t.Fatalf("listening on %s, want port %s", got, port)
+	}
+	code, out, errs := runCmd(t, 30*time.Second, "perf", "-c", "127.0.0.1", "-p"+port, "-t1", "-P", "2", "-RJ", "-l", "64K", "-i", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r iperf3JSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	ts := r.Start.TestStart
+	if ts.Reverse != 1 || ts.NumStreams != 2 || ts.Duration != 1 || ts.BlkSize != 64<<10 || len(r.Intervals) != 0 ||
+		r.Start.Connected[0].RemotePort != atoi(t, port) {
+		t.Errorf("test_start %+v, %d intervals with -i 0, connected %+v", ts, len(r.Intervals), r.Start.Connected)
+	}
+	if code := srv.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("perf -s1 exit %d: %s", code, srv.err.String())
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
