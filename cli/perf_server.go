@@ -229,7 +229,8 @@ func (s *perfServer) bulkSend(ctx context.Context, sess *transport.Session, h *p
 		}
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
-				if err := st.WriteMessage(ctx, buf); err != nil {
+				// buf never changes: sent in place (see braidBulkSend).
+				if err := st.WriteMessageNoCopy(ctx, buf); err != nil {
 					errs[i] = err
 					return
 				}

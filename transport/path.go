@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -300,7 +299,7 @@ func (s *Session) readLoop(p *path, conn net.Conn, gen int, id uint16, l *lane) 
 	} else if sl, ok := conn.(*secureLanes); ok {
 		r.br = sl.secureConn
 	} else {
-		r.br = bufio.NewReaderSize(conn, 64<<10)
+		r.br = newPlainReader(conn)
 	}
 	err := r.run()
 	var pe *ProtocolError
@@ -550,6 +549,8 @@ func (r *reader) readPayload(st *Stream, seg *rxSeg, idx, n int) error {
 	if mode == rxDiscard {
 		_, err = r.br.Discard(n)
 		r.p.dupRecv.Add(int64(n))
+	} else if pr, ok := r.br.(*plainReader); ok {
+		err = pr.readFull(dst)
 	} else {
 		_, err = io.ReadFull(r.br, dst)
 	}

@@ -442,7 +442,7 @@ func (s *Session) segAcked(seg *txSeg) {
 	if seg.pending > 0 {
 		return
 	}
-	if !seg.resent {
+	if !seg.resent && !seg.borrowed {
 		putBuf(seg.data)
 	}
 	seg.data = nil
@@ -465,6 +465,8 @@ type txSeg struct {
 	// retransmission: a copy may still be in a failed channel's writer, so
 	// the buffer is left to the garbage collector instead of reused.
 	resent bool
+	// borrowed: data is the caller's (WriteMessageNoCopy), never recycled.
+	borrowed bool
 	// dup marks frames (fragment index, -1 for whole) already sent a second
 	// time by an idle path.
 	dup map[int]bool

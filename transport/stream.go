@@ -76,6 +76,24 @@ func (st *Stream) notify() {
 // stream is full. Delivery survives the failure of any path as long as one
 // path remains or comes back within Config.SessionTimeout.
 func (st *Stream) WriteMessage(ctx context.Context, b []byte) error {
+	return st.write(ctx, b, false)
+}
+
+// WriteMessageNoCopy sends b as one message, like WriteMessage, but keeps
+// b instead of copying it: the frames are written from b itself, and sent
+// again from b if a path fails before the peer acknowledged them. b must
+// not be modified until the peer has acknowledged all of it (Session.Flush
+// returns); the transport only reads it and never recycles it. It suits
+// data that does not change while it is sent, such as a buffer sent many
+// times over or a read-only mapping of a file, and saves the copy, which
+// on fast paths is a large part of the sender's CPU.
+func (st *Stream) WriteMessageNoCopy(ctx context.Context, b []byte) error {
+	return st.write(ctx, b, true)
+}
+
+// write queues b as one message, copied into pooled buffers or, with
+// borrow, referenced in place.
+func (st *Stream) write(ctx context.Context, b []byte, borrow bool) error {
 	st.writeMu.Lock()
 	defer st.writeMu.Unlock()
 	s := st.s
@@ -111,8 +129,16 @@ func (st *Stream) WriteMessage(ctx context.Context, b []byte) error {
 				return ctx.Err()
 			}
 		}
-		data := getBuf(n)
-		copy(data, b[off:off+n])
+		var data []byte
+		switch {
+		case borrow && n > 0:
+			data = b[off : off+n : off+n]
+		case borrow:
+			data = []byte{} // not nil: nil data means acknowledged
+		default:
+			data = getBuf(n)
+			copy(data, b[off:off+n])
+		}
 		off += n
 		flags := uint8(0)
 		if off == len(b) {
@@ -124,7 +150,7 @@ func (st *Stream) WriteMessage(ctx context.Context, b []byte) error {
 			s.mu.Unlock()
 			return err
 		}
-		seg := &txSeg{st: st, data: data, ref: wire.SegmentRef{Stream: st.id, Seq: st.txSeq, Len: uint32(n), Flags: flags}}
+		seg := &txSeg{st: st, data: data, borrowed: borrow, ref: wire.SegmentRef{Stream: st.id, Seq: st.txSeq, Len: uint32(n), Flags: flags}}
 		st.txSeq++
 		st.txStarted += uint64(n)
 		s.enqueue(seg)
