@@ -63,6 +63,9 @@ type path struct {
 	drate     float64
 	dwinStart time.Time
 	dwinBytes int64
+	// Rate of short bursts (sampleBurst), for paths never busy long enough
+	// for drate.
+	brate float64
 }
 
 // sent records data frame r as written on the current channel, on its
@@ -84,6 +87,17 @@ func (p *path) speed() float64 {
 		return p.drate
 	}
 	return p.rate
+}
+
+// planRate is the rate plan uses to decide whether to stripe a segment:
+// speed, or while that is unknown, the rate of short bursts. The burst
+// rate is left out of the other decisions (which frames an idle path
+// copies, where a whole segment goes): a loaded host can make it low.
+func (p *path) planRate() float64 {
+	if r := p.speed(); r > 0 {
+		return r
+	}
+	return p.brate
 }
 
 // sampleDelivery updates the delivery rate from acknowledged frames: bytes
@@ -108,7 +122,35 @@ func (p *path) sampleDelivery(acked []txRef, now time.Time) {
 	}
 	if p.inflight == len(acked) {
 		// Nothing left in flight: the next window starts with the next send.
+		p.sampleBurst(now)
 		p.dwinStart = time.Time{}
+	}
+}
+
+// burstMin is the least a burst must carry for its rate to count.
+const burstMin = 16 << 10
+
+// sampleBurst estimates the rate of a path that never stays busy for a
+// full delivery window (messages of tens of KB, sent one at a time): when
+// everything in flight has been acknowledged within less than a window,
+// the bytes of that burst over its duration less one round trip. Caller
+// holds s.mu.
+func (p *path) sampleBurst(now time.Time) {
+	dt := now.Sub(p.dwinStart)
+	if p.dwinBytes < burstMin || dt >= 20*time.Millisecond {
+		return
+	}
+	busy := dt - p.rtt
+	if busy < dt/4 {
+		return // mostly the round trip: no rate in it
+	}
+	// Rise at once, fall slowly: a burst delayed by the scheduler looks
+	// slower than the path is.
+	sample := float64(p.dwinBytes) / busy.Seconds()
+	if sample > p.brate {
+		p.brate = sample
+	} else {
+		p.brate = 0.9*p.brate + 0.1*sample
 	}
 }
 

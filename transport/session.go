@@ -384,37 +384,11 @@ func (s *Session) shouldTake(p *path, live []*path, n int) bool {
 	return true
 }
 
-// Fragments of a striped segment are sized so that the slowest live path
-// sends one in about fragTime, within [minFragment, FragmentSize]: the
-// last fragment a slow path holds is what a message waits for, so the
-// slower the path, the finer the split.
-const (
-	fragTime    = 2 * time.Millisecond
-	minFragment = 4 << 10
-)
-
-// fragSize returns the fragment size for a segment striped now. Caller
-// holds s.mu.
-func (s *Session) fragSize() int {
-	f := s.cfg.FragmentSize
-	floor := min(f, minFragment)
-	for _, p := range s.paths {
-		if p == nil || p.conn == nil {
-			continue
-		}
-		if r := p.speed(); r > 0 {
-			f = min(f, max(int(r*fragTime.Seconds()), floor))
-		}
-	}
-	return f
-}
-
 // enqueue schedules a segment for sending. Caller holds s.mu.
 func (s *Session) enqueue(seg *txSeg) {
 	s.unackedSegs++
-	n := int(seg.ref.Len)
-	if s.cfg.Stripe != StripeOff && n > s.cfg.StripeThreshold {
-		seg.ref.FragSize = uint32(s.fragSize())
+	if frag := s.plan(int(seg.ref.Len)); frag > 0 {
+		seg.ref.FragSize = uint32(frag)
 		mode := stripe.Enhanced
 		if s.cfg.Stripe == StripeBasic {
 			mode = stripe.Basic
@@ -545,7 +519,7 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 		// queued meanwhile waits no longer than about one fragment.
 		budget := int64(256 << 10)
 		if p.rate > 0 {
-			budget = min(max(int64(p.rate*0.002), int64(s.cfg.FragmentSize)), 1<<20)
+			budget = min(max(int64(p.rate*0.002), int64(s.fragBound())), 1<<20)
 		}
 		for _, c := range p.ctrl {
 			buf = append(buf, frame{hdr: c})
@@ -825,7 +799,7 @@ func (s *Session) stealTail(p *path) (txRef, bool) {
 			// Copies add to p's own backlog, which small messages queued
 			// on p wait behind: keep it under maxDupBacklog.
 			tp := float64(p.unackedBytes+r.size()) / p.speed()
-			if tp+0.002 >= tq || tp > maxDupBacklog.Seconds() || p.unackedBytes+r.size() > int64(8*s.cfg.FragmentSize) {
+			if tp+0.002 >= tq || tp > maxDupBacklog.Seconds() || p.unackedBytes+r.size() > int64(8*min(s.fragBound(), defaultFragment)) {
 				return txRef{}, false
 			}
 			r.seg.markDup(r.idx)
