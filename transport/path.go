@@ -66,6 +66,9 @@ type path struct {
 	// Rate of short bursts (sampleBurst), for paths never busy long enough
 	// for drate.
 	brate float64
+	// Smallest round trip of the last minRTTWindow (sampleMinRTT).
+	minRTT   time.Duration
+	minRTTAt time.Time
 }
 
 // sent records data frame r as written on the current channel, on its
@@ -127,6 +130,19 @@ func (p *path) sampleDelivery(acked []txRef, now time.Time) {
 	}
 }
 
+// minRTTWindow is how long a path's minimum round trip is kept before a
+// larger sample replaces it.
+const minRTTWindow = 10 * time.Second
+
+// sampleMinRTT records a round-trip sample in the path's minimum round
+// trip: the path's delay without the queue that data in flight builds in
+// front of a heartbeat. Caller holds s.mu.
+func (p *path) sampleMinRTT(rtt time.Duration, now time.Time) {
+	if p.minRTT == 0 || rtt <= p.minRTT || now.Sub(p.minRTTAt) > minRTTWindow {
+		p.minRTT, p.minRTTAt = rtt, now
+	}
+}
+
 // burstMin is the least a burst must carry for its rate to count.
 const burstMin = 16 << 10
 
@@ -140,7 +156,7 @@ func (p *path) sampleBurst(now time.Time) {
 	if p.dwinBytes < burstMin || dt >= 20*time.Millisecond {
 		return
 	}
-	busy := dt - p.rtt
+	busy := dt - p.minRTT
 	if busy < dt/4 {
 		return // mostly the round trip: no rate in it
 	}
@@ -518,6 +534,7 @@ func (r *reader) readControl(h wire.Header) error {
 			} else {
 				r.p.rtt = (7*r.p.rtt + rtt) / 8
 			}
+			r.p.sampleMinRTT(rtt, time.Now())
 
 			s.mu.Unlock()
 		}

@@ -90,7 +90,8 @@ func (s *Session) plan(n int) int {
 // stripeSaves reports whether a segment of n bytes striped over the live
 // paths would arrive sooner, by more than stripeCost, than whole on the
 // path that delivers it first. Each path's time is its unacknowledged
-// backlog plus the segment, over its rate, plus half its round trip;
+// backlog plus the segment, over its rate, plus half its smallest recent round trip (the heartbeats' round
+// trip without the queue of data ahead of them);
 // striped, the paths share the backlogs and the segment at the sum of their
 // rates, and the last fragment waits for the longest round trip. A path
 // whose rate is not known yet counts at the mean of the others; with no
@@ -121,9 +122,9 @@ func stripeSaves(n int, live []*path) bool {
 		if r <= 0 {
 			r = mean
 		}
-		whole = min(whole, float64(p.unackedBytes+int64(n))/r+p.rtt.Seconds()/2)
+		whole = min(whole, float64(p.unackedBytes+int64(n))/r+p.minRTT.Seconds()/2)
 		backlog += float64(p.unackedBytes)
-		rtt = max(rtt, p.rtt)
+		rtt = max(rtt, p.minRTT)
 	}
 	striped := (backlog+float64(n))/sum + rtt.Seconds()/2
 	return whole-striped > stripeCost.Seconds()
