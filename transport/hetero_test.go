@@ -81,7 +81,9 @@ func TestPlanStripesWhenItPays(t *testing.T) {
 	c1, c2 := net.Pipe()
 	defer c1.Close()
 	defer c2.Close()
-	up := func(rate float64, rtt time.Duration) *path { return &path{conn: c1, drate: rate, rtt: rtt, minRTT: rtt} }
+	up := func(rate float64, rtt time.Duration) *path {
+		return &path{conn: c1, drate: rate, rtt: rtt, minRTT: rtt}
+	}
 	const mbit = 1e6 / 8
 	for _, tc := range []struct {
 		name   string
