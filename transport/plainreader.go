@@ -152,3 +152,17 @@ func (b *plainReader) Buffered() int { return b.w - b.r }
 // readvFunc reads into a, then into b, in one system call: n bytes went
 // into a and extra into b (b only once a is full).
 type readvFunc func(a, b []byte) (n, extra int, err error)
+
+// vectorReader is a channel with a vectored read of its own (the fuzz
+// test's channel).
+type vectorReader interface {
+	readv(a, b []byte) (n, extra int, err error)
+}
+
+// readvOf returns conn's vectored read, or nil.
+func readvOf(conn net.Conn) readvFunc {
+	if v, ok := conn.(vectorReader); ok {
+		return v.readv
+	}
+	return sysReadv(conn)
+}

@@ -9,9 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// readvOf returns a vectored read of conn's socket, or nil where conn is
+// sysReadv returns a vectored read of conn's socket, or nil where conn is
 // not a TCP socket.
-func readvOf(conn net.Conn) readvFunc {
+func sysReadv(conn net.Conn) readvFunc {
 	tc, ok := conn.(*net.TCPConn)
 	if !ok {
 		return nil

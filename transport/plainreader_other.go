@@ -4,5 +4,5 @@ package transport
 
 import "net"
 
-// readvOf returns nil: payloads are read with plain reads.
-func readvOf(net.Conn) readvFunc { return nil }
+// sysReadv returns nil: payloads are read with plain reads.
+func sysReadv(net.Conn) readvFunc { return nil }

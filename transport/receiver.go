@@ -105,7 +105,7 @@ func (r *reader) run() error {
 		}
 		h, err := wire.ParseHeader(hdr[:])
 		if err != nil {
-			return &ProtocolError{Msg: err.Error()}
+			return protoErr(err)
 		}
 		r.p.bytesRecv.Add(int64(wire.HeaderLen + h.Len))
 		r.p.framesRecv.Add(1)
@@ -144,7 +144,7 @@ func (r *reader) readControl(h wire.Header) error {
 	case wire.TypeStart:
 		st, err := wire.ParseStart(body)
 		if err != nil {
-			return &ProtocolError{Msg: err.Error()}
+			return protoErr(err)
 		}
 		stream, seg, err := s.rxSegment(st.Ref)
 		if err != nil {
@@ -157,31 +157,31 @@ func (r *reader) readControl(h wire.Header) error {
 		}
 	case wire.TypeEnd:
 		if _, err := wire.ParseEnd(body); err != nil {
-			return &ProtocolError{Msg: err.Error()}
+			return protoErr(err)
 		}
 		r.cur, r.curSt = nil, nil
 	case wire.TypeAck:
 		n, err := wire.ParseU64(h.Type, body)
 		if err != nil {
-			return &ProtocolError{Msg: err.Error()}
+			return protoErr(err)
 		}
 		return s.onAck(r.p, r.gen, 0, n)
 	case wire.TypeAckLane:
 		a, err := wire.ParseAckLane(body)
 		if err != nil {
-			return &ProtocolError{Msg: err.Error()}
+			return protoErr(err)
 		}
 		return s.onAck(r.p, r.gen, a.Lane, a.Count)
 	case wire.TypeWindow:
 		w, err := wire.ParseWindow(body)
 		if err != nil {
-			return &ProtocolError{Msg: err.Error()}
+			return protoErr(err)
 		}
 		s.onWindow(w)
 	case wire.TypePing:
 		v, err := wire.ParseU64(h.Type, body)
 		if err != nil {
-			return &ProtocolError{Msg: err.Error()}
+			return protoErr(err)
 		}
 		s.mu.Lock()
 		if r.p.gen == r.gen {
@@ -192,7 +192,7 @@ func (r *reader) readControl(h wire.Header) error {
 	case wire.TypePong:
 		v, err := wire.ParseU64(h.Type, body)
 		if err != nil {
-			return &ProtocolError{Msg: err.Error()}
+			return protoErr(err)
 		}
 		rtt := time.Duration(time.Now().UnixNano() - int64(v))
 		if rtt > 0 && rtt < time.Minute {
@@ -219,7 +219,7 @@ func (r *reader) readMsg(h wire.Header) error {
 	}
 	ref, err := wire.ParseMsg(body, h.Len)
 	if err != nil {
-		return &ProtocolError{Msg: err.Error()}
+		return protoErr(err)
 	}
 	st, seg, err := r.s.rxSegment(ref)
 	if err != nil {
@@ -258,7 +258,7 @@ func (r *reader) readFragX(h wire.Header) error {
 	}
 	ref, idx, err := wire.ParseFragX(body, h.Len)
 	if err != nil {
-		return &ProtocolError{Msg: err.Error()}
+		return protoErr(err)
 	}
 	st, seg, err := r.s.rxSegment(ref)
 	if err != nil {
