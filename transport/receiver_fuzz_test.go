@@ -210,8 +210,8 @@ func FuzzReceive(f *testing.F) {
 // protocol, and the decoder's reason.
 func TestProtocolErrorIsFoundThroughThePathError(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		frames    []byte
+		name   string
+		frames []byte
 		reason error // the decoder's error that Unwrap reaches, or nil
 	}{
 		{"FRAG without START", wire.AppendFragHeader(nil, 16), nil},

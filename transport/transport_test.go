@@ -57,11 +57,7 @@ func pair(tb testing.TB, k int, mod func(*Config)) (client, server *Session) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	// Wait until the server sees every path.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(upPaths(s)) < k && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(tb, fmt.Sprintf("the server to see %d paths up", k), 5*time.Second, func() bool { return len(upPaths(s)) >= k })
 	if n := len(upPaths(s)); n != k {
 		tb.Fatalf("server sees %d paths up, want %d", n, k)
 	}
