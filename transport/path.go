@@ -92,14 +92,13 @@ func (p *path) speed() float64 {
 }
 
 // planRate is the rate plan uses to decide whether to stripe a segment:
-// speed, or while that is unknown, the rate of short bursts. The burst
+// the larger of speed and the rate of short bursts, since both fall below
+// the path's rate when the sender leaves it idle between messages (as in
+// a ping-pong), and only the burst rate rises again at once. The burst
 // rate is left out of the other decisions (which frames an idle path
 // copies, where a whole segment goes): a loaded host can make it low.
 func (p *path) planRate() float64 {
-	if r := p.speed(); r > 0 {
-		return r
-	}
-	return p.brate
+	return max(p.speed(), p.brate)
 }
 
 // sampleDelivery updates the delivery rate from acknowledged frames: bytes
@@ -189,10 +188,15 @@ func (p *path) tick(now time.Time) {
 	// Let the kernel hold about 1ms of the path's rate unsent: enough to
 	// keep a fast path busy between writes, little enough that a slow
 	// path does not claim fragments it cannot deliver soon.
+	if p.conn != nil {
+		if rtt, ok := channel.MinRTT(socketOf(p.conn)); ok {
+			p.sampleMinRTT(rtt, now)
+		}
+	}
 	if p.conn != nil && p.rate > 0 {
 		want := min(max(int(p.rate/1000), channel.NotSentLowat), 4<<20)
 		if want > p.lowat*5/4 || want < p.lowat*3/4 {
-			if channel.SetSendBacklog(p.conn, want) {
+			if channel.SetSendBacklog(socketOf(p.conn), want) {
 				p.lowat = want
 			}
 		}
@@ -404,4 +408,16 @@ func (st PathState) String() string {
 		return "up"
 	}
 	return "down"
+}
+
+// socketOf returns the connection under a channel's records: what socket
+// options apply to.
+func socketOf(c net.Conn) net.Conn {
+	switch sc := c.(type) {
+	case *secureConn:
+		return sc.Conn
+	case *secureLanes:
+		return sc.secureConn.Conn
+	}
+	return c
 }

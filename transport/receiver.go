@@ -81,6 +81,7 @@ type reader struct {
 	body [4096]byte
 
 	lastDeadline time.Time
+	ackOwed      bool // data frames received since the last acknowledgement queued
 	// Enhanced striping counter of this channel (the paper's per-pair
 	// counter): where the next Frag goes.
 	cur    *rxSeg
@@ -121,6 +122,15 @@ func (r *reader) run() error {
 		}
 		if err != nil {
 			return err
+		}
+		// Data frames are acknowledged once nothing more has arrived: a
+		// control frame (the End after a segment's last fragment) must
+		// not hold the acknowledgement back until the next heartbeat,
+		// which the sender's estimate of its backlog would wait for.
+		if r.ackOwed && r.br.Buffered() == 0 {
+			s.mu.Lock()
+			r.ackLocked()
+			s.mu.Unlock()
 		}
 	}
 }
@@ -288,13 +298,25 @@ func (r *reader) readPayload(st *Stream, seg *rxSeg, idx, n int) error {
 	s.mu.Lock()
 	if l := r.l; r.p.gen == r.gen {
 		l.rxFrames++
+		r.ackOwed = true
 		if l.rxFrames-l.rxAcked >= 8 || r.br.Buffered() == 0 {
-			l.ackDue, l.rxAcked, r.p.ackDue = true, l.rxFrames, true
-			s.work.Broadcast()
+			r.ackLocked()
 		}
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// ackLocked queues an acknowledgement of the lane's data frames received
+// so far. Caller holds s.mu.
+func (r *reader) ackLocked() {
+	l := r.l
+	r.ackOwed = false
+	if r.p.gen != r.gen || l.rxFrames == l.rxAcked {
+		return
+	}
+	l.ackDue, l.rxAcked, r.p.ackDue = true, l.rxFrames, true
+	r.s.work.Broadcast()
 }
 
 // rxSeg is a segment being received.

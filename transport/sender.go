@@ -515,7 +515,7 @@ func (s *Session) stealTail(p *path) (txRef, bool) {
 // faster paths sweep the rest. With unknown rates it always claims.
 // Caller holds s.mu.
 func (s *Session) worthClaiming(p *path, seg *txSeg) bool {
-	sp := p.speed()
+	sp := p.planRate()
 	if sp <= 0 {
 		return true
 	}
@@ -524,10 +524,10 @@ func (s *Session) worthClaiming(p *path, seg *txSeg) bool {
 		if q == p {
 			continue
 		}
-		if q.speed() <= 0 {
+		if q.planRate() <= 0 {
 			return true
 		}
-		others += q.speed()
+		others += q.planRate()
 		backlog += float64(q.unackedBytes)
 	}
 	if others == 0 {
