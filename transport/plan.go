@@ -20,6 +20,10 @@ const (
 	// of the share rule.
 	minFragment       = 4 << 10
 	minStripeFragment = 1 << 10
+	// minShare is the least each path must get of a striped segment: a
+	// smaller share saves less than its frames and wake-ups cost (and on
+	// shaped links, a few KB leave in one burst anyway).
+	minShare = 8 << 10
 	// maxFragment bounds fragments when Config.FragmentSize is zero;
 	// defaultFragment applies while no live path's rate is known.
 	maxFragment     = 1 << 20
@@ -98,7 +102,7 @@ func (s *Session) plan(n int) int {
 // rate known, segments above twice defaultFragment are striped.
 // Caller holds s.mu.
 func stripeSaves(n int, live []*path) bool {
-	if n < 2*minStripeFragment {
+	if n < len(live)*minShare {
 		return false
 	}
 	var sum float64
