@@ -360,3 +360,59 @@ func TestRoundRobinTakesPathsInTurn(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteMessageNoCopy sends one buffer many times without copying it,
+// striped over two paths: every message must arrive intact, and the
+// transport must never recycle the caller's buffer (a later WriteMessage
+// would then copy other data into it).
+func TestWriteMessageNoCopy(t *testing.T) {
+	c, s := pair(t, 2, func(c *Config) { c.FragmentSize = 4 << 10 })
+	ctx := t.Context()
+	st, err := c.OpenStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A size class of the buffer pool: were the buffer recycled, the
+	// next copying write of the same size would get it.
+	buf := randBytes(7, 256<<10)
+	want := bytes.Clone(buf)
+	const n = 20
+	go func() {
+		for range n {
+			if err := st.WriteMessageNoCopy(ctx, buf); err != nil {
+				return
+			}
+		}
+		// Copying writes draw buffers from the pool the acknowledged
+		// segments went back to.
+		for i := range n {
+			if err := st.WriteMessage(ctx, randBytes(uint64(100+i), 256<<10)); err != nil {
+				return
+			}
+		}
+	}()
+	rs, err := s.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 * n {
+		m, err := rs.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		exp := want
+		if i >= n {
+			exp = randBytes(uint64(100+i-n), 256<<10)
+		}
+		if !bytes.Equal(m, exp) {
+			t.Fatalf("message %d: %d bytes, content differs", i, len(m))
+		}
+		rs.Release(m)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, want) {
+		t.Fatal("the buffer passed to WriteMessageNoCopy was changed")
+	}
+}
