@@ -91,14 +91,18 @@ func (p *path) speed() float64 {
 	return p.rate
 }
 
-// planRate is the rate plan uses to decide whether to stripe a segment:
-// the larger of speed and the rate of short bursts, since both fall below
-// the path's rate when the sender leaves it idle between messages (as in
-// a ping-pong), and only the burst rate rises again at once. The burst
-// rate is left out of the other decisions (which frames an idle path
-// copies, where a whole segment goes): a loaded host can make it low.
+// planRate is the rate plan and the earliest-completion rule use: speed,
+// or while that is unknown, the rate of short bursts (a path that is never
+// busy for a whole delivery window, as in a ping-pong of messages of tens
+// of KB, has no other). The burst rate never overrides a measured speed:
+// a burst that left in one go through a shaper's bucket looks faster than
+// the path is. It is left out of the other decisions (which frames an
+// idle path copies, where a whole segment goes).
 func (p *path) planRate() float64 {
-	return max(p.speed(), p.brate)
+	if r := p.speed(); r > 0 {
+		return r
+	}
+	return p.brate
 }
 
 // sampleDelivery updates the delivery rate from acknowledged frames: bytes
