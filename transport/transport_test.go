@@ -353,7 +353,10 @@ func TestRoundRobinTakesPathsInTurn(t *testing.T) {
 	}
 	after := c.Stats()
 	for i := range after {
-		got := after[i].BytesSent - before[i].BytesSent
+		// Copies of frames that another path held too long (a loaded
+		// machine delays acknowledgements) are not the policy's
+		// placement: they are counted apart, as duplicated.
+		got := after[i].BytesSent - before[i].BytesSent - (after[i].Duplicated - before[i].Duplicated)
 		// Half the payload each, give or take heartbeats and acks.
 		if want := int64(n / 2 * size); got < want || got > want+want/10 {
 			t.Errorf("path %d sent %d bytes, want about %d (half of the messages)", i, got, want)
