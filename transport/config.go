@@ -114,12 +114,17 @@ type Config struct {
 	// Policy places messages that travel whole. Zero means PolicySoonest.
 	Policy Policy
 
-	// FragmentSize is the largest striping unit in bytes: segments striped
-	// while a path is slow use smaller fragments, down to 4 KiB, so that
-	// the slowest path sends one in about 2 ms. Zero means 32 KiB.
+	// FragmentSize is the largest striping unit in bytes. Fragments are
+	// sized so that the slowest live path sends one in about 2 ms (down to
+	// 4 KiB), and so that each path takes about 4 of a striped segment
+	// (down to 1 KiB). Zero means 1 MiB, and 32 KiB while no path's rate
+	// is known yet.
 	FragmentSize int
 	// StripeThreshold: segments longer than this are striped over all live
-	// paths; shorter ones travel whole. Zero means 2 x FragmentSize.
+	// paths; shorter ones travel whole. Zero (the default) decides per
+	// segment from the paths' measured rates and round-trip times: a
+	// segment is striped when that would deliver it sooner than the best
+	// single path by more than a fixed cost (see plan.go).
 	StripeThreshold int
 	// SegmentSize splits messages into segments, the unit of striping, flow
 	// control and delivery. Zero means 1 MiB.
@@ -186,8 +191,6 @@ func (c *Config) populate() (*Config, error) {
 		return nil, fmt.Errorf("transport: invalid Policy %d", cc.Policy)
 	}
 	setDefault(&cc.Lanes, 8)
-	setDefault(&cc.FragmentSize, 32<<10)
-	setDefault(&cc.StripeThreshold, 2*cc.FragmentSize)
 	setDefault(&cc.SegmentSize, 1<<20)
 	setDefault(&cc.StreamWindow, 16<<20)
 	setDefault(&cc.MaxMessageSize, 1<<30)
@@ -207,8 +210,10 @@ func (c *Config) populate() (*Config, error) {
 	switch {
 	case cc.Lanes < 1 || cc.Lanes > MaxLanes:
 		return nil, fmt.Errorf("transport: Lanes %d must be between 1 and %d", cc.Lanes, MaxLanes)
-	case cc.FragmentSize < 512 || cc.FragmentSize > cc.SegmentSize:
+	case cc.FragmentSize != 0 && (cc.FragmentSize < 512 || cc.FragmentSize > cc.SegmentSize):
 		return nil, fmt.Errorf("transport: FragmentSize %d must be between 512 and SegmentSize (%d)", cc.FragmentSize, cc.SegmentSize)
+	case cc.StripeThreshold < 0:
+		return nil, fmt.Errorf("transport: StripeThreshold %d must be 0 (decided from the paths' rates) or more", cc.StripeThreshold)
 	case cc.SegmentSize > wire.MaxSegment:
 		return nil, fmt.Errorf("transport: SegmentSize %d above the protocol limit %d", cc.SegmentSize, wire.MaxSegment)
 	case cc.StreamWindow < cc.SegmentSize || cc.StreamWindow > 1<<31:

@@ -7,8 +7,10 @@
 //	  Stream 5 ─┘          ══ path 1 (net 2) ══          └─ Stream 5
 //	                       ══ path 2 (net 3) ══
 //
-// A message is cut into segments (Config.SegmentSize). A segment longer
-// than Config.StripeThreshold is striped over every live path with the
+// A message is cut into segments (Config.SegmentSize). A segment is
+// striped over every live path when that delivers it sooner than the best
+// single path, judged from the paths' measured rates, backlogs and round
+// trips (plan.go; Config.StripeThreshold fixes a size instead), with the
 // Enhanced MuniSocket technique (package stripe): fragments carry no
 // sequence number; each channel's receiver places them by the Start frame
 // that preceded them and the channel's FIFO order. Shorter segments travel
@@ -23,7 +25,8 @@
 // AES-256-GCM records under that channel's fresh keys (secure.go): bytes
 // altered, replayed, reordered or cut on the way fail with ErrIntegrity,
 // and the channel is dropped like a failed path. Config.InsecurePlaintext
-// turns the records off, to measure what they cost. The receiver acknowledges data frames per channel; when a
+// turns the records off, to measure what they cost. The receiver
+// acknowledges data frames per channel; when a
 // path fails (reset, interface down, or silent past Config.PathTimeout)
 // the frames it had not had acknowledged are sent again on the others, and
 // the dialing side reconnects the path in the background. Duplicates are
@@ -43,4 +46,47 @@
 // Per-stream flow control: the receiver grants each stream
 // Config.StreamWindow bytes of unread data; a slow reader stalls only its
 // own stream.
+//
+// # Files
+//
+//	session.go     Session: open/accept streams, Flush, Shutdown, Close, the
+//	               monitor, statistics
+//	stream.go      Stream: WriteMessage, ReadMessage, per-stream flow control
+//	msgreader.go   MessageReader: one message of any size, segment by segment
+//	sender.go      the sending side: queues of whole and striped segments,
+//	               each path's writer (nextBatch, claim, writeLoop), copies
+//	               of frames stuck on slow paths, acknowledgements received
+//	plan.go        whole or striped, and the fragment size, per segment
+//	receiver.go    the receiving side: each lane's reader, reassembly of
+//	               segments, acknowledgements owed
+//	path.go        a path: its channel's life (attach, pathDown, redial,
+//	               heartbeat) and its rate and round-trip estimates
+//	lane.go        lanes of channels that have them (SCTP streams)
+//	plainreader.go the read buffer of plaintext channels (readv)
+//	secure.go      AES-256-GCM records; handshake.go the Noise handshake
+//	listener.go    Listener and Dial; bufpool.go pooled message buffers
+//	config.go      Config; errors.go the errors callers can test for
+//
+// # Locks
+//
+// Every lock, in the order they are taken; a goroutine holding one takes
+// only locks further down the list, never one above.
+//
+//  1. Stream.writeMu: one message at a time per stream (WriteMessage,
+//     Close). Stream.readMu likewise for reads (ReadMessage, NextMessage).
+//     A goroutine holds at most one stream's.
+//  2. Session.mu: all session, path, lane and stream state marked
+//     "guarded by s.mu", and the cond Session.work that path writers wait
+//     on. Never held across a read or write of a channel, a handshake, a
+//     dial or a large copy (ReadMessage joins segments after unlocking).
+//  3. stripe.Segment's lock, taken inside Claim, Remove, Join and Unsent,
+//     which are called with Session.mu held.
+//
+// Leaves, held alone and never while taking another: Listener.mu (the
+// listener's sessions and pending channels; a session created under it
+// starts without taking its own lock, and Session.closeWith calls
+// Listener.forget after releasing Session.mu), rateLog.mu, and
+// secureLanes.mu (the records of each lane). Channels are read by exactly
+// one goroutine per lane and written by exactly one per path, so the
+// record state of secureConn and the buffer of plainReader have no lock.
 package transport

@@ -57,14 +57,39 @@ func (e *PathError) Error() string {
 
 func (e *PathError) Unwrap() error { return e.Err }
 
+// ErrProtocol is what every ProtocolError is: errors.Is(err, ErrProtocol)
+// tells a peer that broke the protocol from a network failure.
+var ErrProtocol = errors.New("transport: protocol violation")
+
 // ProtocolError reports a frame that violates the protocol; the channel
-// that carried it is closed.
+// that carried it is closed (and reported as a PathError wrapping it). A
+// peer running another version of braid, or a bug, is the usual cause.
+// errors.As finds it through a PathError; Unwrap returns the frame
+// decoder's error, if the decoder found the fault.
 type ProtocolError struct {
-	Msg string
+	Msg string // what was wrong, for a person
+	Err error  // the decoder's error, or nil
 }
 
-func (e *ProtocolError) Error() string { return "transport: protocol violation: " + e.Msg }
+func (e *ProtocolError) Error() string {
+	switch {
+	case e.Msg == "" && e.Err != nil:
+		return "transport: protocol violation: " + e.Err.Error()
+	case e.Err != nil:
+		return "transport: protocol violation: " + e.Msg + ": " + e.Err.Error()
+	}
+	return "transport: protocol violation: " + e.Msg
+}
+
+// Unwrap returns the decoder's error, or nil.
+func (e *ProtocolError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrProtocol) hold.
+func (e *ProtocolError) Is(target error) bool { return target == ErrProtocol }
 
 func protoErrorf(format string, args ...any) error {
 	return &ProtocolError{Msg: fmt.Sprintf(format, args...)}
 }
+
+// protoErr reports a frame the decoder rejected with err.
+func protoErr(err error) error { return &ProtocolError{Err: err} }

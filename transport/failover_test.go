@@ -137,17 +137,6 @@ func transfer(t *testing.T, c, s *Session, total, msgSize int, after int, fault 
 	}
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestFailoverOnReset(t *testing.T) {
 	for _, m := range []StripeMode{StripeEnhanced, StripeBasic, StripeOff} {
 		t.Run(m.String(), func(t *testing.T) {
@@ -252,7 +241,10 @@ func testOvertake(t *testing.T, total, size int) {
 	}()
 	// While the large message is in flight, small messages on the other
 	// stream must arrive before it completes.
-	time.Sleep(50 * time.Millisecond)
+	sent0 := c.Stats()[0].BytesSent
+	waitFor(t, "the large message to be in flight", 10*time.Second, func() bool {
+		return c.Stats()[0].BytesSent-sent0 >= 1<<20
+	})
 	got := 0
 	for i := range 5 {
 		if err := small.WriteMessage(ctx, []byte{byte(i)}); err != nil {

@@ -71,8 +71,47 @@ func TestFragmentSizeFollowsTheSlowestPath(t *testing.T) {
 		{"configured below the floor", 1 << 10, []*path{up(10e3)}, 1 << 10},
 	} {
 		s := &Session{cfg: &Config{FragmentSize: tc.frag}, paths: tc.paths}
-		if got := s.fragSize(); got != tc.want {
+		if got := s.fragBound(); got != tc.want {
 			t.Errorf("%s: fragment size %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestPlanStripesWhenItPays(t *testing.T) {
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	up := func(rate float64, rtt time.Duration) *path {
+		return &path{conn: c1, drate: rate, rtt: rtt, minRTT: rtt}
+	}
+	const mbit = 1e6 / 8
+	for _, tc := range []struct {
+		name   string
+		cfg    Config
+		paths  []*path
+		size   int
+		want   int // fragment size; 0: whole
+		stripe bool
+	}{
+		{"2 x 100 Mbit/s, 1 KB", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(100*mbit, 200*time.Microsecond)}, 1 << 10, 0, false},
+		{"2 x 100 Mbit/s, 8 KB", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(100*mbit, 200*time.Microsecond)}, 8 << 10, 0, false},
+		{"2 x 100 Mbit/s, 64 KB", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(100*mbit, 200*time.Microsecond)}, 64 << 10, 8 << 10, true},
+		{"2 x 100 Mbit/s, 1 MB", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(100*mbit, 200*time.Microsecond)}, 1 << 20, 25000, true},
+		{"100 + 1 Mbit/s, 64 KB", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(1*mbit, 200*time.Microsecond)}, 64 << 10, 0, false},
+		{"long round trip on the second path", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(100*mbit, 20*time.Millisecond)}, 64 << 10, 0, false},
+		{"rates unknown, 64 KB", Config{}, []*path{up(0, 0), up(0, 0)}, 64 << 10, 0, false},
+		{"rates unknown, 1 MB", Config{}, []*path{up(0, 0), up(0, 0)}, 1 << 20, 32 << 10, true},
+		{"one fast path, 1 MB", Config{}, []*path{up(2e9, 50*time.Microsecond)}, 1 << 20, 1 << 20, false},
+		{"one fast path, 4 MB", Config{SegmentSize: 4 << 20}, []*path{up(2e9, 50*time.Microsecond)}, 4 << 20, 1 << 20, true},
+		{"fixed threshold", Config{StripeThreshold: 100 << 10, FragmentSize: 16 << 10}, []*path{up(100*mbit, 0), up(100*mbit, 0)}, 128 << 10, 16 << 10, true},
+		{"striping off", Config{Stripe: StripeOff}, []*path{up(100*mbit, 0), up(100*mbit, 0)}, 8 << 20, 0, false},
+	} {
+		cfg := tc.cfg
+		s := &Session{cfg: &cfg, paths: tc.paths}
+		s.pathsChanged()
+		got := s.plan(tc.size)
+		if (got > 0) != tc.stripe || (tc.stripe && got != tc.want) {
+			t.Errorf("%s: plan(%d) = %d, want striped=%v in fragments of %d", tc.name, tc.size, got, tc.stripe, tc.want)
 		}
 	}
 }

@@ -256,12 +256,7 @@ func holBody(t *testing.T, lanes int) {
 		gotA <- err
 	}()
 	// Wait until A's data went out (and was withheld) before B writes.
-	for deadline := time.Now().Add(10 * time.Second); proxy.heldSoFar() < len(msgA); {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d bytes of A's %d withheld", proxy.heldSoFar(), len(msgA))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "A's data to be withheld", 10*time.Second, func() bool { return proxy.heldSoFar() >= len(msgA) })
 	const nB = 5
 	for i := range nB {
 		if err := b.WriteMessage(ctx, fmt.Appendf(nil, "b%d", i)); err != nil {

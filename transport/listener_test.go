@@ -181,17 +181,7 @@ func TestListenerBoundsHandshakes(t *testing.T) {
 		}
 	}()
 	defer close(trickle)
-	for deadline := time.Now().Add(timeout / 2); ; time.Sleep(5 * time.Millisecond) {
-		ln.mu.Lock()
-		n := len(ln.pending)
-		ln.mu.Unlock()
-		if n == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d channels handshaking, want 3", n)
-		}
-	}
+	waitFor(t, "3 channels handshaking", timeout/2, func() bool { return pendingOf(ln) == 3 })
 	over, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -234,17 +224,7 @@ func TestListenerCloseEndsHandshakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		ln.mu.Lock()
-		n := len(ln.pending)
-		ln.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the channel never started its handshake")
-		}
-	}
+	waitFor(t, "the channel to start its handshake", 5*time.Second, func() bool { return pendingOf(ln) == 1 })
 	start := time.Now()
 	ln.Close()
 	if d := time.Since(start); d > 5*time.Second {
@@ -253,4 +233,11 @@ func TestListenerCloseEndsHandshakes(t *testing.T) {
 	if _, err := io.ReadAll(c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
 		t.Errorf("read after Close: %v", err)
 	}
+}
+
+// pendingOf returns how many channels ln holds in their handshake.
+func pendingOf(ln *Listener) int {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	return len(ln.pending)
 }

@@ -76,6 +76,24 @@ func (st *Stream) notify() {
 // stream is full. Delivery survives the failure of any path as long as one
 // path remains or comes back within Config.SessionTimeout.
 func (st *Stream) WriteMessage(ctx context.Context, b []byte) error {
+	return st.write(ctx, b, false)
+}
+
+// WriteMessageNoCopy sends b as one message, like WriteMessage, but keeps
+// b instead of copying it: the frames are written from b itself, and sent
+// again from b if a path fails before the peer acknowledged them. b must
+// not be modified until the peer has acknowledged all of it (Session.Flush
+// returns); the transport only reads it and never recycles it. It suits
+// data that does not change while it is sent, such as a buffer sent many
+// times over or a read-only mapping of a file, and saves the copy, which
+// on fast paths is a large part of the sender's CPU.
+func (st *Stream) WriteMessageNoCopy(ctx context.Context, b []byte) error {
+	return st.write(ctx, b, true)
+}
+
+// write queues b as one message, copied into pooled buffers or, with
+// borrow, referenced in place.
+func (st *Stream) write(ctx context.Context, b []byte, borrow bool) error {
 	st.writeMu.Lock()
 	defer st.writeMu.Unlock()
 	s := st.s
@@ -111,8 +129,16 @@ func (st *Stream) WriteMessage(ctx context.Context, b []byte) error {
 				return ctx.Err()
 			}
 		}
-		data := getBuf(n)
-		copy(data, b[off:off+n])
+		var data []byte
+		switch {
+		case borrow && n > 0:
+			data = b[off : off+n : off+n]
+		case borrow:
+			data = []byte{} // not nil: nil data means acknowledged
+		default:
+			data = getBuf(n)
+			copy(data, b[off:off+n])
+		}
 		off += n
 		flags := uint8(0)
 		if off == len(b) {
@@ -124,7 +150,7 @@ func (st *Stream) WriteMessage(ctx context.Context, b []byte) error {
 			s.mu.Unlock()
 			return err
 		}
-		seg := &txSeg{st: st, data: data, ref: wire.SegmentRef{Stream: st.id, Seq: st.txSeq, Len: uint32(n), Flags: flags}}
+		seg := &txSeg{st: st, data: data, borrowed: borrow, ref: wire.SegmentRef{Stream: st.id, Seq: st.txSeq, Len: uint32(n), Flags: flags}}
 		st.txSeq++
 		st.txStarted += uint64(n)
 		s.enqueue(seg)
@@ -283,191 +309,6 @@ func (st *Stream) popLocked(seg *rxSeg) (msg []byte, parts [][]byte, done bool, 
 func (st *Stream) maybeForget() {
 	if st.txClosed && st.rxEOF {
 		delete(st.s.streams, st.id)
-	}
-}
-
-// rxSeg is a segment being received.
-type rxSeg struct {
-	ref      wire.SegmentRef
-	buf      []byte
-	state    []uint8 // per fragment: rxNone, rxBusy, rxDone
-	alt      map[int][]byte
-	got      int
-	complete bool
-	stale    bool // placeholder for a segment already delivered
-}
-
-const (
-	rxNone uint8 = iota
-	rxBusy
-	rxDone
-)
-
-// Modes of rxBegin.
-const (
-	rxDiscard = iota // duplicate: drop the bytes
-	rxDirect         // read into the segment buffer
-	rxAlt            // another channel is reading this fragment: read aside
-)
-
-// rxSegment finds or creates the receive state of a segment. A nil
-// segment with a nil error means the frame is stale and its payload is
-// dropped.
-func (s *Session) rxSegment(ref wire.SegmentRef) (*Stream, *rxSeg, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, err := s.rxStreamLocked(ref.Stream)
-	if err != nil || st == nil {
-		return nil, nil, err
-	}
-	if ref.Seq < st.rxNext {
-		return st, nil, nil
-	}
-	if seg := st.rxSegs[ref.Seq]; seg != nil {
-		if seg.ref != ref {
-			return nil, nil, protoErrorf("segment %d of stream %d announced as %+v and as %+v", ref.Seq, ref.Stream, seg.ref, ref)
-		}
-		return st, seg, nil
-	}
-	if ref.Flags&wire.FlagClose != 0 && ref.Len != 0 {
-		return nil, nil, protoErrorf("close marker with %d bytes", ref.Len)
-	}
-	if st.rxBuffered+int64(ref.Len) > int64(s.cfg.StreamWindow) {
-		return nil, nil, protoErrorf("stream %d: peer sent beyond its flow-control window (%d buffered + %d > %d)",
-			st.id, st.rxBuffered, ref.Len, s.cfg.StreamWindow)
-	}
-	if ref.Seq-st.rxNext > uint64(s.cfg.StreamWindow) {
-		return nil, nil, protoErrorf("stream %d: segment %d far ahead of %d", st.id, ref.Seq, st.rxNext)
-	}
-	seg := &rxSeg{ref: ref, buf: getBuf(int(ref.Len)), state: make([]uint8, ref.Fragments())}
-	st.rxSegs[ref.Seq] = seg
-	st.rxBuffered += int64(ref.Len)
-	return st, seg, nil
-}
-
-// rxStreamLocked returns the stream a frame belongs to, opening it if the
-// peer is opening it; nil means it was closed and forgotten.
-func (s *Session) rxStreamLocked(id uint32) (*Stream, error) {
-	if st := s.streams[id]; st != nil {
-		return st, nil
-	}
-	if s.closed {
-		return nil, s.closeErr
-	}
-	peerOpened := (id%2 == 1) != s.isClient
-	if !peerOpened {
-		if id >= s.nextStream {
-			return nil, protoErrorf("frame for stream %d that this side never opened", id)
-		}
-		return nil, nil
-	}
-	if id <= s.peerHighest {
-		return nil, nil
-	}
-	next := s.peerHighest + 2
-	if s.peerHighest == 0 {
-		next = 2
-		if !s.isClient {
-			next = 1
-		}
-	}
-	for ; next <= id; next += 2 {
-		if len(s.streams) >= s.cfg.MaxStreams {
-			return nil, fmt.Errorf("%w: the peer opened more than %d", ErrTooManyStreams, s.cfg.MaxStreams)
-		}
-		st := newStream(s, next)
-		s.streams[next] = st
-		s.acceptQ = append(s.acceptQ, st)
-		s.peerHighest = next
-	}
-	select {
-	case s.acceptCh <- struct{}{}:
-	default:
-	}
-	return s.streams[id], nil
-}
-
-// rxBegin decides where fragment idx of seg is read to.
-func (s *Session) rxBegin(seg *rxSeg, idx int) ([]byte, int) {
-	if seg == nil {
-		return nil, rxDiscard
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if seg.complete || seg.state[idx] == rxDone {
-		return nil, rxDiscard
-	}
-	off, n := s.fragSpan(seg, idx)
-	if seg.state[idx] == rxBusy {
-		return make([]byte, n), rxAlt
-	}
-	seg.state[idx] = rxBusy
-	return seg.buf[off : off+n], rxDirect
-}
-
-func (s *Session) fragSpan(seg *rxSeg, idx int) (off, n int) {
-	if seg.ref.FragSize == 0 {
-		return 0, int(seg.ref.Len)
-	}
-	return idx * int(seg.ref.FragSize), seg.ref.FragLen(idx)
-}
-
-// rxEnd records the outcome of reading fragment idx of seg.
-func (s *Session) rxEnd(st *Stream, seg *rxSeg, idx, mode int, buf []byte, ok bool) {
-	if mode == rxDiscard {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if seg.complete {
-		return // another copy completed the segment meanwhile
-	}
-	switch mode {
-	case rxDirect:
-		if !ok {
-			if alt, have := seg.alt[idx]; have {
-				off, _ := s.fragSpan(seg, idx)
-				copy(seg.buf[off:], alt)
-				delete(seg.alt, idx)
-				s.fragDone(st, seg, idx)
-				return
-			}
-			seg.state[idx] = rxNone
-			return
-		}
-		delete(seg.alt, idx)
-		s.fragDone(st, seg, idx)
-	case rxAlt:
-		if !ok || seg.state[idx] == rxDone {
-			return
-		}
-		if seg.state[idx] == rxNone {
-			// The channel that was reading it failed meanwhile.
-			off, _ := s.fragSpan(seg, idx)
-			copy(seg.buf[off:], buf)
-			s.fragDone(st, seg, idx)
-			return
-		}
-		if seg.alt == nil {
-			seg.alt = map[int][]byte{}
-		}
-		seg.alt[idx] = buf
-	}
-}
-
-// fragDone marks a fragment received. Caller holds s.mu.
-func (s *Session) fragDone(st *Stream, seg *rxSeg, idx int) {
-	if seg.state[idx] == rxDone {
-		return
-	}
-	seg.state[idx] = rxDone
-	seg.got++
-	if seg.got == len(seg.state) {
-		seg.complete = true
-		seg.state, seg.alt = nil, nil
-		if seg.ref.Seq == st.rxNext {
-			st.notify()
-		}
 	}
 }
 

@@ -3,6 +3,9 @@ package channel
 import (
 	"net"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // NotSentLowat is the initial bound on the bytes a channel may hold unsent
@@ -46,4 +49,26 @@ func SetSendBacklog(c net.Conn, bytes int) bool {
 		return false
 	}
 	return serr == nil
+}
+
+// MinRTT returns the smallest round trip the kernel measured on c's TCP
+// connection (tcpi_min_rtt), which data queued ahead of a probe does not
+// inflate. ok is false where c is not a TCP connection.
+func MinRTT(c net.Conn) (rtt time.Duration, ok bool) {
+	tc, isTCP := c.(*net.TCPConn)
+	if !isTCP {
+		return 0, false
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var info *unix.TCPInfo
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		info, serr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil || serr != nil || info.Min_rtt == 0 || info.Min_rtt == ^uint32(0) {
+		return 0, false
+	}
+	return time.Duration(info.Min_rtt) * time.Microsecond, true
 }

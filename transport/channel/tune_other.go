@@ -2,7 +2,10 @@
 
 package channel
 
-import "net"
+import (
+	"net"
+	"time"
+)
 
 // NotSentLowat is unused where TCP_NOTSENT_LOWAT is missing.
 const NotSentLowat = 0
@@ -15,3 +18,6 @@ func tune(c net.Conn) {
 
 // SetSendBacklog is a no-op where TCP_NOTSENT_LOWAT is missing.
 func SetSendBacklog(c net.Conn, bytes int) bool { return false }
+
+// MinRTT reports nothing where TCP_INFO is missing.
+func MinRTT(net.Conn) (time.Duration, bool) { return 0, false }
