@@ -77,11 +77,16 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 		"The paper's absolute times (Java web services on 2013 VMs) are 30-100 times braid's; only the relative figures (Figs. 7 and 10) compare.",
 	}
 	pr.Missing = []string{
-		"Dask distributed and Ray on the same tasks: not run in this session (the experiment does not yet create their virtual environment).",
 		"Figs. 13-14 (equal and proportional division with static scheduling): not re-run.",
 	}
 	if r.Quick {
-		pr.Missing = append(pr.Missing, "Quick mode: only the TCP and SCTP 2-stream layouts and TCP 3/3 and 3/3/1, at 10 and 100 tasks.")
+		pr.Missing = append(pr.Missing, "Quick mode: only the TCP and SCTP 2-stream layouts and TCP 3/3 and 3/3/1, at 10 and 100 tasks; "+
+			"Dask and Ray run only in the full mode (their environment takes minutes to install).")
+	} else {
+		pr.Emulated = append(pr.Emulated, "Dask distributed and Ray (the peers, in a Python virtual environment the run creates: "+
+			strings.Join(pyPeerPackages, ", ")+") run the same task with Pillow (decode the GIF, gaussian blur with sigma 1, encode PNG) "+
+			"on the same worker count and threads (a LocalCluster of worker processes; Ray with as many CPUs as threads in all), "+
+			"on this machine's loopback rather than in the namespaces.")
 	}
 	figTask := func(id, title string) *Figure {
 		return pr.fig(&Figure{ID: id, Title: title, XLabel: "tasks (count)", YLabel: "time per task (ms)", Unit: "ms", LogX: true})
@@ -144,6 +149,9 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 				}
 			}
 		}
+	}
+	if !r.Quick {
+		r.peers001(ctx, pr, dir, gif, tasks, reps, f6, f9)
 	}
 	decrease := func(f *Figure, name, from, to string) {
 		for _, n := range tasks {
@@ -245,4 +253,41 @@ func (r *PaperRun) run001(ctx context.Context, bed *testbed.Bed, dir, gif string
 		}
 	}
 	return out, nil
+}
+
+// peers001 runs the tasks on Dask distributed and Ray in the layouts of
+// Figs. 6 and 9 (one worker with 2 threads, two with 2 each); a peer that
+// cannot run is noted in the report.
+func (r *PaperRun) peers001(ctx context.Context, pr *PaperResult, dir, gif string, tasks []int, reps int, f6, f9 *Figure) {
+	py, err := PeerVenv(ctx, r.logf)
+	if err != nil {
+		pr.Missing = append(pr.Missing, fmt.Sprintf("Dask and Ray: no Python environment: %v", err))
+		return
+	}
+	for _, fw := range []struct{ id, name string }{{"dask", "Dask"}, {"ray", "Ray"}} {
+		for _, l := range []struct {
+			workers int
+			figs    []*Figure
+			braid   string
+		}{{1, []*Figure{f6, f9}, "TCP, 1 worker x 2 streams"}, {2, []*Figure{f9}, "TCP, 2 workers x 2 streams"}} {
+			name := fmt.Sprintf("%s, %d worker(s) x 2 threads", fw.name, l.workers)
+			r.logf("001 %s", name)
+			got, err := runPeer(ctx, py, dir, gif, fw.id, l.workers, 2, tasks, reps)
+			if err != nil {
+				pr.Missing = append(pr.Missing, fmt.Sprintf("%s: %v", name, err))
+				continue
+			}
+			for _, n := range tasks {
+				for _, v := range got[n] {
+					r.logf("001 %s, %d tasks: %.2f ms per task", name, n, v)
+					for _, f := range l.figs {
+						f.add(name, kindPeer, float64(n), strconv.Itoa(n), v)
+					}
+				}
+			}
+			for _, f := range l.figs {
+				f.Compare = append(f.Compare, [2]string{l.braid, name})
+			}
+		}
+	}
 }
