@@ -25,6 +25,7 @@ func commandNames() []string {
 		"op":      {"add", "rm", "run"},
 		"token":   {"create", "list", "revoke"},
 		"testbed": {"up", "down", "show", "exec", "link", "rate", "loss", "list"},
+		"bench":   {"report"},
 	}
 	var names []string
 	for n := range commands {
