@@ -22,6 +22,7 @@ var Papers = []string{"000", "001", "002", "003"}
 var paperRunners = map[string]func(*PaperRun, context.Context, *PaperResult) error{
 	"000": (*PaperRun).paper000,
 	"001": (*PaperRun).paper001,
+	"002": (*PaperRun).paper002,
 	"003": (*PaperRun).paper003,
 }
 

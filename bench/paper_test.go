@@ -134,13 +134,13 @@ func TestPaperReportWithoutTestbed(t *testing.T) {
 }
 
 func TestParsePapers(t *testing.T) {
-	for arg, want := range map[string]string{"003": "003", "all": "000,001,003", "000,003,000": "000,003"} {
+	for arg, want := range map[string]string{"003": "003", "all": "000,001,002,003", "000,003,000": "000,003"} {
 		got, err := ParsePapers(arg)
 		if err != nil || strings.Join(got, ",") != want {
 			t.Errorf("ParsePapers(%q) = %v, %v; want %s", arg, got, err, want)
 		}
 	}
-	for _, arg := range []string{"", "5", "002", "003,x"} {
+	for _, arg := range []string{"", "5", "004", "003,x"} {
 		if got, err := ParsePapers(arg); err == nil {
 			t.Errorf("ParsePapers(%q) = %v, want an error", arg, got)
 		}

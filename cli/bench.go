@@ -39,7 +39,7 @@ fraction measures the share of a worker's lent thread time spent computing.
 
 Experiments: `+strings.Join(names, ", ")+`.
 
---paper re-runs a seed paper's measurements (000, 001, 003, or all): it
+--paper re-runs a seed paper's measurements (000, 001, 002, 003, or all): it
 sets up its own testbed, runs braid and the peers side by side, tears
 the testbed down, and writes results.json, one SVG plot per figure or
 table and report.md (the paper's numbers beside braid's) into --out.
@@ -51,7 +51,7 @@ table and report.md (the paper's numbers beside braid's) into --out.
 	only := fs.String("only", "", "run only the experiment of this `name`, or else those whose name contains it")
 	secs := fs.Float64("time", 5, "`seconds` per bulk measurement")
 	out := fs.String("o", "", "append the report to this `file` (default: stdout)")
-	paper := fs.String("paper", "", "re-run the seed `paper` 000, 001, 003 (comma-separated) or all, writing into --out")
+	paper := fs.String("paper", "", "re-run the seed `paper` 000, 001, 002, 003 (comma-separated) or all, writing into --out")
 	quick := fs.Bool("quick", false, "with --paper: a reduced run (fewer sizes, counts and repetitions), under 3 minutes")
 	outDir := fs.String("out", "", "with --paper: the `directory` of results.json, the plots and report.md (default: braid-paper-PAPER)")
 	if code := parseFlags(env, fs, args); code >= 0 {

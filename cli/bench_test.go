@@ -20,7 +20,7 @@ func TestBenchPaperBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"bench", "--paper", "9"}, 2, `unknown paper "9"`},
-		{[]string{"bench", "--paper", "002"}, 2, "not re-run yet"},
+		{[]string{"bench", "--paper", "003,7"}, 2, `unknown paper "7"`},
 		{[]string{"bench", "--quick"}, 2, "go with --paper"},
 		{[]string{"bench", "--paper", "003", "--only", "equal"}, 2, "do not go with --paper"},
 		{[]string{"bench", "stray"}, 2, "unexpected argument"},
