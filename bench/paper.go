@@ -63,6 +63,9 @@ type Machine struct {
 	Cores  int    `json:"cores"`
 	Kernel string `json:"kernel"`
 	Go     string `json:"go"`
+	// Load is /proc/loadavg when the run started: other work on the
+	// machine disturbs the figures.
+	Load string `json:"load,omitempty"`
 }
 
 // PaperResult is one paper's part of a run.
@@ -422,6 +425,11 @@ func ThisMachine() Machine {
 				m.CPU = strings.TrimSpace(v)
 				break
 			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			m.Load = strings.Join(f[:3], " ")
 		}
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {

@@ -19,7 +19,11 @@ func Report(w io.Writer, imgDir string, res *Results) error {
 	}
 	fmt.Fprintf(ew, "## Papers re-run: `%s`%s\n\n", res.Command, mode)
 	m := res.Machine
-	fmt.Fprintf(ew, "Run %s, %.0f s. Machine: %s, %d cores, %s, %s.\n", res.Started.Format("2006-01-02 15:04 MST"), res.Elapsed, m.CPU, m.Cores, m.Kernel, m.Go)
+	fmt.Fprintf(ew, "Run %s, %.0f s. Machine: %s, %d cores, %s, %s", res.Started.Format("2006-01-02 15:04 MST"), res.Elapsed, m.CPU, m.Cores, m.Kernel, m.Go)
+	if m.Load != "" {
+		fmt.Fprintf(ew, "; load average %s at the start (the cores are shared)", m.Load)
+	}
+	fmt.Fprintf(ew, ".\n")
 	fmt.Fprintf(ew, "Values are means over the repetitions; the range is min-max over them. \"paper\" is the paper's figure where it gives one, \"ratio\" braid's value over it.\n")
 	for _, p := range res.Papers {
 		fmt.Fprintf(ew, "\n### Paper %s: %s\n\n%s\n", p.Paper, p.Title, p.Setup)
