@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/testbed"
@@ -86,7 +88,8 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 		pr.Emulated = append(pr.Emulated, "Dask distributed and Ray (the peers, in a Python virtual environment the run creates: "+
 			strings.Join(pyPeerPackages, ", ")+") run the same task with Pillow (decode the GIF, gaussian blur with sigma 1, encode PNG) "+
 			"on the same worker count and threads (a LocalCluster of worker processes; Ray with as many CPUs as threads in all), "+
-			"on this machine's loopback rather than in the namespaces.")
+			"on this machine's loopback rather than in the namespaces, at up to 500 tasks and 3 repetitions (Pillow's task costs several times braid's). "+
+			"Each task's compute alone (braid's blur in Go, Pillow's in Python, one thread, one after the other) is plotted too: a framework's overhead is what lies above it.")
 	}
 	figTask := func(id, title string) *Figure {
 		return pr.fig(&Figure{ID: id, Title: title, XLabel: "tasks (count)", YLabel: "time per task (ms)", Unit: "ms", LogX: true})
@@ -264,6 +267,40 @@ func (r *PaperRun) peers001(ctx context.Context, pr *PaperResult, dir, gif strin
 		pr.Missing = append(pr.Missing, fmt.Sprintf("Dask and Ray: no Python environment: %v", err))
 		return
 	}
+	// The task's compute alone, in Go (braid's blur) and in Python
+	// (Pillow's): the frameworks' overhead is what lies above it.
+	img, err := os.ReadFile(gif)
+	if err != nil {
+		pr.Missing = append(pr.Missing, err.Error())
+		return
+	}
+	for range reps {
+		n := 100
+		t0 := time.Now()
+		for range n {
+			if _, err := ops.Execute(ctx, ops.Blur(), bytes.NewReader(img), int64(len(img)), map[string]string{"radius": "2"}, ops.Hint{}, 1); err != nil {
+				pr.Missing = append(pr.Missing, fmt.Sprintf("the blur alone: %v", err))
+				return
+			}
+		}
+		for _, f := range []*Figure{f6, f9} {
+			for _, m := range tasks {
+				f.add("braid's blur alone, 1 thread", kindIdeal, float64(m), strconv.Itoa(m), float64(time.Since(t0).Microseconds())/1000/float64(n))
+			}
+		}
+	}
+	if got, err := runPeer(ctx, py, dir, gif, "alone", 1, 1, tasks, reps); err != nil {
+		pr.Missing = append(pr.Missing, fmt.Sprintf("Pillow's blur alone: %v", err))
+	} else {
+		for _, f := range []*Figure{f6, f9} {
+			for _, m := range tasks {
+				for _, v := range got[min(m, 100)] {
+					f.add("Pillow's blur alone, 1 thread", kindIdeal, float64(m), strconv.Itoa(m), v)
+				}
+			}
+		}
+	}
+	peerTasks := tasks[:min(len(tasks), 3)] // up to 500: Pillow's task costs 10 times braid's
 	for _, fw := range []struct{ id, name string }{{"dask", "Dask"}, {"ray", "Ray"}} {
 		for _, l := range []struct {
 			workers int
@@ -272,12 +309,12 @@ func (r *PaperRun) peers001(ctx context.Context, pr *PaperResult, dir, gif strin
 		}{{1, []*Figure{f6, f9}, "TCP, 1 worker x 2 streams"}, {2, []*Figure{f9}, "TCP, 2 workers x 2 streams"}} {
 			name := fmt.Sprintf("%s, %d worker(s) x 2 threads", fw.name, l.workers)
 			r.logf("001 %s", name)
-			got, err := runPeer(ctx, py, dir, gif, fw.id, l.workers, 2, tasks, reps)
+			got, err := runPeer(ctx, py, dir, gif, fw.id, l.workers, 2, peerTasks, min(reps, 3))
 			if err != nil {
 				pr.Missing = append(pr.Missing, fmt.Sprintf("%s: %v", name, err))
 				continue
 			}
-			for _, n := range tasks {
+			for _, n := range peerTasks {
 				for _, v := range got[n] {
 					r.logf("001 %s, %d tasks: %.2f ms per task", name, n, v)
 					for _, f := range l.figs {

@@ -7,7 +7,8 @@ first submission until every result is back at the client. Prints one JSON
 object per job on standard output.
 
 usage: python paper001_peers.py FRAMEWORK GIF WORKERS THREADS TASKS REPS
-  FRAMEWORK  dask or ray
+  FRAMEWORK  dask, ray, or alone (the task in this process, serially, at
+             most 100 per job)
   TASKS      comma-separated task counts, e.g. 10,100,500,1000
 """
 
@@ -71,14 +72,27 @@ def run_ray(data, workers, threads, tasks, reps):
         ray.shutdown()
 
 
+def run_alone(data, workers, threads, tasks, reps):
+    """The task alone, one after the other in this process: its compute cost."""
+    blur(data)
+    for rep in range(reps):
+        for n in tasks:
+            n = min(n, 100)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                blur(data)
+            yield rep, n, time.perf_counter() - t0
+
+
 def main():
     framework, gif, workers, threads, tasks, reps = sys.argv[1:7]
     with open(gif, "rb") as f:
         data = f.read()
     tasks = [int(t) for t in tasks.split(",")]
-    run = {"dask": run_dask, "ray": run_ray}[framework]
+    run = {"dask": run_dask, "ray": run_ray, "alone": run_alone}[framework]
     for rep, n, el in run(data, int(workers), int(threads), tasks, int(reps)):
         print(json.dumps({"framework": framework, "rep": rep, "tasks": n, "ms_per_task": el * 1000 / n}), flush=True)
+        print(f"{framework} rep {rep}: {n} tasks, {el * 1000 / n:.2f} ms per task", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ func (s spread) YError(i int) (float64, float64) { return s.lo[i], s.hi[i] }
 
 // Draw writes the figure as a plot to file (SVG, PNG or PDF by the
 // extension): one line per series with its min-max range as error bars,
-// the ideal dashed, and the paper's values as black rings where they
+// ideal lines dashed, and the paper's values as black rings where they
 // compare with braid's (else they stay in the report's table).
 func (f *Figure) Draw(file string) error {
 	p := plot.New()
@@ -64,8 +64,6 @@ func (f *Figure) Draw(file string) error {
 		points.Shape = plotutil.Shape(i)
 		if kindOf(f, name) == kindIdeal {
 			line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-			line.Color = color.Gray{Y: 90}
-			points.Color = line.Color
 		}
 		p.Add(line, points)
 		if s.lo != nil {

@@ -107,10 +107,12 @@ func runPeer(ctx context.Context, py, dir, gif, framework string, workers, threa
 		}
 		res[j.Tasks] = append(res[j.Tasks], j.MsPerTask)
 	}
-	for _, n := range tasks {
-		if len(res[n]) != reps {
-			return nil, fmt.Errorf("%s: %d jobs of %d tasks, want %d", framework, len(res[n]), n, reps)
-		}
+	jobs := 0
+	for _, v := range res {
+		jobs += len(v)
+	}
+	if jobs != len(tasks)*reps {
+		return nil, fmt.Errorf("%s: %d jobs, want %d", framework, jobs, len(tasks)*reps)
 	}
 	return res, nil
 }
