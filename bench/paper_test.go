@@ -122,7 +122,7 @@ func TestPaperReportWithoutTestbed(t *testing.T) {
 		t.Errorf("braid at 8 KB: %+v; want mean 55, 50-60, ratio 55/87.37", p)
 	}
 	report, _ := os.ReadFile(filepath.Join(dir, "report.md"))
-	for _, want := range []string{"| paper | ratio |", "| 8 KB | 55.0 (50.0-60.0) | 87.4 | 0.63 |", "37% below the paper's 87.4", "falls short of peak"} {
+	for _, want := range []string{"| paper | ratio |", "| 8 KB | 55.0 [50.0, 60.0] | 87.4 | 0.63 |", "37% below the paper's 87.4", "falls short of peak"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, report)
 		}

@@ -24,7 +24,7 @@ func Report(w io.Writer, imgDir string, res *Results) error {
 		fmt.Fprintf(ew, "; load average %s at the start (the cores are shared)", m.Load)
 	}
 	fmt.Fprintf(ew, ".\n")
-	fmt.Fprintf(ew, "Values are means over the repetitions; the range is min-max over them. \"paper\" is the paper's figure where it gives one, \"ratio\" braid's value over it.\n")
+	fmt.Fprintf(ew, "Values are means over the repetitions, [min, max] over them. \"paper\" is the paper's figure where it gives one, \"ratio\" braid's value over it.\n")
 	for _, p := range res.Papers {
 		fmt.Fprintf(ew, "\n### Paper %s: %s\n\n%s\n", p.Paper, p.Title, p.Setup)
 		if len(p.Emulated) > 0 {
@@ -88,7 +88,7 @@ func table(w io.Writer, f *Figure) {
 			case p.Reps == 1:
 				row = append(row, num(p.Value))
 			default:
-				row = append(row, fmt.Sprintf("%s (%s-%s)", num(p.Value), num(p.Min), num(p.Max)))
+				row = append(row, fmt.Sprintf("%s [%s, %s]", num(p.Value), num(p.Min), num(p.Max)))
 			}
 			if withPaper[s] {
 				if p != nil && p.Paper != nil {
