@@ -238,6 +238,9 @@ func (f *Figure) finish() []string {
 		case f.Unit == "%" && math.Abs(p.Value-*p.Paper) > 5 && w > 0:
 			out = append(out, fmt.Sprintf("%s, %s at %s: braid measured %s%%, %.0f points %s the paper's %s%%.",
 				f.Title, p.Series, p.XLabel, num(p.Value), math.Abs(p.Value-*p.Paper), word, num(*p.Paper)))
+		case f.Unit != "%" && w > 0.1 && !f.Higher:
+			out = append(out, fmt.Sprintf("%s, %s at %s: braid measured %s %s, %.1f times the paper's %s.",
+				f.Title, p.Series, p.XLabel, num(p.Value), f.Unit, p.Value / *p.Paper, num(*p.Paper)))
 		case f.Unit != "%" && w > 0.1:
 			out = append(out, fmt.Sprintf("%s, %s at %s: braid measured %s %s, %.0f%% %s the paper's %s.",
 				f.Title, p.Series, p.XLabel, num(p.Value), f.Unit, 100*w, word, num(*p.Paper)))
@@ -254,8 +257,12 @@ func (f *Figure) finish() []string {
 			}
 			// A shortfall counts when it is larger than both spreads.
 			if w := worse(m.Value, p.Value); w > 0.05 && (f.Higher && m.Max < p.Min || !f.Higher && m.Min > p.Max) {
-				out = append(out, fmt.Sprintf("%s at %s: %s (%s %s) falls short of %s (%s %s) by %.0f%%.",
-					f.Title, m.XLabel, m.Series, num(m.Value), f.Unit, p.Series, num(p.Value), f.Unit, 100*w))
+				by := fmt.Sprintf("by %.0f%%", 100*w)
+				if !f.Higher {
+					by = fmt.Sprintf("(%.1f times as much)", m.Value/p.Value)
+				}
+				out = append(out, fmt.Sprintf("%s at %s: %s (%s %s) falls short of %s (%s %s) %s.",
+					f.Title, m.XLabel, m.Series, num(m.Value), f.Unit, p.Series, num(p.Value), f.Unit, by))
 			}
 		}
 	}
