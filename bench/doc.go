@@ -15,4 +15,13 @@
 // per network from the interface counters); SlowWorkerRun times two fast
 // workers with and without a slow, CPU-capped one (CPULimit) under each
 // scheduling policy.
+//
+// PaperRun re-runs the seed papers' measurements (braid bench --paper):
+// each paper's figures and tables become Figures of Points, every point
+// with its repetitions, its spread and the paper's value where the paper
+// gives one; Results.Write puts results.json, one plot per figure
+// (gonum/plot, SVG) and report.md into a directory, and Report renders
+// runs as Markdown, the findings in plain words. Paper 001's peers, Dask
+// distributed and Ray, run in a Python virtual environment that PeerVenv
+// creates.
 package bench

@@ -306,7 +306,7 @@ func (s *Suite) sweep(ctx context.Context) error {
 				first = size
 			}
 			paper, paperUp := "", ""
-			if p, ok := paper003[size]; ok {
+			if p, ok := sweep003[size]; ok {
 				if p[0] > 0 {
 					paper = fmt.Sprintf("%.2f / %.2f", p[0], p[1])
 					paperUp = fmt.Sprintf("%.2fx", p[1]/p[0])
@@ -323,11 +323,11 @@ func (s *Suite) sweep(ctx context.Context) error {
 	})
 }
 
-// paper003 holds the figures paper 003 gives for Enhanced MuniSocket over
+// sweep003 holds the figures paper 003 gives for Enhanced MuniSocket over
 // two Fast Ethernet networks, by message size: TCP100's effective
 // bandwidth (0: not given), Enhanced MuniSocket's, and the speed-up the
 // paper states where it gives no TCP100 figure.
-var paper003 = map[int][3]float64{
+var sweep003 = map[int][3]float64{
 	8 << 10:  {72.26, 87.37, 0},
 	64 << 10: {89.32, 166.44, 0},
 	1 << 20:  {0, 184.97, 1.97},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -14,10 +15,13 @@ import (
 )
 
 func init() {
-	register(&command{name: "bench", summary: "run the transport experiments on an emulated testbed (root)", run: runBench})
+	register(&command{name: "bench", summary: "run the transport experiments or re-run the seed papers on an emulated testbed (root)", run: runBench, subs: []string{"report"}})
 }
 
 func runBench(ctx context.Context, env *Env, args []string) int {
+	if len(args) > 0 && args[0] == "report" {
+		return runBenchReport(env, args[1:])
+	}
 	var names []string
 	for _, e := range bench.Experiments() {
 		names = append(names, e.Name)
@@ -34,13 +38,62 @@ binary as separate server, worker and client processes in the testbed's
 hosts; slowworker caps worker CPU with a cgroup it creates and removes;
 fraction measures the share of a worker's lent thread time spent computing.
 
-Experiments: `+strings.Join(names, ", ")+`.`)
+Experiments: `+strings.Join(names, ", ")+`.
+
+--paper re-runs a seed paper's measurements (000, 001, 002, 003, or all): it
+sets up its own testbed, runs braid and the peers side by side, tears
+the testbed down, and writes results.json, one SVG plot per figure or
+table and report.md (the paper's numbers beside braid's) into --out.
+--quick runs a reduced version of each paper in under 3 minutes.
+
+  braid bench --paper 003 --out results/
+  braid bench --paper all --quick --out /tmp/quick
+  braid bench report results/ /tmp/quick > papers.md`)
 	only := fs.String("only", "", "run only the experiment of this `name`, or else those whose name contains it")
 	secs := fs.Float64("time", 5, "`seconds` per bulk measurement")
 	out := fs.StringP("output", "o", "", "append the report to this `file` (default: stdout)")
 	asJSON := fs.BoolP("json", "J", false, "print the report as one JSON object: its sections, and each table's rows keyed by column")
+	paper := fs.String("paper", "", "re-run the seed `paper` 000, 001, 002, 003 (comma-separated) or all, writing into --out")
+	quick := fs.Bool("quick", false, "with --paper: a reduced run (fewer sizes, counts and repetitions), under 3 minutes")
+	outDir := fs.String("out", "", "with --paper: the `directory` of results.json, the plots and report.md (default: braid-paper-PAPER)")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
+	}
+	if fs.NArg() > 0 {
+		env.Errorf("bench: unexpected argument %q (did you mean braid bench report DIR...?)", fs.Arg(0))
+		return 2
+	}
+	if *paper == "" && (*quick || *outDir != "") {
+		env.Errorf("bench: --quick and --out go with --paper")
+		return 2
+	}
+	if *paper != "" {
+		papers, err := bench.ParsePapers(*paper)
+		if err != nil {
+			env.Errorf("bench --paper: %v", err)
+			return 2
+		}
+		if *only != "" || *out != "" {
+			env.Errorf("bench: --only and -o do not go with --paper (it writes into --out)")
+			return 2
+		}
+		if err := testbed.Available(); err != nil {
+			env.Errorf("bench needs the testbed: %v", err)
+			return 1
+		}
+		dir := *outDir
+		if dir == "" {
+			dir = "braid-paper-" + strings.ReplaceAll(*paper, ",", "-")
+		}
+		run := &bench.PaperRun{Papers: papers, Quick: *quick, Out: dir, Log: env.Stderr,
+			Command: "braid bench " + strings.Join(args, " ")}
+		_, err = run.Run(ctx)
+		fmt.Fprintf(env.Stdout, "%s\n", filepath.Join(dir, "report.md"))
+		if err != nil {
+			env.Errorf("%v", err)
+			return 1
+		}
+		return 0
 	}
 	if err := testbed.Available(); err != nil {
 		env.Errorf("bench needs the testbed: %v", err)
@@ -163,4 +216,53 @@ func parseReport(md string) benchReport {
 		}
 	}
 	return r
+}
+
+func runBenchReport(env *Env, args []string) int {
+	fs := newFlags(env, "bench report", "[flags] DIR...", `
+Gathers the runs of braid bench --paper in the directories DIR... into one
+Markdown report, with the plots linked relative to the -o file's folder
+(docs/benchmarks.md is made this way).`)
+	out := fs.StringP("output", "o", "", "write the report to this `file` (default: stdout)")
+	if code := parseFlags(env, fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() == 0 {
+		env.Errorf("bench report: give the directories of braid bench --paper runs")
+		return 2
+	}
+	var w io.Writer = env.Stdout
+	base := "."
+	if *out != "" {
+		base = filepath.Dir(*out)
+	}
+	var b strings.Builder
+	for _, dir := range fs.Args() {
+		res, err := bench.ReadResults(dir)
+		if err != nil {
+			env.Errorf("bench report: %v", err)
+			return 1
+		}
+		rel, err := filepath.Rel(base, dir)
+		if err != nil {
+			rel = dir
+		}
+		if err := bench.Report(&b, filepath.ToSlash(rel), res); err != nil {
+			env.Errorf("bench report: %v", err)
+			return 1
+		}
+		b.WriteString("\n")
+	}
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(b.String()), 0o644); err != nil {
+			env.Errorf("bench report: %v", err)
+			return 1
+		}
+		return 0
+	}
+	_, err := io.WriteString(w, b.String())
+	if err != nil {
+		return 1
+	}
+	return 0
 }

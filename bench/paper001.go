@@ -1,0 +1,330 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/testbed"
+)
+
+// setup001 is one cluster layout of paper 001's experiments.
+type setup001 struct {
+	name      string
+	transport string // the data plane's channel kind
+	threads   []int  // per worker: threads lent, one stream each
+	slow      int    // 1-based: workers from the slow-th on are CPU-capped; 0: none
+}
+
+// Paper 001/004's numbers: Fig. 6 (ms per task, TCP and SCTP with 2
+// streams, one worker) and Fig. 10 (2 workers vs 1, percentage decrease).
+var (
+	paper001Tasks = []int{10, 100, 500, 1000}
+	paper001TCP   = []float64{172.7, 74.24, 63.848, 62.631}
+	paper001SCTP  = []float64{161.2, 46.02, 41.152, 41.398}
+	paper001Two   = []float64{15.57, 26.58, 29.65, 40.52}
+)
+
+// slowCPU001 is the CPU share of the paper's slower machine C3, emulated.
+const slowCPU001 = 0.25
+
+func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
+	pr.Title = "Ghinea et al., SCTP as the data transport of data-intensive batch jobs (CSCS 2013)"
+	reps := r.reps(5, 1)
+	tasks := paper001Tasks
+	const (
+		tcp1   = "TCP, 1 worker x 1 stream"
+		sctp1  = "SCTP, 1 worker x 1 stream"
+		tcp2   = "TCP, 1 worker x 2 streams"
+		sctp2  = "SCTP, 1 worker x 2 streams"
+		sctp3  = "SCTP, 1 worker x 3 streams"
+		sctp5  = "SCTP, 1 worker x 5 streams"
+		sctp22 = "SCTP, 2 workers x 2 streams"
+		tcp22  = "TCP, 2 workers x 2 streams"
+		slow2  = "SCTP, slow worker x 2 streams"
+		sctp33 = "SCTP, 2 workers x 3 streams"
+		sct331 = "SCTP, 3 workers x 3/3/1 streams, third slow"
+		tcp33  = "TCP, 2 workers x 3 streams"
+		tcp331 = "TCP, 3 workers x 3/3/1 streams, third slow"
+	)
+	setups := []setup001{
+		{tcp1, "tcp", []int{1}, 0}, {sctp1, "sctp-udp", []int{1}, 0},
+		{tcp2, "tcp", []int{2}, 0}, {sctp2, "sctp-udp", []int{2}, 0},
+		{sctp3, "sctp-udp", []int{3}, 0}, {sctp5, "sctp-udp", []int{5}, 0},
+		{sctp22, "sctp-udp", []int{2, 2}, 0}, {tcp22, "tcp", []int{2, 2}, 0},
+		{slow2, "sctp-udp", []int{2}, 1},
+		{sctp33, "sctp-udp", []int{3, 3}, 0}, {sct331, "sctp-udp", []int{3, 3, 1}, 3},
+		{tcp33, "tcp", []int{3, 3}, 0}, {tcp331, "tcp", []int{3, 3, 1}, 3},
+	}
+	if r.Quick {
+		tasks = []int{10, 100}
+		setups = []setup001{{tcp2, "tcp", []int{2}, 0}, {sctp2, "sctp-udp", []int{2}, 0}, {tcp33, "tcp", []int{3, 3}, 0}, {tcp331, "tcp", []int{3, 3, 1}, 3}}
+	}
+	pr.Setup = fmt.Sprintf("Every role a separate braid process in its own network namespace: the server host and up to three worker hosts on one 1 Gbit/s network. "+
+		"A job blurs the 19 KB sample GIF (224 x 168, radius 2) N times as N units (`braid submit --op blur --repeat N`), dynamic scheduling, one stream per lent thread; "+
+		"the time per task is the job's time on the server (submission to the last result, as the paper measures) over N. "+
+		"SCTP is braid's user-space SCTP data plane (`--transport sctp-udp`), TCP its TCP one. "+
+		"The slow worker (the paper's C3) is CPU-capped to %.2f CPU by a cgroup. %d repetition(s) per point, the task counts interleaved; each layout runs on its own fresh cluster.",
+		slowCPU001, reps)
+	pr.Emulated = []string{
+		"The paper's four Core 2 Duo machines running Ubuntu VMs (Java server and workers, kernel SCTP) are emulated by namespaces on one 2-core machine: server, workers and client share both cores, so more streams than 2 cannot add CPU.",
+		"Kernel SCTP is not available here (only inside User-Mode Linux); braid's user-space SCTP over UDP stands in.",
+		"The paper's absolute times (Java web services on 2013 VMs) are 30-100 times braid's; only the relative figures (Figs. 7 and 10) compare.",
+	}
+	pr.Missing = []string{
+		"Figs. 13-14 (equal and proportional division with static scheduling): not re-run.",
+	}
+	if r.Quick {
+		pr.Missing = append(pr.Missing, "Quick mode: only the TCP and SCTP 2-stream layouts and TCP 3/3 and 3/3/1, at 10 and 100 tasks; "+
+			"Dask and Ray run only in the full mode (their environment takes minutes to install).")
+	} else {
+		pr.Emulated = append(pr.Emulated, "Dask distributed and Ray (the peers, in a Python virtual environment the run creates: "+
+			strings.Join(pyPeerPackages, ", ")+") run the same task with Pillow (decode the GIF, gaussian blur with sigma 1, encode PNG) "+
+			"on the same worker count and threads (a LocalCluster of worker processes; Ray with as many CPUs as threads in all), "+
+			"on this machine's loopback rather than in the namespaces, at up to 500 tasks and 3 repetitions (Pillow's task costs several times braid's). "+
+			"Each task's compute alone (braid's blur in Go, Pillow's in Python, one thread, one after the other) is plotted too: a framework's overhead is what lies above it.")
+	}
+	figTask := func(id, title string) *Figure {
+		return pr.fig(&Figure{ID: id, Title: title, XLabel: "tasks (count)", YLabel: "time per task (ms)", Unit: "ms", LogX: true})
+	}
+	f4 := figTask("001-fig4", "Fig. 4: one worker, one stream")
+	f5 := figTask("001-fig5", "Fig. 5: one worker, SCTP with 1, 2, 3, 5 streams")
+	f6 := figTask("001-fig6", "Fig. 6: TCP vs SCTP, one worker with 2 streams")
+	f7 := pr.fig(&Figure{ID: "001-fig7", Title: "Fig. 7: SCTP over TCP, 2 streams: decrease of the time per task",
+		XLabel: "tasks (count)", YLabel: "decrease of time per task (%)", Unit: "%", LogX: true, Higher: true, Comparable: true,
+		Note: "(TCP - SCTP) / TCP per repetition; the paper's values are its Fig. 6 numbers so divided."})
+	f9 := figTask("001-fig9", "Figs. 8-9: SCTP and TCP, 2 streams per worker, 1 worker vs 2")
+	f10 := pr.fig(&Figure{ID: "001-fig10", Title: "Fig. 10: 2 workers vs 1, 2 streams each: decrease of the time per task",
+		XLabel: "tasks (count)", YLabel: "decrease of time per task (%)", Unit: "%", LogX: true, Higher: true, Comparable: true,
+		Note: "(1 worker - 2 workers) / 1 worker; the ideal is 50%."})
+	f12 := figTask("001-fig12", "Fig. 12: a worker with lower performance (CPU-capped), SCTP 2 streams")
+	f15 := figTask("001-fig15", "Figs. 13, 15: two workers with 3 streams, with and without a slow third with 1 stream")
+	f15.Compare = [][2]string{{sct331, sctp33}, {tcp331, tcp33}}
+	f9.Compare = [][2]string{{sctp22, sctp2}, {tcp22, tcp2}}
+	figsOf := map[string][]*Figure{
+		tcp1: {f4}, sctp1: {f4, f5}, tcp2: {f6, f9}, sctp2: {f5, f6, f9, f12}, sctp3: {f5}, sctp5: {f5},
+		sctp22: {f9}, tcp22: {f9}, slow2: {f12}, sctp33: {f15}, sct331: {f15}, tcp33: {f15}, tcp331: {f15},
+	}
+
+	bed, err := testbed.Up(ctx, testbed.Spec{
+		Hosts:    []string{ClusterServer, "w1", "w2", "w3"},
+		Networks: []testbed.Network{{Name: "lan", Rate: 1e9}},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, bed.Down()) }()
+	dir, err := os.MkdirTemp("", "braid-paper001-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	gif := filepath.Join(dir, "sample.gif")
+	if err := os.WriteFile(gif, ops.SampleGIF(), 0o644); err != nil {
+		return err
+	}
+	var limit *CPULimit
+	if l, lerr := NewCPULimit("braid-paper001-"+bed.ID(), slowCPU001); lerr != nil {
+		pr.Missing = append(pr.Missing, fmt.Sprintf("No CPU cgroup (%v): the slow worker is not slower.", lerr))
+	} else {
+		limit = l
+		defer func() { err = errors.Join(err, l.Remove()) }()
+	}
+	ms := map[string]map[int][]float64{} // setup -> tasks -> per-rep ms per task
+	for i, s := range setups {
+		r.logf("001 %s", s.name)
+		got, err := r.run001(ctx, bed, filepath.Join(dir, strconv.Itoa(i)), gif, s, tasks, reps, limit)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		ms[s.name] = got
+		for _, n := range tasks {
+			for _, v := range got[n] {
+				for _, f := range figsOf[s.name] {
+					f.add(s.name, kindBraid, float64(n), strconv.Itoa(n), v)
+				}
+			}
+		}
+	}
+	if !r.Quick {
+		r.peers001(ctx, pr, dir, gif, tasks, reps, f6, f9)
+	}
+	decrease := func(f *Figure, name, from, to string) {
+		for _, n := range tasks {
+			a, b := ms[from][n], ms[to][n]
+			for i := range min(len(a), len(b)) {
+				f.add(name, kindBraid, float64(n), strconv.Itoa(n), 100*(a[i]-b[i])/a[i])
+			}
+		}
+	}
+	decrease(f7, "SCTP over TCP", tcp2, sctp2)
+	decrease(f10, "SCTP: 2 workers over 1", sctp2, sctp22)
+	decrease(f10, "TCP: 2 workers over 1", tcp2, tcp22)
+	for _, n := range tasks {
+		f10.add("ideal: half", kindIdeal, float64(n), strconv.Itoa(n), 50)
+	}
+	for i, n := range paper001Tasks {
+		x := float64(n)
+		f6.paper(tcp2, x, paper001TCP[i])
+		f6.paper(sctp2, x, paper001SCTP[i])
+		f7.paper("SCTP over TCP", x, 100*(paper001TCP[i]-paper001SCTP[i])/paper001TCP[i])
+		f10.paper("SCTP: 2 workers over 1", x, paper001Two[i])
+	}
+	// A figure stays when the layouts it is about ran (quick runs only
+	// some).
+	for f, keys := range map[*Figure][]string{f4: {tcp1}, f5: {sctp3}, f6: {tcp2, sctp2}, f7: {tcp2, sctp2},
+		f9: {sctp22}, f10: {sctp22}, f12: {slow2}, f15: {sct331, tcp331}} {
+		ran := false
+		for _, k := range keys {
+			ran = ran || ms[k] != nil
+		}
+		if !ran {
+			pr.Figures = deleteFig(pr.Figures, f)
+		}
+	}
+	return err
+}
+
+func deleteFig(figs []*Figure, f *Figure) []*Figure {
+	var out []*Figure
+	for _, g := range figs {
+		if g != f {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// run001 starts a cluster of the setup's layout and times a job of each
+// task count reps times; it returns the ms per task by count.
+func (r *PaperRun) run001(ctx context.Context, bed *testbed.Bed, dir, gif string, s setup001, tasks []int, reps int, limit *CPULimit) (out map[int][]float64, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Bed: bed, Bin: r.bin(), Dir: dir, Key: newKey()}
+	defer c.Stop()
+	tr := "--transport=" + s.transport
+	if _, err := c.StartServer(ctx, ClusterServer, 0, tr); err != nil {
+		return nil, err
+	}
+	hosts := []string{"w1", "w2", "w3"}
+	for i, th := range s.threads {
+		p, err := c.StartWorker(ctx, hosts[i], []int{0}, th, tr)
+		if err != nil {
+			return nil, err
+		}
+		if s.slow > 0 && i >= s.slow-1 && limit != nil {
+			if err := limit.Add(p.PID()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if _, err := c.WaitWorkers(ctx, len(s.threads)); err != nil {
+		return nil, fmt.Errorf("%w (logs: %s)", err, strings.TrimSpace(c.exitedProcs()))
+	}
+	id, err := c.Put(ctx, gif)
+	if err != nil {
+		return nil, err
+	}
+	job := func(n int) (float64, error) {
+		j, err := c.Submit(ctx, "--op", "blur", "--input", id, "--repeat", strconv.Itoa(n), "--param", "radius=2")
+		if err != nil {
+			return 0, err
+		}
+		return float64(j.Elapsed().Microseconds()) / 1000 / float64(n), nil
+	}
+	// A first job warms the server and the workers up; it is not timed.
+	if _, err := job(10); err != nil {
+		return nil, err
+	}
+	out = map[int][]float64{}
+	for rep := range reps {
+		for _, n := range tasks {
+			v, err := job(n)
+			if err != nil {
+				return nil, err
+			}
+			out[n] = append(out[n], v)
+			r.logf("001 rep %d %s, %d tasks: %.2f ms per task", rep, s.name, n, v)
+		}
+	}
+	return out, nil
+}
+
+// peers001 runs the tasks on Dask distributed and Ray in the layouts of
+// Figs. 6 and 9 (one worker with 2 threads, two with 2 each); a peer that
+// cannot run is noted in the report.
+func (r *PaperRun) peers001(ctx context.Context, pr *PaperResult, dir, gif string, tasks []int, reps int, f6, f9 *Figure) {
+	py, err := PeerVenv(ctx, r.logf)
+	if err != nil {
+		pr.Missing = append(pr.Missing, fmt.Sprintf("Dask and Ray: no Python environment: %v", err))
+		return
+	}
+	// The task's compute alone, in Go (braid's blur) and in Python
+	// (Pillow's): the frameworks' overhead is what lies above it.
+	img, err := os.ReadFile(gif)
+	if err != nil {
+		pr.Missing = append(pr.Missing, err.Error())
+		return
+	}
+	for range reps {
+		n := 100
+		t0 := time.Now()
+		for range n {
+			if _, err := ops.Execute(ctx, ops.Blur(), bytes.NewReader(img), int64(len(img)), map[string]string{"radius": "2"}, ops.Hint{}, 1); err != nil {
+				pr.Missing = append(pr.Missing, fmt.Sprintf("the blur alone: %v", err))
+				return
+			}
+		}
+		for _, f := range []*Figure{f6, f9} {
+			for _, m := range tasks {
+				f.add("braid's blur alone, 1 thread", kindIdeal, float64(m), strconv.Itoa(m), float64(time.Since(t0).Microseconds())/1000/float64(n))
+			}
+		}
+	}
+	if got, err := runPeer(ctx, py, dir, gif, "alone", 1, 1, tasks, reps); err != nil {
+		pr.Missing = append(pr.Missing, fmt.Sprintf("Pillow's blur alone: %v", err))
+	} else {
+		for _, f := range []*Figure{f6, f9} {
+			for _, m := range tasks {
+				for _, v := range got[min(m, 100)] {
+					f.add("Pillow's blur alone, 1 thread", kindIdeal, float64(m), strconv.Itoa(m), v)
+				}
+			}
+		}
+	}
+	peerTasks := tasks[:min(len(tasks), 3)] // up to 500: Pillow's task costs 10 times braid's
+	for _, fw := range []struct{ id, name string }{{"dask", "Dask"}, {"ray", "Ray"}} {
+		for _, l := range []struct {
+			workers int
+			figs    []*Figure
+			braid   string
+		}{{1, []*Figure{f6, f9}, "TCP, 1 worker x 2 streams"}, {2, []*Figure{f9}, "TCP, 2 workers x 2 streams"}} {
+			name := fmt.Sprintf("%s, %d worker(s) x 2 threads", fw.name, l.workers)
+			r.logf("001 %s", name)
+			got, err := runPeer(ctx, py, dir, gif, fw.id, l.workers, 2, peerTasks, min(reps, 3))
+			if err != nil {
+				pr.Missing = append(pr.Missing, fmt.Sprintf("%s: %v", name, err))
+				continue
+			}
+			for _, n := range peerTasks {
+				for _, v := range got[n] {
+					r.logf("001 %s, %d tasks: %.2f ms per task", name, n, v)
+					for _, f := range l.figs {
+						f.add(name, kindPeer, float64(n), strconv.Itoa(n), v)
+					}
+				}
+			}
+			for _, f := range l.figs {
+				f.Compare = append(f.Compare, [2]string{l.braid, name})
+			}
+		}
+	}
+}

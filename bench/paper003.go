@@ -1,0 +1,260 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/braid-hpc/braid/testbed"
+	"github.com/braid-hpc/braid/transport"
+)
+
+// The paper's effective bandwidths (Mbit/s) on 100 Mbit/s Fast Ethernet,
+// by message size: Fig. 5 (TCP100, basic and enhanced MuniSocket over two
+// networks at 8 KB, 64 KB and 2 MB), Fig. 1 (basic at 4 MB) and Fig. 11
+// (enhanced at 1 MB and 4 MB).
+var paper003 = map[string]map[int]float64{
+	"TCP100 (1 path)": {8 << 10: 72.26, 64 << 10: 89.32, 2 << 20: 93.92},
+	"braid basic":     {64 << 10: 112.75, 2 << 20: 183.36, 4 << 20: 186.4},
+	"braid enhanced":  {8 << 10: 87.37, 64 << 10: 166.44, 1 << 20: 184.97, 2 << 20: 186.41, 4 << 20: 187.09},
+}
+
+const rate003 = 100e6
+
+func (r *PaperRun) paper003(ctx context.Context, pr *PaperResult) error {
+	pr.Title = "Mohamed et al., Enhanced MuniSocket: message striping over reliable transports (2006)"
+	reps := r.reps(3, 2)
+	sizes := []int{1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20}
+	budget := 8 << 20 // bytes per point, each way
+	if r.Quick {
+		sizes = []int{8 << 10, 64 << 10, 2 << 20}
+		budget = 1 << 20
+	}
+	count := func(size int) int { return max(r.reps(5, 3), min(r.reps(100, 20), budget/size)) }
+	pr.Setup = fmt.Sprintf("The paper's ping-pong benchmark: a message of each size is echoed back and forth, effective bandwidth = 8 x size / (RTT / 2) (eq. 1), "+
+		"RTT the mean over up to %d round trips after 2 warm-up ones; %d repetition(s), interleaved over the series. Two namespaced hosts with 2 (Figs. 1, 5, 6) or 4 (Fig. 10) networks of %s each. "+
+		"braid basic is `--stripe basic` (shared counter, sequence header per fragment, the paper's basic MuniSocket), braid enhanced the default (fragments claimed from both ends, Start/End control messages). "+
+		"Peers in the same run: one TCP connection on one network (TCP100), the message split evenly by hand over one TCP connection per network (the paper's Peak), one Linux MPTCP connection.",
+		r.reps(100, 20), reps, testbed.FormatRate(rate003))
+	pr.Emulated = []string{
+		"The paper's Sandhills cluster (AthlonMP 1.4 GHz, two or four Fast Ethernet cards per node) is emulated by veth links shaped with tbf to 100 Mbit/s between two network namespaces on one 2-core machine; both ends share the CPUs.",
+	}
+	pr.Missing = []string{
+		"Fig. 11's channel-bonding comparator and the CPU use of Fig. 1: not re-run yet.",
+	}
+	f5 := pr.fig(&Figure{ID: "003-fig5", Title: "Figs. 1, 5, 11: effective bandwidth on 2 x 100 Mbit/s",
+		XLabel: "message size (bytes)", YLabel: "effective bandwidth (Mbit/s)", Unit: "Mbit/s", LogX: true, Higher: true, Comparable: true,
+		Note: "braid's defaults: 32 KB fragments, messages under 64 KB travel whole on one path (so braid cannot gain below 64 KB by design).",
+		Compare: [][2]string{{"braid enhanced", "Peak 2x100 (TCP x2 by hand)"}, {"braid enhanced", "MPTCP, 2 paths"}, {"braid enhanced", "TCP100 (1 path)"},
+			{"braid enhanced, 2 KB fragments", "Peak 2x100 (TCP x2 by hand)"}}})
+	f6 := pr.fig(&Figure{ID: "003-fig6", Title: "Figs. 3, 6: bandwidth utilization, normalized to Peak 2x100",
+		XLabel: "message size (bytes)", YLabel: "effective bandwidth / Peak (ratio)", Unit: "ratio", LogX: true, Higher: true, Comparable: true,
+		Note:    "Each repetition's value over the Peak measured right beside it. The paper: basic reaches 30% of the peak at 8 KB and the peak at 0.5 MB; enhanced reaches the peak at 16 KB.",
+		Compare: [][2]string{{"braid enhanced", "MPTCP, 2 paths"}}})
+	f10 := pr.fig(&Figure{ID: "003-fig10", Title: "Fig. 10: effective bandwidth on 4 x 100 Mbit/s, 2 KB fragments",
+		XLabel: "message size (bytes)", YLabel: "effective bandwidth (Mbit/s)", Unit: "Mbit/s", LogX: true, Higher: true,
+		Note:    "The paper's 4-network setting: 2 KB fragments for both modes. The paper gives no absolute values for Fig. 10, only enhanced's margin over basic (next figure).",
+		Compare: [][2]string{{"braid enhanced", "Peak 4x100 (TCP x4 by hand)"}, {"braid enhanced", "MPTCP, 4 paths"}}})
+	gain := pr.fig(&Figure{ID: "003-fig10-gain", Title: "Fig. 10: enhanced over basic on 4 x 100 Mbit/s",
+		XLabel: "message size (bytes)", YLabel: "enhanced / basic effective bandwidth (ratio)", Unit: "ratio", LogX: true, Higher: true, Comparable: true,
+		Note: "The paper: enhanced is 35% ahead of basic at 128 KB and 7.6% at 2 MB."})
+	starts := pr.fig(&Figure{ID: "003-starts", Title: "Sec. 5: Start control messages per 2 MB message, 4 paths, 2 KB fragments",
+		XLabel: "message size (bytes)", YLabel: "Start messages per message (count)", Unit: "count", Comparable: true,
+		Note: "1024 fragments per message; basic striping sends 1024 sequence headers instead. The paper counted 4 to 5 on unloaded networks."})
+
+	type series struct {
+		name, kind string
+		pp         func(ctx context.Context, bed *testbed.Bed, size, count int) (Result, error)
+	}
+	braid := func(k int, cfg transport.Config) func(context.Context, *testbed.Bed, int, int) (Result, error) {
+		return func(ctx context.Context, bed *testbed.Bed, size, count int) (Result, error) {
+			return (&Braid{Bed: bed, Nets: seq(k), Config: cfg}).PingPong(ctx, size, count)
+		}
+	}
+	tcp := func(nets []int, mp bool) func(context.Context, *testbed.Bed, int, int) (Result, error) {
+		return func(ctx context.Context, bed *testbed.Bed, size, count int) (Result, error) {
+			return (&TCP{Bed: bed, Nets: nets, Multipath: mp}).PingPong(ctx, size, count)
+		}
+	}
+	err := withBed(ctx, []int64{rate003, rate003}, func(bed *testbed.Bed) error {
+		runs := []series{
+			{"TCP100 (1 path)", kindPeer, tcp([]int{0}, false)},
+			{"Peak 2x100 (TCP x2 by hand)", kindPeer, tcp(seq(2), false)},
+			{"braid basic", kindBraid, braid(2, transport.Config{Stripe: transport.StripeBasic})},
+			{"braid enhanced", kindBraid, braid(2, transport.Config{})},
+			{"braid enhanced, 2 KB fragments", kindBraid, braid(2, transport.Config{FragmentSize: 2 << 10})},
+			{"MPTCP, 2 paths", kindPeer, tcp(seq(2), true)},
+		}
+		if err := bed.EnableMPTCP(ctx, Server, Client); err != nil {
+			pr.Missing = append(pr.Missing, fmt.Sprintf("MPTCP: %v", err))
+			runs = runs[:5]
+		}
+		for rep := range reps {
+			for _, size := range sizes {
+				x, xl := float64(size), sizeName(size)
+				got := map[string]float64{}
+				for _, s := range runs {
+					res, err := s.pp(ctx, bed, size, count(size))
+					if err != nil {
+						return fmt.Errorf("%s at %s: %w", s.name, xl, err)
+					}
+					got[s.name] = res.Mbps
+					f5.add(s.name, s.kind, x, xl, res.Mbps)
+					r.logf("003 rep %d %s %s: %.1f Mbit/s", rep, xl, s.name, res.Mbps)
+				}
+				f5.add("ideal: 2 x TCP100", kindIdeal, x, xl, 2*got["TCP100 (1 path)"])
+				peak := got["Peak 2x100 (TCP x2 by hand)"]
+				for _, s := range runs[2:] {
+					f6.add(s.name, s.kind, x, xl, got[s.name]/peak)
+				}
+				f6.add("ideal: the peak", kindIdeal, x, xl, 1)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for name, byX := range paper003 {
+		for size, v := range byX {
+			f5.paper(name, float64(size), v)
+		}
+	}
+	if err := r.loaded003(ctx, pr, reps, count); err != nil {
+		return err
+	}
+	f6.paper("braid basic", 8<<10, 0.30)
+	f6.paper("braid basic", 512<<10, 1)
+	f6.paper("braid enhanced", 16<<10, 1)
+
+	// Fig. 10 and the Start count: 4 networks, 2 KB fragments.
+	return withBed(ctx, []int64{rate003, rate003, rate003, rate003}, func(bed *testbed.Bed) error {
+		frag := transport.Config{FragmentSize: 2 << 10, SegmentSize: 2 << 20}
+		basic := frag
+		basic.Stripe = transport.StripeBasic
+		runs := []series{
+			{"Peak 4x100 (TCP x4 by hand)", kindPeer, tcp(seq(4), false)},
+			{"braid basic", kindBraid, braid(4, basic)},
+			{"braid enhanced", kindBraid, braid(4, frag)},
+			{"MPTCP, 4 paths", kindPeer, tcp(seq(4), true)},
+		}
+		if err := bed.EnableMPTCP(ctx, Server, Client); err != nil {
+			runs = runs[:3]
+		}
+		for rep := range reps {
+			for _, size := range []int{128 << 10, 2 << 20} {
+				x, xl := float64(size), sizeName(size)
+				got := map[string]float64{}
+				for _, s := range runs {
+					res, err := s.pp(ctx, bed, size, count(size))
+					if err != nil {
+						return fmt.Errorf("4 paths, %s at %s: %w", s.name, xl, err)
+					}
+					got[s.name] = res.Mbps
+					f10.add(s.name, s.kind, x, xl, res.Mbps)
+					r.logf("003 fig10 rep %d %s %s: %.1f Mbit/s", rep, xl, s.name, res.Mbps)
+					if s.name == "braid enhanced" && size == 2<<20 && res.Transport.Segments > 0 {
+						starts.add("braid enhanced", kindBraid, x, xl, float64(res.Transport.Starts)/float64(res.Transport.Segments))
+					}
+				}
+				gain.add("braid enhanced / braid basic", kindBraid, x, xl, got["braid enhanced"]/got["braid basic"])
+				gain.add("no gain", kindIdeal, x, xl, 1)
+			}
+		}
+		gain.paper("braid enhanced / braid basic", 128<<10, 1.35)
+		gain.paper("braid enhanced / braid basic", 2<<20, 1.076)
+		starts.paper("braid enhanced", 2<<20, 4.5)
+		return nil
+	})
+}
+
+// loaded003 is Fig. 7: the same ping-pong while 32 KB messages go back
+// and forth without pause on network 1.
+func (r *PaperRun) loaded003(ctx context.Context, pr *PaperResult, reps int, count func(int) int) error {
+	f7 := pr.fig(&Figure{ID: "003-fig7", Title: "Fig. 7: effective bandwidth with cross-traffic on network 1",
+		XLabel: "message size (bytes)", YLabel: "effective bandwidth (Mbit/s)", Unit: "Mbit/s", LogX: true, Higher: true, Comparable: true,
+		Note: "A TCP connection on network 1 echoes 32 KB messages without pause during every measurement (the paper's load). " +
+			"The paper at 2 MB: 82.1 Mbit/s on either network alone, 161.8 with Enhanced MuniSocket over both.",
+		Compare: [][2]string{{"braid enhanced", "Unloaded TCP100 (net 0)"}, {"braid enhanced", "Peak 2x100 (TCP x2 by hand)"}}})
+	sizes := []int{8 << 10, 32 << 10, 64 << 10, 256 << 10, 1 << 20, 2 << 20}
+	if r.Quick {
+		sizes = []int{64 << 10, 2 << 20}
+	}
+	return withBed(ctx, []int64{rate003, rate003}, func(bed *testbed.Bed) error {
+		stop, err := (&TCP{Bed: bed, Nets: []int{1}}).Load(ctx, 32<<10)
+		if err != nil {
+			return fmt.Errorf("cross-traffic: %w", err)
+		}
+		defer stop()
+		type series struct {
+			name, kind string
+			run        func(size, count int) (Result, error)
+		}
+		runs := []series{
+			{"Unloaded TCP100 (net 0)", kindPeer, func(size, count int) (Result, error) {
+				return (&TCP{Bed: bed, Nets: []int{0}}).PingPong(ctx, size, count)
+			}},
+			{"Loaded TCP100 (net 1)", kindPeer, func(size, count int) (Result, error) {
+				return (&TCP{Bed: bed, Nets: []int{1}}).PingPong(ctx, size, count)
+			}},
+			{"Peak 2x100 (TCP x2 by hand)", kindPeer, func(size, count int) (Result, error) {
+				return (&TCP{Bed: bed, Nets: seq(2)}).PingPong(ctx, size, count)
+			}},
+			{"braid enhanced", kindBraid, func(size, count int) (Result, error) {
+				return (&Braid{Bed: bed, Nets: seq(2)}).PingPong(ctx, size, count)
+			}},
+		}
+		for rep := range reps {
+			for _, size := range sizes {
+				for _, s := range runs {
+					res, err := s.run(size, count(size))
+					if err != nil {
+						return fmt.Errorf("loaded, %s at %s: %w", s.name, sizeName(size), err)
+					}
+					f7.add(s.name, s.kind, float64(size), sizeName(size), res.Mbps)
+					r.logf("003 fig7 rep %d %s %s: %.1f Mbit/s", rep, sizeName(size), s.name, res.Mbps)
+				}
+			}
+		}
+		f7.paper("Loaded TCP100 (net 1)", 2<<20, 82.123)
+		f7.paper("braid enhanced", 2<<20, 161.84)
+		return nil
+	})
+}
+
+// Load echoes size-byte messages over the first connection without
+// pause until the returned stop is called: cross-traffic.
+func (t *TCP) Load(ctx context.Context, size int) (stop func(), err error) {
+	cli, srv, err := t.conns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		buf := make([]byte, size)
+		for {
+			if _, err := io.ReadFull(srv[0], buf); err != nil {
+				return
+			}
+			if _, err := srv[0].Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		defer close(done)
+		buf := make([]byte, size)
+		for ctx.Err() == nil {
+			if _, err := cli[0].Write(buf); err != nil {
+				return
+			}
+			if _, err := io.ReadFull(cli[0], buf); err != nil {
+				return
+			}
+		}
+	}()
+	return func() {
+		closeAll(cli, srv)
+		<-done
+	}, nil
+}

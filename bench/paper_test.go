@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/xml"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/testbed"
+)
+
+// checkRun checks what a paper run wrote into dir: results.json parses
+// and has the papers asked for, every point a finite value and its
+// repetitions, every figure a valid SVG plot that report.md shows.
+func checkRun(t *testing.T, dir string, papers []string) *Results {
+	t.Helper()
+	res, err := ReadResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Papers) != len(papers) {
+		t.Fatalf("results.json has %d papers, want %d (%v)", len(res.Papers), len(papers), papers)
+	}
+	if res.Machine.Cores == 0 || res.Machine.CPU == "" || res.Command == "" {
+		t.Errorf("results.json: machine %+v, command %q; want both", res.Machine, res.Command)
+	}
+	for i, p := range res.Papers {
+		if p.Paper != papers[i] {
+			t.Errorf("paper %d is %s, want %s", i, p.Paper, papers[i])
+		}
+		if len(p.Figures) == 0 {
+			t.Errorf("paper %s: no figure", p.Paper)
+		}
+		if !bytes.Contains(report, []byte("### Paper "+p.Paper)) {
+			t.Errorf("report.md has no section for paper %s", p.Paper)
+		}
+		for _, f := range p.Figures {
+			if len(f.Points) == 0 {
+				t.Errorf("%s: no point", f.ID)
+			}
+			for _, pt := range f.Points {
+				if pt.Reps == 0 || len(pt.Samples) != pt.Reps || math.IsNaN(pt.Value) || math.IsInf(pt.Value, 0) ||
+					pt.Min > pt.Value || pt.Value > pt.Max {
+					t.Errorf("%s: value %v (min %v, max %v) over %d repetitions, samples %v", pt.Name, pt.Value, pt.Min, pt.Max, pt.Reps, pt.Samples)
+				}
+				if pt.Paper != nil && (pt.Ratio == nil || math.Abs(*pt.Ratio - pt.Value / *pt.Paper) > 1e-9) {
+					t.Errorf("%s: paper %v, ratio %v; want value / paper", pt.Name, *pt.Paper, pt.Ratio)
+				}
+			}
+			checkSVG(t, filepath.Join(dir, f.Plot))
+			if !bytes.Contains(report, []byte("]("+f.Plot+")")) {
+				t.Errorf("report.md does not show %s", f.Plot)
+			}
+		}
+	}
+	return res
+}
+
+// checkSVG checks that file is a well-formed SVG document with drawing in it.
+func checkSVG(t *testing.T, file string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	d := xml.NewDecoder(bytes.NewReader(b))
+	var root string
+	paths := 0
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			if err.Error() != "EOF" {
+				t.Errorf("%s: %v", file, err)
+			}
+			break
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			if root == "" {
+				root = se.Name.Local
+			}
+			if se.Name.Local == "path" {
+				paths++
+			}
+		}
+	}
+	if root != "svg" || paths < 10 {
+		t.Errorf("%s: root element %q with %d paths; want an svg plot", file, root, paths)
+	}
+}
+
+// TestPaperReportWithoutTestbed writes a made-up run and checks the files,
+// the table's paper column and the findings: it needs no root.
+func TestPaperReportWithoutTestbed(t *testing.T) {
+	dir := t.TempDir()
+	pr := &PaperResult{Paper: "003", Title: "made up"}
+	f := pr.fig(&Figure{ID: "003-fig5", Title: "Fig. 5", XLabel: "size (bytes)", YLabel: "bandwidth (Mbit/s)", Unit: "Mbit/s",
+		LogX: true, Higher: true, Comparable: true, Compare: [][2]string{{"braid", "peak"}}})
+	for _, v := range []float64{50, 60} {
+		f.add("braid", kindBraid, 8192, "8 KB", v)
+		f.add("peak", kindPeer, 8192, "8 KB", 2*v)
+		f.add("braid", kindBraid, 1<<20, "1 MB", 3*v)
+		f.add("peak", kindPeer, 1<<20, "1 MB", 3*v)
+	}
+	f.paper("braid", 8192, 87.37)
+	pr.Findings = f.finish()
+	res := &Results{Command: "braid bench --paper 003", Machine: ThisMachine(), Started: time.Now(), Papers: []*PaperResult{pr}}
+	if err := res.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	checkRun(t, dir, []string{"003"})
+	p := f.point("braid", 8192)
+	if p.Value != 55 || p.Min != 50 || p.Max != 60 || math.Abs(*p.Ratio-55/87.37) > 1e-9 {
+		t.Errorf("braid at 8 KB: %+v; want mean 55, 50-60, ratio 55/87.37", p)
+	}
+	report, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	for _, want := range []string{"| paper | ratio |", "| 8 KB | 55.0 [50.0, 60.0] | 87.4 | 0.63 |", "37% below the paper's 87.4", "falls short of peak"} {
+		if !strings.Contains(string(report), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, report)
+		}
+	}
+	// Equal at 1 MB: no finding there.
+	if strings.Contains(string(report), "at 1 MB: braid") {
+		t.Errorf("report.md states a shortfall at 1 MB, where braid equals the peak:\n%s", report)
+	}
+}
+
+func TestParsePapers(t *testing.T) {
+	for arg, want := range map[string]string{"003": "003", "all": "000,001,002,003", "000,003,000": "000,003"} {
+		got, err := ParsePapers(arg)
+		if err != nil || strings.Join(got, ",") != want {
+			t.Errorf("ParsePapers(%q) = %v, %v; want %s", arg, got, err, want)
+		}
+	}
+	for _, arg := range []string{"", "5", "004", "003,x"} {
+		if got, err := ParsePapers(arg); err == nil {
+			t.Errorf("ParsePapers(%q) = %v, want an error", arg, got)
+		}
+	}
+}
+
+// TestPaperQuick runs every implemented paper in quick mode on the
+// testbed and checks what it wrote.
+func TestPaperQuick(t *testing.T) {
+	testbed.Skip(t)
+	bin := buildBraid(t)
+	dir := t.TempDir()
+	papers, _ := ParsePapers("all")
+	start := time.Now()
+	run := &PaperRun{Papers: papers, Quick: true, Out: dir, Braid: bin, Command: "braid bench --paper all --quick", Log: testWriter{t}}
+	if _, err := run.Run(t.Context()); err != nil {
+		logTails(t, dir)
+		t.Fatal(err)
+	}
+	res := checkRun(t, dir, papers)
+	t.Logf("quick run: %v", time.Since(start).Round(time.Second))
+	for _, p := range res.Papers {
+		if len(p.Emulated) == 0 || p.Setup == "" {
+			t.Errorf("paper %s: setup %q, emulated %v; want both", p.Paper, p.Setup, p.Emulated)
+		}
+		t.Logf("paper %s: %d figures in %.0f s", p.Paper, len(p.Figures), p.Elapsed)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}

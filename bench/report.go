@@ -1,0 +1,121 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"path"
+	"strings"
+)
+
+// Report writes a run's results as Markdown: per paper what ran and what
+// stands in for the paper's setup, per figure its plot and a table with
+// the paper's values beside braid's and their ratio, and the findings.
+// Plots are linked as imgDir/ID.svg.
+func Report(w io.Writer, imgDir string, res *Results) error {
+	ew := &errWriter{w: w}
+	mode := ""
+	if res.Quick {
+		mode = " (quick: reduced sizes, counts and repetitions)"
+	}
+	fmt.Fprintf(ew, "## Papers re-run: `%s`%s\n\n", res.Command, mode)
+	m := res.Machine
+	fmt.Fprintf(ew, "Run %s, %.0f s. Machine: %s, %d cores, %s, %s", res.Started.Format("2006-01-02 15:04 MST"), res.Elapsed, m.CPU, m.Cores, m.Kernel, m.Go)
+	if m.Load != "" {
+		fmt.Fprintf(ew, "; load average %s at the start (the cores are shared)", m.Load)
+	}
+	fmt.Fprintf(ew, ".\n")
+	fmt.Fprintf(ew, "Values are means over the repetitions, [min, max] over them. \"paper\" is the paper's figure where it gives one, \"ratio\" braid's value over it.\n")
+	for _, p := range res.Papers {
+		fmt.Fprintf(ew, "\n### Paper %s: %s\n\n%s\n", p.Paper, p.Title, p.Setup)
+		if len(p.Emulated) > 0 {
+			fmt.Fprintf(ew, "\nEmulated instead of the paper's setup:\n\n")
+			for _, e := range p.Emulated {
+				fmt.Fprintf(ew, "- %s\n", e)
+			}
+		}
+		if len(p.Missing) > 0 {
+			fmt.Fprintf(ew, "\nNot measured in this run:\n\n")
+			for _, e := range p.Missing {
+				fmt.Fprintf(ew, "- %s\n", e)
+			}
+		}
+		for _, f := range p.Figures {
+			fmt.Fprintf(ew, "\n#### %s\n\n", f.Title)
+			if f.Note != "" {
+				fmt.Fprintf(ew, "%s\n\n", f.Note)
+			}
+			fmt.Fprintf(ew, "![%s](%s)\n\n", f.Title, path.Join(imgDir, f.Plot))
+			table(ew, f)
+		}
+		fmt.Fprintf(ew, "\n#### Where braid falls short (paper %s)\n\n", p.Paper)
+		if len(p.Findings) == 0 {
+			fmt.Fprintf(ew, "Nowhere by more than the repetitions' spread (peers) or 10%% (the paper's comparable figures).\n")
+		}
+		for _, s := range p.Findings {
+			fmt.Fprintf(ew, "- %s\n", s)
+		}
+	}
+	return ew.err
+}
+
+// table writes a figure's points: one row per x, one column per series
+// (mean and range), and for series with paper values the paper's value
+// and the ratio.
+func table(w io.Writer, f *Figure) {
+	series := f.series()
+	withPaper := map[string]bool{}
+	for _, p := range f.Points {
+		if p.Paper != nil {
+			withPaper[p.Series] = true
+		}
+	}
+	head := []string{f.XLabel}
+	for _, s := range series {
+		head = append(head, fmt.Sprintf("%s (%s)", s, f.Unit))
+		if withPaper[s] {
+			head = append(head, "paper", "ratio")
+		}
+	}
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
+	xs, labels := f.xs()
+	for _, x := range xs {
+		row := []string{labels[x]}
+		for _, s := range series {
+			p := f.point(s, x)
+			switch {
+			case p == nil || p.Reps == 0:
+				row = append(row, "")
+			case p.Reps == 1:
+				row = append(row, num(p.Value))
+			default:
+				row = append(row, fmt.Sprintf("%s [%s, %s]", num(p.Value), num(p.Min), num(p.Max)))
+			}
+			if withPaper[s] {
+				if p != nil && p.Paper != nil {
+					ratio := ""
+					if p.Ratio != nil {
+						ratio = fmt.Sprintf("%.2f", *p.Ratio)
+					}
+					row = append(row, num(*p.Paper), ratio)
+				} else {
+					row = append(row, "", "")
+				}
+			}
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+	}
+}
+
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(b []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(b)
+	e.err = err
+	return n, err
+}
