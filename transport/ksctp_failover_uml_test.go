@@ -85,9 +85,18 @@ func benchReps(def int) int {
 // twoNetBed builds srv and cli joined by two unshaped networks.
 func twoNetBed(t *testing.T) *testbed.Bed {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
 	defer cancel()
-	bed, err := testbed.Up(ctx, testbed.Spec{Hosts: []string{"srv", "cli"}, Networks: []testbed.Network{{}, {}}})
+	var bed *testbed.Bed
+	var err error
+	// The guest's one CPU, starved by a loaded host, may miss testbed's
+	// readiness deadline: try again.
+	for range 3 {
+		if bed, err = testbed.Up(ctx, testbed.Spec{Hosts: []string{"srv", "cli"}, Networks: []testbed.Network{{}, {}}}); err == nil {
+			break
+		}
+		t.Logf("testbed: %v; again", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,14 +321,18 @@ func TestKernelSCTPFailoverBench(t *testing.T) {
 	t.Logf("failover, 240 x 32 KiB every 20 ms, network 0 blackholed after 80:\n%s", table.String())
 }
 
-// holRun runs a bulk transfer (256 KiB messages, back to back) on one
-// stream and 100 small messages (1 KiB, every 20 ms) on another, from cli
+// holRun runs a paced bulk transfer (16 KiB messages every 100 ms, about
+// 1.3 Mbit/s: far below what the starved guest moves, so that the queues
+// stay short and what the small messages wait for is the bulk's lost
+// packets) on one
+// stream and 150 small messages (1 KiB, every 20 ms) on another, from cli
 // to srv over network 0, and returns the small messages' one-way
 // latencies and the bulk's rate meanwhile.
 func holRun(t *testing.T, bed *testbed.Bed, kind channel.Kind, mod func(*Config)) (lat []time.Duration, bulkMbps float64, err error) {
 	const (
-		smalls   = 100
+		smalls   = 150
 		interval = 20 * time.Millisecond
+		bulkGap  = 100 * time.Millisecond
 	)
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
@@ -328,8 +341,10 @@ func holRun(t *testing.T, bed *testbed.Bed, kind channel.Kind, mod func(*Config)
 		c.FragmentSize = 4 << 10
 		c.SegmentSize = 64 << 10
 		c.StreamWindow = 1 << 20
-		// Loss and one starved CPU: keep braid's path alive.
+		// Loss and one starved CPU: keep braid's path alive, and spare
+		// the guest's CPU the encryption.
 		c.PathTimeout = 10 * time.Second
+		c.InsecurePlaintext = true
 		if mod != nil {
 			mod(c)
 		}
@@ -363,15 +378,17 @@ func holRun(t *testing.T, bed *testbed.Bed, kind channel.Kind, mod func(*Config)
 	bulkDone := make(chan struct{})
 	go func() {
 		defer close(bulkDone)
-		m := bytes.Repeat([]byte{'B'}, 256<<10)
+		m := bytes.Repeat([]byte{'B'}, 16<<10)
+		tick := time.NewTicker(bulkGap)
+		defer tick.Stop()
 		for {
+			if bulk.WriteMessage(ctx, m) != nil {
+				return
+			}
 			select {
 			case <-stop:
 				return
-			default:
-			}
-			if bulk.WriteMessage(ctx, m) != nil {
-				return
+			case <-tick.C:
 			}
 		}
 	}()
@@ -490,5 +507,5 @@ func TestKernelSCTPHOLBench(t *testing.T) {
 				strings.Join(p99, " / "), strings.Join(mx, " / "), strings.Join(rate, " / "))
 		}
 	}
-	t.Logf("head-of-line, 100 x 1 KiB every 20 ms beside 256 KiB bulk messages, netem delay 5ms each way:\n%s", table.String())
+	t.Logf("head-of-line, 150 x 1 KiB every 20 ms beside 16 KiB bulk messages every 100 ms, plaintext, netem delay 5ms each way:\n%s", table.String())
 }
