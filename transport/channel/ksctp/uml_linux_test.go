@@ -113,7 +113,8 @@ func buildForUML(t *testing.T, ctx context.Context, pkgs map[string]string) stri
 // TestKernelSCTPBenchInUML runs the kernel-SCTP measurements of
 // docs/sctp.md inside User-Mode Linux (BRAID_UML_BENCH=1; it skips
 // otherwise): transport's TestKernelSCTPFailoverBench and
-// TestKernelSCTPHOLBench on a two-network testbed. BRAID_UML_BENCH_RUN
+// TestKernelSCTPHOLBench on a two-network testbed, and this package's
+// TestPaper002Bench on the guest's loopback. BRAID_UML_BENCH_RUN
 // replaces the -test.run pattern; BRAID_UML_BENCH_* variables pass into
 // the guest. The tables are in the log:
 //
@@ -135,19 +136,22 @@ func TestKernelSCTPBenchInUML(t *testing.T) {
 	transportDir := filepath.Join(pkgDir, "..", "..")
 	ctx, cancel := context.WithTimeout(t.Context(), 55*time.Minute)
 	defer cancel()
-	bin := buildForUML(t, ctx, map[string]string{"transport.test": transportDir})
+	bin := buildForUML(t, ctx, map[string]string{"transport.test": transportDir, "ksctp.test": pkgDir})
 	run := os.Getenv("BRAID_UML_BENCH_RUN")
 	if run == "" {
-		run = "^TestKernelSCTP(Failover|HOL)Bench$"
+		run = "^(TestKernelSCTPFailoverBench|TestKernelSCTPHOLBench|TestPaper002Bench)$"
 	}
-	env := []string{"BIN=" + bin, "RUN=" + run, "BRAID_IN_UML=1", "BRAID_REQUIRE_KSCTP=1", "GOTRACEBACK=all"}
+	env := []string{"BIN=" + bin, "RUN=" + run, "KSCTP=" + pkgDir, "BRAID_IN_UML=1", "BRAID_REQUIRE_KSCTP=1", "GOTRACEBACK=all"}
 	for _, e := range os.Environ() {
 		if strings.HasPrefix(e, "BRAID_UML_BENCH") {
 			env = append(env, e)
 		}
 	}
 	res, err := uml.Run(ctx, uml.Config{Dir: transportDir, Env: env},
-		"sh", "-c", `uname -r; "$BIN/transport.test" -test.v -test.run "$RUN" -test.timeout=50m`)
+		"sh", "-c", `uname -r; rc=0
+"$BIN/transport.test" -test.v -test.run "$RUN" -test.timeout=50m || rc=1
+cd "$KSCTP" && "$BIN/ksctp.test" -test.v -test.run "$RUN" -test.timeout=50m || rc=1
+exit $rc`)
 	if res != nil {
 		t.Logf("inside UML (%v):\n%s", res.Elapsed.Round(time.Second), res.Output)
 	}
