@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,6 +200,9 @@ func TestPaper002Bench(t *testing.T) {
 	}
 	defer func() { _ = exec.Command("tc", "qdisc", "del", "dev", "lo", "root").Run() }()
 	reps := 2
+	if n, err := strconv.Atoi(os.Getenv("BRAID_UML_BENCH_REPS")); err == nil && n > 0 && n <= 20 {
+		reps = n
+	}
 	res := map[string][]string{}
 	var order []string
 	record := func(key, v string) {
