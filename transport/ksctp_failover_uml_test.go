@@ -201,7 +201,16 @@ func runFailover(t *testing.T, bed *testbed.Bed, fc failoverCase) failoverRun {
 	}
 	src := randBytes(7, msgs*msgSize)
 	errc := make(chan error, 1)
+	sent := make(chan struct{})
+	// On every return: stop the sender, then heal network 0 for the next
+	// run (the sender may be the one cutting it).
+	defer func() {
+		cancel()
+		<-sent
+		_ = bed.Restore("cli", 0)
+	}()
 	go func() {
+		defer close(sent)
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for i := range msgs {
@@ -224,7 +233,6 @@ func runFailover(t *testing.T, bed *testbed.Bed, fc failoverCase) failoverRun {
 		}
 		errc <- st.Close()
 	}()
-	defer func() { _ = bed.Restore("cli", 0) }()
 	rs, err := s.AcceptStream(ctx)
 	if err != nil {
 		return failoverRun{err: err}
