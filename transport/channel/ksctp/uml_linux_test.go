@@ -43,26 +43,14 @@ func TestKernelSCTPInUML(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds test binaries and boots User-Mode Linux; not in -short")
 	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
 	pkgDir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
 	transportDir := filepath.Join(pkgDir, "..", "..")
-	bin := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
-	for _, b := range []struct{ out, dir string }{{"ksctp.test", pkgDir}, {"transport.test", transportDir}} {
-		cmd := exec.CommandContext(ctx, goTool, "test", "-c", "-o", filepath.Join(bin, b.out), ".")
-		cmd.Dir = b.dir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go test -c in %s: %v\n%s", b.dir, err, out)
-		}
-	}
+	bin := buildForUML(t, ctx, map[string]string{"ksctp.test": pkgDir, "transport.test": transportDir})
 	script := `rc=0
 echo "== ksctp"
 "$BIN/ksctp.test" -test.v -test.count=3 -test.timeout=4m || rc=1
@@ -100,4 +88,77 @@ exit $rc`
 	}
 	t.Logf("inside UML in %v: %d passed (subtests and -count=3 included); skipped: %v",
 		res.Elapsed.Round(time.Second), passed, names)
+}
+
+// buildForUML builds the test binaries (name: package directory) without
+// -race into a temp dir, which it returns.
+func buildForUML(t *testing.T, ctx context.Context, pkgs map[string]string) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := t.TempDir()
+	for out, dir := range pkgs {
+		cmd := exec.CommandContext(ctx, goTool, "test", "-c", "-o", filepath.Join(bin, out), ".")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go test -c in %s: %v\n%s", dir, err, out)
+		}
+	}
+	return bin
+}
+
+// TestKernelSCTPBenchInUML runs the kernel-SCTP measurements of
+// docs/sctp.md inside User-Mode Linux (BRAID_UML_BENCH=1; it skips
+// otherwise): transport's TestKernelSCTPFailoverBench and
+// TestKernelSCTPHOLBench on a two-network testbed, and this package's
+// TestPaper002Bench on the guest's loopback. BRAID_UML_BENCH_RUN
+// replaces the -test.run pattern; BRAID_UML_BENCH_* variables pass into
+// the guest. The tables are in the log:
+//
+//	BRAID_UML_BENCH=1 go test -run TestKernelSCTPBenchInUML -v -timeout 60m ./transport/channel/ksctp/
+func TestKernelSCTPBenchInUML(t *testing.T) {
+	if os.Getenv("BRAID_UML_BENCH") != "1" {
+		t.Skip("measurement; BRAID_UML_BENCH=1")
+	}
+	if os.Getenv("BRAID_IN_UML") == "1" {
+		t.Skip("running inside User-Mode Linux already")
+	}
+	if err := uml.Available(); err != nil {
+		t.Skip(err)
+	}
+	pkgDir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	transportDir := filepath.Join(pkgDir, "..", "..")
+	ctx, cancel := context.WithTimeout(t.Context(), 55*time.Minute)
+	defer cancel()
+	bin := buildForUML(t, ctx, map[string]string{"transport.test": transportDir, "ksctp.test": pkgDir})
+	run := os.Getenv("BRAID_UML_BENCH_RUN")
+	if run == "" {
+		run = "^(TestKernelSCTPFailoverBench|TestKernelSCTPHOLBench|TestPaper002Bench)$"
+	}
+	env := []string{"BIN=" + bin, "RUN=" + run, "KSCTP=" + pkgDir, "BRAID_IN_UML=1", "BRAID_REQUIRE_KSCTP=1", "GOTRACEBACK=all"}
+	for _, e := range os.Environ() {
+		if strings.HasPrefix(e, "BRAID_UML_BENCH") {
+			env = append(env, e)
+		}
+	}
+	res, err := uml.Run(ctx, uml.Config{Dir: transportDir, Env: env},
+		"sh", "-c", `uname -r; rc=0
+"$BIN/transport.test" -test.v -test.run "$RUN" -test.timeout=50m || rc=1
+cd "$KSCTP" && "$BIN/ksctp.test" -test.v -test.run "$RUN" -test.timeout=50m || rc=1
+exit $rc`)
+	if res != nil {
+		t.Logf("inside UML (%v):\n%s", res.Elapsed.Round(time.Second), res.Output)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("inside UML: exit %d", res.ExitCode)
+	}
 }

@@ -1,0 +1,519 @@
+//go:build linux
+
+package transport
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/testbed"
+	"github.com/braid-hpc/braid/transport/channel"
+	"github.com/braid-hpc/braid/transport/channel/ksctp"
+)
+
+// The measurements below (BRAID_UML_BENCH=1, for docs/sctp.md) run braid
+// over kernel SCTP between two testbed hosts joined by two networks. They
+// need kernel SCTP and root: ksctp's TestKernelSCTPBenchInUML runs them
+// inside User-Mode Linux.
+//
+//	testbed hub (bridges)  net 0: 10.1.0.0/24, net 1: 10.2.0.0/24
+//	srv: 10.1.0.1, 10.2.0.1     cli: 10.1.0.2, 10.2.0.2
+//
+// A path dies silently (testbed Blackhole: its hub port leaves the bridge,
+// packets vanish both ways) in the middle of a paced transfer from cli to
+// srv; the stall is the longest gap between messages read on srv.
+
+// nsKind creates the sockets of an inner kind inside a testbed host's
+// network namespace: braid's own redials, from goroutines outside it, land
+// there too.
+type nsKind struct {
+	channel.Kind
+	bed  *testbed.Bed
+	host string
+}
+
+func (k nsKind) Dial(ctx context.Context, local, remote string) (c net.Conn, err error) {
+	rerr := k.bed.Run(k.host, func() error {
+		c, err = k.Kind.Dial(ctx, local, remote)
+		return nil
+	})
+	if rerr != nil {
+		return nil, rerr
+	}
+	return c, err
+}
+
+func (k nsKind) Listen(ctx context.Context, addr string) (l net.Listener, err error) {
+	rerr := k.bed.Run(k.host, func() error {
+		l, err = k.Kind.Listen(ctx, addr)
+		return nil
+	})
+	if rerr != nil {
+		return nil, rerr
+	}
+	return l, err
+}
+
+// requireBench skips unless BRAID_UML_BENCH=1, kernel SCTP and testbeds
+// are here.
+func requireBench(t *testing.T) {
+	t.Helper()
+	if os.Getenv("BRAID_UML_BENCH") != "1" {
+		t.Skip("measurement; BRAID_UML_BENCH=1 (ksctp's TestKernelSCTPBenchInUML runs it inside User-Mode Linux)")
+	}
+	requireKernelSCTP(t)
+	testbed.Skip(t)
+}
+
+// benchReps is BRAID_UML_BENCH_REPS, or def.
+func benchReps(def int) int {
+	if n, err := strconv.Atoi(os.Getenv("BRAID_UML_BENCH_REPS")); err == nil && n > 0 && n <= 20 {
+		return n
+	}
+	return def
+}
+
+// twoNetBed builds srv and cli joined by two unshaped networks.
+func twoNetBed(t *testing.T) *testbed.Bed {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	var bed *testbed.Bed
+	var err error
+	// The guest's one CPU, starved by a loaded host, may miss testbed's
+	// readiness deadline: try again.
+	for range 3 {
+		if bed, err = testbed.Up(ctx, testbed.Spec{Hosts: []string{"srv", "cli"}, Networks: []testbed.Network{{}, {}}}); err == nil {
+			break
+		}
+		t.Logf("testbed: %v; again", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := bed.Down(); err != nil {
+			t.Error(err)
+		}
+	})
+	return bed
+}
+
+// sysctls sets net.sctp sysctls (name=value) in both hosts' namespaces
+// (they are per namespace).
+func sysctls(t *testing.T, bed *testbed.Bed, kv ...string) {
+	t.Helper()
+	for _, h := range []string{"srv", "cli"} {
+		for _, e := range kv {
+			out, err := bed.Exec(t.Context(), h, "sysctl", "-q", "-w", e).CombinedOutput()
+			if err != nil {
+				t.Fatalf("sysctl %s in %s: %v: %s", e, h, err, out)
+			}
+		}
+	}
+}
+
+// failoverCase is one way of carrying a braid session over the bed.
+type failoverCase struct {
+	name      string
+	multihome bool     // one association over both networks, else one per network
+	sysctl    []string // net.sctp sysctls, both hosts
+	knobs     ksctp.Config
+	mod       func(*Config)
+	noFault   bool // the baseline: no network dies
+}
+
+// failoverRun is what one repetition measured.
+type failoverRun struct {
+	stall  time.Duration // longest gap between messages read
+	total  time.Duration
+	intact bool
+	err    error
+}
+
+// runFailover opens a session as c says, sends paced messages from cli to
+// srv on one stream and blackholes network 0 (the multi-homed
+// association's primary path) after a third of them.
+func runFailover(t *testing.T, bed *testbed.Bed, fc failoverCase) failoverRun {
+	const (
+		msgs     = 240
+		msgSize  = 32 << 10
+		interval = 20 * time.Millisecond // ~13 Mbit/s offered
+		faultAt  = msgs / 3
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Second)
+	defer cancel()
+	base := func(c *Config) {
+		c.Transport = "sctp"
+		c.FragmentSize = 4 << 10
+		c.SegmentSize = 64 << 10
+		c.StreamWindow = 1 << 20
+		if fc.mod != nil {
+			fc.mod(c)
+		}
+	}
+	scfg, ccfg := testConfig(t), testConfig(t)
+	base(scfg)
+	base(ccfg)
+	scfg.Channel = nsKind{ksctp.Kind{Config: fc.knobs}, bed, "srv"}
+	ccfg.Channel = nsKind{ksctp.Kind{Config: fc.knobs}, bed, "cli"}
+	var listen []string
+	if fc.multihome {
+		listen = []string{bed.Addr("srv", 0) + "," + bed.Addr("srv", 1) + ":0"}
+	} else {
+		listen = []string{bed.Addr("srv", 0) + ":0", bed.Addr("srv", 1) + ":0"}
+	}
+	ln, err := Listen(ctx, listen, scfg)
+	if err != nil {
+		return failoverRun{err: err}
+	}
+	defer ln.Close()
+	var paths []Path
+	if fc.multihome {
+		paths = []Path{{Local: bed.Addr("cli", 0) + "," + bed.Addr("cli", 1), Remote: ln.Addrs()[0].String()}}
+	} else {
+		for i, a := range ln.Addrs() {
+			paths = append(paths, Path{Local: bed.Addr("cli", i), Remote: a.String()})
+		}
+	}
+	c, err := Dial(ctx, paths, ccfg)
+	if err != nil {
+		return failoverRun{err: err}
+	}
+	defer func() { c.Close(); c.wait() }()
+	s, err := ln.Accept(ctx)
+	if err != nil {
+		return failoverRun{err: err}
+	}
+	defer s.Close()
+	st, err := c.OpenStream(ctx)
+	if err != nil {
+		return failoverRun{err: err}
+	}
+	src := randBytes(7, msgs*msgSize)
+	errc := make(chan error, 1)
+	sent := make(chan struct{})
+	// On every return: stop the sender, then heal network 0 for the next
+	// run (the sender may be the one cutting it).
+	defer func() {
+		cancel()
+		<-sent
+		_ = bed.Restore("cli", 0)
+	}()
+	go func() {
+		defer close(sent)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for i := range msgs {
+			if i == faultAt && !fc.noFault {
+				if err := bed.Blackhole("cli", 0); err != nil {
+					errc <- err
+					return
+				}
+			}
+			if err := st.WriteMessage(ctx, src[i*msgSize:(i+1)*msgSize]); err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				errc <- ctx.Err()
+				return
+			}
+		}
+		errc <- st.Close()
+	}()
+	rs, err := s.AcceptStream(ctx)
+	if err != nil {
+		return failoverRun{err: err}
+	}
+	var r failoverRun
+	start := time.Now()
+	last := start
+	n := 0
+	intact := true
+	for {
+		m, err := rs.ReadMessage(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return failoverRun{err: fmt.Errorf("after %d bytes: %w", n, err)}
+		}
+		now := time.Now()
+		if n > 0 {
+			r.stall = max(r.stall, now.Sub(last))
+		}
+		last = now
+		if n+len(m) > len(src) || !bytes.Equal(m, src[n:n+len(m)]) {
+			intact = false
+		}
+		n += len(m)
+	}
+	if err := <-errc; err != nil {
+		return failoverRun{err: err}
+	}
+	r.total = time.Since(start)
+	r.intact = intact && n == len(src)
+	return r
+}
+
+// TestKernelSCTPFailoverBench measures failover when a network dies under
+// a transfer: braid over one multi-homed kernel-SCTP association (SCTP's
+// path management: kernel defaults, RFC 4960 without the potentially-failed
+// state, and tuned knobs) against braid's own multi-path over one
+// association per network (braid's PathTimeout). Every byte must arrive
+// intact in every run.
+func TestKernelSCTPFailoverBench(t *testing.T) {
+	requireBench(t)
+	bed := twoNetBed(t)
+	// Kernel 6.1's defaults, restated so that each case starts from them.
+	defaults := []string{"net.sctp.pf_enable=1", "net.sctp.pf_retrans=0", "net.sctp.path_max_retrans=5",
+		"net.sctp.hb_interval=30000", "net.sctp.rto_min=1000", "net.sctp.rto_max=60000", "net.sctp.rto_initial=3000"}
+	tuned := ksctp.Config{RTOInitial: 200 * time.Millisecond, RTOMin: 100 * time.Millisecond, RTOMax: 1 * time.Second}
+	// A single braid path must outlive SCTP's own failover.
+	patient := func(c *Config) { c.HeartbeatInterval = time.Second; c.PathTimeout = 180 * time.Second }
+	cases := []failoverCase{
+		{name: "1 assoc, no fault", multihome: true, sysctl: defaults, mod: patient, noFault: true},
+		{name: "1 assoc, kernel defaults (PF on)", multihome: true, sysctl: defaults, mod: patient},
+		{name: "1 assoc, RFC 4960 (PF off)", multihome: true, sysctl: append(slices.Clone(defaults), "net.sctp.pf_enable=0"), mod: patient},
+		{name: "1 assoc, PF off, RTO 100ms-1s, hb 1s, pmr 2", multihome: true, knobs: tuned,
+			sysctl: append(slices.Clone(defaults), "net.sctp.pf_enable=0", "net.sctp.hb_interval=1000", "net.sctp.path_max_retrans=2"), mod: patient},
+		{name: "1 assoc, PF on, RTO 100ms-1s", multihome: true, knobs: tuned, sysctl: defaults, mod: patient},
+		{name: "braid 2 paths, no fault", sysctl: defaults, noFault: true},
+		{name: "braid 2 paths, PathTimeout 500ms", sysctl: defaults},
+		{name: "braid 2 paths, PathTimeout 2s", sysctl: defaults, mod: func(c *Config) { c.PathTimeout = 2 * time.Second }},
+	}
+	if only := os.Getenv("BRAID_UML_BENCH_CASES"); only != "" {
+		// "|"-separated parts of case names
+		cases = slices.DeleteFunc(cases, func(fc failoverCase) bool {
+			return !slices.ContainsFunc(strings.Split(only, "|"), func(p string) bool { return strings.Contains(fc.name, p) })
+		})
+	}
+	reps := benchReps(3)
+	var table strings.Builder
+	fmt.Fprintf(&table, "| case | longest gap per run | transfer time per run | intact |\n|---|---|---|---|\n")
+	for _, fc := range cases {
+		sysctls(t, bed, fc.sysctl...)
+		var stalls, totals []string
+		intact := 0
+		for range reps {
+			r := runFailover(t, bed, fc)
+			if r.err != nil {
+				t.Errorf("%s: %v", fc.name, r.err)
+				stalls = append(stalls, "error")
+				continue
+			}
+			if !r.intact {
+				t.Errorf("%s: the bytes did not arrive intact", fc.name)
+			} else {
+				intact++
+			}
+			stalls = append(stalls, r.stall.Round(10*time.Millisecond).String())
+			totals = append(totals, r.total.Round(100*time.Millisecond).String())
+			t.Logf("%s: stall %v, total %v, intact %v", fc.name, r.stall, r.total, r.intact)
+		}
+		fmt.Fprintf(&table, "| %s | %s | %s | %d of %d |\n", fc.name, strings.Join(stalls, " / "),
+			strings.Join(totals, " / "), intact, reps)
+	}
+	t.Logf("failover, 240 x 32 KiB every 20 ms, network 0 blackholed after 80:\n%s", table.String())
+}
+
+// holRun runs a paced bulk transfer (16 KiB messages every 100 ms, about
+// 1.3 Mbit/s: far below what the starved guest moves, so that the queues
+// stay short and what the small messages wait for is the bulk's lost
+// packets) on one
+// stream and 150 small messages (1 KiB, every 20 ms) on another, from cli
+// to srv over network 0, and returns the small messages' one-way
+// latencies and the bulk's rate meanwhile.
+func holRun(t *testing.T, bed *testbed.Bed, kind channel.Kind, mod func(*Config)) (lat []time.Duration, bulkMbps float64, err error) {
+	const (
+		smalls   = 150
+		interval = 20 * time.Millisecond
+		bulkGap  = 100 * time.Millisecond
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	scfg, ccfg := testConfig(t), testConfig(t)
+	for _, c := range []*Config{scfg, ccfg} {
+		c.FragmentSize = 4 << 10
+		c.SegmentSize = 64 << 10
+		c.StreamWindow = 1 << 20
+		// Loss and one starved CPU: keep braid's path alive, and spare
+		// the guest's CPU the encryption.
+		c.PathTimeout = 10 * time.Second
+		c.InsecurePlaintext = true
+		if mod != nil {
+			mod(c)
+		}
+	}
+	scfg.Channel = nsKind{kind, bed, "srv"}
+	ccfg.Channel = nsKind{kind, bed, "cli"}
+	ln, err := Listen(ctx, []string{bed.Addr("srv", 0) + ":0"}, scfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer ln.Close()
+	c, err := Dial(ctx, []Path{{Local: bed.Addr("cli", 0), Remote: ln.Addrs()[0].String()}}, ccfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() { c.Close(); c.wait() }()
+	s, err := ln.Accept(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer s.Close()
+	bulk, err := c.OpenStream(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	small, err := c.OpenStream(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	stop := make(chan struct{})
+	bulkDone := make(chan struct{})
+	go func() {
+		defer close(bulkDone)
+		m := bytes.Repeat([]byte{'B'}, 16<<10)
+		tick := time.NewTicker(bulkGap)
+		defer tick.Stop()
+		for {
+			if bulk.WriteMessage(ctx, m) != nil {
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	type got struct {
+		lat  time.Duration
+		bulk int
+	}
+	gotc := make(chan got, 1024)
+	for range 2 {
+		go func() {
+			rs, err := s.AcceptStream(ctx)
+			if err != nil {
+				return
+			}
+			for {
+				m, err := rs.ReadMessage(ctx)
+				if err != nil {
+					return
+				}
+				if len(m) >= 9 && m[0] == 'S' {
+					sent, _ := strconv.ParseInt(strings.TrimSpace(string(m[1:21])), 10, 64)
+					gotc <- got{lat: time.Since(time.Unix(0, sent))}
+				} else {
+					gotc <- got{bulk: len(m)}
+				}
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond) // the bulk fills the pipe
+	go func() {
+		for range smalls {
+			m := make([]byte, 1<<10)
+			copy(m, fmt.Sprintf("S%20d", time.Now().UnixNano()))
+			if small.WriteMessage(ctx, m) != nil {
+				return
+			}
+			time.Sleep(interval)
+		}
+	}()
+	start := time.Now()
+	bulkBytes := 0
+	for len(lat) < smalls {
+		select {
+		case g := <-gotc:
+			if g.bulk > 0 {
+				bulkBytes += g.bulk
+			} else {
+				lat = append(lat, g.lat)
+			}
+		case <-ctx.Done():
+			close(stop)
+			return lat, 0, fmt.Errorf("%d of %d small messages: %w", len(lat), smalls, ctx.Err())
+		}
+	}
+	el := time.Since(start)
+	close(stop)
+	cancel()
+	<-bulkDone
+	slices.Sort(lat)
+	return lat, float64(bulkBytes) * 8 / el.Seconds() / 1e6, nil
+}
+
+// netem sets delay and loss on both ends of network 0 (each host's egress).
+func netem(t *testing.T, bed *testbed.Bed, args ...string) {
+	t.Helper()
+	for _, h := range []string{"srv", "cli"} {
+		a := append([]string{"qdisc", "replace", "dev", bed.Dev(h, 0), "root", "netem"}, args...)
+		if out, err := bed.Exec(t.Context(), h, "tc", a...).CombinedOutput(); err != nil {
+			t.Fatalf("tc %v in %s: %v: %s", a, h, err, out)
+		}
+	}
+}
+
+// TestKernelSCTPHOLBench measures head-of-line blocking under loss: the
+// latency of small messages on one stream while a bulk transfer runs on
+// another, over one kernel-SCTP association with lanes (braid streams on
+// SCTP streams), with everything on one SCTP stream (Lanes 1), and over
+// TCP, with netem delay 5 ms and loss on the path.
+func TestKernelSCTPHOLBench(t *testing.T) {
+	requireBench(t)
+	bed := twoNetBed(t)
+	tcp, err := channel.Lookup("tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sysctls(t, bed, "net.sctp.rto_min=200", "net.sctp.rto_initial=1000")
+	type hcase struct {
+		name string
+		kind channel.Kind
+		mod  func(*Config)
+	}
+	cases := []hcase{
+		{"sctp, lanes (8)", ksctp.Kind{}, nil},
+		{"sctp, one stream (Lanes 1)", ksctp.Kind{}, func(c *Config) { c.Lanes = 1 }},
+		{"tcp", tcp, nil},
+	}
+	reps := benchReps(2)
+	var table strings.Builder
+	fmt.Fprintf(&table, "| loss | carrier | small msg p50 | p99 | max | bulk Mbit/s |\n|---|---|---|---|---|---|\n")
+	for _, loss := range []string{"0%", "1%", "3%"} {
+		netem(t, bed, "delay", "5ms", "loss", loss)
+		for _, hc := range cases {
+			var p50, p99, mx, rate []string
+			for range reps {
+				lat, mbps, err := holRun(t, bed, hc.kind, hc.mod)
+				if err != nil {
+					t.Errorf("loss %s, %s: %v", loss, hc.name, err)
+					continue
+				}
+				q := func(f float64) string { return lat[int(f*float64(len(lat)-1))].Round(time.Millisecond).String() }
+				p50, p99, mx = append(p50, q(0.5)), append(p99, q(0.99)), append(mx, lat[len(lat)-1].Round(time.Millisecond).String())
+				rate = append(rate, strconv.FormatFloat(mbps, 'f', 0, 64))
+				t.Logf("loss %s, %s: p50 %v p99 %v max %v, bulk %.0f Mbit/s", loss, hc.name, q(0.5), q(0.99), lat[len(lat)-1], mbps)
+			}
+			fmt.Fprintf(&table, "| %s | %s | %s | %s | %s | %s |\n", loss, hc.name, strings.Join(p50, " / "),
+				strings.Join(p99, " / "), strings.Join(mx, " / "), strings.Join(rate, " / "))
+		}
+	}
+	t.Logf("head-of-line, 150 x 1 KiB every 20 ms beside 16 KiB bulk messages every 100 ms, plaintext, netem delay 5ms each way:\n%s", table.String())
+}
