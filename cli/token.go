@@ -57,10 +57,10 @@ func runToken(ctx context.Context, env *Env, args []string) int {
 }
 
 func runTokenCreate(ctx context.Context, env *Env, args []string) int {
-	fs := newFlags(env, "token create", "--role admin|client|worker [--name NAME] [flags]", `
+	fs := newFlags(env, "token create", "--role admin|client|worker|monitor [--name NAME] [flags]", `
 Makes a token and prints it with its join token. Store it now: the server
 keeps only its hash.`)
-	role := fs.String("role", "", "the token's `role`: admin, client or worker (required)")
+	role := fs.String("role", "", "the token's `role`: admin, client, worker or monitor (required)")
 	name := fs.String("name", "", "a unique `name` for listings and revoke (default: the role and part of the ID)")
 	cf := addClientFlags(fs, 30*time.Second)
 	if code := parseFlags(env, fs, args); code >= 0 {
