@@ -106,17 +106,19 @@ function renderWorkers(workers) {
   const now = performance.now();
   const seen = new Map();
   for (const w of workers) {
-    const threads = (w.register && w.register.threads) || 0;
+    const threads = w.threads || 0;
+    const busy = w.lent_ns ? Math.round(100 * (w.compute_ns || 0) / w.lent_ns) + "%" : "";
     body.append(el("tr", { "data-worker": w.id },
       el("td", {}, w.id),
-      el("td", {}, (w.register && w.register.name) || ""),
+      el("td", {}, w.name || ""),
       el("td", { class: w.alive ? "state-done" : "state-failed" }, w.alive ? "live" : "dead"),
       el("td", { class: "num threads" }, threads),
       el("td", { class: "num" }, w.running),
       el("td", { class: "num" }, w.queued),
       el("td", { class: "num" }, (w.load || 0).toFixed(2)),
       el("td", { class: "num" }, w.done || 0),
-      el("td", { class: "num" }, secs((w.compute_ns || 0) / 1e9))));
+      el("td", { class: "num" }, secs((w.compute_ns || 0) / 1e9)),
+      el("td", { class: "num", title: "compute time / thread time lent while it had units" }, busy)));
     (w.paths || []).forEach((p, i) => {
       const key = w.id + "/" + i + "/" + p.local + "/" + p.remote;
       const prev = lastPaths.get(key);
@@ -141,32 +143,36 @@ function renderWorkers(workers) {
   lastPaths = seen;
 }
 
-// lanes places each try on the first thread of its worker that is free at
-// its start, so overlapping tries go on different lanes.
-function lanes(units) {
+// lanes places each try of a worker on one of its threads by replaying
+// the worker's queue: a worker runs the units of a session in the order
+// they arrive, each on the first thread that is free. A try starts when
+// it was sent or when a thread came free, whichever is later, and lasts
+// its compute time. threads maps a worker to the threads it lends.
+function lanes(units, threads) {
   const byWorker = new Map();
   for (const u of units) {
-    const end = new Date(u.received).getTime();
-    const start = end - u.compute_ns / 1e6;
     if (!byWorker.has(u.worker)) byWorker.set(u.worker, []);
-    byWorker.get(u.worker).push({ u, start, end });
+    byWorker.get(u.worker).push({ u, sent: new Date(u.sent).getTime(), received: new Date(u.received).getTime() });
   }
   const rows = [];
   for (const [worker, list] of [...byWorker.entries()].sort()) {
-    list.sort((a, b) => a.start - b.start);
-    const free = []; // end time of each lane's last try
+    list.sort((a, b) => a.sent - b.sent || a.u.unit - b.u.unit);
+    const n = threads.get(worker) || new Set(list.map(s => s.u.stream)).size || 1;
+    const free = new Array(n).fill(-Infinity); // when each thread is free again
     for (const s of list) {
-      let i = free.findIndex(f => f <= s.start + 0.01);
-      if (i < 0) { i = free.length; free.push(0); }
-      free[i] = s.end;
+      let i = 0;
+      for (let k = 1; k < n; k++) if (free[k] < free[i]) i = k;
+      s.start = Math.max(s.sent, free[i]);
+      s.end = s.start + s.u.compute_ns / 1e6;
       s.lane = i;
+      free[i] = s.end;
     }
-    rows.push({ worker, lanes: free.length, spans: list });
+    rows.push({ worker, lanes: n, spans: list });
   }
   return rows;
 }
 
-function renderTimeline(tl) {
+function renderTimeline(tl, threads) {
   const box = $("timeline");
   box.replaceChildren();
   $("timeline-job").textContent = tl ? "of job " + tl.job : "";
@@ -177,7 +183,7 @@ function renderTimeline(tl) {
     box.append(svg("text", { x: 4, y: 16 }, "The server no longer keeps this job's tries."));
     return;
   }
-  const rows = lanes(tl.units);
+  const rows = lanes(tl.units, threads);
   let t0 = Infinity, t1 = -Infinity;
   for (const r of rows) for (const s of r.spans) { t0 = Math.min(t0, s.start); t1 = Math.max(t1, s.end); }
   const left = 170, width = 900, laneH = 16, top = 18;
@@ -197,8 +203,9 @@ function renderTimeline(tl) {
         x: left + (s.start - t0) * scale, y: base + s.lane * laneH + 2,
         width: Math.max(1, (s.end - s.start) * scale), height: laneH - 4,
       });
-      rect.append(svg("title", {}, `unit ${s.u.unit} try ${s.u.attempt} on ${r.worker} stream ${s.u.stream}: ` +
-        `${secs(s.u.compute_ns / 1e9)}${s.u.error ? " failed: " + s.u.error : ""}`));
+      rect.append(svg("title", {}, `unit ${s.u.unit} try ${s.u.attempt} on ${r.worker} (stream ${s.u.stream}): ` +
+        `computed ${secs(s.u.compute_ns / 1e9)}, back ${secs((s.received - s.sent) / 1000)} after it was sent` +
+        `${s.u.error ? "; failed: " + s.u.error : ""}`));
       box.append(rect);
     }
   }
@@ -229,7 +236,7 @@ async function refresh() {
     $("logout").hidden = false;
     renderJobs(list);
     renderWorkers(workers.workers || []);
-    renderTimeline(tl);
+    renderTimeline(tl, new Map((workers.workers || []).map(w => [w.id, w.threads])));
     setStatus("updated " + new Date().toLocaleTimeString(), false);
     document.body.setAttribute("data-loaded", "1");
   } catch (e) {
