@@ -97,6 +97,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	reverse := fs.Bool("reverse", false, "bulk: the server sends, the client receives")
 	baseline := fs.Bool("tcp-baseline", false, "measure k plain TCP connections striped by hand instead of braid")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
+	obs := addObsFlags(fs, "perf server (-s)")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -127,9 +128,20 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 			env.Errorf("perf: --baseline-port-offset %d out of range", *portOffset)
 			return 2
 		}
-		return perfServe(ctx, env, addrs, cfg, *once, *portOffset)
+		return perfServe(ctx, env, addrs, cfg, *once, *portOffset, obs)
 	}
 
+	if *obs.metrics != "" {
+		env.Errorf("perf: --metrics goes with -s: the server's side of the tests keeps the metrics")
+		helpHint(env, fs.Name())
+		return 2
+	}
+	stopObs, err := obs.start(cfg.Logger, nil)
+	if err != nil {
+		env.Errorf("perf: %v", err)
+		return 1
+	}
+	defer stopObs()
 	o := &perfOptions{cfg: cfg, mode: *mode, seconds: *seconds, streams: *streams, count: *count,
 		reverse: *reverse, baseline: *baseline, json: *asJSON, frag: cfg.FragmentSize}
 	if o.paths, err = dialPaths(*client, *from, perfPort); err != nil {

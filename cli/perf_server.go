@@ -19,11 +19,19 @@ type perfServer struct {
 	cfg        *transport.Config
 	portOffset int
 	mu         sync.Mutex // serializes output lines
+	metrics    *perfMetrics
 }
 
 // perfServe listens on addrs and serves tests until ctx ends, or after the
 // first test with once.
-func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Config, once bool, portOffset int) int {
+func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Config, once bool, portOffset int, obs *obsFlags) int {
+	pm := newPerfMetrics()
+	stop, err := obs.start(cfg.Logger, pm.handler())
+	if err != nil {
+		env.Errorf("perf: %v", err)
+		return 1
+	}
+	defer stop()
 	ln, err := transport.Listen(ctx, addrs, cfg)
 	if err != nil {
 		env.Errorf("perf: %v", err)
@@ -35,7 +43,7 @@ func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Con
 		bound = append(bound, a.String())
 	}
 	fmt.Fprintf(env.Stdout, "braid perf: listening on %s\n", strings.Join(bound, ","))
-	srv := &perfServer{env: env, cfg: cfg, portOffset: portOffset}
+	srv := &perfServer{env: env, cfg: cfg, portOffset: portOffset, metrics: pm}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer ln.Close() // closes the sessions still running, before wg.Wait
@@ -80,6 +88,8 @@ func (s *perfServer) printf(format string, args ...any) {
 // serve runs one test on sess and prints its line.
 func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (err error) {
 	defer closeSession(ctx, sess, false, 0)
+	s.metrics.track(sess, true)
+	defer s.metrics.track(sess, false)
 	defer func() {
 		if err != nil && ctx.Err() == nil {
 			s.printf("test from %s failed: %v", peerOf(sess), err)
@@ -121,6 +131,7 @@ func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (err er
 			Received: p.BytesReceived - q.BytesReceived, Sent: p.BytesSent - q.BytesSent})
 	}
 	res.Stripe = stripeDelta(stripe0, sess.StripeStats())
+	s.metrics.test(&h, res)
 	if werr := writeJSON(ctx, ctrl, res); werr != nil && err == nil {
 		err = werr
 	}

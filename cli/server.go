@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -65,18 +66,29 @@ func parseRetention(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// logFlags registers -v and returns a constructor of the command's logger,
-// which writes to env.Stderr.
+// logFlags registers -v, --log-level and --log-format and returns a
+// constructor of the command's logger, which writes to env.Stderr. The
+// lines name the job, unit, worker and path they concern with fixed
+// keys (job, unit, worker, path, stream, bytes), in JSON one object a
+// line with --log-format json.
 func logFlags(fs interface {
 	Bool(string, bool, string) *bool
+	Var(flag.Value, string, string)
 }) func(env *Env) *slog.Logger {
-	verbose := fs.Bool("v", false, "log every unit and request (debug level)")
+	verbose := fs.Bool("v", false, "log every unit and request (the same as --log-level debug)")
+	level := &logLevel{l: slog.LevelInfo}
+	fs.Var(level, "log-level", "log lines of this `level` and above: debug, info, warn or error")
+	format := logFormat("text")
+	fs.Var(&format, "log-format", "log `format`: text (key=value) or json (one object a line)")
 	return func(env *Env) *slog.Logger {
-		level := slog.LevelInfo
+		opts := &slog.HandlerOptions{Level: level.l}
 		if *verbose {
-			level = slog.LevelDebug
+			opts.Level = slog.LevelDebug
 		}
-		return slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+		if format == "json" {
+			return slog.New(slog.NewJSONHandler(env.Stderr, opts))
+		}
+		return slog.New(slog.NewTextHandler(env.Stderr, opts))
 	}
 }
 
@@ -105,6 +117,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		"can read requests, replay credentials and forge answers")
 	key := keyFlag(fs)
 	logger := logFlags(fs)
+	obs := addObsFlags(fs, "server")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -159,9 +172,10 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("server: --insecure-http serves no certificate; drop --tls-cert and --tls-key, or --insecure-http")
 		return 2
 	}
+	log := logger(env)
 	srv, err := server.New(server.Config{
 		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
-		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: logger(env),
+		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: log,
 		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
 		MaxBlob: upSize, MaxData: dataSize, Retain: keep, MaxConns: *maxConns,
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},
@@ -177,6 +191,12 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	} else {
 		env.Errorf("WARNING: --insecure-http: the control API is plain HTTP; credentials can be sniffed and replayed")
 	}
+	stop, err := obs.start(log, srv.MetricsHandler())
+	if err != nil {
+		env.Errorf("server: %v", err)
+		return 1
+	}
+	defer stop()
 	if err := srv.Run(ctx); err != nil {
 		env.Errorf("%v", err)
 		return 1
