@@ -21,8 +21,9 @@ func init() {
 const tokenDescription = `
 Manages the server's access tokens. A token has a role: a worker token
 registers a worker and downloads modules; a client token uploads data,
-submits and follows jobs and manages operations; an admin token may do
-all that and manage tokens. The cluster key's holder is admin. The server
+submits and follows jobs and manages operations; a monitor token only
+looks (Prometheus metrics, jobs, workers: the dashboard at /ui/); an admin
+token may do all that and manage tokens. The cluster key's holder is admin. The server
 keeps only each token's SHA-256: a token is shown once, when created.
 
   braid token create --role ROLE [--name NAME]   make a token; prints it and its join token
