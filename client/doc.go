@@ -6,7 +6,11 @@
 //	id, err := c.Put(ctx, file)
 //	job, err := c.Submit(ctx, api.JobRequest{Op: "blur", Input: id, Tile: api.Tile{W: 256, H: 256}})
 //	job, err = c.Wait(ctx, job.Job, nil)
-//	err = c.Get(ctx, job.Output, out)
+//	n, err := c.Get(ctx, job.Output, out)
+//
+// Example (in example_test.go, run by go test) does this end to end
+// against a server and a worker in the test process, with errors
+// checked.
 //
 // The client speaks HTTPS and pins the server's certificate before it
 // sends a credential: by fingerprint (WithFingerprint, or a join token

@@ -17,7 +17,8 @@ import (
 // updates as things happen, and a collector that reads the current state
 // at each scrape. docs/observability.md lists them.
 type serverMetrics struct {
-	reg *prometheus.Registry
+	reg     *prometheus.Registry
+	handler http.Handler
 
 	requests       *prometheus.HistogramVec
 	jobsSubmitted  prometheus.Counter
@@ -63,6 +64,7 @@ func newServerMetrics(s *Server) *serverMetrics {
 	m.reg.MustRegister(m.requests, m.jobsSubmitted, m.jobsFinished, m.unitsCompleted, m.unitFailures,
 		m.workerUnits, m.workerCompute, m.workerResults, &stateCollector{s: s},
 		metrics.NewPathCollector(s.pathStats))
+	m.handler = metrics.Handler(m.reg, s.log)
 	return m
 }
 
@@ -86,7 +88,7 @@ func (m *serverMetrics) result(worker string, res *api.Result, counted bool) {
 // authentication, for a listener of its own (braid server --metrics).
 // The control API serves them at /metrics to the roles that may see
 // them.
-func (s *Server) MetricsHandler() http.Handler { return metrics.Handler(s.metrics.reg, s.log) }
+func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler }
 
 func (s *Server) getMetrics(w http.ResponseWriter, r *http.Request) error {
 	s.MetricsHandler().ServeHTTP(w, r)
