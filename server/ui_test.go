@@ -151,6 +151,18 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("the timeline shows %d distinct units in %d bars, want %d", len(units), len(bars), st.Units.Total)
 	}
 
+	// A credential that may not read jobs gets the sign-in form and the
+	// server's refusal, and no data.
+	wk, err := c.c.CreateToken(t.Context(), api.RoleWorker, "not-a-viewer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := headless(t, bin, c.srv.URL()+api.PathUI+"#token="+wk.Token, "--dump-dom")
+	if !strings.Contains(denied, `<section id="login">`) || !strings.Contains(denied, `<main id="main" hidden="">`) ||
+		!strings.Contains(denied, "a worker credential may not GET") || strings.Contains(denied, `data-job="`+fmt.Sprint(st.Job)+`"`) {
+		t.Errorf("with a worker token the page does not show the sign-in form and the refusal alone; DOM:\n%s", denied)
+	}
+
 	shot := filepath.Join(artifacts(t), "dashboard.png")
 	headless(t, bin, url, "--screenshot="+shot, "--hide-scrollbars")
 	f, err := os.Open(shot)
