@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
@@ -14,6 +15,10 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/testbed/relay"
+	"github.com/braid-hpc/braid/transport"
+	"github.com/braid-hpc/braid/worker"
 )
 
 // scrape GETs a Prometheus endpoint with the Authorization header auth
@@ -194,4 +199,64 @@ func TestMetricsAuth(t *testing.T) {
 			t.Errorf("GET /metrics with %.20q: %d %s, want %d", x.auth, code, body, x.want)
 		}
 	}
+	// The refusals are timed like any answer, by route and status.
+	fams := scrape(t, c.hc, c.srv.URL()+api.PathMetrics, "Bearer "+api.Token(testKey))
+	for _, code := range []string{"401", "403", "200"} {
+		if n, _ := metricValue(fams, "braid_http_request_duration_seconds", map[string]string{"route": api.PathMetrics, "method": "get", "code": code}); n != 1 {
+			t.Errorf("braid_http_request_duration_seconds_count{route=/metrics,code=%s} = %v, want 1", code, n)
+		}
+	}
+}
+
+// TestMetricsPathDown: the server's path metrics follow a worker's path
+// going down (its relay blackholed) and coming back.
+func TestMetricsPathDown(t *testing.T) {
+	c := newCluster(t, func(cfg *server.Config) {
+		cfg.Transport = &transport.Config{PathTimeout: 300 * time.Millisecond, HeartbeatInterval: 50 * time.Millisecond,
+			HandshakeTimeout: 300 * time.Millisecond}
+	})
+	// Path 0 direct, path 1 through a relay.
+	// Free ports for the worker: listen, note them, let them go.
+	ln, err := transport.Listen(t.Context(), []string{"127.0.0.1:0", "127.0.0.1:0"}, &transport.Config{Key: testKey, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, target := ln.Addrs()[0].String(), ln.Addrs()[1].String()
+	ln.Close()
+	r, err := relay.ListenTCP(target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	tw := c.addWorker(1, func(cfg *worker.Config) {
+		cfg.Listen = []string{direct, target}
+		cfg.Advertise = []string{direct, r.Addr()}
+	})
+	c.waitWorkers(1)
+	var wid string
+	for _, id := range tw.w.IDs() {
+		wid = id
+	}
+	tok := "Bearer " + api.Token(testKey)
+	wait := func(what string, ok func(fams map[string]*dto.MetricFamily) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if ok(scrape(t, c.hc, c.srv.URL()+api.PathMetrics, tok)) {
+				return
+			}
+		}
+		t.Fatalf("metrics did not show %s within 10s", what)
+	}
+	up := func(fams map[string]*dto.MetricFamily, path string) float64 {
+		v, _ := metricValue(fams, "braid_path_up", map[string]string{"peer": wid, "path": path})
+		return v
+	}
+	wait("both paths up", func(f map[string]*dto.MetricFamily) bool { return up(f, "0") == 1 && up(f, "1") == 1 })
+	r.Blackhole(true)
+	wait("path 1 down and path 0 up", func(f map[string]*dto.MetricFamily) bool { return up(f, "0") == 1 && up(f, "1") == 0 })
+	r.Blackhole(false)
+	wait("path 1 back up after a reconnect", func(f map[string]*dto.MetricFamily) bool {
+		n, _ := metricValue(f, "braid_path_reconnects_total", map[string]string{"peer": wid, "path": "1"})
+		return up(f, "1") == 1 && n >= 1
+	})
 }
