@@ -77,7 +77,7 @@ func logFlags(fs interface {
 }) func(env *Env) *slog.Logger {
 	verbose := fs.Bool("v", false, "log every unit and request (the same as --log-level debug)")
 	level := &logLevel{l: slog.LevelInfo}
-	fs.Var(level, "log-level", "log lines of this `level` and above: debug, info, warn or error")
+	fs.Var(level, "log-level", "log lines of this `level` and above: debug, info, warn or error (default info)")
 	format := logFormat("text")
 	fs.Var(&format, "log-format", "log `format`: text (key=value) or json (one object a line)")
 	return func(env *Env) *slog.Logger {
