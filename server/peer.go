@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -363,8 +364,10 @@ func (s *Server) receive(ctx context.Context, p *peer, ps *pstream) {
 		a := f.a
 		s.spans.add(res.Job, api.UnitSpan{Unit: res.ID, Attempt: res.Attempt, Worker: p.id, Stream: ps.idx,
 			Sent: f.sent.UTC(), Received: time.Now().UTC(), ComputeNanos: res.ComputeNanos, Error: res.Err})
-		s.log.Debug("result received", "job", res.Job, "unit", res.ID, "worker", p.id, "stream", ps.idx,
-			"bytes", len(res.Output), "compute", time.Duration(res.ComputeNanos), "err", res.Err)
+		if s.log.Enabled(ctx, slog.LevelDebug) { // spares the hot path the arguments
+			s.log.Debug("result received", "job", res.Job, "unit", res.ID, "worker", p.id, "stream", ps.idx,
+				"bytes", len(res.Output), "compute", time.Duration(res.ComputeNanos), "err", res.Err)
+		}
 		p.busy.back(time.Duration(res.ComputeNanos))
 		s.onResult(ctx, p, a, &res)
 		ps.st.Release(b) // onResult keeps no reference to the output

@@ -618,8 +618,10 @@ func (w *Worker) process(ctx context.Context, q *unitQueue) {
 			// The server runs it elsewhere once the session is gone.
 			return
 		}
-		w.log.Debug("unit run", "job", t.u.Job, "unit", t.u.ID, "attempt", t.u.Attempt, "op", t.u.Op,
-			"compute", time.Duration(res.ComputeNanos), "bytes", len(res.Output), "err", res.Err)
+		if w.log.Enabled(ctx, slog.LevelDebug) { // spares the hot path the arguments
+			w.log.Debug("unit run", "job", t.u.Job, "unit", t.u.ID, "attempt", t.u.Attempt, "op", t.u.Op,
+				"compute", time.Duration(res.ComputeNanos), "bytes", len(res.Output), "err", res.Err)
+		}
 		t.out.put(done{res: res, unit: t.buf, module: strings.HasPrefix(t.u.Op, api.ModulePrefix)})
 	}
 }
