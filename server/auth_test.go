@@ -155,6 +155,11 @@ func matrixFixture(t *testing.T, c *cluster, wk *testWorker) map[string]fixture 
 			return request{path: api.PathWorkers + "/" + register()}
 		}},
 		"POST /v1/workers/{id}/heartbeat": {adminWorker, func() request {
+			// Nothing else keeps this registration alive: on a slow
+			// machine the server may have declared it dead since the
+			// last call. Registering it again brings it back.
+			_, err := c.c.Update(ctx, live, reg)
+			must(err)
 			return request{path: api.PathWorkers + "/" + live + "/heartbeat", body: []byte("{}")}
 		}},
 		"GET /v1/blobs":  {adminClient, func() request { return request{path: api.PathBlobs} }},
