@@ -6,11 +6,7 @@
 //	id, err := c.Put(ctx, file)
 //	job, err := c.Submit(ctx, api.JobRequest{Op: "blur", Input: id, Tile: api.Tile{W: 256, H: 256}})
 //	job, err = c.Wait(ctx, job.Job, nil)
-//	n, err := c.Get(ctx, job.Output, out)
-//
-// Example (in example_test.go, run by go test) does this end to end
-// against a server and a worker in the test process, with errors
-// checked.
+//	err = c.Get(ctx, job.Output, out)
 //
 // The client speaks HTTPS and pins the server's certificate before it
 // sends a credential: by fingerprint (WithFingerprint, or a join token

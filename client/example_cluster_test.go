@@ -61,8 +61,10 @@ func startCluster() (url string, key []byte, stop func()) {
 	}
 }
 
-// Example uploads data, runs a job on it and downloads its output.
-func Example() {
+// Example_cluster uploads data, runs a job on it and downloads its
+// output, against a server and a worker started in this process, so go
+// test runs it and checks what it prints.
+func Example_cluster() {
 	url, key, stop := startCluster()
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
