@@ -71,6 +71,9 @@ type logFormat string
 
 func (f *logFormat) String() string { return string(*f) }
 
+// Type names the value in help (pflag.Value).
+func (f *logFormat) Type() string { return "format" }
+
 func (f *logFormat) Set(s string) error {
 	switch s = strings.ToLower(strings.TrimSpace(s)); s {
 	case "text", "json":
@@ -84,6 +87,9 @@ func (f *logFormat) Set(s string) error {
 type logLevel struct{ l slog.Level }
 
 func (l *logLevel) String() string { return strings.ToLower(l.l.String()) }
+
+// Type names the value in help (pflag.Value).
+func (l *logLevel) Type() string { return "level" }
 
 func (l *logLevel) Set(s string) error {
 	if err := l.l.UnmarshalText([]byte(strings.TrimSpace(s))); err != nil {

@@ -170,7 +170,7 @@ func TestObsFlagErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"server", "--data", t.TempDir(), "--log-format", "xml"}, 2, `invalid value "xml" for flag -log-format: "xml": want text or json`},
+		{[]string{"server", "--data", t.TempDir(), "--log-format", "xml"}, 2, `"xml": want text or json`},
 		{[]string{"worker", "--server", "http://127.0.0.1:1", "--log-level", "loud"}, 2, `want debug, info, warn or error`},
 		{[]string{"perf", "-c", "127.0.0.1:1", "--metrics", ":0"}, 2, "--metrics goes with -s"},
 		{[]string{"perf", "-s", "--listen", "127.0.0.1:0", "--pprof", busy.Addr().String()}, 1, "pprof: listen on " + busy.Addr().String()},
