@@ -259,3 +259,31 @@ type PipelineStatus struct {
 	// Steps are the steps' jobs, in the order they were given.
 	Steps []JobStatus `json:"steps"`
 }
+
+// UnitSpan is one try of a unit on a worker, as the server saw it: the
+// unit went out on stream Stream of the worker (one stream per thread
+// the worker lends) at Sent, and its result came back at Received after
+// ComputeNanos of computation.
+type UnitSpan struct {
+	Unit    uint64 `json:"unit"`
+	Attempt uint32 `json:"attempt"`
+	Worker  string `json:"worker"`
+	Stream  int    `json:"stream"`
+	// Sent and Received are the server's clock.
+	Sent         time.Time `json:"sent"`
+	Received     time.Time `json:"received"`
+	ComputeNanos int64     `json:"compute_ns"`
+	// Error is the operation's error if the try failed.
+	Error string `json:"error,omitempty"`
+}
+
+// UnitTimeline is the answer to GET /v1/jobs/{id}/units: the tries of a
+// job's units that brought a result back, in the order they arrived.
+type UnitTimeline struct {
+	Job uint64 `json:"job"`
+	// Kept is false when the server no longer holds the job's tries (it
+	// keeps those of its most recent jobs, in memory, until it
+	// restarts); Units is then empty.
+	Kept  bool       `json:"kept"`
+	Units []UnitSpan `json:"units"`
+}

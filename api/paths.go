@@ -20,6 +20,12 @@ const (
 	// PathTokens creates (POST) and lists (GET) access tokens; DELETE
 	// PathTokens + "/ID-or-name" revokes one. Admin only.
 	PathTokens = "/v1/tokens"
+	// PathMetrics serves the server's Prometheus metrics (roles admin,
+	// client and monitor).
+	PathMetrics = "/metrics"
+	// PathUI serves the read-only web dashboard: static files, open to
+	// anyone, which read the API with the credential the user gives.
+	PathUI = "/ui/"
 )
 
 // ContentTypeJSON is the media type of every JSON request and response.

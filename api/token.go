@@ -16,19 +16,24 @@ const (
 	// downloads the modules of user operations by hash. It cannot submit
 	// jobs, list or read other blobs, or manage tokens.
 	RoleWorker = "worker"
+	// RoleMonitor only looks: it scrapes the Prometheus metrics and reads
+	// jobs, their units' timeline and workers (what the dashboard
+	// shows). It cannot read or write blobs, submit or cancel jobs, or
+	// change anything.
+	RoleMonitor = "monitor"
 )
 
 // Roles lists the roles a token may have.
-var Roles = []string{RoleAdmin, RoleClient, RoleWorker}
+var Roles = []string{RoleAdmin, RoleClient, RoleWorker, RoleMonitor}
 
 // ValidRole reports whether role is one of Roles.
 func ValidRole(role string) bool {
-	return role == RoleAdmin || role == RoleClient || role == RoleWorker
+	return role == RoleAdmin || role == RoleClient || role == RoleWorker || role == RoleMonitor
 }
 
 // TokenRequest asks for a new token (POST /v1/tokens).
 type TokenRequest struct {
-	// Role is admin, client or worker.
+	// Role is admin, client, worker or monitor.
 	Role string `json:"role"`
 	// Name labels the token in listings and can name it for revocation:
 	// 1 to 64 letters, digits, '.', '_' or '-', not all digits, unique

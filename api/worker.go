@@ -93,6 +93,10 @@ type PathInfo struct {
 	// back.
 	BytesSent     int64 `json:"bytes_sent"`
 	BytesReceived int64 `json:"bytes_received"`
+	// RateBps is the path's measured send rate while it was busy, in
+	// bit/s; RTTNanos its smoothed round-trip time.
+	RateBps  float64 `json:"rate_bps"`
+	RTTNanos int64   `json:"rtt_ns"`
 }
 
 // WorkerList is the answer to GET /v1/workers.

@@ -110,6 +110,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	reverse := fs.BoolP("reverse", "R", false, "bulk: the server sends, the client receives")
 	baseline := fs.Bool("tcp-baseline", false, "measure k plain TCP connections striped by hand instead of braid")
 	asJSON := fs.BoolP("json", "J", false, "print one JSON object shaped like iperf3's -J output instead of text")
+	obs := addObsFlags(fs, "perf server (-s)")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -152,9 +153,20 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 			return 2
 		}
 		srv := &perfServer{portOffset: *portOffset, json: *asJSON, interval: time.Duration(*interval * float64(time.Second))}
-		return perfServe(ctx, env, addrs, cfg, *once, srv)
+		return perfServe(ctx, env, addrs, cfg, *once, srv, obs)
 	}
 
+	if *obs.metrics != "" {
+		env.Errorf("perf: --metrics goes with -s: the server's side of the tests keeps the metrics")
+		helpHint(env, fs.Name())
+		return 2
+	}
+	stopObs, err := obs.start(cfg.Logger, nil)
+	if err != nil {
+		env.Errorf("perf: %v", err)
+		return 1
+	}
+	defer stopObs()
 	o := &perfOptions{cfg: cfg, mode: *mode, seconds: *seconds, streams: *streams, count: *count,
 		reverse: *reverse, baseline: *baseline, json: *asJSON, frag: cfg.FragmentSize}
 	if o.paths, err = dialPaths(*client, *from, *port); err != nil {

@@ -25,11 +25,19 @@ type perfServer struct {
 	// pending holds the tests waiting for their data session, by the
 	// join cookie of their perfReady (string -> chan *transport.Session).
 	pending sync.Map
+	metrics *perfMetrics
 }
 
 // perfServe listens on addrs and serves tests until ctx ends, or after the
 // first test with once.
-func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Config, once bool, srv *perfServer) int {
+func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Config, once bool, srv *perfServer, obs *obsFlags) int {
+	srv.metrics = newPerfMetrics()
+	stopObs, err := obs.start(cfg.Logger, srv.metrics.handler())
+	if err != nil {
+		env.Errorf("perf: %v", err)
+		return 1
+	}
+	defer stopObs()
 	ln, err := transport.Listen(ctx, addrs, cfg)
 	if err != nil {
 		env.Errorf("perf: %v", err)
@@ -72,6 +80,11 @@ func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Con
 			env.Errorf("perf: %v", err)
 			return 1
 		}
+		srv.metrics.track(sess, true)
+		wg.Go(func() {
+			<-sess.Done()
+			srv.metrics.track(sess, false)
+		})
 		wg.Go(func() {
 			test, err := srv.serve(ctx, sess)
 			if once && test {
@@ -179,6 +192,7 @@ func (s *perfServer) test(ctx context.Context, sess *transport.Session, ctrl *tr
 		res.Paths = serverPaths(before, sess.Stats())
 		res.Stripe = stripeDelta(stripe0, sess.StripeStats())
 	}
+	s.metrics.test(&h, res)
 	if werr := writeJSON(ctx, ctrl, res); werr != nil && err == nil {
 		err = werr
 	}

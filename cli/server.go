@@ -67,16 +67,26 @@ func parseRetention(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// logFlags registers -v and returns a constructor of the command's logger,
-// which writes to env.Stderr.
+// logFlags registers -v, --log-level and --log-format and returns a
+// constructor of the command's logger, which writes to env.Stderr. The
+// lines name the job, unit, worker and path they concern with fixed
+// keys (job, unit, worker, path, stream, bytes), in JSON one object a
+// line with --log-format json.
 func logFlags(fs *pflag.FlagSet) func(env *Env) *slog.Logger {
-	verbose := fs.BoolP("verbose", "v", false, "log every unit and request (debug level)")
+	verbose := fs.BoolP("verbose", "v", false, "log every unit and request (the same as --log-level debug)")
+	level := &logLevel{l: slog.LevelInfo}
+	fs.Var(level, "log-level", "log lines of this `level` and above: debug, info, warn or error (default info)")
+	format := logFormat("text")
+	fs.Var(&format, "log-format", "log `format`: text (key=value) or json (one object a line)")
 	return func(env *Env) *slog.Logger {
-		level := slog.LevelInfo
+		opts := &slog.HandlerOptions{Level: level.l}
 		if *verbose {
-			level = slog.LevelDebug
+			opts.Level = slog.LevelDebug
 		}
-		return slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+		if format == "json" {
+			return slog.New(slog.NewJSONHandler(env.Stderr, opts))
+		}
+		return slog.New(slog.NewTextHandler(env.Stderr, opts))
 	}
 }
 
@@ -106,6 +116,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	key := keyFlag(fs)
 	logger := logFlags(fs)
 	configFlag(fs)
+	obs := addObsFlags(fs, "server")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -160,9 +171,10 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("server: --insecure-http serves no certificate; drop --tls-cert and --tls-key, or --insecure-http")
 		return 2
 	}
+	log := logger(env)
 	srv, err := server.New(server.Config{
 		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
-		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: logger(env),
+		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: log,
 		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
 		MaxBlob: upSize, MaxData: dataSize, Retain: keep, MaxConns: *maxConns,
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},
@@ -178,6 +190,12 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	} else {
 		env.Errorf("WARNING: --insecure-http: the control API is plain HTTP; credentials can be sniffed and replayed")
 	}
+	stop, err := obs.start(log, srv.MetricsHandler())
+	if err != nil {
+		env.Errorf("server: %v", err)
+		return 1
+	}
+	defer stop()
 	if err := srv.Run(ctx); err != nil {
 		env.Errorf("%v", err)
 		return 1

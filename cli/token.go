@@ -22,8 +22,9 @@ func init() {
 const tokenDescription = `
 Manages the server's access tokens. A token has a role: a worker token
 registers a worker and downloads modules; a client token uploads data,
-submits and follows jobs and manages operations; an admin token may do
-all that and manage tokens. The cluster key's holder is admin. The server
+submits and follows jobs and manages operations; a monitor token only
+looks (Prometheus metrics, jobs, workers: the dashboard at /ui/); an admin
+token may do all that and manage tokens. The cluster key's holder is admin. The server
 keeps only each token's SHA-256: a token is shown once, when created.
 
   braid token create --role ROLE [--name NAME]   make a token; prints it and its join token
@@ -58,10 +59,10 @@ func runToken(ctx context.Context, env *Env, args []string) int {
 }
 
 func runTokenCreate(ctx context.Context, env *Env, args []string) int {
-	fs := newFlags(env, "token create", "--role admin|client|worker [--name NAME] [flags]", `
+	fs := newFlags(env, "token create", "--role admin|client|worker|monitor [--name NAME] [flags]", `
 Makes a token and prints it with its join token. Store it now: the server
 keeps only its hash.`)
-	role := fs.String("role", "", "the token's `role`: admin, client or worker (required)")
+	role := fs.String("role", "", "the token's `role`: admin, client, worker or monitor (required)")
 	name := fs.String("name", "", "a unique `name` for listings and revoke (default: the role and part of the ID)")
 	cf := addClientFlags(fs, 30*time.Second)
 	if code := parseFlags(env, fs, args); code >= 0 {

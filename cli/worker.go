@@ -60,6 +60,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	auth := addControlFlags(fs)
 	logger := logFlags(fs)
 	configFlag(fs)
+	obs := addObsFlags(fs, "worker")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -119,9 +120,10 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	// tried: on 2 cores it made the paper's blur jobs 10-15% slower and
 	// only added kernel time-slicing to the units' measured compute time
 	// (docs/benchmarks.md, compute fraction).
+	log := logger(env)
 	w, err := worker.New(worker.Config{
 		Servers: urls, Key: a.key, Token: a.token, Fingerprint: a.fingerprint, InsecureHTTP: a.insecure, Listen: splitList(*listen), Advertise: splitList(*advertise), Threads: *threads,
-		Ops: reg, Modules: modules, ModuleDir: *moduleDir, ModuleCache: cacheSize, Name: *name, Logger: logger(env),
+		Ops: reg, Modules: modules, ModuleDir: *moduleDir, ModuleCache: cacheSize, Name: *name, Logger: log,
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},
 	})
 	if err != nil {
@@ -130,6 +132,12 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	}
 	fmt.Fprintf(env.Stdout, "braid worker: data plane on %s, lending %d threads to %s\n",
 		strings.Join(w.Addrs(), ","), *threads, strings.Join(urls, ","))
+	stop, err := obs.start(log, w.MetricsHandler())
+	if err != nil {
+		env.Errorf("worker: %v", err)
+		return 1
+	}
+	defer stop()
 	if err := w.Run(ctx); err != nil {
 		env.Errorf("worker: %v", err)
 		return 1

@@ -593,6 +593,16 @@ func (c *Client) Workers(ctx context.Context) ([]api.WorkerInfo, error) {
 	return l.Workers, err
 }
 
+// Units returns the tries of a job's units that brought a result back:
+// the worker, stream, send and arrival times and compute time of each,
+// for a timeline per worker thread. The server keeps them for its most
+// recent jobs only; Kept says whether it still had them.
+func (c *Client) Units(ctx context.Context, id uint64) (api.UnitTimeline, error) {
+	var tl api.UnitTimeline
+	err := c.getJSON(ctx, fmt.Sprintf("units of job %d", id), jobPath(id)+"/units", &tl)
+	return tl, err
+}
+
 func workerPath(id string) string { return api.PathWorkers + "/" + url.PathEscape(id) }
 
 // Worker returns one worker. With fresh, the server first asks the worker

@@ -25,12 +25,15 @@ const (
 	roleAdmin roles = 1 << iota
 	roleClient
 	roleWorker
+	roleMonitor
 
 	open       roles = 0
 	adminOnly        = roleAdmin
 	clientSide       = roleAdmin | roleClient
 	workerSide       = roleAdmin | roleWorker
 	anyRole          = roleAdmin | roleClient | roleWorker
+	// lookers may read what the dashboard and the metrics show.
+	lookers = roleAdmin | roleClient | roleMonitor
 )
 
 // roleOf returns the set holding the named role alone, 0 for an unknown
@@ -43,6 +46,8 @@ func roleOf(name string) roles {
 		return roleClient
 	case api.RoleWorker:
 		return roleWorker
+	case api.RoleMonitor:
+		return roleMonitor
 	}
 	return 0
 }

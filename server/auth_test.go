@@ -70,6 +70,7 @@ func credentials(t *testing.T, c *cluster) []credential {
 		{name: "revoked", header: "Bearer " + revoked.Token, msg: "token " + revoked.ID + " (gone) was revoked at"},
 		{name: "worker", header: "Bearer " + mk(api.RoleWorker), role: api.RoleWorker},
 		{name: "client", header: "Bearer " + mk(api.RoleClient), role: api.RoleClient},
+		{name: "monitor", header: "Bearer " + mk(api.RoleMonitor), role: api.RoleMonitor},
 		{name: "admin token", header: "Bearer " + mk(api.RoleAdmin), role: api.RoleAdmin},
 		{name: "cluster key", header: "Bearer " + api.Token(testKey), role: api.RoleAdmin},
 	}
@@ -99,6 +100,7 @@ const (
 	adminClient = "admin client"
 	adminWorker = "admin worker"
 	anyRole     = "admin client worker"
+	lookers     = "admin client monitor"
 )
 
 // matrixFixture says, for each route as "METHOD pattern", who may call it
@@ -141,14 +143,23 @@ func matrixFixture(t *testing.T, c *cluster, wk *testWorker) map[string]fixture 
 			must(err)
 			return request{path: api.PathOps + "/" + name}
 		}},
-		"GET /v1/workers":      {adminClient, func() request { return request{path: api.PathWorkers} }},
+		"GET " + api.PathMetrics: {lookers, func() request { return request{path: api.PathMetrics} }},
+		// The dashboard's files are open; the data they show is not.
+		"GET " + api.PathUI:    {anyone, func() request { return request{path: api.PathUI} }},
+		"HEAD " + api.PathUI:   {anyone, func() request { return request{path: api.PathUI + "app.js"} }},
+		"GET /v1/workers":      {lookers, func() request { return request{path: api.PathWorkers} }},
 		"POST /v1/workers":     {adminWorker, func() request { return request{path: api.PathWorkers, body: regBody} }},
-		"GET /v1/workers/{id}": {adminClient, func() request { return request{path: api.PathWorkers + "/" + live} }},
+		"GET /v1/workers/{id}": {lookers, func() request { return request{path: api.PathWorkers + "/" + live} }},
 		"PUT /v1/workers/{id}": {adminWorker, func() request { return request{path: api.PathWorkers + "/" + live, body: regBody} }},
 		"DELETE /v1/workers/{id}": {adminWorker, func() request {
 			return request{path: api.PathWorkers + "/" + register()}
 		}},
 		"POST /v1/workers/{id}/heartbeat": {adminWorker, func() request {
+			// Nothing else keeps this registration alive: on a slow
+			// machine the server may have declared it dead since the
+			// last call. Registering it again brings it back.
+			_, err := c.c.Update(ctx, live, reg)
+			must(err)
 			return request{path: api.PathWorkers + "/" + live + "/heartbeat", body: []byte("{}")}
 		}},
 		"GET /v1/blobs":  {adminClient, func() request { return request{path: api.PathBlobs} }},
@@ -159,10 +170,13 @@ func matrixFixture(t *testing.T, c *cluster, wk *testWorker) map[string]fixture 
 		"DELETE /v1/blobs/{id}": {adminClient, func() request {
 			return request{path: api.PathBlobs + "/" + c.put([]byte("to delete "+uniq()))}
 		}},
-		"GET /v1/jobs":  {adminClient, func() request { return request{path: api.PathJobs} }},
+		"GET /v1/jobs":  {lookers, func() request { return request{path: api.PathJobs} }},
 		"POST /v1/jobs": {adminClient, func() request { return request{path: api.PathJobs, body: js(api.JobRequest{Op: "noop", Input: blob})} }},
-		"GET /v1/jobs/{id}": {adminClient, func() request {
+		"GET /v1/jobs/{id}": {lookers, func() request {
 			return request{path: fmt.Sprintf("%s/%d", api.PathJobs, job.Job)}
+		}},
+		"GET /v1/jobs/{id}/units": {lookers, func() request {
+			return request{path: fmt.Sprintf("%s/%d/units", api.PathJobs, job.Job)}
 		}},
 		"POST /v1/jobs/{id}/cancel": {adminClient, func() request {
 			// No worker runs checksum: the job stays queued.

@@ -43,9 +43,12 @@ func (s *Server) routes() []route {
 		{api.PathOps + "/{name}", get, clientSide, s.getOp},
 		{api.PathOps + "/{name}", put, clientSide, s.putOp},
 		{api.PathOps + "/{name}", del, clientSide, s.deleteOp},
-		{api.PathWorkers, get, clientSide, s.listWorkers},
+		{api.PathMetrics, get, lookers, s.getMetrics},
+		{api.PathUI, get, open, s.getUI},
+		{api.PathUI, head, open, s.getUI},
+		{api.PathWorkers, get, lookers, s.listWorkers},
 		{api.PathWorkers, post, workerSide, s.postWorker},
-		{api.PathWorkers + "/{id}", get, clientSide, s.getWorker},
+		{api.PathWorkers + "/{id}", get, lookers, s.getWorker},
 		{api.PathWorkers + "/{id}", put, workerSide, s.putWorker},
 		{api.PathWorkers + "/{id}", del, workerSide, s.deleteWorker},
 		{api.PathWorkers + "/{id}/heartbeat", post, workerSide, s.postHeartbeat},
@@ -55,9 +58,10 @@ func (s *Server) routes() []route {
 		{api.PathBlobs + "/{id}", get, anyRole, s.getBlob},
 		{api.PathBlobs + "/{id}", head, anyRole, s.getBlob},
 		{api.PathBlobs + "/{id}", del, clientSide, s.deleteBlob},
-		{api.PathJobs, get, clientSide, s.listJobs},
+		{api.PathJobs, get, lookers, s.listJobs},
 		{api.PathJobs, post, clientSide, s.postJob},
-		{api.PathJobs + "/{id}", get, clientSide, s.getJob},
+		{api.PathJobs + "/{id}", get, lookers, s.getJob},
+		{api.PathJobs + "/{id}/units", get, lookers, s.getUnits},
 		{api.PathJobs + "/{id}/cancel", post, clientSide, s.cancelJob},
 		{api.PathPipelines, post, clientSide, s.postPipeline},
 		{api.PathPipelines + "/{id}", get, clientSide, s.getPipeline},
@@ -80,9 +84,9 @@ func (s *Server) Handler() http.Handler {
 		byPattern[rt.pattern] = append(byPattern[rt.pattern], rt)
 	}
 	for _, p := range patterns {
-		mux.Handle(p, s.endpoint(p, byPattern[p]))
+		mux.Handle(p, s.metrics.instrument(p, s.endpoint(p, byPattern[p])))
 	}
-	mux.Handle("/", s.endpoint("/", nil))
+	mux.Handle("/", s.metrics.instrument("other", s.endpoint("/", nil)))
 	return mux
 }
 
@@ -500,6 +504,9 @@ func (s *Server) postHeartbeat(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) getWorker(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if fresh := r.URL.Query().Get("fresh"); fresh != "" && fresh != "0" && fresh != "false" {
+		if caller(r).role == api.RoleMonitor {
+			return kindf(errForbidden, "a monitor credential may read a worker's last figures, not ask it for fresh ones (fresh=%s); drop fresh or use a client token", fresh)
+		}
 		if err := s.refresh(r.Context(), id); err != nil {
 			return err
 		}

@@ -485,6 +485,7 @@ func (s *Server) assemble(r *run) {
 	}
 	s.finish(r)
 	s.dropIntermediates(r)
+	s.metrics.jobsFinished.WithLabelValues(string(store.JobDone)).Inc()
 	s.log.Info("job done", "job", r.id, "op", r.job.Op, "units", len(r.units), "blob", id, "bytes", size,
 		"assembly", time.Since(start).Round(time.Millisecond))
 }
@@ -643,6 +644,7 @@ func (s *Server) endJob(r *run, state store.JobState, msg string) bool {
 	}})
 	s.finish(r)
 	s.dropIntermediates(r)
+	s.metrics.jobsFinished.WithLabelValues(string(state)).Inc()
 	if state == store.JobCanceled {
 		s.log.Info("job canceled", "job", r.id, "err", msg)
 	} else {

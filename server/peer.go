@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,7 +62,13 @@ type pstream struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
-	inFlight map[flightKey]sched.Assignment
+	inFlight map[flightKey]flight
+}
+
+// flight is a unit's copy out on a stream, and when it was sent.
+type flight struct {
+	a    sched.Assignment
+	sent time.Time
 }
 
 // flightKey names a unit's copy as its Result does.
@@ -76,24 +83,24 @@ func keyOf(a sched.Assignment) flightKey {
 
 func (ps *pstream) add(a sched.Assignment) {
 	ps.mu.Lock()
-	ps.inFlight[keyOf(a)] = a
+	ps.inFlight[keyOf(a)] = flight{a, time.Now()}
 	ps.mu.Unlock()
 }
 
-func (ps *pstream) take(k flightKey) (sched.Assignment, bool) {
+func (ps *pstream) take(k flightKey) (flight, bool) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	a, ok := ps.inFlight[k]
+	f, ok := ps.inFlight[k]
 	delete(ps.inFlight, k)
-	return a, ok
+	return f, ok
 }
 
 func (ps *pstream) takeAll() []sched.Assignment {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	out := make([]sched.Assignment, 0, len(ps.inFlight))
-	for _, a := range ps.inFlight {
-		out = append(out, a)
+	for _, f := range ps.inFlight {
+		out = append(out, f.a)
 	}
 	clear(ps.inFlight)
 	return out
@@ -186,7 +193,7 @@ func (s *Server) resize(p *peer, n int) {
 			return // the session ended; the watcher drops the peer
 		}
 		sctx, cancel := context.WithCancel(p.ctx)
-		ps := &pstream{idx: len(p.streams), st: st, cancel: cancel, inFlight: map[flightKey]sched.Assignment{}}
+		ps := &pstream{idx: len(p.streams), st: st, cancel: cancel, inFlight: map[flightKey]flight{}}
 		p.streams = append(p.streams, ps)
 		p.loops.Go(func() { s.runStream(sctx, p, ps) })
 	}
@@ -358,11 +365,18 @@ func (s *Server) receive(ctx context.Context, p *peer, ps *pstream) error {
 			p.deliverFigures(res)
 			continue
 		}
-		a, ok := ps.take(flightKey{res.Job, res.ID, res.Attempt})
+		f, ok := ps.take(flightKey{res.Job, res.ID, res.Attempt})
 		if !ok {
 			s.log.Debug("result for no unit in flight; dropped", "job", res.Job, "unit", res.ID, "worker", p.id)
 			ps.st.Release(b)
 			continue
+		}
+		a := f.a
+		s.spans.add(res.Job, api.UnitSpan{Unit: res.ID, Attempt: res.Attempt, Worker: p.id, Stream: ps.idx,
+			Sent: f.sent.UTC(), Received: time.Now().UTC(), ComputeNanos: res.ComputeNanos, Error: res.Err})
+		if s.log.Enabled(ctx, slog.LevelDebug) { // spares the hot path the arguments
+			s.log.Debug("result received", "job", res.Job, "unit", res.ID, "worker", p.id, "stream", ps.idx,
+				"bytes", len(res.Output), "compute", time.Duration(res.ComputeNanos), "err", res.Err)
 		}
 		p.busy.back(time.Duration(res.ComputeNanos))
 		s.onResult(ctx, p, a, &res)
@@ -415,6 +429,7 @@ func (s *Server) onResult(ctx context.Context, p *peer, a sched.Assignment, res 
 		}
 	}
 	counted, jobDone := s.sched.Done(a)
+	s.metrics.result(p.id, res, counted)
 	if counted {
 		r.count(a.Unit, res.ComputeNanos)
 		s.rec.add(store.UnitResult{Job: a.Job, ID: a.Unit, Worker: p.id, Result: id, ComputeNanos: res.ComputeNanos})
@@ -433,6 +448,7 @@ func (s *Server) failTry(r *run, a sched.Assignment, worker, msg string) {
 		where = " on worker " + worker
 	}
 	tries, retried, e := s.sched.Fail(a, errors.New(msg))
+	s.metrics.unitFailures.Inc()
 	if retried || e != nil {
 		r.failed(a.Unit, retried, fmt.Sprintf("failed%s: %s", where, msg))
 	}

@@ -77,6 +77,7 @@ func (s *Server) submitAfter(ctx context.Context, req api.JobRequest, parent uin
 		return api.JobStatus{}, err
 	}
 	s.wait(job.ID, parent)
+	s.metrics.jobsSubmitted.Inc()
 	s.log.Info("job accepted; it waits for its input job", "job", job.ID, "op", req.Op, "input_job", parent)
 	return s.status(ctx, job.ID)
 }
@@ -98,6 +99,7 @@ func (s *Server) create(ctx context.Context, rec store.Job, jo jobOps, input str
 	if err := s.start(job, jo, units); err != nil {
 		return api.JobStatus{}, err
 	}
+	s.metrics.jobsSubmitted.Inc()
 	s.log.Info("job accepted", "job", job.ID, "op", rec.Op, "units", len(units), "policy", job.Policy)
 	return s.status(ctx, job.ID)
 }

@@ -66,6 +66,9 @@ type Server struct {
 
 	owners owners // worker ID -> the worker token that registered it
 
+	metrics *serverMetrics
+	spans   timeline // the tries of recent jobs' units, for the dashboard
+
 	mu      sync.Mutex
 	peers   map[string]*peer // live workers by ID
 	jobs    map[uint64]*run  // unfinished jobs by ID
@@ -105,6 +108,7 @@ func New(cfg Config) (*Server, error) {
 		stop:    make(chan struct{}),
 		sched:   sched.New(sched.Config{InFlight: cfg.InFlight, MaxTries: cfg.MaxTries}),
 	}
+	s.metrics = newServerMetrics(s)
 	if cfg.Transport != nil {
 		s.tcfg = *cfg.Transport
 	}

@@ -205,7 +205,7 @@ func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 		compute, lent = p.busy.totals()
 		for _, ps := range p.sess.Stats() {
 			paths = append(paths, api.PathInfo{Local: ps.Local, Remote: ps.Remote, State: ps.State,
-				BytesSent: ps.BytesSent, BytesReceived: ps.BytesReceived})
+				BytesSent: ps.BytesSent, BytesReceived: ps.BytesReceived, RateBps: ps.RateBps, RTTNanos: ps.RTT.Nanoseconds()})
 		}
 	}
 	return api.WorkerInfo{

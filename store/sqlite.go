@@ -564,6 +564,29 @@ func (s *SQLite) jobs(ctx context.Context, query string, args ...any) ([]Job, er
 	return out, nil
 }
 
+// JobCounts returns how many jobs the store holds in each state, for
+// the server's metrics. States without jobs are absent.
+func (s *SQLite) JobCounts(ctx context.Context) (map[JobState]int, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT state, COUNT(*) FROM jobs GROUP BY state")
+	if err != nil {
+		return nil, fmt.Errorf("store: count jobs: %w", wrapDB(err))
+	}
+	defer rows.Close()
+	out := map[JobState]int{}
+	for rows.Next() {
+		var st JobState
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("store: count jobs: %w", wrapDB(err))
+		}
+		out[st] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: count jobs: %w", wrapDB(err))
+	}
+	return out, nil
+}
+
 // ListJobs implements Jobs.
 func (s *SQLite) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	limit := f.Limit

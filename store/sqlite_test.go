@@ -501,3 +501,28 @@ func TestCreateJobManyUnitsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestJobCounts counts jobs by state as they move.
+func TestJobCounts(t *testing.T) {
+	ctx := t.Context()
+	s := openDB(t, filepath.Join(t.TempDir(), "braid.db"))
+	if c := must[map[JobState]int](t)(s.JobCounts(ctx)); len(c) != 0 {
+		t.Errorf("empty store: %v", c)
+	}
+	var ids []uint64
+	for range 4 {
+		ids = append(ids, must[Job](t)(s.CreateJob(ctx, Job{Op: "noop", Input: "x"}, []Unit{{ID: 0}})).ID)
+	}
+	must[int](t)(s.StartUnit(ctx, ids[0], 0, "w1"))
+	if err := s.FailJob(ctx, ids[1], "broken"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CancelJob(ctx, ids[2], "stop"); err != nil {
+		t.Fatal(err)
+	}
+	got := must[map[JobState]int](t)(s.JobCounts(ctx))
+	want := map[JobState]int{JobRunning: 1, JobFailed: 1, JobCanceled: 1, JobQueued: 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("JobCounts = %v, want %v", got, want)
+	}
+}

@@ -17,7 +17,7 @@ type Token struct {
 	Hash string
 	// Name is unique among the tokens, revoked ones included.
 	Name string
-	// Role is what the token may do: admin, client or worker.
+	// Role is what the token may do: admin, client, worker or monitor.
 	Role    string
 	Created time.Time
 	// LastUsed is zero if the token was never used.

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
 	"github.com/braid-hpc/braid/ops"
@@ -46,6 +48,10 @@ type Worker struct {
 	units, failed, computeN atomic.Int64
 	running                 atomic.Int64
 	first, last             atomic.Int64 // unix nanoseconds
+
+	reg    *prometheus.Registry
+	liveMu sync.Mutex
+	live   map[*transport.Session]struct{} // sessions open now, for the metrics
 }
 
 // New listens on the data-plane addresses. Call Run to register and work.
@@ -53,7 +59,9 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.populate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, log: cfg.Logger, threads: cfg.Threads, announce: make(chan struct{}), ids: map[string]string{}}
+	w := &Worker{cfg: cfg, log: cfg.Logger, threads: cfg.Threads, announce: make(chan struct{}), ids: map[string]string{},
+		live: map[*transport.Session]struct{}{}}
+	w.reg = w.newRegistry()
 	w.gate.init(cfg.Threads)
 	var tcfg transport.Config
 	if cfg.Transport != nil {
@@ -466,6 +474,8 @@ func (w *Worker) accept(ctx context.Context) {
 func (w *Worker) session(ctx context.Context, sess *transport.Session) {
 	w.sessions.Add(1)
 	defer w.sessions.Add(-1)
+	w.track(sess, true)
+	defer w.track(sess, false)
 	id := sess.ID()[:8]
 	w.log.Info("server session opened", "session", id)
 	q := newUnitQueue()
@@ -607,6 +617,10 @@ func (w *Worker) process(ctx context.Context, q *unitQueue) {
 			// Stopping: a unit cut short is not a failure of its data.
 			// The server runs it elsewhere once the session is gone.
 			return
+		}
+		if w.log.Enabled(ctx, slog.LevelDebug) { // spares the hot path the arguments
+			w.log.Debug("unit run", "job", t.u.Job, "unit", t.u.ID, "attempt", t.u.Attempt, "op", t.u.Op,
+				"compute", time.Duration(res.ComputeNanos), "bytes", len(res.Output), "err", res.Err)
 		}
 		t.out.put(done{res: res, unit: t.buf, module: strings.HasPrefix(t.u.Op, api.ModulePrefix)})
 	}

@@ -34,12 +34,13 @@ var may = map[string][]string{
 	"internal/accept":   {},
 	"internal/leaktest": {},
 	"internal/wasmtest": {},
+	"internal/metrics":  {"transport", "transport/..."},
 	"internal/uml/...":  {"internal/uml"},
 	"transport/...": {
 		"internal/accept", "stripe", "transport/channel", "transport/internal/wire",
 	},
-	"worker": {"api", "client", "ops", "transport", "transport/...", "wasm", "internal/accept"},
-	"server": {"api", "internal/accept", "ops", "sched", "store", "transport", "transport/...", "wasm"},
+	"worker": {"api", "client", "ops", "transport", "transport/...", "wasm", "internal/accept", "internal/metrics"},
+	"server": {"api", "internal/accept", "internal/metrics", "ops", "sched", "store", "transport", "transport/...", "wasm"},
 }
 
 // stdOnly lists the packages that may import, outside braid, only the
