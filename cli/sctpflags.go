@@ -98,6 +98,18 @@ var sctpKnobs = []sctpKnob{
 		kern: func(c *ksctp.Config, v string) (err error) { c.RTOMax, err = time.ParseDuration(v); return },
 	},
 	{
+		name: "sctp-hb-interval", kind: "duration",
+		usage:  "sctp: how often an idle peer address is probed with a HEARTBEAT, plus its RTO (SCTP_PEER_ADDR_PARAMS; kernel default 30s)",
+		udpWhy: "braid's session heartbeat (PathTimeout) watches sctp-udp paths; pion's own is not tunable", kernField: "HeartbeatInterval",
+		kern: func(c *ksctp.Config, v string) (err error) { c.HeartbeatInterval, err = time.ParseDuration(v); return },
+	},
+	{
+		name: "sctp-path-max-retrans", kind: "int",
+		usage:  "sctp: retransmissions in a row before a peer address of a multi-homed association counts as down and traffic moves to another (SCTP_PEER_ADDR_PARAMS; kernel default 5: with RTO 1s-60s, 63s; 2 with --sctp-rto-max 1s: about 3s)",
+		udpWhy: "an sctp-udp association has one address: braid's own paths fail over", kernField: "PathMaxRetrans",
+		kern: func(c *ksctp.Config, v string) (err error) { c.PathMaxRetrans, err = intArg(v); return },
+	},
+	{
 		name: "sctp-sndbuf", kind: "size",
 		usage:    "socket send buffer asked of the kernel (SO_SNDBUF, doubled by Linux, capped by net.core.wmem_max). sctp: the SCTP socket's (kernel default); sctp-udp: the UDP socket's, pion's only backpressure (default 64K)",
 		udpField: "SendBuffer", kernField: "SendBuffer",

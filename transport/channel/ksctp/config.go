@@ -48,6 +48,22 @@ type Config struct {
 	// those left out: min <= initial <= max.
 	RTOInitial, RTOMin, RTOMax time.Duration
 
+	// HeartbeatInterval is how often each idle peer address is probed
+	// with a HEARTBEAT (SCTP_PEER_ADDR_PARAMS, spp_hbinterval, heartbeats
+	// on), added to the address's RTO. Zero keeps the kernel's
+	// (net.sctp.hb_interval, 30 s). From 1 ms to 24 h, in whole ms.
+	HeartbeatInterval time.Duration
+
+	// PathMaxRetrans is how many retransmissions or unanswered heartbeats
+	// in a row mark a peer address inactive, so that a multi-homed
+	// association moves to another (SCTP_PEER_ADDR_PARAMS,
+	// spp_pathmaxrxt; Path.Max.Retrans in RFC 9260). With RFC 4960's RTO
+	// bounds and the default of 5, a dead primary is found after 1+2+4+
+	// 8+16+32 = 63 s; 2 with RTOMax 1 s finds it in about 3 s
+	// (docs/sctp.md). Zero keeps the kernel's (net.sctp.path_max_retrans,
+	// 5). At most 65535.
+	PathMaxRetrans int
+
 	// SendBuffer is the socket's send buffer asked of the kernel
 	// (SO_SNDBUF; Linux doubles it and caps it at net.core.wmem_max): the
 	// bytes written and not yet acknowledged. Zero keeps the kernel's
@@ -114,6 +130,12 @@ func (c Config) Validate() error {
 	}
 	if init < lo || init > hi {
 		return fmt.Errorf("ksctp: RTOInitial %v outside [RTOMin %v, RTOMax %v] (an unset one is the kernel's default)", init, lo, hi)
+	}
+	if err := checkMillis("HeartbeatInterval", c.HeartbeatInterval, time.Millisecond, maxRTO); err != nil {
+		return err
+	}
+	if c.PathMaxRetrans < 0 || c.PathMaxRetrans > maxCount {
+		return fmt.Errorf("ksctp: PathMaxRetrans %d out of range [0, %d] (retransmissions before a peer address counts as down)", c.PathMaxRetrans, maxCount)
 	}
 	if c.SendBuffer < 0 || c.SendBuffer > maxBuffer {
 		return fmt.Errorf("ksctp: SendBuffer %d out of range [0, 1 GiB]", c.SendBuffer)

@@ -36,6 +36,11 @@ func TestValidate(t *testing.T) {
 		{"rto not ms", Config{RTOMin: 1500 * time.Microsecond}, "RTOMin 1.5ms is not a whole number"},
 		{"sndbuf negative", Config{SendBuffer: -1}, "SendBuffer -1 out of range [0, 1 GiB]"},
 		{"rcvbuf large", Config{ReceiveBuffer: 1<<31 - 1}, "ReceiveBuffer 2147483647 out of range"},
+		{"fast failover", Config{HeartbeatInterval: time.Second, PathMaxRetrans: 2, RTOMin: 100 * ms, RTOMax: time.Second, RTOInitial: 200 * ms}, ""},
+		{"heartbeat not ms", Config{HeartbeatInterval: 1500 * time.Microsecond}, "HeartbeatInterval 1.5ms is not a whole number"},
+		{"heartbeat negative", Config{HeartbeatInterval: -ms}, "HeartbeatInterval -1ms out of range"},
+		{"path max retrans large", Config{PathMaxRetrans: 65536}, "PathMaxRetrans 65536 out of range [0, 65535]"},
+		{"path max retrans negative", Config{PathMaxRetrans: -1}, "PathMaxRetrans -1 out of range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

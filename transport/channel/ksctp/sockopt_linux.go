@@ -17,6 +17,17 @@ const (
 	sctpMaxSeg      = 13 // SCTP_MAXSEG, struct sctp_assoc_value
 	sctpDelayedSACK = 16 // SCTP_DELAYED_SACK (= SCTP_DELAYED_ACK_TIME), struct sctp_sack_info
 	sctpMaxBurst    = 20 // SCTP_MAX_BURST, struct sctp_assoc_value
+	sctpPeerParams  = 9  // SCTP_PEER_ADDR_PARAMS, struct sctp_paddrparams
+
+	// sppHBEnable is SPP_HB_ENABLE: heartbeats on, at spp_hbinterval.
+	sppHBEnable = 1
+	// paddrparamsLen is the size of struct sctp_paddrparams up to
+	// spp_flags, padded to 4: the layout the kernel takes from callers
+	// that predate spp_ipv6_flowlabel and spp_dscp (the struct is packed:
+	// assoc id at 0, a 128-byte sockaddr_storage at 4, hbinterval at 132,
+	// the 16-bit pathmaxrxt at 136, pathmtu at 138, sackdelay at 142,
+	// flags at 146).
+	paddrparamsLen = 152
 
 	// sctpFutureAssoc is SCTP_FUTURE_ASSOC, the sctp_assoc_t that means
 	// "this socket's associations to come": the only one a one-to-one
@@ -68,6 +79,17 @@ func sockopts(cfg *Config) []sockopt {
 		// field is left as is.
 		out = append(out, sockopt{solSCTP, sctpRTOInfo, "SCTP_RTOINFO",
 			u32s(sctpFutureAssoc, millis(cfg.RTOInitial), millis(cfg.RTOMax), millis(cfg.RTOMin))})
+	}
+	if cfg.HeartbeatInterval != 0 || cfg.PathMaxRetrans != 0 {
+		// A zero address is every peer address, and the socket's
+		// associations to come; a zero field is left as is.
+		b := make([]byte, paddrparamsLen)
+		binary.NativeEndian.PutUint32(b[132:], millis(cfg.HeartbeatInterval))
+		binary.NativeEndian.PutUint16(b[136:], uint16(cfg.PathMaxRetrans))
+		if cfg.HeartbeatInterval != 0 {
+			binary.NativeEndian.PutUint32(b[146:], sppHBEnable)
+		}
+		out = append(out, sockopt{solSCTP, sctpPeerParams, "SCTP_PEER_ADDR_PARAMS", b})
 	}
 	return out
 }

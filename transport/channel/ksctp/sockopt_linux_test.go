@@ -60,6 +60,13 @@ func TestSockopts(t *testing.T) {
 		{"no burst limit", Config{MaxBurst: -1}, []opt{{132, 20, "SCTP_MAX_BURST", "00000000" + "00000000"}}},
 		{"rto max only", Config{RTOMax: 5 * time.Second}, []opt{{132, 0, "SCTP_RTOINFO", "00000000" + "00000000" + "88130000" + "00000000"}}},
 		{"kernel receive buffer", Config{ReceiveBuffer: -1}, nil},
+		// struct sctp_paddrparams is packed: hbinterval at 132, the
+		// 16-bit pathmaxrxt at 136, flags at 146, 152 bytes in the
+		// layout without spp_ipv6_flowlabel and spp_dscp.
+		{"heartbeat and path max retrans", Config{HeartbeatInterval: 1500 * ms, PathMaxRetrans: 3}, []opt{{132, 9, "SCTP_PEER_ADDR_PARAMS",
+			strings.Repeat("00", 132) + "dc050000" + "0300" + "00000000" + "00000000" + "01000000" + "0000"}}},
+		{"path max retrans only", Config{PathMaxRetrans: 2}, []opt{{132, 9, "SCTP_PEER_ADDR_PARAMS",
+			strings.Repeat("00", 132) + "00000000" + "0200" + strings.Repeat("00", 14)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.cfg.Validate(); err != nil {
@@ -232,6 +239,7 @@ func TestKnobsKernel(t *testing.T) {
 	cfg := Config{
 		SACKDelay: 40 * ms, SACKFreq: 7, MaxBurst: 16, MaxSeg: 1000,
 		RTOInitial: 300 * ms, RTOMin: 20 * ms, RTOMax: 900 * ms,
+		HeartbeatInterval: 1500 * ms, PathMaxRetrans: 3,
 	}
 	c, s, _ := pair(t, Kind{Config: cfg}, "127.0.0.1", "127.0.0.1:0")
 	u32 := func(b []byte, i int) uint32 { return binary.NativeEndian.Uint32(b[4*i:]) }
@@ -249,6 +257,11 @@ func TestKnobsKernel(t *testing.T) {
 		rto := getsockoptBytes(t, conn, solSCTP, sctpRTOInfo, 16)
 		if u32(rto, 1) != 300 || u32(rto, 2) != 900 || u32(rto, 3) != 20 {
 			t.Errorf("%v: rto initial/max/min %d/%d/%d", conn.LocalAddr(), u32(rto, 1), u32(rto, 2), u32(rto, 3))
+		}
+		pp := getsockoptBytes(t, conn, solSCTP, sctpPeerParams, paddrparamsLen)
+		hb, pmr, flags := binary.NativeEndian.Uint32(pp[132:]), binary.NativeEndian.Uint16(pp[136:]), binary.NativeEndian.Uint32(pp[146:])
+		if hb != 1500 || pmr != 3 || flags&sppHBEnable == 0 {
+			t.Errorf("%v: heartbeat interval %d ms, path max retrans %d, flags %#x; want 1500, 3, heartbeats on", conn.LocalAddr(), hb, pmr, flags)
 		}
 	}
 }
