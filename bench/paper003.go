@@ -40,7 +40,7 @@ func (r *PaperRun) paper003(ctx context.Context, pr *PaperResult) error {
 		"The paper's Sandhills cluster (AthlonMP 1.4 GHz, two or four Fast Ethernet cards per node) is emulated by veth links shaped with tbf to 100 Mbit/s between two network namespaces on one 2-core machine; both ends share the CPUs.",
 	}
 	pr.Missing = []string{
-		"Fig. 11's channel-bonding comparator and the CPU use of Fig. 1: not re-run yet.",
+		"Fig. 11's channel-bonding comparator: not re-run yet.",
 	}
 	f5 := pr.fig(&Figure{ID: "003-fig5", Title: "Figs. 1, 5, 11: effective bandwidth on 2 x 100 Mbit/s",
 		XLabel: "message size (bytes)", YLabel: "effective bandwidth (Mbit/s)", Unit: "Mbit/s", LogX: true, Higher: true, Comparable: true,
@@ -58,6 +58,11 @@ func (r *PaperRun) paper003(ctx context.Context, pr *PaperResult) error {
 	gain := pr.fig(&Figure{ID: "003-fig10-gain", Title: "Fig. 10: enhanced over basic on 4 x 100 Mbit/s",
 		XLabel: "message size (bytes)", YLabel: "enhanced / basic effective bandwidth (ratio)", Unit: "ratio", LogX: true, Higher: true, Comparable: true,
 		Note: "The paper: enhanced is 35% ahead of basic at 128 KB and 7.6% at 2 MB."})
+	cpu := pr.fig(&Figure{ID: "003-fig1-cpu", Title: "Fig. 1 (text): CPU per byte of braid enhanced over 2 x 100 Mbit/s, relative to TCP100",
+		XLabel: "message size (bytes)", YLabel: "CPU time per byte / TCP100's (ratio)", Unit: "ratio", LogX: true, Comparable: true,
+		Note: "This process's CPU time (both ends run in it) over the bytes a ping-pong moved, braid's over TCP100's measured right beside it. " +
+			"The paper measured CPU utilization during a very large message: 13.26% per processor for TCP100 at 93.92 Mbit/s, 26.16% for MuniSocket over two networks at 186.4 Mbit/s, " +
+			"so about the same CPU per byte (ratio 0.99)."})
 	starts := pr.fig(&Figure{ID: "003-starts", Title: "Sec. 5: Start control messages per 2 MB message, 4 paths, 2 KB fragments",
 		XLabel: "message size (bytes)", YLabel: "Start messages per message (count)", Unit: "count", Comparable: true,
 		Note: "1024 fragments per message; basic striping sends 1024 sequence headers instead. The paper counted 4 to 5 on unloaded networks."})
@@ -93,14 +98,24 @@ func (r *PaperRun) paper003(ctx context.Context, pr *PaperResult) error {
 			for _, size := range sizes {
 				x, xl := float64(size), sizeName(size)
 				got := map[string]float64{}
+				cpuPerByte := map[string]float64{}
 				for _, s := range runs {
-					res, err := s.pp(ctx, bed, size, count(size))
+					n := count(size)
+					c0 := cpuTime()
+					res, err := s.pp(ctx, bed, size, n)
 					if err != nil {
 						return fmt.Errorf("%s at %s: %w", s.name, xl, err)
 					}
+					// Both ways, warm-up round trips included.
+					cpuPerByte[s.name] = float64(cpuTime()-c0) / float64(2*size*(n+2))
 					got[s.name] = res.Mbps
 					f5.add(s.name, s.kind, x, xl, res.Mbps)
 					r.logf("003 rep %d %s %s: %.1f Mbit/s", rep, xl, s.name, res.Mbps)
+				}
+				if base := cpuPerByte["TCP100 (1 path)"]; size >= 1<<20 && base > 0 {
+					cpu.add("braid enhanced", kindBraid, x, xl, cpuPerByte["braid enhanced"]/base)
+					cpu.add("Peak 2x100 (TCP x2 by hand)", kindPeer, x, xl, cpuPerByte["Peak 2x100 (TCP x2 by hand)"]/base)
+					cpu.add("same as TCP100", kindIdeal, x, xl, 1)
 				}
 				f5.add("ideal: 2 x TCP100", kindIdeal, x, xl, 2*got["TCP100 (1 path)"])
 				peak := got["Peak 2x100 (TCP x2 by hand)"]
@@ -123,6 +138,7 @@ func (r *PaperRun) paper003(ctx context.Context, pr *PaperResult) error {
 	if err := r.loaded003(ctx, pr, reps, count); err != nil {
 		return err
 	}
+	cpu.paper("braid enhanced", 4<<20, (26.16/186.4)/(13.26/93.92))
 	f6.paper("braid basic", 8<<10, 0.30)
 	f6.paper("braid basic", 512<<10, 1)
 	f6.paper("braid enhanced", 16<<10, 1)
