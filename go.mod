@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/flynn/noise v1.1.0
 	github.com/pion/logging v0.2.4
-	github.com/pion/sctp v1.11.3
-	github.com/pion/transport/v5 v5.0.1
+	github.com/pion/sctp v1.12.1
+	github.com/pion/transport/v5 v5.1.4
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0

@@ -149,6 +149,9 @@ func (s *Suite) holLoss(ctx context.Context) error {
 				{"two SCTP streams, one sctp-udp association, StreamSendBuffer 256 KiB", func() (holResult, error) {
 					return s.holSCTP(ctx, bed, 256<<10, big)
 				}},
+				{"two SCTP streams, one sctp-udp association, StreamSendBuffer 256 KiB, RTOMax 200 ms", func() (holResult, error) {
+					return s.holSCTPConfig(ctx, bed, sctpudp.Config{StreamSendBuffer: 256 << 10, RTOMax: 200 * time.Millisecond}, big)
+				}},
 				{"one TCP connection, both flows", func() (holResult, error) { return s.holTCP(ctx, bed, big) }},
 				{"braid over tcp, 2 streams", func() (holResult, error) {
 					return s.holBraid(ctx, bed, []int{0}, transport.Config{Transport: "tcp"}, big, false)
@@ -343,10 +346,17 @@ func (s *Suite) holTCP(ctx context.Context, bed *testbed.Bed, big int) (holResul
 // by itself. streamBuf is sctpudp.Config.StreamSendBuffer (0: pion's
 // blocking writes, one at a time per association).
 func (s *Suite) holSCTP(ctx context.Context, bed *testbed.Bed, streamBuf, big int) (holResult, error) {
+	return s.holSCTPConfig(ctx, bed, sctpudp.Config{StreamSendBuffer: streamBuf}, big)
+}
+
+// holSCTPConfig is holSCTP with the association's whole configuration
+// (Linger is set to abort at once).
+func (s *Suite) holSCTPConfig(ctx context.Context, bed *testbed.Bed, cfg sctpudp.Config, big int) (holResult, error) {
 	if big > 64<<10 {
 		return holResult{}, fmt.Errorf("holSCTP: message of %d bytes exceeds the SCTP message size of 64 KiB", big)
 	}
-	k := sctpudp.Kind{Config: sctpudp.Config{Linger: -1, StreamSendBuffer: streamBuf}}
+	cfg.Linger = -1
+	k := sctpudp.Kind{Config: cfg}
 	var ln net.Listener
 	if err := bed.Run(Server, func() (err error) {
 		ln, err = k.Listen(ctx, net.JoinHostPort(bed.Addr(Server, 0), "0"))

@@ -189,6 +189,16 @@ func (as *Assoc) LocalAddr() net.Addr { return as.laddr }
 // RemoteAddr returns the peer's UDP address.
 func (as *Assoc) RemoteAddr() net.Addr { return as.raddr }
 
+// Interleaved reports whether the association negotiated RFC 8260 user
+// message interleaving (I-DATA): then a large message on one stream is sent
+// in chunks between other streams' messages rather than ahead of them.
+// Both ends of two braid endpoints offer it; usrsctp does not by default,
+// and the association then runs with plain DATA chunks.
+func (as *Assoc) Interleaved() bool {
+	m, ok := as.a.Metadata()
+	return ok && m.MessageInterleavingEnabled
+}
+
 // Stats returns what the association has sent and received, in bytes of
 // SCTP packets, and its smoothed round-trip time.
 func (as *Assoc) Stats() Stats {

@@ -25,6 +25,7 @@ const (
 	defaultBacklog          = 128
 	defaultSendBuffer       = 64 << 10
 	defaultReceiveBuffer    = 4 << 20
+	defaultRTOMax           = 3 * time.Second
 	minRTOMax               = 10 * time.Millisecond
 	maxRTOMax               = 24 * time.Hour
 )
@@ -86,8 +87,9 @@ type Config struct {
 	// cap under 1 s also sets the timeout itself: with 200 ms, lost data
 	// is resent after 200 ms instead of 1 s. The handshake retransmits its
 	// INIT at most 8 times on the same timer, so a cap of a few
-	// milliseconds gives up on a slow peer quickly. Zero means pion's 60 s.
-	// From 10 ms to 24 h.
+	// milliseconds gives up on a slow peer quickly. Zero means 3 s (pion's
+	// and RFC 9260's 60 s lets one backed-off timer stall an association
+	// for a minute, longer than braid's failover takes). From 10 ms to 24 h.
 	RTOMax time.Duration
 
 	// HandshakeTimeout bounds the INIT/COOKIE handshake of Dial (unless the
@@ -158,7 +160,10 @@ func (c Config) populate() (Config, error) {
 	if c.SendBuffer < 0 || c.SendBuffer > 1<<30 || c.ReceiveBuffer < 0 || c.ReceiveBuffer > 1<<30 {
 		return c, fmt.Errorf("sctpudp: socket buffers %d (send) and %d (receive) out of range [0, 1 GiB]", c.SendBuffer, c.ReceiveBuffer)
 	}
-	if c.RTOMax != 0 && (c.RTOMax < minRTOMax || c.RTOMax > maxRTOMax) {
+	if c.RTOMax == 0 {
+		c.RTOMax = defaultRTOMax
+	}
+	if c.RTOMax < minRTOMax || c.RTOMax > maxRTOMax {
 		return c, fmt.Errorf("sctpudp: RTOMax %v out of range [%v, %v]", c.RTOMax, minRTOMax, maxRTOMax)
 	}
 	if c.Logger == nil {
@@ -185,9 +190,16 @@ func (c *Config) options(nc net.Conn, name string) []sctp.AssociationOption {
 		sctp.WithMTU(uint32(c.MTU)),
 		sctp.WithMaxMessageSize(uint32(c.MaxMessageSize)),
 		sctp.WithMaxReceiveBufferSize(uint32(c.MaxReceiveBuffer)),
+		sctp.WithRTOMax(float64(c.RTOMax) / float64(time.Millisecond)),
+		// RFC 8260 I-DATA, used only when the peer offers it too (usrsctp
+		// does not by default): a large message is sent in chunks
+		// interleaved with other streams' messages instead of ahead of
+		// them. Weighted fair queueing with equal weights serves the
+		// backlogged streams byte for byte, so a stream of small messages
+		// gets its share beside a bulk stream.
+		sctp.WithEnableInterleaving(true),
+		sctp.WithInterleavingOptions(sctp.WithInterleavingWeightedFairQueueingScheduler()),
 	}
-	if c.RTOMax > 0 {
-		opts = append(opts, sctp.WithRTOMax(float64(c.RTOMax)/float64(time.Millisecond)))
-	}
+	// RACK-TLP loss detection (RFC 8985) is always on in pion v1.12.
 	return opts
 }

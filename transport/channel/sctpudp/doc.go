@@ -57,10 +57,18 @@
 // purpose: it is the only backpressure pion gets from a slow link, and a
 // large one lets pion's bursts overflow the link's queue.
 //
-// Of paper 002's data-centre knobs, pion v1.11.3 offers only the
-// fragmentation point, through the MTU: a DATA chunk carries at most
-// Config.MTU less 28 bytes (12 of common header, 16 of DATA chunk header,
-// rounded down to 4). It has no public knob for the others:
+// Since pion v1.12 an association negotiates RFC 8260 user message
+// interleaving (I-DATA chunks) when both ends offer it, as two braid ends
+// do: a large message on one stream is then sent chunk by chunk between
+// other streams' messages, by a weighted fair queueing scheduler with equal
+// weights, instead of ahead of them (Assoc.Interleaved tells). With a peer
+// that does not offer it, such as usrsctp by default, plain DATA chunks
+// are used. Loss detection is RACK-TLP (RFC 8985), always on in pion v1.12.
+//
+// Of paper 002's data-centre knobs, pion v1.12.1 offers only the
+// fragmentation point, through the MTU: a chunk carries at most Config.MTU
+// less 28 bytes with DATA, 32 with I-DATA (12 of common header, 16 or 20 of
+// chunk header, rounded down to 4). It has no public knob for the others:
 //
 //   - No-delay: pion has no Nagle-style hold-back. Its write loop sends
 //     whatever the congestion and receive windows allow as soon as a Write

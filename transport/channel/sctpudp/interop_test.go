@@ -173,6 +173,9 @@ func TestInteropGoClientUsrsctpServer(t *testing.T) {
 		t.Fatalf("dial usrsctp: %v\n%s", err, p.stderr.String())
 	}
 	ch := c.(*Stream)
+	if ch.Assoc().Interleaved() {
+		t.Error("association with usrsctp negotiated I-DATA; usrsctp does not offer it by default")
+	}
 	const (
 		streams = 4
 		size    = 1 << 20 // per stream

@@ -967,3 +967,84 @@ func TestStreamSendBuffer(t *testing.T) {
 		t.Fatal("blocked write did not end with Close")
 	}
 }
+
+// Two braid ends negotiate I-DATA (RFC 8260), and a small message on one
+// stream then overtakes the large messages queued before it on another
+// stream. With plain DATA chunks it would arrive after all of them: the
+// sender queues every chunk of a message when it is written.
+func TestInterleaving(t *testing.T) {
+	checkLeaks(t)
+	// Stream buffers and the receive window hold everything written, so
+	// the small write is queued while the large ones are still in flight.
+	const (
+		msgSize = 1 << 20
+		bigSize = 8 * msgSize
+	)
+	cfg := Config{StreamSendBuffer: 2 * bigSize, MaxMessageSize: msgSize, MaxReceiveBuffer: 2 * bigSize, Linger: -1}
+	c, s, _ := pair(t, Kind{Config: cfg})
+	if !c.Assoc().Interleaved() || !s.Assoc().Interleaved() {
+		t.Fatalf("I-DATA not negotiated: client %v, server %v", c.Assoc().Interleaved(), s.Assoc().Interleaved())
+	}
+	big, err := c.Assoc().OpenStream(1, StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := c.Assoc().OpenStream(2, StreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server reads both streams; it notes how many bytes of stream 1
+	// it had read when the small message arrived.
+	var bigGot atomic.Int64
+	smallAt := make(chan int64, 1)
+	bigDone := make(chan int64, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	go func() {
+		for range 2 {
+			st, err := s.Assoc().AcceptStream(ctx)
+			if err != nil {
+				return
+			}
+			go func() {
+				buf := make([]byte, 64<<10)
+				_ = st.SetReadDeadline(time.Now().Add(20 * time.Second))
+				for {
+					n, err := st.Read(buf)
+					if st.ID() == 2 {
+						smallAt <- bigGot.Load()
+						return
+					}
+					if got := bigGot.Add(int64(n)); got == bigSize || err != nil {
+						bigDone <- got
+						return
+					}
+				}
+			}()
+		}
+	}()
+	if _, err := big.Write(make([]byte, bigSize)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := small.Write([]byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	var at int64
+	select {
+	case at = <-smallAt:
+	case <-ctx.Done():
+		t.Fatal("small message did not arrive")
+	}
+	select {
+	case got := <-bigDone:
+		if got != bigSize {
+			t.Fatalf("large messages: %d of %d bytes arrived", got, bigSize)
+		}
+	case <-ctx.Done():
+		t.Fatal("large messages did not arrive")
+	}
+	t.Logf("small message arrived after %d of %d bytes on the other stream", at, bigSize)
+	if at > bigSize/2 {
+		t.Errorf("small message arrived after %d of the %d bytes queued before it on another stream: not interleaved", at, bigSize)
+	}
+}
