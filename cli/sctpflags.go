@@ -92,7 +92,7 @@ var sctpKnobs = []sctpKnob{
 	},
 	{
 		name: "sctp-rto-max", kind: "duration",
-		usage:    "upper bound of the retransmission timeout and its backoff. sctp: SCTP_RTOINFO (kernel default 60s); sctp-udp: pion's RTO cap, which below 1s is the timeout itself (10ms to 24h; default 60s)",
+		usage:    "upper bound of the retransmission timeout and its backoff. sctp: SCTP_RTOINFO (kernel default 60s); sctp-udp: pion's RTO cap, which below 1s is the timeout itself (10ms to 24h; default 3s; on LAN paths 200ms on both ends removes the 1s stalls after a loss, docs/sctp.md)",
 		udpField: "RTOMax", kernField: "RTOMax",
 		udp:  func(c *sctpudp.Config, v string) (err error) { c.RTOMax, err = time.ParseDuration(v); return },
 		kern: func(c *ksctp.Config, v string) (err error) { c.RTOMax, err = time.ParseDuration(v); return },
