@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net"
@@ -12,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/braid-hpc/braid/internal/metrics/metricstest"
 )
 
 // freePort returns a loopback port that was free a moment ago.
@@ -51,66 +49,7 @@ func scrapeMetrics(t *testing.T, url string) map[string]*dto.MetricFamily {
 	if code != http.StatusOK {
 		t.Fatalf("GET %s: %d %s", url, code, body)
 	}
-	problems, err := promlint.New(bytes.NewReader(body)).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fams
-}
-
-// maxSeries returns the largest value of name's series whose labels
-// include want (0 if there is none).
-func maxSeries(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	best := 0.0
-next:
-	for _, m := range fams[name].GetMetric() {
-		for k, v := range want {
-			found := false
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == k && lp.GetValue() == v {
-					found = true
-				}
-			}
-			if !found {
-				continue next
-			}
-		}
-		v := m.GetGauge().GetValue()
-		if m.Counter != nil {
-			v = m.GetCounter().GetValue()
-		}
-		best = max(best, v)
-	}
-	return best
-}
-
-// series returns the value of name's series whose labels include want.
-func series(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
-next:
-	for _, m := range fams[name].GetMetric() {
-		have := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			have[lp.GetName()] = lp.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		if m.Counter != nil {
-			return m.GetCounter().GetValue(), true
-		}
-		return m.GetGauge().GetValue(), true
-	}
-	return 0, false
+	return metricstest.Parse(t, body)
 }
 
 // TestPerfServerMetrics runs braid perf -s with --metrics and --pprof
@@ -141,10 +80,10 @@ func TestPerfServerMetrics(t *testing.T) {
 		fams := scrapeMetrics(t, murl)
 		// A test is two sessions: its control session and the data
 		// session that carries the bytes.
-		p0 := maxSeries(fams, "braid_path_received_bytes_total", map[string]string{"path": "0"})
-		p1 := maxSeries(fams, "braid_path_received_bytes_total", map[string]string{"path": "1"})
-		up := maxSeries(fams, "braid_path_up", map[string]string{"path": "1"})
-		n, _ := series(fams, "braid_perf_sessions", nil)
+		p0 := metricstest.Max(fams, "braid_path_received_bytes_total", map[string]string{"path": "0"})
+		p1 := metricstest.Max(fams, "braid_path_received_bytes_total", map[string]string{"path": "1"})
+		up := metricstest.Max(fams, "braid_path_up", map[string]string{"path": "1"})
+		n, _ := metricstest.Value(fams, "braid_perf_sessions", nil)
 		live = p0 > 0 && p1 > 0 && up == 1 && n == 2
 	}
 	if !live {
@@ -167,14 +106,14 @@ func TestPerfServerMetrics(t *testing.T) {
 	var fams map[string]*dto.MetricFamily
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		fams = scrapeMetrics(t, murl)
-		if n, _ := series(fams, "braid_perf_tests_total", map[string]string{"mode": "bulk", "result": "ok"}); n == 1 {
+		if n, _ := metricstest.Value(fams, "braid_perf_tests_total", map[string]string{"mode": "bulk", "result": "ok"}); n == 1 {
 			break
 		}
 	}
-	if n, _ := series(fams, "braid_perf_tests_total", map[string]string{"mode": "bulk", "result": "ok"}); n != 1 {
+	if n, _ := metricstest.Value(fams, "braid_perf_tests_total", map[string]string{"mode": "bulk", "result": "ok"}); n != 1 {
 		t.Errorf("braid_perf_tests_total{mode=bulk,result=ok} = %v, want 1", n)
 	}
-	if got, _ := series(fams, "braid_perf_payload_bytes_total", map[string]string{"direction": "received"}); got != float64(rep.End.SumReceived.Bytes) {
+	if got, _ := metricstest.Value(fams, "braid_perf_payload_bytes_total", map[string]string{"direction": "received"}); got != float64(rep.End.SumReceived.Bytes) {
 		t.Errorf("braid_perf_payload_bytes_total{direction=received} = %v, want the test's %d bytes", got, rep.End.SumReceived.Bytes)
 	}
 
@@ -227,9 +166,9 @@ func TestServerWorkerObsFlags(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		sf := scrapeMetrics(t, "http://127.0.0.1:"+strconv.Itoa(sport)+"/metrics")
 		wf := scrapeMetrics(t, "http://127.0.0.1:"+strconv.Itoa(wport)+"/metrics")
-		live, _ = series(sf, "braid_workers", map[string]string{"state": "live"})
-		threads, _ = series(wf, "braid_threads", nil)
-		sessions, _ = series(wf, "braid_sessions", nil)
+		live, _ = metricstest.Value(sf, "braid_workers", map[string]string{"state": "live"})
+		threads, _ = metricstest.Value(wf, "braid_threads", nil)
+		sessions, _ = metricstest.Value(wf, "braid_sessions", nil)
 		if live == 1 && sessions == 1 {
 			break
 		}

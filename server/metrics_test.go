@@ -9,12 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/internal/metrics/metricstest"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/testbed/relay"
 	"github.com/braid-hpc/braid/transport"
@@ -47,51 +45,7 @@ func scrape(t *testing.T, hc *http.Client, url, auth string) map[string]*dto.Met
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		t.Errorf("GET %s: Content-Type %q, want the text exposition format", url, ct)
 	}
-	problems, err := promlint.New(bytes.NewReader(body)).Lint()
-	if err != nil {
-		t.Fatalf("promlint: %v", err)
-	}
-	for _, p := range problems {
-		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("parse the exposition: %v", err)
-	}
-	return fams
-}
-
-// metricValue returns the value of the series of name whose labels
-// include want; false if there is none.
-func metricValue(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
-	f, ok := fams[name]
-	if !ok {
-		return 0, false
-	}
-next:
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			have[lp.GetName()] = lp.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		case m.Untyped != nil:
-			return m.GetUntyped().GetValue(), true
-		}
-	}
-	return 0, false
+	return metricstest.Parse(t, body)
 }
 
 // TestMetrics runs a job on a server with one worker, then scrapes the
@@ -137,7 +91,7 @@ func TestMetrics(t *testing.T) {
 		{"braid_http_request_duration_seconds", map[string]string{"route": api.PathJobs, "method": "post", "code": "202"}, 1},
 		{"braid_path_up", map[string]string{"peer": wid, "path": "0"}, 1},
 	} {
-		got, ok := metricValue(fams, x.name, x.labels)
+		got, ok := metricstest.Value(fams, x.name, x.labels)
 		if !ok || got != x.want {
 			t.Errorf("%s%v = %v (present %v), want %v", x.name, x.labels, got, ok, x.want)
 		}
@@ -156,7 +110,7 @@ func TestMetrics(t *testing.T) {
 		{"braid_store_bytes", nil, float64(len(data))},
 		{"go_goroutines", nil, 1},
 	} {
-		if got, ok := metricValue(fams, x.name, x.labels); !ok || got < x.atLeast {
+		if got, ok := metricstest.Value(fams, x.name, x.labels); !ok || got < x.atLeast {
 			t.Errorf("%s%v = %v (present %v), want at least %v", x.name, x.labels, got, ok, x.atLeast)
 		}
 	}
@@ -165,16 +119,16 @@ func TestMetrics(t *testing.T) {
 	ws := httptest.NewServer(tw.w.MetricsHandler())
 	defer ws.Close()
 	wf := scrape(t, ws.Client(), ws.URL, "")
-	if got, _ := metricValue(wf, "braid_units_run_total", nil); got != units {
+	if got, _ := metricstest.Value(wf, "braid_units_run_total", nil); got != units {
 		t.Errorf("worker braid_units_run_total = %v, want %v", got, units)
 	}
-	if got, _ := metricValue(wf, "braid_threads", nil); got != 2 {
+	if got, _ := metricstest.Value(wf, "braid_threads", nil); got != 2 {
 		t.Errorf("worker braid_threads = %v, want 2", got)
 	}
-	if got, ok := metricValue(wf, "braid_path_received_bytes_total", map[string]string{"path": "0"}); !ok || got < float64(len(data)) {
+	if got, ok := metricstest.Value(wf, "braid_path_received_bytes_total", map[string]string{"path": "0"}); !ok || got < float64(len(data)) {
 		t.Errorf("worker braid_path_received_bytes_total = %v (present %v), want at least the input's %d bytes", got, ok, len(data))
 	}
-	if got, ok := metricValue(wf, "braid_path_up", map[string]string{"path": "0"}); !ok || got != 1 {
+	if got, ok := metricstest.Value(wf, "braid_path_up", map[string]string{"path": "0"}); !ok || got != 1 {
 		t.Errorf("worker braid_path_up = %v (present %v), want 1", got, ok)
 	}
 }
@@ -202,7 +156,7 @@ func TestMetricsAuth(t *testing.T) {
 	// The refusals are timed like any answer, by route and status.
 	fams := scrape(t, c.hc, c.srv.URL()+api.PathMetrics, "Bearer "+api.Token(testKey))
 	for _, code := range []string{"401", "403", "200"} {
-		if n, _ := metricValue(fams, "braid_http_request_duration_seconds", map[string]string{"route": api.PathMetrics, "method": "get", "code": code}); n != 1 {
+		if n, _ := metricstest.Value(fams, "braid_http_request_duration_seconds", map[string]string{"route": api.PathMetrics, "method": "get", "code": code}); n != 1 {
 			t.Errorf("braid_http_request_duration_seconds_count{route=/metrics,code=%s} = %v, want 1", code, n)
 		}
 	}
@@ -248,7 +202,7 @@ func TestMetricsPathDown(t *testing.T) {
 		t.Fatalf("metrics did not show %s within 10s", what)
 	}
 	up := func(fams map[string]*dto.MetricFamily, path string) float64 {
-		v, _ := metricValue(fams, "braid_path_up", map[string]string{"peer": wid, "path": path})
+		v, _ := metricstest.Value(fams, "braid_path_up", map[string]string{"peer": wid, "path": path})
 		return v
 	}
 	wait("both paths up", func(f map[string]*dto.MetricFamily) bool { return up(f, "0") == 1 && up(f, "1") == 1 })
@@ -256,7 +210,7 @@ func TestMetricsPathDown(t *testing.T) {
 	wait("path 1 down and path 0 up", func(f map[string]*dto.MetricFamily) bool { return up(f, "0") == 1 && up(f, "1") == 0 })
 	r.Blackhole(false)
 	wait("path 1 back up after a reconnect", func(f map[string]*dto.MetricFamily) bool {
-		n, _ := metricValue(f, "braid_path_reconnects_total", map[string]string{"peer": wid, "path": "1"})
+		n, _ := metricstest.Value(f, "braid_path_reconnects_total", map[string]string{"peer": wid, "path": "1"})
 		return up(f, "1") == 1 && n >= 1
 	})
 }

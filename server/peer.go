@@ -449,16 +449,14 @@ func (s *Server) failTry(r *run, a sched.Assignment, worker, msg string) {
 	}
 	tries, retried, e := s.sched.Fail(a, errors.New(msg))
 	s.metrics.unitFailures.Inc()
-	if retried || e != nil {
-		r.failed(a.Unit, retried, fmt.Sprintf("failed%s: %s", where, msg))
-	}
 	switch {
 	case retried:
-		full := fmt.Sprintf("unit %d failed%s (try %d; it runs again): %s", a.Unit, where, tries, msg)
-		r.lastFailed(full)
+		r.failed(a.Unit, fmt.Sprintf("failed%s: %s", where, msg),
+			fmt.Sprintf("unit %d failed%s (try %d; it runs again): %s", a.Unit, where, tries, msg))
 		s.persist(func(ctx context.Context) error { return s.db.RetryUnit(ctx, a.Job, a.Unit, worker, msg) })
 		s.log.Warn("unit failed; it runs again", "job", a.Job, "unit", a.Unit, "worker", worker, "err", msg)
 	case e != nil:
+		r.failed(a.Unit, fmt.Sprintf("failed%s: %s", where, msg), "")
 		s.persist(func(ctx context.Context) error { return s.db.FailUnit(ctx, a.Job, a.Unit, worker, msg) })
 		tries := ""
 		if e.Tries > 1 {

@@ -251,13 +251,15 @@ func (r *run) end() bool {
 	return true
 }
 
-// failed books a failed try of unit; again says that it runs again.
-// lastFailed sets what the job's status says about it.
-func (r *run) failed(unit uint64, again bool, msg string) {
+// failed books a failed try of unit, msg saying what failed. again, if
+// set, says that the unit runs again: it counts as a retry and is what the
+// job's status says about it.
+func (r *run) failed(unit uint64, msg, again string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if again {
+	if again != "" {
 		r.retries++
+		r.lastFail = again
 	}
 	if unit < uint64(len(r.units)) {
 		u := &r.units[unit]
@@ -276,13 +278,6 @@ func (r *run) lostCopy(unit uint64, why string) {
 		u.lost++
 		u.tryErr = why
 	}
-}
-
-// lastFailed sets the message of the last failed try that runs again.
-func (r *run) lastFailed(msg string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lastFail = msg
 }
 
 // tries returns the units with a try that brought no result, at most

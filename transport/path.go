@@ -264,10 +264,9 @@ func (s *Session) redial(p *path) {
 			// peer restarted with another key). It counts as a failed
 			// channel, so that a path whose every redial is tampered
 			// with ends the session instead of holding it open.
-			p.integrity.Add(1)
-			n := s.integrityFailures.Add(1)
+			n, last := s.integrityFailed(p)
 			s.log.Error("redialed channel failed its handshake", "path", p.id, "remote", p.remote, "failures", n, "err", err)
-			if n >= maxIntegrityFailures {
+			if last {
 				s.closeWith(fmt.Errorf("%w: %d channels of this session failed it, the last while redialing path %d: %v", ErrIntegrity, n, p.id, err))
 				return
 			}

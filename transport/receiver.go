@@ -37,11 +37,10 @@ func (s *Session) readLoop(p *path, conn net.Conn, gen int, id uint16, l *lane) 
 		return
 	}
 	if errors.Is(err, ErrIntegrity) {
-		p.integrity.Add(1)
-		n := s.integrityFailures.Add(1)
+		n, last := s.integrityFailed(p)
 		s.log.Error("channel failed its integrity check; dropping it and sending its unacknowledged data on the other paths",
 			"path", p.id, "remote", p.remote, "lane", id, "failures", n, "err", err)
-		if n >= maxIntegrityFailures {
+		if last {
 			s.pathDown(p, gen, &PathError{Path: p.id, Local: p.local, Remote: p.remote, Op: "read", Err: err})
 			s.closeWith(fmt.Errorf("%w: %d channels of this session failed it; closing the session", err, n))
 			return
@@ -60,6 +59,15 @@ func (s *Session) readLoop(p *path, conn net.Conn, gen int, id uint16, l *lane) 
 }
 
 var errGoAway = errors.New("peer sent GOAWAY")
+
+// integrityFailed books a channel of p that failed authentication; last
+// reports that the session's count reached maxIntegrityFailures, so the
+// session must close.
+func (s *Session) integrityFailed(p *path) (n int64, last bool) {
+	p.integrity.Add(1)
+	n = s.integrityFailures.Add(1)
+	return n, n >= maxIntegrityFailures
+}
 
 // maxIntegrityFailures closes a session once this many of its channels
 // failed an integrity check: a path that keeps delivering altered bytes is
