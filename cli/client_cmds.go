@@ -16,6 +16,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/outfile"
 
 	"github.com/spf13/pflag"
 )
@@ -335,7 +336,7 @@ stderr when it is a terminal (or with --progress).`)
 		}
 		return 0
 	}
-	tmp, err := createTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".part-*", outputPerm)
+	tmp, err := outfile.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".part-*", outfile.Perm)
 	if err != nil {
 		env.Errorf("get: %v", err)
 		return 1

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -253,7 +254,7 @@ func perfRun(ctx context.Context, env *Env, o *perfOptions, ip *iperfReport) (*p
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
-	defer closeSession(ctx, sess, false, 0)
+	defer ctl.CloseSession(ctx, sess, false, 0)
 	ip.Start = newIperfStart(time.Now(), sess.ID(), sessionConnected(sess), o.testStart())
 	host, port := hostPort(o.paths[0].Remote)
 	ip.Start.ConnectingTo = &iperfHostPort{Host: host, Port: port}
@@ -265,11 +266,11 @@ func perfRun(ctx context.Context, env *Env, o *perfOptions, ip *iperfReport) (*p
 	// right after the server's answer.
 	before := perfSnapshot(sess)
 	hello := o.hello()
-	if err := writeJSON(ctx, ctrl, hello); err != nil {
+	if err := ctl.WriteJSON(ctx, ctrl, hello); err != nil {
 		return nil, err
 	}
 	var ready perfReady
-	if err := readJSON(ctx, ctrl, 15*time.Second, &ready); err != nil {
+	if err := ctl.ReadJSON(ctx, ctrl, 15*time.Second, &ready); err != nil {
 		return nil, fmt.Errorf("server did not accept the test: %w", err)
 	}
 	if ready.Error != "" {
@@ -316,10 +317,10 @@ func perfRun(ctx context.Context, env *Env, o *perfOptions, ip *iperfReport) (*p
 	if rep.PingPong != nil {
 		sum.RTTus, sum.EffectiveMbps = rep.RTTus, rep.EffectiveMbps
 	}
-	if err := writeJSON(ctx, ctrl, sum); err == nil {
+	if err := ctl.WriteJSON(ctx, ctrl, sum); err == nil {
 		_ = ctrl.Close()
 	}
-	_ = closeSession(ctx, sess, true, 5*time.Second)
+	_ = ctl.CloseSession(ctx, sess, true, 5*time.Second)
 	return rep, nil
 }
 
@@ -333,12 +334,12 @@ func braidData(ctx context.Context, env *Env, o *perfOptions, ctrl *transport.St
 	if err != nil {
 		return nil, fmt.Errorf("connect the data session: %w", err)
 	}
-	defer closeSession(ctx, sess, false, 0)
+	defer ctl.CloseSession(ctx, sess, false, 0)
 	js, err := sess.OpenStream(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := writeJSON(ctx, js, perfHello{Version: perfVersion, Join: ready.Join}); err != nil {
+	if err := ctl.WriteJSON(ctx, js, perfHello{Version: perfVersion, Join: ready.Join}); err != nil {
 		return nil, err
 	}
 	return braidClient(ctx, env, o, sess, ctrl, rep, perfSnapshot(sess), ip)
@@ -391,7 +392,7 @@ func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.
 	}
 	ip.Intervals = sampler.stop()
 	if err == nil {
-		err = readJSONWhileBusy(ctx, ctrl, sessionMoving(sess), 30*time.Second, &res)
+		err = ctl.ReadJSONWhileBusy(ctx, ctrl, ctl.SessionMoving(sess), 30*time.Second, &res)
 	}
 	iv.stop()
 	if err != nil {
@@ -410,9 +411,9 @@ func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.
 	default:
 		rep.Bytes, rep.Messages, rep.Seconds = res.Bytes, res.Messages, res.Seconds
 	}
-	rep.ThroughputMbps = mbps(rep.Bytes, rep.Seconds)
+	rep.ThroughputMbps = ctl.Mbps(rep.Bytes, rep.Seconds)
 	if o.mode == "pingpong" {
-		rep.ThroughputMbps = mbps(2*rep.Bytes, rep.Seconds)
+		rep.ThroughputMbps = ctl.Mbps(2*rep.Bytes, rep.Seconds)
 	}
 	paths := after.paths
 	if atEnd != nil {

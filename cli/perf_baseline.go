@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/internal/accept"
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -88,7 +89,7 @@ func (s *perfServer) baseline(ctx context.Context, sess *transport.Session, ctrl
 		}
 		ports[p.ID] = ln.Addr().(*net.TCPAddr).Port
 	}
-	if err := writeJSON(ctx, ctrl, perfReady{Token: token, Ports: ports}); err != nil {
+	if err := ctl.WriteJSON(ctx, ctrl, perfReady{Token: token, Ports: ports}); err != nil {
 		return nil, err
 	}
 	conns, err := acceptBaseline(ctx, listeners, token, h.Paths, s.cfg.Logger)
@@ -103,7 +104,7 @@ func (s *perfServer) baseline(ctx context.Context, sess *transport.Session, ctrl
 	for _, ln := range listeners {
 		_ = ln.Close()
 	}
-	if err := writeJSON(ctx, ctrl, perfReady{}); err != nil {
+	if err := ctl.WriteJSON(ctx, ctrl, perfReady{}); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -301,7 +302,7 @@ func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transpo
 		}
 	}
 	var goAhead perfReady
-	if err := readJSON(ctx, ctrl, 20*time.Second, &goAhead); err != nil {
+	if err := ctl.ReadJSON(ctx, ctrl, 20*time.Second, &goAhead); err != nil {
 		return nil, fmt.Errorf("server did not start the baseline: %w", err)
 	}
 	if goAhead.Error != "" {
@@ -371,7 +372,7 @@ func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transpo
 		err = errors.Join(errs...)
 	}
 	if err == nil {
-		err = readJSONWhileBusy(ctx, ctrl, counterMoving(busy), 2*time.Minute, &res)
+		err = ctl.ReadJSONWhileBusy(ctx, ctrl, ctl.CounterMoving(busy), 2*time.Minute, &res)
 	}
 	iv.stop()
 	if err != nil {
@@ -382,7 +383,7 @@ func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transpo
 	switch {
 	case o.mode == "pingpong":
 		rep.setPingPong(o, rtts, elapsed)
-		rep.ThroughputMbps = mbps(2*rep.Bytes, rep.Seconds)
+		rep.ThroughputMbps = ctl.Mbps(2*rep.Bytes, rep.Seconds)
 		for i := range counts {
 			counts[i] = counters[i].Load()
 		}
@@ -392,14 +393,14 @@ func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transpo
 			rep.Bytes += n
 		}
 		rep.Messages = rep.Bytes / o.size
-		rep.ThroughputMbps = mbps(rep.Bytes, rep.Seconds)
+		rep.ThroughputMbps = ctl.Mbps(rep.Bytes, rep.Seconds)
 	default:
 		if len(res.Conns) != k {
 			return nil, fmt.Errorf("server reported %d connections, want %d", len(res.Conns), k)
 		}
 		copy(counts, res.Conns)
 		rep.Bytes, rep.Messages, rep.Seconds = res.Bytes, res.Messages, res.Seconds
-		rep.ThroughputMbps = mbps(rep.Bytes, rep.Seconds)
+		rep.ThroughputMbps = ctl.Mbps(rep.Bytes, rep.Seconds)
 	}
 	rep.sent = make([]int64, k)
 	switch {
@@ -415,7 +416,7 @@ func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transpo
 	rep.PerPath = rep.PerPath[:0]
 	for i, c := range conns {
 		rep.PerPath = append(rep.PerPath, perfPath{ID: i, Local: c.LocalAddr().String(), Remote: c.RemoteAddr().String(),
-			Bytes: counts[i], Mbps: mbps(counts[i], rep.Seconds), State: "up"})
+			Bytes: counts[i], Mbps: ctl.Mbps(counts[i], rep.Seconds), State: "up"})
 	}
 	return &res, nil
 }

@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -171,107 +168,6 @@ type perfSummary struct {
 	// StreamBytes is the client's count per stream: sent (bulk and
 	// pingpong) or received (reverse).
 	StreamBytes []perfStreamBytes `json:"stream_bytes,omitempty"`
-}
-
-// writeJSON sends v as one message on st.
-func writeJSON(ctx context.Context, st *transport.Stream, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return st.WriteMessage(ctx, b)
-}
-
-// readJSON reads one message from st into v, waiting at most d.
-func readJSON(ctx context.Context, st *transport.Stream, d time.Duration, v any) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	b, err := st.ReadMessage(ctx)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			return fmt.Errorf("no answer within %v", d)
-		}
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("bad control message: %w", err)
-	}
-	return nil
-}
-
-// readJSONWhileBusy reads one message from st into v. It waits as long
-// as moving reports that data still flows, and gives up after idle without.
-func readJSONWhileBusy(ctx context.Context, st *transport.Stream, moving func() bool, idle time.Duration, v any) error {
-	b, err := readWhileBusy(ctx, st, moving, idle)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("bad control message: %w", err)
-	}
-	return nil
-}
-
-// readWhileBusy reads the next message of st. It waits as long as moving
-// reports that data still flows, and gives up after idle without.
-func readWhileBusy(ctx context.Context, st *transport.Stream, moving func() bool, idle time.Duration) ([]byte, error) {
-	since := time.Now()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		b, err := st.ReadMessage(pctx)
-		cancel()
-		if err == nil || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-			return b, err
-		}
-		if moving() {
-			since = time.Now()
-		} else if time.Since(since) > idle {
-			return nil, fmt.Errorf("nothing arrived and no data moved for %v", idle)
-		}
-	}
-}
-
-// sessionMoving returns a func that reports whether sess moved data since
-// its last call: more than heartbeats and acknowledgements account for.
-func sessionMoving(sess *transport.Session) func() bool {
-	const perPath = 16 << 10
-	last := sessionBytes(sess)
-	return func() bool {
-		n := sessionBytes(sess)
-		moved := n-last > int64(perPath*max(1, len(sess.Stats())))
-		last = n
-		return moved
-	}
-}
-
-// counterMoving returns a func that reports whether total changed since its
-// last call.
-func counterMoving(total func() int64) func() bool {
-	last := total()
-	return func() bool {
-		n := total()
-		moved := n != last
-		last = n
-		return moved
-	}
-}
-
-// statsByID indexes path statistics by path id.
-func statsByID(ps []transport.PathStats) map[int]transport.PathStats {
-	m := make(map[int]transport.PathStats, len(ps))
-	for _, p := range ps {
-		m[p.ID] = p
-	}
-	return m
-}
-
-// sessionBytes is the session's total wire bytes in both directions.
-func sessionBytes(s *transport.Session) int64 {
-	var n int64
-	for _, p := range s.Stats() {
-		n += p.BytesSent + p.BytesReceived
-	}
-	return n
 }
 
 func stripeDelta(a, b transport.StripeStats) transport.StripeStats {

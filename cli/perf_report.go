@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -122,7 +123,7 @@ func (r *perfReport) setPingPong(o *perfOptions, rtts []time.Duration, elapsed t
 // after the test; the server's view supplies local addresses the client
 // did not pin.
 func (r *perfReport) setBraidPaths(o *perfOptions, before, after []transport.PathStats, res *perfResult) {
-	b := statsByID(before)
+	b := ctl.StatsByID(before)
 	srv := map[int]perfServerPath{}
 	for _, p := range res.Paths {
 		srv[p.ID] = p
@@ -166,7 +167,7 @@ func (r *perfReport) setBraidPaths(o *perfOptions, before, after []transport.Pat
 			state = "up"
 		}
 		r.PerPath = append(r.PerPath, perfPath{
-			ID: p.ID, Local: local, Remote: p.Remote, Bytes: n, Mbps: mbps(n, r.Seconds), State: state,
+			ID: p.ID, Local: local, Remote: p.Remote, Bytes: n, Mbps: ctl.Mbps(n, r.Seconds), State: state,
 			Failovers: p.Failovers - q.Failovers, Retransmitted: p.Retransmitted - q.Retransmitted,
 			Duplicated: dup,
 		})
@@ -306,10 +307,10 @@ func (iv *intervals) run() {
 				if j < len(prev) {
 					p = prev[j]
 				}
-				e.PerPath = append(e.PerPath, mbps(c-p, dt))
+				e.PerPath = append(e.PerPath, ctl.Mbps(c-p, dt))
 				total += c - p
 			}
-			e.Mbps = mbps(total, dt)
+			e.Mbps = ctl.Mbps(total, dt)
 			rounds, sum := iv.rounds.Load(), iv.rttSum.Load()
 			if rounds > prevRounds {
 				e.RTTus = float64(sum-prevSum) / float64(rounds-prevRounds) / 1e3

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -98,14 +99,6 @@ func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Con
 	}
 }
 
-// peerOf names the peer of a session by the address of its lowest path.
-func peerOf(sess *transport.Session) string {
-	if st := sess.Stats(); len(st) > 0 {
-		return st[0].Remote
-	}
-	return "?"
-}
-
 // ready is the answer to an accepted braid test.
 func (s *perfServer) ready() perfReady {
 	return perfReady{Stripe: s.cfg.Stripe.String(), Policy: s.cfg.Policy.String(), Frag: s.cfg.FragmentSize}
@@ -125,12 +118,12 @@ func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (test b
 	ctrl, err := sess.AcceptStream(actx)
 	cancel()
 	if err != nil {
-		closeSession(ctx, sess, false, 0)
+		ctl.CloseSession(ctx, sess, false, 0)
 		return false, fmt.Errorf("no control stream: %w", err)
 	}
 	var h perfHello
-	if err := readJSON(ctx, ctrl, 15*time.Second, &h); err != nil {
-		closeSession(ctx, sess, false, 0)
+	if err := ctl.ReadJSON(ctx, ctrl, 15*time.Second, &h); err != nil {
+		ctl.CloseSession(ctx, sess, false, 0)
 		return false, fmt.Errorf("no test request: %w", err)
 	}
 	if h.Join != nil {
@@ -138,7 +131,7 @@ func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (test b
 			ch.(chan *transport.Session) <- sess
 			return false, nil
 		}
-		closeSession(ctx, sess, false, 0)
+		ctl.CloseSession(ctx, sess, false, 0)
 		return false, errors.New("a data session for no test")
 	}
 	return true, s.test(ctx, sess, ctrl, &h)
@@ -147,18 +140,18 @@ func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (test b
 // test runs the test h on the control session sess.
 func (s *perfServer) test(ctx context.Context, sess *transport.Session, ctrl *transport.Stream, hp *perfHello) (err error) {
 	h := *hp
-	defer closeSession(ctx, sess, false, 0)
+	defer ctl.CloseSession(ctx, sess, false, 0)
 	defer func() {
 		if err != nil && ctx.Err() == nil {
 			if s.json {
-				s.env.Errorf("perf: test from %s failed: %v", peerOf(sess), err)
+				s.env.Errorf("perf: test from %s failed: %v", ctl.PeerOf(sess), err)
 			} else {
-				s.printf("test from %s failed: %v", peerOf(sess), err)
+				s.printf("test from %s failed: %v", ctl.PeerOf(sess), err)
 			}
 		}
 	}()
 	if err := h.validate(); err != nil {
-		_ = writeJSON(ctx, ctrl, perfReady{Error: err.Error()})
+		_ = ctl.WriteJSON(ctx, ctrl, perfReady{Error: err.Error()})
 		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_ = sess.Flush(fctx)
 		cancel()
@@ -193,7 +186,7 @@ func (s *perfServer) test(ctx context.Context, sess *transport.Session, ctrl *tr
 		res.Stripe = stripeDelta(stripe0, sess.StripeStats())
 	}
 	s.metrics.test(&h, res)
-	if werr := writeJSON(ctx, ctrl, res); werr != nil && err == nil {
+	if werr := ctl.WriteJSON(ctx, ctrl, res); werr != nil && err == nil {
 		err = werr
 	}
 	if err != nil {
@@ -203,7 +196,7 @@ func (s *perfServer) test(ctx context.Context, sess *transport.Session, ctrl *tr
 		return err
 	}
 	var sum perfSummary
-	if rerr := readJSON(ctx, ctrl, 30*time.Second, &sum); rerr != nil {
+	if rerr := ctl.ReadJSON(ctx, ctrl, 30*time.Second, &sum); rerr != nil {
 		if s.json {
 			s.printJSON(s.iperf(sess, began, &h, &perfResult{Error: "no summary from the client: " + rerr.Error()}, nil, intervals))
 		}
@@ -212,7 +205,7 @@ func (s *perfServer) test(ctx context.Context, sess *transport.Session, ctrl *tr
 	if s.json {
 		s.printJSON(s.iperf(sess, began, &h, res, &sum, intervals))
 	} else {
-		s.printLine(peerOf(sess), &h, res, &sum)
+		s.printLine(ctl.PeerOf(sess), &h, res, &sum)
 	}
 	// The client closes the session; give it a moment before closing ours.
 	select {
@@ -242,7 +235,7 @@ func (s *perfServer) printLine(peer string, h *perfHello, res *perfResult, sum *
 
 // serverPaths is the server's view of each path between two snapshots.
 func serverPaths(before, after []transport.PathStats) []perfServerPath {
-	b := statsByID(before)
+	b := ctl.StatsByID(before)
 	var out []perfServerPath
 	for _, p := range after {
 		q := b[p.ID]
@@ -265,7 +258,7 @@ func (s *perfServer) braid(ctx context.Context, ctrl *transport.Stream, h *perfH
 	defer s.pending.Delete(string(cookie))
 	ready := s.ready()
 	ready.Join = cookie
-	if err := writeJSON(ctx, ctrl, ready); err != nil {
+	if err := ctl.WriteJSON(ctx, ctrl, ready); err != nil {
 		return nil, err
 	}
 	var sess *transport.Session
@@ -276,7 +269,7 @@ func (s *perfServer) braid(ctx context.Context, ctrl *transport.Stream, h *perfH
 	case <-time.After(15 * time.Second):
 		return nil, errors.New("the client's data session did not arrive within 15s")
 	}
-	defer closeSession(ctx, sess, false, 0)
+	defer ctl.CloseSession(ctx, sess, false, 0)
 	before, stripe0 := sess.Stats(), sess.StripeStats()
 	res, err := s.data(ctx, sess, h, ctr)
 	if err != nil {

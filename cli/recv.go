@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
+	"github.com/braid-hpc/braid/internal/outfile"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -162,7 +164,7 @@ func (r *receiver) printf(w io.Writer, format string, args ...any) {
 // serve receives the files of one session, each on its own stream, until
 // the sender closes the session.
 func (r *receiver) serve(ctx context.Context, sess *transport.Session) {
-	defer closeSession(ctx, sess, false, 0)
+	defer ctl.CloseSession(ctx, sess, false, 0)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	// The session's progress: every file announced so far, drawn while
@@ -182,9 +184,9 @@ func (r *receiver) serve(ctx context.Context, sess *transport.Session) {
 			if err := r.receive(ctx, sess, st, prog); err != nil {
 				r.failed.Add(1)
 				if r.json {
-					r.event(recvEvent{Event: "failed", Peer: peerOf(sess), Error: err.Error()})
+					r.event(recvEvent{Event: "failed", Peer: ctl.PeerOf(sess), Error: err.Error()})
 				} else {
-					r.printf(r.env.Stderr, "braid: recv: from %s: %v", peerOf(sess), err)
+					r.printf(r.env.Stderr, "braid: recv: from %s: %v", ctl.PeerOf(sess), err)
 				}
 			}
 		})
@@ -194,16 +196,16 @@ func (r *receiver) serve(ctx context.Context, sess *transport.Session) {
 // receive receives one file from st.
 func (r *receiver) receive(ctx context.Context, sess *transport.Session, st *transport.Stream, prog *progress) error {
 	defer st.Close()
-	moving := sessionMoving(sess)
+	moving := ctl.SessionMoving(sess)
 	var h fileHeader
-	if err := readJSON(ctx, st, 30*time.Second, &h); err != nil {
+	if err := ctl.ReadJSON(ctx, st, 30*time.Second, &h); err != nil {
 		return fmt.Errorf("no file header: %w", err)
 	}
 	// refuse tells the sender why, then discards what is still coming.
 	refuse := func(err error) error {
-		if werr := writeJSON(ctx, st, fileVerdict{Error: err.Error()}); werr == nil {
+		if werr := ctl.WriteJSON(ctx, st, fileVerdict{Error: err.Error()}); werr == nil {
 			for {
-				if _, rerr := readWhileBusy(ctx, st, moving, 30*time.Second); rerr != nil {
+				if _, rerr := ctl.ReadWhileBusy(ctx, st, moving, 30*time.Second); rerr != nil {
 					break
 				}
 			}
@@ -231,17 +233,17 @@ func (r *receiver) receive(ctx context.Context, sess *transport.Session, st *tra
 		}
 		return refuse(err)
 	}
-	if err := writeJSON(ctx, st, fileVerdict{OK: true, SHA256: sum}); err != nil {
+	if err := ctl.WriteJSON(ctx, st, fileVerdict{OK: true, SHA256: sum}); err != nil {
 		return fmt.Errorf("%s: received, but the sender did not hear so: %w", h.Name, err)
 	}
 	d := time.Since(start)
 	if r.json {
-		r.event(recvEvent{Event: "received", Peer: peerOf(sess), Name: h.Name, Size: h.Size, Seconds: d.Seconds(),
-			Mbps: mbps(h.Size, d.Seconds()), SHA256: sum})
+		r.event(recvEvent{Event: "received", Peer: ctl.PeerOf(sess), Name: h.Name, Size: h.Size, Seconds: d.Seconds(),
+			Mbps: ctl.Mbps(h.Size, d.Seconds()), SHA256: sum})
 		return nil
 	}
 	r.printf(r.env.Stdout, "received %s  %s (%d bytes)  %.2f s  %.1f Mbit/s  sha256 ok %s",
-		h.Name, formatBytes(h.Size), h.Size, d.Seconds(), mbps(h.Size, d.Seconds()), sum[:16])
+		h.Name, formatBytes(h.Size), h.Size, d.Seconds(), ctl.Mbps(h.Size, d.Seconds()), sum[:16])
 	return nil
 }
 
@@ -251,7 +253,7 @@ func (r *receiver) receive(ctx context.Context, sess *transport.Session, st *tra
 func (r *receiver) write(ctx context.Context, st *transport.Stream, h *fileHeader, moving func() bool, prog *progress) (sum string, err error) {
 	// The sender's permission bits, filtered by the umask as scp and cp
 	// do: a 0644 file arrives 0644, a 0755 one 0755, a 0600 one 0600.
-	tmp, err := createTemp(r.dir, ".braid-recv-*.part", fs.FileMode(h.Mode)&fs.ModePerm)
+	tmp, err := outfile.CreateTemp(r.dir, ".braid-recv-*.part", fs.FileMode(h.Mode)&fs.ModePerm)
 	if err != nil {
 		return "", fmt.Errorf("create a temporary file: %w", err)
 	}
@@ -264,7 +266,7 @@ func (r *receiver) write(ctx context.Context, st *transport.Stream, h *fileHeade
 	hash := sha256.New()
 	var got int64
 	for got < h.Size {
-		msg, err := readWhileBusy(ctx, st, moving, 2*time.Minute)
+		msg, err := ctl.ReadWhileBusy(ctx, st, moving, 2*time.Minute)
 		if errors.Is(err, io.EOF) {
 			return "", fmt.Errorf("the sender ended the file after %d of %d bytes", got, h.Size)
 		}
@@ -285,7 +287,7 @@ func (r *receiver) write(ctx context.Context, st *transport.Stream, h *fileHeade
 		st.Release(msg)
 	}
 	var tr fileTrailer
-	if err := readJSON(ctx, st, 2*time.Minute, &tr); err != nil {
+	if err := ctl.ReadJSON(ctx, st, 2*time.Minute, &tr); err != nil {
 		return "", fmt.Errorf("no checksum after the content: %w", err)
 	}
 	sum = hex.EncodeToString(hash.Sum(nil))

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -130,7 +131,7 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("send: connect to the receiver: %v", err)
 		return 1
 	}
-	defer closeSession(ctx, sess, false, 0)
+	defer ctl.CloseSession(ctx, sess, false, 0)
 	u0, s0 := cpuTimes()
 	before := sess.Stats()
 	var prog *progress
@@ -161,7 +162,7 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 		prog.stop()
 	}
 	after := sess.Stats()
-	_ = closeSession(ctx, sess, true, 5*time.Second)
+	_ = ctl.CloseSession(ctx, sess, true, 5*time.Second)
 	u1, s1 := cpuTimes()
 
 	rep := &sendReport{Files: items, Seconds: elapsed.Seconds(), Paths: len(paths), Streams: min(*parallel, len(items)),
@@ -176,12 +177,12 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 			env.Errorf("send: %s: %s", it.Path, it.Error)
 		}
 	}
-	rep.ThroughputMbps = mbps(rep.Bytes, rep.Seconds)
-	b := statsByID(before)
+	rep.ThroughputMbps = ctl.Mbps(rep.Bytes, rep.Seconds)
+	b := ctl.StatsByID(before)
 	for _, p := range after {
 		n := p.BytesSent - b[p.ID].BytesSent
 		rep.PerPath = append(rep.PerPath, perfPath{ID: p.ID, Local: p.Local, Remote: p.Remote, Bytes: n,
-			Mbps: mbps(n, rep.Seconds), State: p.State, Failovers: p.Failovers - b[p.ID].Failovers,
+			Mbps: ctl.Mbps(n, rep.Seconds), State: p.State, Failovers: p.Failovers - b[p.ID].Failovers,
 			Retransmitted: p.Retransmitted - b[p.ID].Retransmitted})
 	}
 	if *asJSON {
@@ -220,7 +221,7 @@ func sendOne(ctx context.Context, sess *transport.Session, it *sendFile, prog *p
 	defer st.Close()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := writeJSON(wctx, st, fileHeader{Version: copyVersion, Name: it.Name, Size: it.Size, Mode: uint32(fi.Mode().Perm())}); err != nil {
+	if err := ctl.WriteJSON(wctx, st, fileHeader{Version: copyVersion, Name: it.Name, Size: it.Size, Mode: uint32(fi.Mode().Perm())}); err != nil {
 		return err
 	}
 	// The verdict may come early (the receiver refused the file).
@@ -231,7 +232,7 @@ func sendOne(ctx context.Context, sess *transport.Session, it *sendFile, prog *p
 	verdict := make(chan answer, 1)
 	go func() {
 		var a answer
-		a.err = readJSONWhileBusy(wctx, st, sessionMoving(sess), time.Minute, &a.v)
+		a.err = ctl.ReadJSONWhileBusy(wctx, st, ctl.SessionMoving(sess), time.Minute, &a.v)
 		if a.err == nil && !a.v.OK {
 			cancel() // stop writing at once
 		}
@@ -279,7 +280,7 @@ func sendOne(ctx context.Context, sess *transport.Session, it *sendFile, prog *p
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	if !got {
-		if err := writeJSON(wctx, st, fileTrailer{SHA256: sum}); err != nil {
+		if err := ctl.WriteJSON(wctx, st, fileTrailer{SHA256: sum}); err != nil {
 			return err
 		}
 		_ = st.Close()
@@ -296,7 +297,7 @@ func sendOne(ctx context.Context, sess *transport.Session, it *sendFile, prog *p
 	}
 	it.SHA256 = sum
 	it.Seconds = time.Since(start).Seconds()
-	it.Mbps = mbps(it.Size, it.Seconds)
+	it.Mbps = ctl.Mbps(it.Size, it.Seconds)
 	return nil
 }
 

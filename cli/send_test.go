@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -128,7 +129,7 @@ func rawFile(t testing.TB, addr string, h fileHeader, content []byte, trailer *f
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeJSON(ctx, st, h); err != nil {
+	if err := ctl.WriteJSON(ctx, st, h); err != nil {
 		t.Fatal(err)
 	}
 	if len(content) > 0 {
@@ -143,12 +144,12 @@ func rawFile(t testing.TB, addr string, h fileHeader, content []byte, trailer *f
 		}
 		return fileVerdict{}, sess
 	}
-	if err := writeJSON(ctx, st, trailer); err != nil {
+	if err := ctl.WriteJSON(ctx, st, trailer); err != nil {
 		t.Fatal(err)
 	}
 	_ = st.Close()
 	var v fileVerdict
-	if err := readJSON(ctx, st, 10*time.Second, &v); err != nil {
+	if err := ctl.ReadJSON(ctx, st, 10*time.Second, &v); err != nil {
 		t.Fatal(err)
 	}
 	return v, sess
