@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/internal/ctl"
+	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/transport"
 	"github.com/braid-hpc/braid/xfer"
 )
@@ -51,7 +52,7 @@ type sendReport struct {
 	Stripe         string       `json:"stripe"`
 	Policy         string       `json:"policy"`
 	Transport      string       `json:"transport"`
-	PerPath        []perfPath   `json:"per_path"`
+	PerPath        []perf.Path  `json:"per_path"`
 	CPUUser        float64      `json:"cpu_user_s"`
 	CPUSys         float64      `json:"cpu_sys_s"`
 }
@@ -117,7 +118,7 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 		return 1
 	}
 	defer ctl.CloseSession(ctx, sess, false, 0)
-	u0, s0 := cpuTimes()
+	u0, s0 := ctl.CPUTimes()
 	before := sess.Stats()
 	var prog *progress
 	if *showProgress || isTerminal(env.Stderr) {
@@ -148,11 +149,11 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 	}
 	after := sess.Stats()
 	_ = ctl.CloseSession(ctx, sess, true, 5*time.Second)
-	u1, s1 := cpuTimes()
+	u1, s1 := ctl.CPUTimes()
 
 	rep := &sendReport{Files: items, Seconds: elapsed.Seconds(), Paths: len(paths), Streams: min(*parallel, len(items)),
 		Stripe: cfg.Stripe.String(), Policy: cfg.Policy.String(), Transport: cfg.Transport,
-		CPUUser: (u1 - u0).Seconds(), CPUSys: (s1 - s0).Seconds(), PerPath: []perfPath{}}
+		CPUUser: (u1 - u0).Seconds(), CPUSys: (s1 - s0).Seconds(), PerPath: []perf.Path{}}
 	for _, it := range items {
 		if it.OK {
 			rep.FilesOK++
@@ -166,7 +167,7 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 	b := ctl.StatsByID(before)
 	for _, p := range after {
 		n := p.BytesSent - b[p.ID].BytesSent
-		rep.PerPath = append(rep.PerPath, perfPath{ID: p.ID, Local: p.Local, Remote: p.Remote, Bytes: n,
+		rep.PerPath = append(rep.PerPath, perf.Path{ID: p.ID, Local: p.Local, Remote: p.Remote, Bytes: n,
 			Mbps: ctl.Mbps(n, rep.Seconds), State: p.State, Failovers: p.Failovers - b[p.ID].Failovers,
 			Retransmitted: p.Retransmitted - b[p.ID].Retransmitted})
 	}

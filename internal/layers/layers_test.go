@@ -44,6 +44,7 @@ var may = map[string][]string{
 	"worker": {"api", "client", "ops", "transport", "transport/...", "wasm", "internal/accept", "internal/metrics"},
 	// The applications on a braid session: library code below the CLI.
 	"xfer":   {"transport", "internal/ctl", "internal/outfile"},
+	"perf":   {"transport", "internal/accept", "internal/ctl", "internal/metrics"},
 	"server": {"api", "internal/accept", "internal/metrics", "ops", "sched", "store", "transport", "transport/...", "wasm"},
 }
 
@@ -129,7 +130,7 @@ func TestLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The walk must have found the layered packages, or it checked nothing.
-	for _, want := range []string{"api", "client", "ops", "sched", "store", "stripe", "transport", "transport/channel/ksctp", "server", "worker", "wasm", "xfer", "internal/ctl"} {
+	for _, want := range []string{"api", "client", "ops", "sched", "store", "stripe", "transport", "transport/channel/ksctp", "server", "worker", "wasm", "xfer", "perf", "internal/ctl"} {
 		if !checked[want] {
 			t.Errorf("package %s was not checked (walk from %s)", want, path.Clean(root))
 		}
@@ -147,7 +148,7 @@ func TestRuleCatches(t *testing.T) {
 	if !allowed("api", list) || allowed("transport", list) {
 		t.Error("client's rule is wrong")
 	}
-	for _, pkg := range []string{"xfer", "internal/ctl"} {
+	for _, pkg := range []string{"xfer", "perf", "internal/ctl"} {
 		if list, ok := rule(pkg); !ok || allowed("cli", list) {
 			t.Errorf("%s may import cli", pkg)
 		}
