@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/testbed"
 	"github.com/braid-hpc/braid/transport/channel/sctpudp"
 )
@@ -207,7 +208,7 @@ func (s *Suite) assocRun(ctx context.Context, env assocEnv, l assocLayout, size 
 		return assocResult{}, errors.New("nothing arrived")
 	}
 	return assocResult{
-		mbps:     n * 8 / el.Seconds() / 1e6,
+		mbps:     perf.Mbps(int64(n), el.Seconds()),
 		cpuPerGB: (c1 - c0).Seconds() / (n / 1e9),
 	}, nil
 }

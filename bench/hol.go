@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/testbed"
 	"github.com/braid-hpc/braid/transport"
 	"github.com/braid-hpc/braid/transport/channel/sctpudp"
@@ -36,7 +37,7 @@ func (r holResult) mbps() float64 {
 	if r.el <= 0 {
 		return 0
 	}
-	return float64(r.bytes) * 8 / r.el.Seconds() / 1e6
+	return perf.Mbps(r.bytes, r.el.Seconds())
 }
 
 // holClock runs the sender of stream B and keeps the receivers' tallies.

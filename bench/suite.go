@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/testbed"
 	"github.com/braid-hpc/braid/transport"
 	_ "github.com/braid-hpc/braid/transport/channel/sctpudp" // the sctp-udp channel kind
@@ -499,7 +500,7 @@ func (s *Suite) failoverRun(ctx context.Context, bed *testbed.Bed, kind string) 
 	mu.Unlock()
 	var before, after []float64
 	for i := 1; i < len(series); i++ {
-		mbps := float64(series[i].n-series[i-1].n) * 8 / 0.1 / 1e6
+		mbps := perf.Mbps(series[i].n-series[i-1].n, 0.1)
 		switch {
 		case series[i].t.Before(fault):
 			before = append(before, mbps)
@@ -513,7 +514,7 @@ func (s *Suite) failoverRun(ctx context.Context, bed *testbed.Bed, kind string) 
 		if series[i].t.Before(fault) {
 			continue
 		}
-		mbps := float64(series[i].n-series[i-1].n) * 8 / 0.1 / 1e6
+		mbps := perf.Mbps(series[i].n-series[i-1].n, 0.1)
 		if mbps >= 0.9*res.before*2/3 {
 			res.dip = max(0, series[i-1].t.Sub(fault))
 			break
