@@ -333,4 +333,3 @@ func seconds(ds []time.Duration) []float64 {
 	}
 	return out
 }
-
