@@ -11,6 +11,8 @@ import (
 	"time"
 )
 
+// IperfReport is a test as iperf3 -J prints one.
+//
 // The JSON of 'braid perf -J' has the shape of iperf3's -J output, so that
 // scripts and plotting tools written for iperf3 read it unchanged: start
 // (connected, version, system_info, timestamp, connecting_to, cookie,
@@ -32,6 +34,7 @@ type IperfReport struct {
 	Braid *Report `json:"braid,omitempty"`
 }
 
+// IperfStart is the start section: the session, the host and the test.
 type IperfStart struct {
 	Connected    []IperfConnected `json:"connected"`
 	Version      string           `json:"version"`
@@ -51,16 +54,19 @@ type IperfConnected struct {
 	RemotePort int    `json:"remote_port"`
 }
 
+// IperfTimestamp is when the test began.
 type IperfTimestamp struct {
 	Time     string `json:"time"` // RFC 1123 in GMT, as iperf3 writes it
 	TimeSecs int64  `json:"timesecs"`
 }
 
+// IperfHostPort is the server the client connected to.
 type IperfHostPort struct {
 	Host string `json:"host"`
 	Port int    `json:"port"`
 }
 
+// IperfTestStart is the test asked for.
 type IperfTestStart struct {
 	Protocol   string  `json:"protocol"` // "braid/tcp", "braid/sctp-udp", ..., "TCP" for --tcp-baseline
 	NumStreams int     `json:"num_streams"`
@@ -93,16 +99,19 @@ type IperfSpan struct {
 	Sender      bool   `json:"sender"`            // whether this side sent the bytes counted
 }
 
+// IperfInterval is one interval: each stream's and their sum.
 type IperfInterval struct {
 	Streams []IperfSpan `json:"streams"`
 	Sum     IperfSpan   `json:"sum"`
 }
 
+// IperfEndStream is one stream's totals, as sent and as received.
 type IperfEndStream struct {
 	Sender   IperfSpan `json:"sender"`
 	Receiver IperfSpan `json:"receiver"`
 }
 
+// IperfEnd is the end section: per stream, the sums and the CPU use.
 type IperfEnd struct {
 	Streams     []IperfEndStream `json:"streams,omitempty"`
 	SumSent     *IperfSpan       `json:"sum_sent,omitempty"`
@@ -110,6 +119,7 @@ type IperfEnd struct {
 	CPU         *IperfCPU        `json:"cpu_utilization_percent,omitempty"`
 }
 
+// IperfCPU is the CPU use of both hosts, in percent of the test's time.
 type IperfCPU struct {
 	HostTotal    float64 `json:"host_total"`
 	HostUser     float64 `json:"host_user"`

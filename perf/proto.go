@@ -42,7 +42,7 @@ const Port = 7201
 const (
 	maxSize    = 1 << 30
 	maxStreams = 1024
-	MaxSeconds = 24 * 3600
+	MaxSeconds = 24 * 3600 // the longest test, in seconds
 	maxCount   = 100_000_000
 )
 
