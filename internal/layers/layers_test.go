@@ -107,6 +107,10 @@ func TestLayers(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
+		// The CLI is the top: only the commands import it.
+		if rel != "cmd" && !strings.HasPrefix(rel, "cmd/") && slices.Contains(pkg.Imports, module+"/cli") {
+			t.Errorf("%s imports cli; only cmd/ may (move what it needs below cli)", rel)
+		}
 		list, ok := rule(rel)
 		if !ok {
 			return nil
