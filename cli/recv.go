@@ -41,7 +41,8 @@ file of it failed).
 
   braid recv --listen 10.1.0.2,10.2.0.2 --dir /data/in`
 
-// receiver receives files into dir.
+// receiver is braid recv: it serves each sender with an xfer.Receiver
+// into dir and prints what arrived.
 type receiver struct {
 	env    *Env
 	dir    string
