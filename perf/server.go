@@ -66,7 +66,8 @@ var ErrTestFailed = errors.New("perf: the test failed")
 // Serve accepts sessions on ln and serves tests until ctx ends (it then
 // returns nil), or with once after the first test. It returns the
 // listener's error, or with once ErrTestFailed if the test failed. It
-// waits for the tests it began; the caller closes ln.
+// closes ln, which ends the sessions still running, and waits for the
+// tests it began.
 func (s *Server) Serve(ctx context.Context, ln *transport.Listener, once bool) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
