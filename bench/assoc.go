@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/testbed"
 	"github.com/braid-hpc/braid/transport/channel/sctpudp"
 )
@@ -62,9 +63,10 @@ type assocResult struct {
 }
 
 func (s *Suite) assoc(ctx context.Context) error {
-	fmt.Fprintf(s.Out, "\n### One association with 2 streams vs 4 connections (paper 002, Table 3)\n\n")
-	fmt.Fprintf(s.Out, "Bulk one way, every stream or connection written by its own goroutine with messages of the given size. CPU is the whole process (sender and receiver, user + system) per GB delivered, over the same interval as the throughput, after 300 ms of warm-up. The testbed link is one network at 1000 Mbit/s; loopback is 127.0.0.1, unshaped.\n\n")
-	fmt.Fprintf(s.Out, "| where | message | run | Mbit/s | CPU s per GB |\n|---|---|---|---|---|\n")
+	t := s.section("One association with 2 streams vs 4 connections (paper 002, Table 3)",
+		"Bulk one way, every stream or connection written by its own goroutine with messages of the given size. CPU is the whole process (sender and receiver, user + system) per GB delivered, over the same interval as the throughput, after 300 ms of warm-up. The testbed link is one network at 1000 Mbit/s; loopback is 127.0.0.1, unshaped.").
+		table(text("where", "where"), text("message", "message"), integer("message_bytes", "bytes", "bytes"), text("run", "run"),
+			numCol("mbps", "Mbit/s", "Mbit/s", "%.1f"), numCol("cpu_s_per_gb", "CPU s per GB", "s/GB", "%.2f"))
 	sizes := []int{2560, 64 << 10}
 	each := func(env assocEnv) error {
 		for _, size := range sizes {
@@ -73,7 +75,7 @@ func (s *Suite) assoc(ctx context.Context) error {
 				if err != nil {
 					return fmt.Errorf("%s, %s, %s: %w", env.name, l.name, sizeName(size), err)
 				}
-				fmt.Fprintf(s.Out, "| %s | %s | %s | %.1f | %.2f |\n", env.name, sizeName(size), l.name, r.mbps, r.cpuPerGB)
+				t.add(env.name, sizeName(size), size, l.name, r.mbps, r.cpuPerGB)
 				s.logf("assoc %s %s %s: %.1f Mbit/s, %.2f CPU s/GB", env.name, sizeName(size), l.name, r.mbps, r.cpuPerGB)
 			}
 		}
@@ -207,7 +209,7 @@ func (s *Suite) assocRun(ctx context.Context, env assocEnv, l assocLayout, size 
 		return assocResult{}, errors.New("nothing arrived")
 	}
 	return assocResult{
-		mbps:     n * 8 / el.Seconds() / 1e6,
+		mbps:     perf.Mbps(int64(n), el.Seconds()),
 		cpuPerGB: (c1 - c0).Seconds() / (n / 1e9),
 	}, nil
 }

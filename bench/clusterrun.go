@@ -179,14 +179,15 @@ func (s *Suite) cluster(ctx context.Context) error {
 		return errors.New("the output differs from the single-unit blur")
 	}
 	el := res.Job.Elapsed()
-	fmt.Fprintf(s.Out, "\n### Job system end to end: blur of a 4096 x 4096 PNG in 256 tiles\n\n")
-	fmt.Fprintf(s.Out, "A server host and two dual-homed worker hosts (1 thread each), 2 networks at %s each, "+
-		"every role a separate braid process; braid put, submit --tile 256x256 --wait and get from the server host. "+
-		"Job %d: %d units in %.2f s on the server (submission to output), %.1f units/s; "+
-		"the output is identical to the single-unit blur (job %d, %.2f s).\n\n",
-		testbed.FormatRate(res.Rate), res.Job.Job, res.Job.Units.Total, el.Seconds(), float64(res.Job.Units.Total)/el.Seconds(),
-		res.RefJob.Job, res.RefJob.Elapsed().Seconds())
-	fmt.Fprintf(s.Out, "| worker | units done | network a MB | network b MB | share of b |\n|---|---|---|---|---|\n")
+	t := s.section("Job system end to end: blur of a 4096 x 4096 PNG in 256 tiles",
+		fmt.Sprintf("A server host and two dual-homed worker hosts (1 thread each), 2 networks at %s each, "+
+			"every role a separate braid process; braid put, submit --tile 256x256 --wait and get from the server host. "+
+			"Job %d: %d units in %.2f s on the server (submission to output), %.1f units/s; "+
+			"the output is identical to the single-unit blur (job %d, %.2f s).",
+			testbed.FormatRate(res.Rate), res.Job.Job, res.Job.Units.Total, el.Seconds(), float64(res.Job.Units.Total)/el.Seconds(),
+			res.RefJob.Job, res.RefJob.Elapsed().Seconds())).
+		table(text("worker", "worker"), integer("units_done", "units done", "units"), numCol("net_a_mb", "network a MB", "MB", "%.1f"),
+			numCol("net_b_mb", "network b MB", "MB", "%.1f"), numCol("share_b", "share of b", "", "%.2f"))
 	for _, h := range []string{ClusterW1, ClusterW2} {
 		var done uint64
 		for _, w := range res.Workers {
@@ -195,8 +196,7 @@ func (s *Suite) cluster(ctx context.Context) error {
 			}
 		}
 		nb := res.NetBytes[h]
-		fmt.Fprintf(s.Out, "| %s | %d | %.1f | %.1f | %.2f |\n", h, done, float64(nb[0])/1e6, float64(nb[1])/1e6,
-			float64(nb[1])/float64(max(nb[0]+nb[1], 1)))
+		t.add(h, int64(done), float64(nb[0])/1e6, float64(nb[1])/1e6, float64(nb[1])/float64(max(nb[0]+nb[1], 1)))
 	}
 	s.logf("cluster: %d units in %v", res.Job.Units.Total, el)
 	return nil

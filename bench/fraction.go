@@ -243,19 +243,20 @@ func (s *Suite) fraction(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.Out, "\n### Compute fraction of a worker in its own process\n\n")
-	fmt.Fprintf(s.Out, "A server host and a worker host (one testbed network, every role a braid process; they share this machine's cores). "+
-		"Compute fraction: the compute time the worker's results report over its threads times the time it had units in flight "+
-		"(braid workers --json, compute_ns / lent_ns). Worker CPU: the worker process's CPU time over the same lent time. "+
-		"Median of %d jobs after a warm-up job (all jobs in brackets).\n\n", cmp0(run.Rounds, 3))
-	fmt.Fprintf(s.Out, "| job | threads | in flight | compute fraction | worker CPU / lent | units/s |\n|---|---|---|---|---|---|\n")
+	t := s.section("Compute fraction of a worker in its own process",
+		fmt.Sprintf("A server host and a worker host (one testbed network, every role a braid process; they share this machine's cores). "+
+			"Compute fraction: the compute time the worker's results report over its threads times the time it had units in flight "+
+			"(braid workers --json, compute_ns / lent_ns). Worker CPU: the worker process's CPU time over the same lent time. "+
+			"Median of %d jobs after a warm-up job (every job in the next column).", cmp0(run.Rounds, 3))).
+		table(text("job", "job"), integer("units", "units", "units"), integer("threads", "threads", "threads"), text("in_flight", "in flight"),
+			numCol("compute_fraction", "compute fraction", "", "%.3f"), Column{Key: "compute_fractions", Head: "every job", Type: Numbers, Format: "%.3f"},
+			numCol("cpu_per_lent", "worker CPU / lent", "", "%.2f"), numCol("units_per_s", "units/s", "units/s", "%.0f"))
 	for _, c := range cells {
 		inFlight := strconv.Itoa(c.InFlight)
 		if c.InFlight == 0 {
 			inFlight = "default"
 		}
-		fmt.Fprintf(s.Out, "| %s (%d units) | %d | %s | %.3f (%s) | %.2f | %.0f |\n", c.Workload, c.Units, c.Threads, inFlight,
-			median(c.Fraction), formatAll(c.Fraction, "%.3f", " "), median(c.CPU), median(c.UnitsPerSec))
+		t.add(c.Workload, c.Units, c.Threads, inFlight, median(c.Fraction), c.Fraction, median(c.CPU), median(c.UnitsPerSec))
 	}
 	return nil
 }

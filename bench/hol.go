@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/testbed"
 	"github.com/braid-hpc/braid/transport"
 	"github.com/braid-hpc/braid/transport/channel/sctpudp"
@@ -36,7 +38,7 @@ func (r holResult) mbps() float64 {
 	if r.el <= 0 {
 		return 0
 	}
-	return float64(r.bytes) * 8 / r.el.Seconds() / 1e6
+	return perf.Mbps(r.bytes, r.el.Seconds())
 }
 
 // holClock runs the sender of stream B and keeps the receivers' tallies.
@@ -97,8 +99,8 @@ func (h *holClock) wait() { h.sends.Wait() }
 // connection.
 func (s *Suite) hol(ctx context.Context) error {
 	const big = 64 << 20
-	fmt.Fprintf(s.Out, "\n### Head-of-line blocking: 1 KB every ms beside %d MB messages, 100 Mbit/s links\n\n", big>>20)
-	fmt.Fprintf(s.Out, "| run | p50 | p90 | p99 | max | small messages |\n|---|---|---|---|---|---|\n")
+	t := s.section(fmt.Sprintf("Head-of-line blocking: 1 KB every ms beside %d MB messages, 100 Mbit/s links", big>>20)).
+		table(append([]Column{text("run", "run")}, latColumns("small messages")...)...)
 	return withBed(ctx, []int64{100e6, 100e6}, func(bed *testbed.Bed) error {
 		for _, run := range []struct {
 			nets    []int
@@ -112,13 +114,13 @@ func (s *Suite) hol(ctx context.Context) error {
 			if run.release {
 				reader = "releases each message"
 			}
-			fmt.Fprintf(s.Out, "| braid, %d path(s), 2 streams, big reader %s | %s |\n", len(run.nets), reader, percentiles(r.lat))
+			t.add(append([]any{fmt.Sprintf("braid, %d path(s), 2 streams, big reader %s", len(run.nets), reader)}, latCells(r.lat)...)...)
 		}
 		r, err := s.holTCP(ctx, bed, big)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(s.Out, "| one TCP connection, both flows | %s |\n", percentiles(r.lat))
+		t.add(append([]any{"one TCP connection, both flows"}, latCells(r.lat)...)...)
 		return nil
 	})
 }
@@ -131,9 +133,12 @@ func (s *Suite) hol(ctx context.Context) error {
 // to tell the queueing in send buffers from the blocking by losses.
 func (s *Suite) holLoss(ctx context.Context) error {
 	const big = 64 << 10
-	fmt.Fprintf(s.Out, "\n### Head-of-line blocking under loss: 1 KB every ms beside %d KB messages, one 100 Mbit/s path\n\n", big>>10)
-	fmt.Fprintf(s.Out, "Loss is random, per packet, in both directions (testbed.SetLoss on both hosts). Latency is stream B's, from when the message was due (each is written by its own goroutine, so blocked writes queue up) to its arrival; messages still queued 200 ms after the last was due are not counted. Stream A's goodput is over the same interval.\n\n")
-	fmt.Fprintf(s.Out, "| loss | run | p50 | p90 | p99 | max | small messages arrived | of sent | stream A Mbit/s |\n|---|---|---|---|---|---|---|---|---|\n")
+	cols := []Column{numCol("loss_percent", "loss", "%", "%g%%"), text("run", "run")}
+	cols = append(cols, latColumns("small messages arrived")...)
+	cols = append(cols, integer("sent", "of sent", "messages"), numCol("a_mbps", "stream A Mbit/s", "Mbit/s", "%.1f"))
+	t := s.section(fmt.Sprintf("Head-of-line blocking under loss: 1 KB every ms beside %d KB messages, one 100 Mbit/s path", big>>10),
+		"Loss is random, per packet, in both directions (testbed.SetLoss on both hosts). Latency is stream B's, from when the message was due (each is written by its own goroutine, so blocked writes queue up) to its arrival; messages still queued 200 ms after the last was due are not counted. Stream A's goodput is over the same interval.").
+		table(cols...)
 	return withBed(ctx, []int64{100e6}, func(bed *testbed.Bed) error {
 		for _, pct := range []float64{0, 1} {
 			for _, h := range []string{Client, Server} {
@@ -168,7 +173,8 @@ func (s *Suite) holLoss(ctx context.Context) error {
 				if err != nil {
 					return fmt.Errorf("%s, loss %g%%: %w", r.name, pct, err)
 				}
-				fmt.Fprintf(s.Out, "| %g%% | %s | %s | %d | %.1f |\n", pct, r.name, percentiles(res.lat), res.sent, res.mbps())
+				row := append([]any{pct, r.name}, latCells(res.lat)...)
+				t.add(append(row, res.sent, res.mbps())...)
 				s.logf("holloss %g%% %s: %s, A %.1f Mbit/s", pct, r.name, percentiles(res.lat), res.mbps())
 			}
 		}
@@ -176,6 +182,27 @@ func (s *Suite) holLoss(ctx context.Context) error {
 	})
 }
 
+// latColumns are the columns of latCells: p50, p90, p99 and max latency
+// and the number of messages (headed count).
+func latColumns(count string) []Column {
+	return []Column{dur("p50_s", "p50"), dur("p90_s", "p90"), dur("p99_s", "p99"), dur("max_s", "max"), integer("messages", count, "messages")}
+}
+
+// latCells are the latency percentiles of lat, rounded to 10 µs, and its
+// length; the percentiles are empty cells when lat is.
+func latCells(lat []time.Duration) []any {
+	if len(lat) == 0 {
+		return []any{nil, nil, nil, nil, 0}
+	}
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	p := func(q float64) time.Duration {
+		return s[min(len(s)-1, int(q*float64(len(s))))].Round(10 * time.Microsecond)
+	}
+	return []any{p(0.5), p(0.9), p(0.99), s[len(s)-1].Round(10 * time.Microsecond), len(s)}
+}
+
+// percentiles is latCells as one line for the log.
 func percentiles(lat []time.Duration) string {
 	if len(lat) == 0 {
 		return "- | - | - | - | 0"

@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"sort"
 	"sync"
 	"time"
 
+	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/testbed"
 	"github.com/braid-hpc/braid/transport"
 	"github.com/braid-hpc/braid/transport/channel"
@@ -128,142 +128,67 @@ func up(s *transport.Session) int {
 	return n
 }
 
-// Bulk sends msgSize messages on streams streams for d and returns the
-// goodput counted at the receiver.
+// measure runs one braid perf test (package perf, the engine of braid
+// perf) from the client host to a perf server on the server host over
+// b.Nets, and returns the client's report.
+func (b *Braid) measure(ctx context.Context, o perf.Options) (*perf.Report, error) {
+	var addrs []string
+	for _, n := range b.Nets {
+		addrs = append(addrs, net.JoinHostPort(b.Bed.Addr(Server, n), "0"))
+	}
+	scfg := b.config(Server)
+	ln, err := transport.Listen(ctx, addrs, scfg)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- perf.NewServer(scfg).Serve(sctx, ln, true) }()
+	defer func() {
+		cancel()
+		ln.Close()
+		<-served
+	}()
+	for i, a := range ln.Addrs() {
+		o.Paths = append(o.Paths, transport.Path{Local: b.Bed.Addr(Client, b.Nets[i]), Remote: a.String()})
+	}
+	o.Config = b.config(Client)
+	rep, _, err := perf.Run(ctx, &o)
+	return rep, err
+}
+
+// Bulk runs braid perf's bulk test: msgSize messages on streams streams,
+// counted at the receiver for d from the first byte.
 func (b *Braid) Bulk(ctx context.Context, msgSize, streams int, d time.Duration) (Result, error) {
-	cli, srv, closeFn, err := b.session(ctx)
+	rep, err := b.measure(ctx, perf.Options{Mode: "bulk", Size: int64(msgSize), Streams: streams, Seconds: d.Seconds()})
 	if err != nil {
 		return Result{}, err
 	}
-	defer closeFn()
-	var recvd int64
-	var mu sync.Mutex
-	var first, last time.Time
-	var rwg sync.WaitGroup
-	rctx, rcancel := context.WithCancel(ctx)
-	defer rcancel()
-	go func() {
-		for {
-			st, err := srv.AcceptStream(rctx)
-			if err != nil {
-				return
-			}
-			rwg.Add(1)
-			go func() {
-				defer rwg.Done()
-				for {
-					m, err := st.ReadMessage(rctx)
-					if err != nil {
-						return
-					}
-					now := time.Now()
-					mu.Lock()
-					if first.IsZero() {
-						first = now
-					}
-					recvd += int64(len(m))
-					last = now
-					mu.Unlock()
-					st.Release(m)
-				}
-			}()
-		}
-	}()
-	before := cli.Stats()
-	buf := make([]byte, msgSize)
-	sendStart := time.Now()
-	stop := sendStart.Add(d)
-	var wg sync.WaitGroup
-	for range streams {
-		st, err := cli.OpenStream(ctx)
-		if err != nil {
-			return Result{}, err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(stop) && ctx.Err() == nil {
-				// buf never changes: sent in place, as the plain TCP
-				// baselines send theirs.
-				if st.WriteMessageNoCopy(ctx, buf) != nil {
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	cli.Flush(fctx)
-	cancel()
-	time.Sleep(50 * time.Millisecond)
-	mu.Lock()
-	// Everything received, from the first send to the last arrival: a
-	// channel that buffers bursts at the receiver cannot inflate it.
-	el := last.Sub(sendStart)
-	n := recvd
-	_ = first
-	mu.Unlock()
-	res := Result{Name: "braid", Elapsed: el, Transport: cli.StripeStats()}
-	if el > 0 {
-		res.Mbps = float64(n) * 8 / el.Seconds() / 1e6
-	}
-	// Per-path rates over the same receiver-side interval.
-	for i, p := range cli.Stats() {
-		if el > 0 {
-			res.PerPath = append(res.PerPath, float64(p.BytesSent-before[i].BytesSent)*8/el.Seconds()/1e6)
-		}
+	res := Result{Name: "braid", Mbps: rep.ThroughputMbps, Elapsed: time.Duration(rep.Seconds * float64(time.Second)),
+		Messages: int(rep.Messages), Transport: rep.Control}
+	for _, p := range rep.PerPath {
+		res.PerPath = append(res.PerPath, p.Mbps)
 	}
 	return res, nil
 }
 
-// PingPong echoes a size-byte message count times and returns the
+// PingPong runs braid perf's ping-pong test on one stream: count round
+// trips of a size-byte message after a warm-up one, and returns the
 // effective bandwidth of eq. 1 with the mean round trip.
 func (b *Braid) PingPong(ctx context.Context, size, count int) (Result, error) {
-	cli, srv, closeFn, err := b.session(ctx)
+	rep, err := b.measure(ctx, perf.Options{Mode: "pingpong", Size: int64(size), Streams: 1, Count: count, Seconds: pingPongLimit.Seconds()})
 	if err != nil {
 		return Result{}, err
 	}
-	defer closeFn()
-	go func() {
-		st, err := srv.AcceptStream(ctx)
-		if err != nil {
-			return
-		}
-		for {
-			m, err := st.ReadMessage(ctx)
-			if err != nil {
-				return
-			}
-			if st.WriteMessage(ctx, m) != nil {
-				return
-			}
-		}
-	}()
-	st, err := cli.OpenStream(ctx)
-	if err != nil {
-		return Result{}, err
-	}
-	buf := make([]byte, size)
-	rtts, err := pingpong(count, func() error {
-		if err := st.WriteMessage(ctx, buf); err != nil {
-			return err
-		}
-		m, err := st.ReadMessage(ctx)
-		if err == nil && len(m) != size {
-			err = fmt.Errorf("echo of %d bytes, want %d", len(m), size)
-		}
-		return err
-	})
-	if err != nil {
-		return Result{}, err
-	}
-	ss0 := cli.StripeStats()
-	r := effective("braid", size, rtts)
-	r.Transport = ss0
-	return r, nil
+	return Result{Name: "braid", Mbps: rep.EffectiveMbps, RTT: time.Duration(rep.RTTus * 1e3), Messages: rep.RoundTrips,
+		Elapsed: time.Duration(rep.Seconds * float64(time.Second)), Transport: rep.Control}, nil
 }
 
-// pingpong times count round trips after 2 warm-up ones.
+// pingPongLimit bounds a ping-pong measurement's time.
+const pingPongLimit = 10 * time.Minute
+
+// pingpong times count round trips after 2 warm-up ones (the plain TCP
+// peers; braid's go through perf).
 func pingpong(count int, once func() error) ([]time.Duration, error) {
 	for range 2 {
 		if err := once(); err != nil {
@@ -287,8 +212,7 @@ func effective(name string, size int, rtts []time.Duration) Result {
 		sum += r
 	}
 	mean := sum / time.Duration(len(rtts))
-	sort.Slice(rtts, func(i, j int) bool { return rtts[i] < rtts[j] })
-	return Result{Name: name, RTT: mean, Messages: len(rtts), Mbps: (8 * float64(size) / 1e6) / (mean.Seconds() / 2)}
+	return Result{Name: name, RTT: mean, Messages: len(rtts), Mbps: perf.EffectiveMbps(int64(size), mean)}
 }
 
 // TCP runs plain TCP connections, one per listed network, between the two
@@ -401,9 +325,9 @@ func (t *TCP) Bulk(ctx context.Context, d time.Duration) (Result, error) {
 	var total int64
 	for _, n := range counts {
 		total += n
-		res.PerPath = append(res.PerPath, float64(n)*8/el.Seconds()/1e6)
+		res.PerPath = append(res.PerPath, perf.Mbps(n, el.Seconds()))
 	}
-	res.Mbps = float64(total) * 8 / el.Seconds() / 1e6
+	res.Mbps = perf.Mbps(total, el.Seconds())
 	return res, nil
 }
 

@@ -292,22 +292,24 @@ func (s *Suite) slowWorker(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.Out, "\n### Two fast workers plus a slow one\n\n")
-	fmt.Fprintf(s.Out, "Blur (radius 5) of the 19 KB sample GIF, %d units (--repeat %d); fast workers: %s each; slow worker: %s. "+
-		"Job time on the server (submission to output), median of %d rounds; the rounds alternate the two setups.\n\n",
-		res.Units, res.Units, res.Fast, res.Slow, len(res.Cells[0].Fast))
+	notes := []string{fmt.Sprintf("Blur (radius 5) of the 19 KB sample GIF, %d units (--repeat %d); fast workers: %s each; slow worker: %s. "+
+		"Job time on the server (submission to output), median of %d rounds; the rounds alternate the two setups.",
+		res.Units, res.Units, res.Fast, res.Slow, len(res.Cells[0].Fast))}
 	if res.Note != "" {
-		fmt.Fprintf(s.Out, "Note: %s.\n\n", res.Note)
+		notes = append(notes, fmt.Sprintf("Note: %s.", res.Note))
 	}
-	fmt.Fprintf(s.Out, "| policy | 2 fast: job s | 2 fast + 1 slow: job s | with slow / without | units on the slow worker | all rounds, without / with (s) |\n|---|---|---|---|---|---|\n")
+	t := s.section("Two fast workers plus a slow one", notes...).
+		table(text("policy", "policy"), numCol("fast_s", "2 fast: job s", "s", "%.2f"), numCol("with_slow_s", "2 fast + 1 slow: job s", "s", "%.2f"),
+			numCol("ratio", "with slow / without", "", "%.2f"), integer("slow_units", "units on the slow worker", "units"),
+			Column{Key: "fast_rounds_s", Head: "all rounds without (s)", Type: Numbers, Unit: "s", Format: "%.2f"},
+			Column{Key: "with_slow_rounds_s", Head: "all rounds with (s)", Type: Numbers, Unit: "s", Format: "%.2f"})
 	for _, cell := range res.Cells {
 		f, w := Median(cell.Fast), Median(cell.WithSlow)
 		var su []time.Duration
 		for _, u := range cell.SlowUnits {
 			su = append(su, time.Duration(u))
 		}
-		fmt.Fprintf(s.Out, "| %s | %.2f | %.2f | %.2f | %d | %s / %s |\n", cell.Policy, f.Seconds(), w.Seconds(),
-			w.Seconds()/f.Seconds(), int64(Median(su)), secs(cell.Fast), secs(cell.WithSlow))
+		t.add(cell.Policy, f.Seconds(), w.Seconds(), w.Seconds()/f.Seconds(), int64(Median(su)), seconds(cell.Fast), seconds(cell.WithSlow))
 	}
 	return nil
 }
@@ -323,13 +325,11 @@ const (
 	slowBenchSlowCPU = 0.1
 )
 
-func secs(ds []time.Duration) string {
-	var out []byte
+// seconds is ds in seconds.
+func seconds(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
 	for i, d := range ds {
-		if i > 0 {
-			out = append(out, ' ')
-		}
-		out = fmt.Appendf(out, "%.2f", d.Seconds())
+		out[i] = d.Seconds()
 	}
-	return string(out)
+	return out
 }

@@ -11,12 +11,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/testbed"
 	"github.com/braid-hpc/braid/transport"
 	_ "github.com/braid-hpc/braid/transport/channel/sctpudp" // the sctp-udp channel kind
 )
 
-// Suite runs the transport experiments and writes Markdown tables.
+// Suite runs the transport experiments. Each experiment adds Sections of
+// typed results to Results, from which Run writes the Markdown report;
+// braid bench --json prints Results.
 type Suite struct {
 	Out      io.Writer // Markdown report
 	Log      io.Writer // progress lines
@@ -25,6 +28,12 @@ type Suite struct {
 	// Braid is the braid binary that the job-system experiments start as
 	// server, worker and client processes; empty means this executable.
 	Braid string
+	// Results holds the sections of the experiments run so far; Run
+	// writes each experiment's sections as Markdown to Out (if not nil)
+	// when the experiment ends, failed or not.
+	Results []*Section
+
+	running string // the experiment running now
 }
 
 func (s *Suite) logf(format string, args ...any) {
@@ -65,12 +74,25 @@ func (s *Suite) Run(ctx context.Context) error {
 	}
 	for _, e := range selected(s.Only) {
 		s.logf("== %s", e.Name)
-		if err := e.Run(s, ctx); err != nil {
+		s.running = e.Name
+		first := len(s.Results)
+		err := e.Run(s, ctx)
+		if s.Out != nil {
+			for _, sec := range s.Results[first:] {
+				if werr := sec.Markdown(s.Out); werr != nil && err == nil {
+					err = werr
+				}
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("bench %s: %w", e.Name, err)
 		}
 	}
 	return nil
 }
+
+// Known reports whether only selects at least one experiment (Suite.Only).
+func Known(only string) bool { return len(selected(only)) > 0 }
 
 // selected returns the experiment named only, or else those whose name
 // contains it (all for "").
@@ -135,8 +157,10 @@ func (s *Suite) ideal(ctx context.Context, bed *testbed.Bed, nets []int) (float6
 }
 
 func (s *Suite) equal(ctx context.Context) error {
-	fmt.Fprintf(s.Out, "\n### Bulk over k equal paths at 100 Mbit/s\n\n")
-	fmt.Fprintf(s.Out, "| k | ideal (Σ single TCP) Mbit/s | braid Mbit/s | braid / ideal | MPTCP Mbit/s | MPTCP / ideal | braid per path Mbit/s |\n|---|---|---|---|---|---|---|\n")
+	t := s.section("Bulk over k equal paths at 100 Mbit/s").table(integer("k", "k", "paths"),
+		numCol("ideal_mbps", "ideal (Σ single TCP) Mbit/s", "Mbit/s", "%.1f"), numCol("braid_mbps", "braid Mbit/s", "Mbit/s", "%.1f"),
+		numCol("braid_ratio", "braid / ideal", "", "%.3f"), numCol("mptcp_mbps", "MPTCP Mbit/s", "Mbit/s", "%.1f"),
+		numCol("mptcp_ratio", "MPTCP / ideal", "", "%.3f"), Column{Key: "braid_path_mbps", Head: "braid per path Mbit/s", Type: Numbers, Unit: "Mbit/s", Format: "%.1f"})
 	for k := 1; k <= 4; k++ {
 		rates := make([]int64, k)
 		for i := range rates {
@@ -153,7 +177,7 @@ func (s *Suite) equal(ctx context.Context) error {
 			}
 			mp := s.mptcpBulk(ctx, bed)
 			s.logf("k=%d ideal=%.1f braid=%.1f mptcp=%.1f", k, ideal, br.Mbps, mp)
-			fmt.Fprintf(s.Out, "| %d | %.1f | %.1f | %.3f | %.1f | %.3f | %s |\n", k, ideal, br.Mbps, br.Mbps/ideal, mp, mp/ideal, floats(br.PerPath))
+			t.add(k, ideal, br.Mbps, br.Mbps/ideal, mp, mp/ideal, br.PerPath)
 			return nil
 		})
 		if err != nil {
@@ -188,9 +212,11 @@ func formatAll(xs []float64, format, sep string) string {
 }
 
 func (s *Suite) hetero(ctx context.Context) error {
-	fmt.Fprintf(s.Out, "\n### Heterogeneous paths\n\n")
-	fmt.Fprintf(s.Out, "Ideal for ping-pong is the sum of the effective bandwidths of one TCP connection alone on each path at the same size.\n\n")
-	fmt.Fprintf(s.Out, "| links | test | ideal Mbit/s | braid Mbit/s | braid / ideal | MPTCP Mbit/s | MPTCP / ideal |\n|---|---|---|---|---|---|---|\n")
+	t := s.section("Heterogeneous paths",
+		"Ideal for ping-pong is the sum of the effective bandwidths of one TCP connection alone on each path at the same size.").
+		table(text("links", "links"), text("test", "test"), numCol("ideal_mbps", "ideal Mbit/s", "Mbit/s", "%.1f"),
+			numCol("braid_mbps", "braid Mbit/s", "Mbit/s", "%.1f"), numCol("braid_ratio", "braid / ideal", "", "%.3f"),
+			numCol("mptcp_mbps", "MPTCP Mbit/s", "Mbit/s", "%.1f"), numCol("mptcp_ratio", "MPTCP / ideal", "", "%.3f"))
 	for _, rates := range [][]int64{{100e6, 25e6}, {100e6, 50e6, 10e6}} {
 		err := withBed(ctx, rates, func(bed *testbed.Bed) error {
 			k := len(rates)
@@ -203,7 +229,7 @@ func (s *Suite) hetero(ctx context.Context) error {
 				return err
 			}
 			mp := s.mptcpBulk(ctx, bed)
-			fmt.Fprintf(s.Out, "| %s | bulk | %.1f | %.1f | %.3f | %.1f | %.3f |\n", rateName(rates), ideal, br.Mbps, br.Mbps/ideal, mp, mp/ideal)
+			t.add(rateName(rates), "bulk", ideal, br.Mbps, br.Mbps/ideal, mp, mp/ideal)
 			s.logf("%s bulk ideal=%.1f braid=%.1f mptcp=%.1f", rateName(rates), ideal, br.Mbps, mp)
 			for _, size := range []int{1 << 20, 8 << 20} {
 				count := 30
@@ -226,7 +252,7 @@ func (s *Suite) hetero(ctx context.Context) error {
 				if r, err := (&TCP{Bed: bed, Nets: seq(k), Multipath: true}).PingPong(ctx, size, count); err == nil {
 					pm = r.Mbps
 				}
-				fmt.Fprintf(s.Out, "| %s | ping-pong %s | %.1f | %.1f | %.3f | %.1f | %.3f |\n", rateName(rates), sizeName(size), pideal, pb.Mbps, pb.Mbps/pideal, pm, pm/pideal)
+				t.add(rateName(rates), "ping-pong "+sizeName(size), pideal, pb.Mbps, pb.Mbps/pideal, pm, pm/pideal)
 				s.logf("%s pingpong %s ideal=%.1f braid=%.1f mptcp=%.1f", rateName(rates), sizeName(size), pideal, pb.Mbps, pm)
 			}
 			return nil
@@ -249,9 +275,9 @@ func sizeName(n int) string {
 }
 
 func (s *Suite) gigabit(ctx context.Context) error {
-	fmt.Fprintf(s.Out, "\n### 2 x 1000 Mbit/s (CPU-bound on 2 cores)\n\n")
-	fmt.Fprintf(s.Out, "CPU time is the whole process (sender and receiver) per GB delivered.\n\n")
-	fmt.Fprintf(s.Out, "| run | Mbit/s | ratio to 2 TCP by hand | CPU s per GB |\n|---|---|---|---|\n")
+	sec := s.section("2 x 1000 Mbit/s (CPU-bound on 2 cores)", "CPU time is the whole process (sender and receiver) per GB delivered.")
+	t := sec.table(text("run", "run"), numCol("mbps", "Mbit/s", "Mbit/s", "%.1f"), numCol("ratio", "ratio to 2 TCP by hand", "", "%.3f"),
+		numCol("cpu_s_per_gb", "CPU s per GB", "s/GB", "%.2f"))
 	return withBed(ctx, []int64{1000e6, 1000e6}, func(bed *testbed.Bed) error {
 		c0 := cpuTime()
 		tr, err := (&TCP{Bed: bed, Nets: seq(2)}).Bulk(ctx, s.Duration)
@@ -271,19 +297,22 @@ func (s *Suite) gigabit(ctx context.Context) error {
 			return err
 		}
 		plainCPU := (cpuTime() - c0).Seconds() / (pl.Mbps * pl.Elapsed.Seconds() / 8 / 1e3)
-		fmt.Fprintf(s.Out, "| 2 plain TCP connections, striped by hand | %.1f | 1.000 | %.2f |\n", tr.Mbps, tcpCPU)
-		fmt.Fprintf(s.Out, "| braid, 2 paths (encrypted) | %.1f | %.3f | %.2f |\n", br.Mbps, br.Mbps/tr.Mbps, braidCPU)
-		fmt.Fprintf(s.Out, "| braid, 2 paths, --insecure-plaintext | %.1f | %.3f | %.2f |\n", pl.Mbps, pl.Mbps/tr.Mbps, plainCPU)
-		fmt.Fprintf(s.Out, "\nEncrypted / plaintext: %.3f of the throughput, %.2fx the CPU per byte.\n", br.Mbps/pl.Mbps, braidCPU/plainCPU)
+		t.add("2 plain TCP connections, striped by hand", tr.Mbps, 1.0, tcpCPU)
+		t.add("braid, 2 paths (encrypted)", br.Mbps, br.Mbps/tr.Mbps, braidCPU)
+		t.add("braid, 2 paths, --insecure-plaintext", pl.Mbps, pl.Mbps/tr.Mbps, plainCPU)
+		sec.finding("Encrypted / plaintext: %.3f of the throughput, %.2fx the CPU per byte.", br.Mbps/pl.Mbps, braidCPU/plainCPU)
 		s.logf("gigabit tcp=%.1f braid=%.1f plaintext=%.1f", tr.Mbps, br.Mbps, pl.Mbps)
 		return nil
 	})
 }
 
 func (s *Suite) sweep(ctx context.Context) error {
-	fmt.Fprintf(s.Out, "\n### Ping-pong on 2 x 100 Mbit/s: effective bandwidth (eq. 1)\n\n")
-	fmt.Fprintf(s.Out, "Paper 003 (Enhanced MuniSocket over 2 x Fast Ethernet, Fig. 5 and Section 5) beside braid, where the paper gives a figure.\n\n")
-	fmt.Fprintf(s.Out, "| size | single TCP Mbit/s | braid 2 paths Mbit/s | speed-up | paper 003 TCP100 / Enhanced Mbit/s | paper speed-up |\n|---|---|---|---|---|---|\n")
+	sec := s.section("Ping-pong on 2 x 100 Mbit/s: effective bandwidth (eq. 1)",
+		"Paper 003 (Enhanced MuniSocket over 2 x Fast Ethernet, Fig. 5 and Section 5) beside braid, where the paper gives a figure.")
+	t := sec.table(text("size", "size"), integer("size_bytes", "bytes", "bytes"), numCol("tcp_mbps", "single TCP Mbit/s", "Mbit/s", "%.1f"),
+		numCol("braid_mbps", "braid 2 paths Mbit/s", "Mbit/s", "%.1f"), numCol("speedup", "speed-up", "x", "%.2fx"),
+		numCol("paper_tcp_mbps", "paper 003 TCP100 Mbit/s", "Mbit/s", "%.2f"), numCol("paper_enhanced_mbps", "paper 003 Enhanced Mbit/s", "Mbit/s", "%.2f"),
+		numCol("paper_speedup", "paper speed-up", "x", "%.2fx"))
 	return withBed(ctx, []int64{100e6, 100e6}, func(bed *testbed.Bed) error {
 		first := 0
 		for _, size := range []int{1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20} {
@@ -305,20 +334,19 @@ func (s *Suite) sweep(ctx context.Context) error {
 			case first == 0:
 				first = size
 			}
-			paper, paperUp := "", ""
+			var paperTCP, paperEnh, paperUp any // empty where the paper gives no figure
 			if p, ok := sweep003[size]; ok {
+				paperEnh = p[1]
 				if p[0] > 0 {
-					paper = fmt.Sprintf("%.2f / %.2f", p[0], p[1])
-					paperUp = fmt.Sprintf("%.2fx", p[1]/p[0])
+					paperTCP, paperUp = p[0], p[1]/p[0]
 				} else {
-					paper = fmt.Sprintf("- / %.2f", p[1])
-					paperUp = fmt.Sprintf("%.2fx", p[2])
+					paperUp = p[2]
 				}
 			}
-			fmt.Fprintf(s.Out, "| %s | %.1f | %.1f | %.2fx | %s | %s |\n", sizeName(size), tr.Mbps, br.Mbps, br.Mbps/tr.Mbps, paper, paperUp)
+			t.add(sizeName(size), size, tr.Mbps, br.Mbps, br.Mbps/tr.Mbps, paperTCP, paperEnh, paperUp)
 			s.logf("sweep %s tcp=%.1f braid=%.1f striped=%d", sizeName(size), tr.Mbps, br.Mbps, br.Transport.Segments)
 		}
-		fmt.Fprintf(s.Out, "\nSmallest size from which braid over 2 paths beats one TCP connection at every larger size: %s.\n", sizeName(first))
+		sec.finding("Smallest size from which braid over 2 paths beats one TCP connection at every larger size: %s.", sizeName(first))
 		return nil
 	})
 }
@@ -336,9 +364,10 @@ var sweep003 = map[int][3]float64{
 }
 
 func (s *Suite) basicVsEnhanced(ctx context.Context) error {
-	fmt.Fprintf(s.Out, "\n### Enhanced vs basic striping, 4 x 100 Mbit/s, 2 KB fragments (the paper's setting)\n\n")
-	fmt.Fprintf(s.Out, "Control messages per message: Start + End frames for enhanced; per-fragment sequence headers for basic.\n\n")
-	fmt.Fprintf(s.Out, "| size | mode | effective Mbit/s | control messages per message |\n|---|---|---|---|\n")
+	t := s.section("Enhanced vs basic striping, 4 x 100 Mbit/s, 2 KB fragments (the paper's setting)",
+		"Control messages per message: Start + End frames for enhanced; per-fragment sequence headers for basic.").
+		table(text("size", "size"), text("mode", "mode"), numCol("effective_mbps", "effective Mbit/s", "Mbit/s", "%.1f"),
+			numCol("control_per_message", "control messages per message", "", "%.1f"), numCol("starts_per_message", "starts per message", "", "%.1f"))
 	return withBed(ctx, []int64{100e6, 100e6, 100e6, 100e6}, func(bed *testbed.Bed) error {
 		for _, size := range []int{128 << 10, 2 << 20} {
 			for _, mode := range []transport.StripeMode{transport.StripeEnhanced, transport.StripeBasic} {
@@ -353,7 +382,7 @@ func (s *Suite) basicVsEnhanced(ctx context.Context) error {
 				if mode == transport.StripeBasic {
 					ctl = float64(size / (2 << 10))
 				}
-				fmt.Fprintf(s.Out, "| %s | %v | %.1f | %.1f (starts %.1f) |\n", sizeName(size), mode, r.Mbps, ctl, float64(r.Transport.Starts)/msgs)
+				t.add(sizeName(size), mode.String(), r.Mbps, ctl, float64(r.Transport.Starts)/msgs)
 				s.logf("%s %v %.1f ctl=%.1f", sizeName(size), mode, r.Mbps, ctl)
 			}
 		}
@@ -364,16 +393,18 @@ func (s *Suite) basicVsEnhanced(ctx context.Context) error {
 // failover copies 200 MB over 3 paths and takes one link down mid-run,
 // then the same with a silent blackhole.
 func (s *Suite) failover(ctx context.Context) error {
-	fmt.Fprintf(s.Out, "\n### Failover: 200 MB over 3 x 100 Mbit/s, one link failing mid-run\n\n")
-	fmt.Fprintf(s.Out, "Dip: time from the fault until the 100 ms throughput is back above 90%% of what the two remaining links carry.\n\n")
-	fmt.Fprintf(s.Out, "| fault | bytes intact | dip | detection | Mbit/s before | Mbit/s after | link used again after restore |\n|---|---|---|---|---|---|---|\n")
+	t := s.section("Failover: 200 MB over 3 x 100 Mbit/s, one link failing mid-run",
+		"Dip: time from the fault until the 100 ms throughput is back above 90% of what the two remaining links carry.").
+		table(text("fault", "fault"), Column{Key: "intact", Head: "bytes intact", Type: Boolean}, dur("dip_s", "dip"), dur("detection_s", "detection"),
+			numCol("before_mbps", "Mbit/s before", "Mbit/s", "%.1f"), numCol("after_mbps", "Mbit/s after", "Mbit/s", "%.1f"),
+			Column{Key: "reused", Head: "link used again after restore", Type: Boolean})
 	for _, kind := range []string{"link down", "blackhole"} {
 		err := withBed(ctx, []int64{100e6, 100e6, 100e6}, func(bed *testbed.Bed) error {
 			r, err := s.failoverRun(ctx, bed, kind)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(s.Out, "| %s | %v | %v | %v | %.1f | %.1f | %v |\n", kind, r.intact, r.dip.Round(10*time.Millisecond), r.detect.Round(10*time.Millisecond), r.before, r.after, r.reused)
+			t.add(kind, r.intact, r.dip.Round(10*time.Millisecond), r.detect.Round(10*time.Millisecond), r.before, r.after, r.reused)
 			s.logf("failover %s: %+v", kind, r)
 			return nil
 		})
@@ -499,7 +530,7 @@ func (s *Suite) failoverRun(ctx context.Context, bed *testbed.Bed, kind string) 
 	mu.Unlock()
 	var before, after []float64
 	for i := 1; i < len(series); i++ {
-		mbps := float64(series[i].n-series[i-1].n) * 8 / 0.1 / 1e6
+		mbps := perf.Mbps(series[i].n-series[i-1].n, 0.1)
 		switch {
 		case series[i].t.Before(fault):
 			before = append(before, mbps)
@@ -513,7 +544,7 @@ func (s *Suite) failoverRun(ctx context.Context, bed *testbed.Bed, kind string) 
 		if series[i].t.Before(fault) {
 			continue
 		}
-		mbps := float64(series[i].n-series[i-1].n) * 8 / 0.1 / 1e6
+		mbps := perf.Mbps(series[i].n-series[i-1].n, 0.1)
 		if mbps >= 0.9*res.before*2/3 {
 			res.dip = max(0, series[i-1].t.Sub(fault))
 			break
@@ -564,9 +595,11 @@ func median(xs []float64) float64 {
 // transports compares braid over each channel kind on 1, 2 and 3 paths of
 // 100 Mbit/s, striped and not.
 func (s *Suite) transports(ctx context.Context) error {
-	fmt.Fprintf(s.Out, "\n### Channel kinds on k x 100 Mbit/s: fraction of the sum of link rates\n\n")
-	fmt.Fprintf(s.Out, "Bulk: 1 MiB messages, one stream. Ping-pong: 1 MB messages. Unstriped runs spread whole 1 MiB segments by the soonest-delivery policy.\n\n")
-	fmt.Fprintf(s.Out, "| k | transport | stripe | bulk Mbit/s | bulk / links | ping-pong Mbit/s | ping-pong / links |\n|---|---|---|---|---|---|---|\n")
+	t := s.section("Channel kinds on k x 100 Mbit/s: fraction of the sum of link rates",
+		"Bulk: 1 MiB messages, one stream. Ping-pong: 1 MB messages. Unstriped runs spread whole 1 MiB segments by the soonest-delivery policy.").
+		table(integer("k", "k", "paths"), text("transport", "transport"), text("stripe", "stripe"),
+			numCol("bulk_mbps", "bulk Mbit/s", "Mbit/s", "%.1f"), numCol("bulk_ratio", "bulk / links", "", "%.3f"),
+			numCol("pingpong_mbps", "ping-pong Mbit/s", "Mbit/s", "%.1f"), numCol("pingpong_ratio", "ping-pong / links", "", "%.3f"))
 	for k := 1; k <= 3; k++ {
 		rates := make([]int64, k)
 		for i := range rates {
@@ -586,7 +619,7 @@ func (s *Suite) transports(ctx context.Context) error {
 					if err != nil {
 						return fmt.Errorf("%s ping-pong: %w", tr, err)
 					}
-					fmt.Fprintf(s.Out, "| %d | %s | %v | %.1f | %.3f | %.1f | %.3f |\n", k, tr, mode, bulk.Mbps, bulk.Mbps/links, pp.Mbps, pp.Mbps/links)
+					t.add(k, tr, mode.String(), bulk.Mbps, bulk.Mbps/links, pp.Mbps, pp.Mbps/links)
 					s.logf("k=%d %s %v bulk=%.1f pp=%.1f", k, tr, mode, bulk.Mbps, pp.Mbps)
 				}
 			}

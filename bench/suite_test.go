@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/testbed"
 	"github.com/braid-hpc/braid/transport"
 )
@@ -103,5 +104,40 @@ func TestSelected(t *testing.T) {
 	}
 	if got := len(selected("")); got != len(Experiments()) {
 		t.Errorf("selected(\"\") has %d experiments, want all %d", got, len(Experiments()))
+	}
+}
+
+// braid's bulk and ping-pong measurements are braid perf's: over two
+// 100 Mbit/s links the bulk goodput uses both (more than one link's rate,
+// at most their sum), and the ping-pong's figure is eq. 1 of its mean
+// round trip.
+func TestBraidMeasuresWithPerf(t *testing.T) {
+	testbed.Skip(t)
+	ctx := t.Context()
+	bed, err := NewBed(ctx, []int64{100e6, 100e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bed.Down()
+	b := &Braid{Bed: bed, Nets: seq(2)}
+	r, err := b.Bulk(ctx, 1<<20, 1, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Mbps < 110 || r.Mbps > 200 || len(r.PerPath) != 2 || r.Elapsed < 1900*time.Millisecond || r.Elapsed > 3*time.Second {
+		t.Errorf("bulk: %.1f Mbit/s over %v, per path %v; want 110..200 Mbit/s over 2 s on 2 paths", r.Mbps, r.Elapsed, r.PerPath)
+	}
+	t.Logf("bulk: %.1f Mbit/s over %v, per path %v", r.Mbps, r.Elapsed, r.PerPath)
+	const size = 256 << 10
+	r, err = b.PingPong(ctx, size, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := perf.EffectiveMbps(size, r.RTT); r.Messages != 10 || r.RTT <= 0 || r.Mbps < 0.999*want || r.Mbps > 1.001*want {
+		t.Errorf("pingpong: %d round trips, mean %v, %.1f Mbit/s; eq. 1 gives %.1f", r.Messages, r.RTT, r.Mbps, want)
+	}
+	t.Logf("pingpong 256 KB: mean rtt %v, %.1f Mbit/s", r.RTT, r.Mbps)
+	if r.Mbps <= 0 || r.Mbps > 200 {
+		t.Errorf("pingpong: %.1f Mbit/s on 2 x 100 Mbit/s", r.Mbps)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -52,7 +51,7 @@ table and report.md (the paper's numbers beside braid's) into --out.
 	only := fs.String("only", "", "run only the experiment of this `name`, or else those whose name contains it")
 	secs := fs.Float64("time", 5, "`seconds` per bulk measurement")
 	out := fs.StringP("output", "o", "", "append the report to this `file` (default: stdout)")
-	asJSON := fs.BoolP("json", "J", false, "print the report as one JSON object: its sections, and each table's rows keyed by column")
+	asJSON := fs.BoolP("json", "J", false, "print the results as one JSON object: the experiments' sections, each table's typed columns and its rows keyed by column, and the Markdown report")
 	paper := fs.String("paper", "", "re-run the seed `paper` 000, 001, 002, 003 (comma-separated) or all, writing into --out")
 	quick := fs.Bool("quick", false, "with --paper: a reduced run (fewer sizes, counts and repetitions), under 3 minutes")
 	outDir := fs.String("out", "", "with --paper: the `directory` of results.json, the plots and report.md (default: braid-paper-PAPER)")
@@ -95,6 +94,14 @@ table and report.md (the paper's numbers beside braid's) into --out.
 		}
 		return 0
 	}
+	if !(*secs > 0) {
+		env.Errorf("bench: --time %v: want seconds above 0", *secs)
+		return 2
+	}
+	if !bench.Known(*only) {
+		env.Errorf("bench: --only %q names no experiment; experiments: %s", *only, strings.Join(names, ", "))
+		return 2
+	}
 	if err := testbed.Available(); err != nil {
 		env.Errorf("bench needs the testbed: %v", err)
 		return 1
@@ -119,8 +126,10 @@ table and report.md (the paper's numbers beside braid's) into --out.
 	s := &bench.Suite{Out: report, Log: env.Stderr, Duration: time.Duration(*secs * float64(time.Second)), Only: *only}
 	err := s.Run(ctx)
 	if *asJSON {
-		r := parseReport(md.String())
-		r.Args, r.Time = args, began
+		r := benchJSON{Args: args, Time: began, Sections: s.Results, Markdown: md.String()}
+		if r.Sections == nil {
+			r.Sections = []*bench.Section{}
+		}
 		if err != nil {
 			r.Error = err.Error()
 		}
@@ -135,87 +144,14 @@ table and report.md (the paper's numbers beside braid's) into --out.
 	return 0
 }
 
-// benchReport is bench --json: the Markdown report's sections, each with
-// its prose and its tables, a table's rows keyed by column header, the
-// cells that are numbers as numbers.
-type benchReport struct {
-	Args     []string       `json:"args"`
-	Time     time.Time      `json:"time"`
-	Sections []benchSection `json:"sections"`
-	Error    string         `json:"error,omitempty"`
-}
-
-type benchSection struct {
-	Title  string       `json:"title"`
-	Text   []string     `json:"text"`
-	Tables []benchTable `json:"tables"`
-}
-
-type benchTable struct {
-	Columns []string         `json:"columns"`
-	Rows    []map[string]any `json:"rows"`
-}
-
-// parseReport reads the Markdown that bench.Suite writes: "###" headings,
-// paragraphs and pipe tables.
-func parseReport(md string) benchReport {
-	r := benchReport{Sections: []benchSection{}}
-	var sec *benchSection
-	var tab *benchTable
-	section := func(title string) {
-		r.Sections = append(r.Sections, benchSection{Title: title, Text: []string{}, Tables: []benchTable{}})
-		sec, tab = &r.Sections[len(r.Sections)-1], nil
-	}
-	cells := func(line string) []string {
-		f := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
-		for i := range f {
-			f[i] = strings.TrimSpace(f[i])
-		}
-		return f
-	}
-	for _, line := range strings.Split(md, "\n") {
-		t := strings.TrimSpace(line)
-		switch {
-		case strings.HasPrefix(t, "## "):
-			// the report's own heading: Args and Time say it
-		case strings.HasPrefix(t, "#"):
-			section(strings.TrimSpace(strings.TrimLeft(t, "#")))
-		case strings.HasPrefix(t, "|"):
-			if sec == nil {
-				section("")
-			}
-			c := cells(t)
-			switch {
-			case tab == nil:
-				sec.Tables = append(sec.Tables, benchTable{Columns: c, Rows: []map[string]any{}})
-				tab = &sec.Tables[len(sec.Tables)-1]
-			case strings.Trim(strings.Join(c, ""), "-: ") == "":
-				// the header's underline
-			default:
-				row := map[string]any{}
-				for i, v := range c {
-					if i >= len(tab.Columns) {
-						break
-					}
-					if f, err := strconv.ParseFloat(v, 64); err == nil {
-						row[tab.Columns[i]] = f
-					} else {
-						row[tab.Columns[i]] = v
-					}
-				}
-				tab.Rows = append(tab.Rows, row)
-			}
-		case t == "":
-			tab = nil
-		default:
-			if sec == nil {
-				section("")
-			}
-			sec.Text = append(sec.Text, t)
-			tab = nil
-		}
-	}
-	return r
+// benchJSON is bench --json: the experiments' results, from which the
+// Markdown report (also given) was rendered.
+type benchJSON struct {
+	Args     []string         `json:"args"`
+	Time     time.Time        `json:"time"`
+	Sections []*bench.Section `json:"sections"`
+	Markdown string           `json:"markdown"`
+	Error    string           `json:"error,omitempty"`
 }
 
 func runBenchReport(env *Env, args []string) int {

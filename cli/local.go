@@ -18,6 +18,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/outfile"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/worker"
@@ -446,7 +447,7 @@ func (l *localRun) output(ctx context.Context, c *client.Client, rep *localRepor
 	if _, err := c.Get(ctx, st.Output, &got); err != nil {
 		return nil, err
 	}
-	if err := writeFileAtomic(file, got.Bytes()); err != nil {
+	if err := outfile.WriteAtomic(file, got.Bytes()); err != nil {
 		return nil, err
 	}
 	return got.Bytes(), nil

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/braid-hpc/braid/internal/metrics/metricstest"
+	"github.com/braid-hpc/braid/perf"
 )
 
 // freePort returns a loopback port that was free a moment ago.
@@ -98,7 +99,7 @@ func TestPerfServerMetrics(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("perf client: exit %d: %s", r.code, r.err)
 	}
-	var rep iperfReport
+	var rep perf.IperfReport
 	if err := json.Unmarshal([]byte(r.out), &rep); err != nil || rep.End.SumReceived == nil {
 		t.Fatalf("perf client output: %v: %s", err, r.out)
 	}

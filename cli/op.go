@@ -13,6 +13,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/outfile"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/wasm"
 )
@@ -256,7 +257,7 @@ module file: --merge reduce:sumcounts.wasm.
 		return 1
 	}
 	if *out != "" {
-		err = writeFileAtomic(*out, output)
+		err = outfile.WriteAtomic(*out, output)
 	} else {
 		_, err = env.Stdout.Write(output)
 	}

@@ -2,14 +2,17 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
+	"io"
 	"strconv"
+	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
+	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -71,23 +74,6 @@ the per-path figures. The server prints one line per finished test (with
 -J, one JSON object per test) and serves clients concurrently until
 interrupted (or after one test with -1/--once).`
 
-// perfOptions is a parsed perf client command line.
-type perfOptions struct {
-	paths    []transport.Path
-	cfg      *transport.Config
-	mode     string
-	size     int64
-	seconds  float64
-	streams  int
-	count    int
-	reverse  bool
-	baseline bool
-	json     bool
-	frag     int
-	live     bool    // print interval lines
-	interval float64 // seconds between interval reports; 0: none
-}
-
 func runPerf(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "perf", perfSynopsis, perfDescription)
 	sf := addSessionFlags(fs)
@@ -97,7 +83,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	alias(fs, "one-off", "once", "")
 	portOffset := fs.Int("baseline-port-offset", 0, "server: plain TCP listeners of --tcp-baseline use each listen port plus this `offset` (default: ephemeral ports)")
 	client := fs.StringP("client", "c", "", "client: comma-separated server `addresses`, one per path")
-	port := fs.IntP("port", "p", perfPort, "`port` of the addresses given without one")
+	port := fs.IntP("port", "p", perf.Port, "`port` of the addresses given without one")
 	from := fs.StringP("from", "B", "", "client: comma-separated local source `addresses`, the i-th for the i-th path")
 	mode := fs.String("mode", "bulk", "`mode`: bulk or pingpong")
 	size := fs.StringP("length", "l", "1M", "message `size` in bytes, K/M/G suffixes (powers of 1024)")
@@ -127,7 +113,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("perf: --port %d out of range 1..65535", *port)
 		return 2
 	}
-	if !(*interval >= 0 && *interval <= perfMaxSeconds) {
+	if !(*interval >= 0 && *interval <= perf.MaxSeconds) {
 		env.Errorf("perf: --interval %v: want seconds, 0 for none", *interval)
 		return 2
 	}
@@ -152,8 +138,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 			env.Errorf("perf: --baseline-port-offset %d out of range", *portOffset)
 			return 2
 		}
-		srv := &perfServer{portOffset: *portOffset, json: *asJSON, interval: time.Duration(*interval * float64(time.Second))}
-		return perfServe(ctx, env, addrs, cfg, *once, srv, obs)
+		return perfServe(ctx, env, addrs, cfg, *once, *portOffset, *asJSON, time.Duration(*interval*float64(time.Second)), obs)
 	}
 
 	if *obs.metrics != "" {
@@ -167,39 +152,34 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		return 1
 	}
 	defer stopObs()
-	o := &perfOptions{cfg: cfg, mode: *mode, seconds: *seconds, streams: *streams, count: *count,
-		reverse: *reverse, baseline: *baseline, json: *asJSON, frag: cfg.FragmentSize}
-	if o.paths, err = dialPaths(*client, *from, *port); err != nil {
+	o := &perf.Options{Config: cfg, Mode: *mode, Seconds: *seconds, Streams: *streams, Count: *count,
+		Reverse: *reverse, Baseline: *baseline, Interval: *interval}
+	if o.Paths, err = dialPaths(*client, *from, *port); err != nil {
 		env.Errorf("perf: %v", err)
 		return 2
 	}
-	if o.size, err = parseSize(*size); err != nil {
+	if o.Size, err = parseSize(*size); err != nil {
 		env.Errorf("perf: --length: %v", err)
 		return 2
 	}
-	h := o.hello()
-	if err := h.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		env.Errorf("perf: %v", err)
 		return 2
 	}
-	if o.reverse && o.mode != "bulk" {
+	if o.Reverse && o.Mode != "bulk" {
 		env.Errorf("perf: --reverse applies to bulk mode only")
 		return 2
 	}
-	o.interval = *interval
-	o.live = !o.json && o.interval > 0 && o.seconds > 2*o.interval
-	ip := &iperfReport{Intervals: []iperfInterval{}}
-	rep, err := perfRun(ctx, env, o, ip)
-	if o.json {
-		// Like iperf3 -J, a failure is a JSON object too, with "error".
-		if err != nil {
-			if ip.Start.Version == "" {
-				ip.Start = newIperfStart(time.Now(), "", nil, o.testStart())
-			}
-			ip.Error = err.Error()
-		} else {
-			ip.Braid = rep
+	o.Warn = func(msg string) { env.Errorf("perf: warning: %s", msg) }
+	if !*asJSON {
+		printPerfHeader(env.Stdout, o)
+		if o.Interval > 0 && o.Seconds > 2*o.Interval {
+			o.OnInterval = func(i int, e perf.Interval) { printInterval(env.Stdout, o.Mode, i, e) }
 		}
+	}
+	rep, ip, err := perf.Run(ctx, o)
+	if *asJSON {
+		// Like iperf3 -J, a failure is a JSON object too, with "error".
 		if perr := printJSON(env.Stdout, ip); perr != nil && err == nil {
 			err = perr
 		}
@@ -208,404 +188,191 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("perf: %v", err)
 		return 1
 	}
-	if !o.json {
-		rep.printSummary(env.Stdout)
+	if !*asJSON {
+		printPerfSummary(env.Stdout, rep)
 	}
 	return 0
 }
 
-// testStart is the test_start section of the iperf3-shaped report.
-func (o *perfOptions) testStart() iperfTestStart {
-	t := iperfTestStart{Protocol: "braid/" + o.cfg.Transport, NumStreams: o.streams, BlkSize: o.size,
-		Duration: o.seconds, Mode: o.mode}
-	if o.cfg.Transport == "" {
-		t.Protocol = "braid/tcp"
-	}
-	if o.baseline {
-		t.Protocol, t.NumStreams = "TCP", len(o.paths)
-	}
-	if o.reverse {
-		t.Reverse = 1
-	}
-	if o.mode == "pingpong" {
-		t.Blocks = int64(o.count)
-	}
-	return t
-}
-
-func (o *perfOptions) hello() perfHello {
-	h := perfHello{Version: perfVersion, Mode: o.mode, Size: o.size, Seconds: o.seconds, Streams: o.streams,
-		Count: o.count, Reverse: o.reverse, Baseline: o.baseline, Paths: len(o.paths)}
-	if o.mode == "bulk" {
-		h.Count = 0
-	}
-	return h
-}
-
-// perfRun runs one test as the client. It fills ip, the iperf3-shaped
-// report, as far as the test got.
-func perfRun(ctx context.Context, env *Env, o *perfOptions, ip *iperfReport) (*perfReport, error) {
-	rep := newPerfReport(o)
-	if !o.json {
-		rep.printHeader(env.Stdout, o)
-	}
-	sess, err := transport.Dial(ctx, o.paths, o.cfg)
+// perfServe listens on addrs and serves tests until ctx ends, or after the
+// first test with once, printing a line (or with asJSON an iperf3-shaped
+// object) per test.
+func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Config, once bool, portOffset int, asJSON bool, interval time.Duration, obs *obsFlags) int {
+	srv := perf.NewServer(cfg)
+	srv.PortOffset, srv.Interval = portOffset, interval
+	stopObs, err := obs.start(cfg.Logger, srv.MetricsHandler())
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		env.Errorf("perf: %v", err)
+		return 1
 	}
-	defer closeSession(ctx, sess, false, 0)
-	ip.Start = newIperfStart(time.Now(), sess.ID(), sessionConnected(sess), o.testStart())
-	host, port := hostPort(o.paths[0].Remote)
-	ip.Start.ConnectingTo = &iperfHostPort{Host: host, Port: port}
-	ctrl, err := sess.OpenStream(ctx)
+	defer stopObs()
+	ln, err := transport.Listen(ctx, addrs, cfg)
 	if err != nil {
-		return nil, err
+		env.Errorf("perf: %v", err)
+		return 1
 	}
-	// Counters start before the request: in reverse mode data may arrive
-	// right after the server's answer.
-	before := perfSnapshot(sess)
-	hello := o.hello()
-	if err := writeJSON(ctx, ctrl, hello); err != nil {
-		return nil, err
+	defer ln.Close()
+	var bound []string
+	for _, a := range ln.Addrs() {
+		bound = append(bound, a.String())
 	}
-	var ready perfReady
-	if err := readJSON(ctx, ctrl, 15*time.Second, &ready); err != nil {
-		return nil, fmt.Errorf("server did not accept the test: %w", err)
+	// With --json stdout holds only the tests' JSON objects.
+	out := env.Stdout
+	if asJSON {
+		out = env.Stderr
 	}
-	if ready.Error != "" {
-		return nil, fmt.Errorf("server refused the test: %s", ready.Error)
+	fmt.Fprintf(out, "braid perf: listening on %s\n", strings.Join(bound, ","))
+	var mu sync.Mutex // serializes output lines
+	printf := func(format string, args ...any) {
+		fmt.Fprintf(env.Stdout, time.Now().Format("15:04:05")+" "+format+"\n", args...)
 	}
-	if !o.baseline {
-		rep.ServerStripe, rep.ServerPolicy, rep.ServerFrag = ready.Stripe, ready.Policy, ready.Frag
-		serverSends := o.mode == "pingpong" || o.reverse
-		if serverSends && (ready.Stripe != rep.Stripe || ready.Policy != rep.Policy || ready.Frag != rep.Frag) {
-			env.Errorf("perf: warning: the server sends with stripe %s, policy %s, frag %d, this client with stripe %s, policy %s, frag %d; start the server with the same flags to measure one setting",
-				ready.Stripe, ready.Policy, ready.Frag, rep.Stripe, rep.Policy, rep.Frag)
+	srv.Done = func(t *perf.Test) {
+		mu.Lock()
+		defer mu.Unlock()
+		if asJSON && t.Iperf != nil {
+			if err := printJSON(env.Stdout, t.Iperf); err != nil {
+				env.Errorf("perf: %v", err)
+			}
+		}
+		switch {
+		case t.Err != nil && ctx.Err() == nil:
+			if asJSON {
+				env.Errorf("perf: test from %s failed: %v", t.Peer, t.Err)
+			} else {
+				printf("test from %s failed: %v", t.Peer, t.Err)
+			}
+		case t.Err == nil && !asJSON:
+			printf("%s", perfTestLine(t))
 		}
 	}
+	err = srv.Serve(ctx, ln, once)
+	switch {
+	case errors.Is(err, perf.ErrTestFailed):
+		return 1 // Done printed why
+	case err != nil:
+		env.Errorf("perf: %v", err)
+		return 1
+	}
+	return 0
+}
 
-	var res *perfResult
-	if o.baseline {
-		res, err = baselineClient(ctx, env, o, sess, ctrl, &ready, rep, before)
-		if err == nil {
-			ip.Intervals, ip.End = baselineIperf(o, rep, res)
-		}
+// perfTestLine is the server's line for a test that ended well.
+func perfTestLine(t *perf.Test) string {
+	h, res, sum := &t.Hello, t.Result, t.Summary
+	kind := h.Mode
+	if h.Reverse {
+		kind += " reverse"
+	}
+	if h.Baseline {
+		kind += " tcp-baseline"
+	}
+	what := fmt.Sprintf("%s from %s: %s, %s, %s", kind, t.Peer, plural(h.Paths, "path", "paths"),
+		plural(h.Streams, "stream", "streams"), formatBytes(h.Size))
+	if h.Mode == "pingpong" {
+		return fmt.Sprintf("%s: echoed %d messages, rtt %s, effective %.1f Mbit/s", what, res.Messages, fmtUs(sum.RTTus), sum.EffectiveMbps)
+	}
+	return fmt.Sprintf("%s: %.1f Mbit/s (%s in %.2f s at the receiver)", what, sum.ThroughputMbps, formatBytes(sum.Bytes), sum.Seconds)
+}
+
+// printJSON prints v as indented JSON and a newline.
+func printJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// printPerfHeader prints the test's settings and paths before it runs.
+func printPerfHeader(w io.Writer, o *perf.Options) {
+	r := o.Report()
+	what := r.Mode
+	if r.Reverse {
+		what += " (reverse: the server sends)"
+	}
+	if r.Baseline {
+		fmt.Fprintf(w, "braid perf: %s over %s as plain TCP connections striped by hand, %s messages, %gs\n",
+			what, plural(r.Paths, "path", "paths"), formatBytes(r.Size), o.Seconds)
 	} else {
-		res, err = braidData(ctx, env, o, ctrl, &ready, rep, ip)
+		fmt.Fprintf(w, "braid perf: %s over %s, %s, %s messages, %gs, stripe %s, policy %s, transport %s\n",
+			what, plural(r.Paths, "path", "paths"), plural(r.Streams, "stream", "streams"), formatBytes(r.Size), o.Seconds,
+			r.Stripe, r.Policy, r.Transport)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if res.Error != "" {
-		return nil, fmt.Errorf("server: %s", res.Error)
-	}
-	sum := perfSummary{ThroughputMbps: rep.ThroughputMbps, Seconds: rep.Seconds, Bytes: rep.Bytes,
-		CPUUser: rep.CPUUser, CPUSys: rep.CPUSys}
-	if ip.End.SumSent != nil {
-		sum.SentBytes, sum.SentSeconds = ip.End.SumSent.Bytes, ip.End.SumSent.Seconds
-	}
-	for _, st := range ip.End.Streams {
-		mine := st.Sender
-		if o.reverse {
-			mine = st.Receiver
+	for i, p := range o.Paths {
+		local := p.Local
+		if local == "" {
+			local = "*"
 		}
-		if mine.Socket != nil {
-			sum.StreamBytes = append(sum.StreamBytes, perfStreamBytes{ID: *mine.Socket, Bytes: mine.Bytes})
-		}
+		fmt.Fprintf(w, "  path %d: %s -> %s\n", i, local, p.Remote)
 	}
-	if rep.PingPong != nil {
-		sum.RTTus, sum.EffectiveMbps = rep.RTTus, rep.EffectiveMbps
-	}
-	if err := writeJSON(ctx, ctrl, sum); err == nil {
-		_ = ctrl.Close()
-	}
-	_ = closeSession(ctx, sess, true, 5*time.Second)
-	return rep, nil
 }
 
-// braidData dials the data session of a braid test, joins it to the test
-// and runs the data phase on it.
-func braidData(ctx context.Context, env *Env, o *perfOptions, ctrl *transport.Stream, ready *perfReady, rep *perfReport, ip *iperfReport) (*perfResult, error) {
-	if ready.Join == nil {
-		return nil, errors.New("the server sent no join cookie: use the same braid version on both hosts")
-	}
-	sess, err := transport.Dial(ctx, o.paths, o.cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect the data session: %w", err)
-	}
-	defer closeSession(ctx, sess, false, 0)
-	js, err := sess.OpenStream(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := writeJSON(ctx, js, perfHello{Version: perfVersion, Join: ready.Join}); err != nil {
-		return nil, err
-	}
-	return braidClient(ctx, env, o, sess, ctrl, rep, perfSnapshot(sess), ip)
-}
-
-// braidClient runs the data phase over the braid data session sess.
-func braidClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.Session, ctrl *transport.Stream, rep *perfReport, before *snapshot, ip *iperfReport) (*perfResult, error) {
-
-	// The meter shows the client's wire bytes per path in the direction
-	// that carries the data.
-	meter := func() []int64 {
-		var out []int64
-		for _, p := range sess.Stats() {
-			switch {
-			case o.mode == "pingpong":
-				out = append(out, p.BytesSent+p.BytesReceived)
-			case o.reverse:
-				out = append(out, p.BytesReceived)
-			default:
-				out = append(out, p.BytesSent)
-			}
-		}
-		return out
-	}
-	iv := startIntervals(env, o, rep, meter)
-	ctr := &streamCounter{}
-	sampler := startSampler(ctr, !o.reverse, time.Duration(o.interval*float64(time.Second)))
-	var (
-		res     perfResult
-		err     error
-		elapsed time.Duration
-		rtts    []time.Duration
-		bytes   int64
-		msgs    int64
-		sent    bulkSendResult
-		atEnd   []transport.PathStats
-	)
-	switch {
-	case o.mode == "pingpong":
-		rtts, elapsed, err = braidPingPong(ctx, o, sess, iv, ctr)
-	case o.reverse:
-		var r bulkRecvResult
-		r, err = bulkReceive(ctx, sess, o.streams, o.duration(), ctr)
-		bytes, msgs, elapsed = r.bytes, r.msgs, time.Duration(r.seconds*float64(time.Second))
-		// The per-path figures are what arrived by the end of the test.
-		atEnd = r.paths
+// printPerfSummary prints a test's figures and its paths.
+func printPerfSummary(w io.Writer, r *perf.Report) {
+	fmt.Fprintln(w, strings.Repeat("- ", 30))
+	switch r.Mode {
+	case "pingpong":
+		fmt.Fprintf(w, "round trips: %d of %s in %.2f s; payload both ways %.1f Mbit/s\n",
+			r.RoundTrips, formatBytes(r.Size), r.Seconds, r.ThroughputMbps)
+		fmt.Fprintf(w, "rtt: mean %s  min %s  p50 %s  p99 %s  max %s\n",
+			fmtUs(r.RTTus), fmtUs(r.RTTMinUs), fmtUs(r.RTTP50us), fmtUs(r.RTTP99us), fmtUs(r.RTTMaxUs))
+		fmt.Fprintf(w, "effective bandwidth (8*size/1e6)/(RTT/2): %.1f Mbit/s\n", r.EffectiveMbps)
 	default:
-		sent, err = bulkSend(ctx, sess, o.streams, o.size, o.duration(), ctr)
-		atEnd = sent.paths
-	}
-	ip.Intervals = sampler.stop()
-	if err == nil {
-		err = readJSONWhileBusy(ctx, ctrl, sessionMoving(sess), 30*time.Second, &res)
-	}
-	iv.stop()
-	if err != nil {
-		return nil, err
-	}
-	after := perfSnapshot(sess)
-	rep.CPUUser, rep.CPUSys = (after.user - before.user).Seconds(), (after.sys - before.sys).Seconds()
-	rep.Control = stripeDelta(before.stripe, after.stripe)
-	switch {
-	case o.mode == "pingpong":
-		rep.setPingPong(o, rtts, elapsed)
-		rep.Control = addStripe(rep.Control, res.Stripe)
-	case o.reverse:
-		rep.Bytes, rep.Messages, rep.Seconds = bytes, msgs, elapsed.Seconds()
-		rep.Control = res.Stripe
-	default:
-		rep.Bytes, rep.Messages, rep.Seconds = res.Bytes, res.Messages, res.Seconds
-	}
-	rep.ThroughputMbps = mbps(rep.Bytes, rep.Seconds)
-	if o.mode == "pingpong" {
-		rep.ThroughputMbps = mbps(2*rep.Bytes, rep.Seconds)
-	}
-	paths := after.paths
-	if atEnd != nil {
-		paths = atEnd
-	}
-	rep.setBraidPaths(o, before.paths, paths, &res)
-	ids, counts := ctr.snapshot()
-	ip.End = o.iperfEnd(rep, &res, sent, ids, counts)
-	return &res, nil
-}
-
-// duration is --time.
-func (o *perfOptions) duration() time.Duration {
-	return time.Duration(o.seconds * float64(time.Second))
-}
-
-// iperfEnd builds the end section of a braid test from the client's
-// report rep, the server's result res and the client's per-stream counts
-// (bytes it sent in bulk and pingpong, received in reverse).
-func (o *perfOptions) iperfEnd(rep *perfReport, res *perfResult, sent bulkSendResult, ids []int, counts []int64) iperfEnd {
-	var retrans int64
-	for _, p := range rep.PerPath {
-		retrans += p.Retransmitted
-	}
-	local := !o.reverse // this side sent the data
-	e := iperfEnd{Streams: []iperfEndStream{}}
-	var sumSent, sumRecv iperfSpan
-	theirs := map[int]int64{}
-	for _, s := range res.StreamBytes {
-		theirs[s.ID] = s.Bytes
-	}
-	switch {
-	case o.mode == "pingpong":
-		sumSent = span(0, rep.Seconds, rep.Bytes, true)
-		sumRecv = span(0, rep.Seconds, rep.Bytes, true)
-		for i, id := range ids {
-			e.Streams = append(e.Streams, iperfEndStream{Sender: streamSpan(id, rep.Seconds, counts[i], true),
-				Receiver: streamSpan(id, rep.Seconds, counts[i], true)})
+		who := "receiver (server)"
+		if r.Reverse {
+			who = "receiver (client)"
 		}
-	case o.reverse:
-		sumSent = span(0, res.Seconds, res.Bytes, local)
-		sumRecv = span(0, rep.Seconds, rep.Bytes, local)
-		for i, id := range ids {
-			e.Streams = append(e.Streams, iperfEndStream{Sender: streamSpan(id, res.Seconds, theirs[id], local),
-				Receiver: streamSpan(id, rep.Seconds, counts[i], local)})
+		fmt.Fprintf(w, "throughput: %.1f Mbit/s  (%s in %d messages over %.2f s, %s)\n",
+			r.ThroughputMbps, formatBytes(r.Bytes), r.Messages, r.Seconds, who)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "PATH\tLOCAL\tREMOTE\tBYTES\tMBIT/S\tSTATE\tFAILOVERS\tRETRANSMITTED\t")
+	for _, p := range r.PerPath {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f\t%s\t%d\t%s\t\n", p.ID, p.Local, p.Remote, formatBytes(p.Bytes), p.Mbps, p.State, p.Failovers, formatBytes(p.Retransmitted))
+	}
+	tw.Flush()
+	if !r.Baseline {
+		fmt.Fprintf(w, "striping control: %d segments striped, %d starts, %d ends\n", r.Control.Segments, r.Control.Starts, r.Control.Ends)
+	}
+	fmt.Fprintf(w, "client cpu: user %.2f s, sys %.2f s\n", r.CPUUser, r.CPUSys)
+}
+
+func fmtUs(us float64) string {
+	if us >= 10000 {
+		return fmt.Sprintf("%.1fms", us/1000)
+	}
+	return fmt.Sprintf("%.0fµs", us)
+}
+
+// printInterval prints an interval line like iperf3's, with a heading
+// before the first.
+func printInterval(w io.Writer, mode string, i int, e perf.Interval) {
+	if i == 0 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%-15s %10s", "[ seconds ]", "Mbit/s")
+		for j := range e.PerPath {
+			fmt.Fprintf(&b, " %9s", fmt.Sprintf("path%d", j))
 		}
-	default:
-		sumSent = span(0, sent.seconds, sent.bytes, local)
-		sumRecv = span(0, res.Seconds, res.Bytes, local)
-		for i, id := range ids {
-			e.Streams = append(e.Streams, iperfEndStream{Sender: streamSpan(id, sent.seconds, counts[i], local),
-				Receiver: streamSpan(id, res.Seconds, theirs[id], local)})
+		if mode == "pingpong" {
+			fmt.Fprintf(&b, " %10s", "rtt")
 		}
+		fmt.Fprintln(w, b.String())
 	}
-	sumSent.Retransmits = &retrans
-	e.SumSent, e.SumReceived = &sumSent, &sumRecv
-	var c iperfCPU
-	c.HostTotal, c.HostUser, c.HostSystem = cpuPercent(rep.CPUUser, rep.CPUSys, max(rep.Seconds, sent.seconds))
-	c.RemoteTotal, c.RemoteUser, c.RemoteSystem = cpuPercent(res.CPUUser, res.CPUSys, max(rep.Seconds, res.Seconds))
-	e.CPU = &c
-	return e
-}
-
-// streamSpan is one stream's figures over [0, seconds].
-func streamSpan(id int, seconds float64, n int64, sender bool) iperfSpan {
-	s := span(0, seconds, n, sender)
-	s.Socket = &id
-	return s
-}
-
-// sessionConnected lists sess's paths for the start section.
-func sessionConnected(sess *transport.Session) []iperfConnected {
-	var out []iperfConnected
-	for _, p := range sess.Stats() {
-		out = append(out, connected(p.ID, p.Local, p.Remote))
+	var b strings.Builder
+	fmt.Fprintf(&b, "[%5.1f-%5.1f ] %10.1f", e.Start, e.End, e.Mbps)
+	for _, m := range e.PerPath {
+		fmt.Fprintf(&b, " %9.1f", m)
 	}
-	return out
-}
-
-// snapshot holds a session's counters and the process's CPU time at one
-// moment.
-type snapshot struct {
-	paths     []transport.PathStats
-	stripe    transport.StripeStats
-	user, sys time.Duration
-}
-
-func perfSnapshot(sess *transport.Session) *snapshot {
-	s := &snapshot{paths: sess.Stats(), stripe: sess.StripeStats()}
-	s.user, s.sys = cpuTimes()
-	return s
-}
-
-func addStripe(a, b transport.StripeStats) transport.StripeStats {
-	return transport.StripeStats{Segments: a.Segments + b.Segments, Starts: a.Starts + b.Starts, Ends: a.Ends + b.Ends}
-}
-
-// braidPingPong runs the round trips on o.streams streams in parallel and
-// returns the round-trip times and the longest stream's measured time.
-func braidPingPong(ctx context.Context, o *perfOptions, sess *transport.Session, iv *intervals, ctr *streamCounter) ([]time.Duration, time.Duration, error) {
-	deadline := time.Now().Add(time.Duration(o.seconds * float64(time.Second)))
-	hard, cancel := context.WithDeadline(ctx, deadline.Add(time.Minute))
-	defer cancel()
-	results := make([][]time.Duration, o.streams)
-	spans := make([]time.Duration, o.streams)
-	errs := make([]error, o.streams)
-	var wg sync.WaitGroup
-	for i := range o.streams {
-		st, err := sess.OpenStream(ctx)
-		if err != nil {
-			return nil, 0, err
-		}
-		sent := ctr.stream(int(st.ID()))
-		wg.Go(func() {
-			defer st.Close()
-			buf := make([]byte, o.size)
-			fillPattern(buf)
-			round := func(seq uint64) (time.Duration, error) {
-				stamp(buf, seq)
-				t0 := time.Now()
-				if err := st.WriteMessage(hard, buf); err != nil {
-					return 0, err
-				}
-				echo, err := st.ReadMessage(hard)
-				if err != nil {
-					return 0, err
-				}
-				d := time.Since(t0)
-				if int64(len(echo)) != o.size || !checkStamp(echo, seq) {
-					return 0, fmt.Errorf("stream %d: echo %d of %d bytes does not match what was sent", st.ID(), seq, len(echo))
-				}
-				return d, nil
-			}
-			if _, err := round(0); err != nil { // warm-up
-				errs[i] = err
-				return
-			}
-			t0 := time.Now()
-			for n := 1; (o.count == 0 || n <= o.count) && time.Now().Before(deadline); n++ {
-				d, err := round(uint64(n))
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				results[i] = append(results[i], d)
-				iv.addRTT(d)
-				sent.Add(o.size)
-			}
-			spans[i] = time.Since(t0)
-		})
+	if mode == "pingpong" {
+		fmt.Fprintf(&b, " %10s", fmtUs(e.RTTus))
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, 0, err
-	}
-	return slices.Concat(results...), slices.Max(spans), nil
-}
-
-// stamp writes seq into the first bytes of b.
-func stamp(b []byte, seq uint64) {
-	for i := 0; i < 8 && i < len(b); i++ {
-		b[i] = byte(seq >> (8 * i))
-	}
-}
-
-func checkStamp(b []byte, seq uint64) bool {
-	for i := 0; i < 8 && i < len(b); i++ {
-		if b[i] != byte(seq>>(8*i)) {
-			return false
-		}
-	}
-	return true
-}
-
-// rttStats summarizes round-trip times.
-type rttStats struct {
-	n                        int
-	mean, min, p50, p99, max time.Duration
-}
-
-func summarizeRTT(rtts []time.Duration) rttStats {
-	if len(rtts) == 0 {
-		return rttStats{}
-	}
-	s := slices.Clone(rtts)
-	slices.Sort(s)
-	var sum time.Duration
-	for _, d := range s {
-		sum += d
-	}
-	pct := func(p float64) time.Duration {
-		i := int(math.Ceil(p*float64(len(s)))) - 1
-		return s[max(0, min(i, len(s)-1))]
-	}
-	return rttStats{n: len(s), mean: sum / time.Duration(len(s)), min: s[0], p50: pct(0.5), p99: pct(0.99), max: s[len(s)-1]}
+	fmt.Fprintln(w, b.String())
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -103,7 +104,7 @@ func (p *progress) run() {
 					if i < len(prevPaths) {
 						q = prevPaths[i]
 					}
-					pathRates = append(pathRates, mbps(c-q, dt))
+					pathRates = append(pathRates, ctl.Mbps(c-q, dt))
 				}
 				prevPaths, last = cur, now
 			}

@@ -2,20 +2,17 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
+	"github.com/braid-hpc/braid/xfer"
 )
 
 func init() {
@@ -44,7 +41,8 @@ file of it failed).
 
   braid recv --listen 10.1.0.2,10.2.0.2 --dir /data/in`
 
-// receiver receives files into dir.
+// receiver is braid recv: it serves each sender with an xfer.Receiver
+// into dir and prints what arrived.
 type receiver struct {
 	env    *Env
 	dir    string
@@ -93,7 +91,7 @@ func runRecv(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("recv: unexpected arguments %q", fset.Args())
 		return 2
 	}
-	addrs, err := addrList(*listen, copyPort)
+	addrs, err := addrList(*listen, xfer.Port)
 	if err == nil && len(addrs) == 0 {
 		err = errors.New("no address given")
 	}
@@ -162,9 +160,7 @@ func (r *receiver) printf(w io.Writer, format string, args ...any) {
 // serve receives the files of one session, each on its own stream, until
 // the sender closes the session.
 func (r *receiver) serve(ctx context.Context, sess *transport.Session) {
-	defer closeSession(ctx, sess, false, 0)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer ctl.CloseSession(ctx, sess, false, 0)
 	// The session's progress: every file announced so far, drawn while
 	// no other session draws.
 	var prog *progress
@@ -173,141 +169,28 @@ func (r *receiver) serve(ctx context.Context, sess *transport.Session) {
 		defer r.drawing.Unlock()
 		defer prog.stop()
 	}
-	for {
-		st, err := sess.AcceptStream(ctx)
-		if err != nil {
-			return
-		}
-		wg.Go(func() {
-			if err := r.receive(ctx, sess, st, prog); err != nil {
-				r.failed.Add(1)
-				if r.json {
-					r.event(recvEvent{Event: "failed", Peer: peerOf(sess), Error: err.Error()})
-				} else {
-					r.printf(r.env.Stderr, "braid: recv: from %s: %v", peerOf(sess), err)
-				}
-			}
-		})
+	x := &xfer.Receiver{Dir: r.dir, Done: r.received, Failed: r.fail}
+	x.Serve(ctx, sess, meter(prog))
+}
+
+// fail reports a file that failed.
+func (r *receiver) fail(peer string, err error) {
+	r.failed.Add(1)
+	if r.json {
+		r.event(recvEvent{Event: "failed", Peer: peer, Error: err.Error()})
+	} else {
+		r.printf(r.env.Stderr, "braid: recv: from %s: %v", peer, err)
 	}
 }
 
-// receive receives one file from st.
-func (r *receiver) receive(ctx context.Context, sess *transport.Session, st *transport.Stream, prog *progress) error {
-	defer st.Close()
-	moving := sessionMoving(sess)
-	var h fileHeader
-	if err := readJSON(ctx, st, 30*time.Second, &h); err != nil {
-		return fmt.Errorf("no file header: %w", err)
-	}
-	// refuse tells the sender why, then discards what is still coming.
-	refuse := func(err error) error {
-		if werr := writeJSON(ctx, st, fileVerdict{Error: err.Error()}); werr == nil {
-			for {
-				if _, rerr := readWhileBusy(ctx, st, moving, 30*time.Second); rerr != nil {
-					break
-				}
-			}
-		}
-		return err
-	}
-	switch {
-	case h.Version != copyVersion:
-		return refuse(fmt.Errorf("file protocol version %d, this receiver speaks %d: use the same braid version on both hosts", h.Version, copyVersion))
-	case h.Size < 0:
-		return refuse(fmt.Errorf("%q: negative size %d", h.Name, h.Size))
-	}
-	if err := checkName(h.Name); err != nil {
-		return refuse(err)
-	}
-	start := time.Now()
-	if prog != nil {
-		prog.grow(h.Size)
-	}
-	sum, err := r.write(ctx, st, &h, moving, prog)
-	if err != nil {
-		err = fmt.Errorf("%s: %w; nothing was kept", h.Name, err)
-		if errors.Is(err, transport.ErrPeerClosed) || errors.Is(err, transport.ErrNoPaths) || errors.Is(err, transport.ErrClosed) {
-			return err // nobody to tell
-		}
-		return refuse(err)
-	}
-	if err := writeJSON(ctx, st, fileVerdict{OK: true, SHA256: sum}); err != nil {
-		return fmt.Errorf("%s: received, but the sender did not hear so: %w", h.Name, err)
-	}
-	d := time.Since(start)
+// received reports a file kept.
+func (r *receiver) received(res xfer.Result) {
+	rate := ctl.Mbps(res.Size, res.Seconds)
 	if r.json {
-		r.event(recvEvent{Event: "received", Peer: peerOf(sess), Name: h.Name, Size: h.Size, Seconds: d.Seconds(),
-			Mbps: mbps(h.Size, d.Seconds()), SHA256: sum})
-		return nil
+		r.event(recvEvent{Event: "received", Peer: res.Peer, Name: res.Name, Size: res.Size, Seconds: res.Seconds,
+			Mbps: rate, SHA256: res.SHA256})
+		return
 	}
 	r.printf(r.env.Stdout, "received %s  %s (%d bytes)  %.2f s  %.1f Mbit/s  sha256 ok %s",
-		h.Name, formatBytes(h.Size), h.Size, d.Seconds(), mbps(h.Size, d.Seconds()), sum[:16])
-	return nil
-}
-
-// write receives the content and trailer of h into a temporary file and,
-// when the SHA-256 matches, renames it to its name. It returns the hex
-// SHA-256. On error no file is left behind.
-func (r *receiver) write(ctx context.Context, st *transport.Stream, h *fileHeader, moving func() bool, prog *progress) (sum string, err error) {
-	// The sender's permission bits, filtered by the umask as scp and cp
-	// do: a 0644 file arrives 0644, a 0755 one 0755, a 0600 one 0600.
-	tmp, err := createTemp(r.dir, ".braid-recv-*.part", fs.FileMode(h.Mode)&fs.ModePerm)
-	if err != nil {
-		return "", fmt.Errorf("create a temporary file: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	hash := sha256.New()
-	var got int64
-	for got < h.Size {
-		msg, err := readWhileBusy(ctx, st, moving, 2*time.Minute)
-		if errors.Is(err, io.EOF) {
-			return "", fmt.Errorf("the sender ended the file after %d of %d bytes", got, h.Size)
-		}
-		if err != nil {
-			return "", fmt.Errorf("after %d of %d bytes: %w", got, h.Size, err)
-		}
-		if int64(len(msg)) > h.Size-got {
-			return "", fmt.Errorf("the sender sent more than the %d bytes it announced", h.Size)
-		}
-		if _, err := tmp.Write(msg); err != nil {
-			return "", fmt.Errorf("write: %w", err)
-		}
-		hash.Write(msg)
-		got += int64(len(msg))
-		if prog != nil {
-			prog.add(int64(len(msg)))
-		}
-		st.Release(msg)
-	}
-	var tr fileTrailer
-	if err := readJSON(ctx, st, 2*time.Minute, &tr); err != nil {
-		return "", fmt.Errorf("no checksum after the content: %w", err)
-	}
-	sum = hex.EncodeToString(hash.Sum(nil))
-	if tr.SHA256 != sum {
-		return "", fmt.Errorf("SHA-256 mismatch: the data received hashes to %s, the sender's file to %s", sum, tr.SHA256)
-	}
-	if err := tmp.Sync(); err != nil {
-		return "", fmt.Errorf("fsync: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", err
-	}
-	final := filepath.Join(r.dir, h.Name)
-	if fi, err := os.Lstat(final); err == nil && !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s exists and is not a regular file", final)
-	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
-		return "", err
-	}
-	if d, err := os.Open(r.dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
-	return sum, nil
+		res.Name, formatBytes(res.Size), res.Size, res.Seconds, rate, res.SHA256[:16])
 }

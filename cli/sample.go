@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/braid-hpc/braid/internal/outfile"
 	"github.com/braid-hpc/braid/ops"
 )
 
@@ -59,7 +60,7 @@ commands without an image of your own:
 		}
 		return 0
 	}
-	if err := writeFileAtomic(*out, img); err != nil {
+	if err := outfile.WriteAtomic(*out, img); err != nil {
 		env.Errorf("sample: %v", err)
 		return 1
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/transport/channel"
 	"github.com/braid-hpc/braid/transport/channel/ksctp"
 	"github.com/braid-hpc/braid/transport/channel/sctpudp"
@@ -147,7 +148,7 @@ func TestPerfSCTPKnobs(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%q: exit %d: %s", args, code, errs)
 		}
-		var ip iperfReport
+		var ip perf.IperfReport
 		if err := json.Unmarshal([]byte(out), &ip); err != nil || ip.Braid == nil {
 			t.Fatalf("%v\n%s", err, out)
 		}

@@ -2,17 +2,16 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
+	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/transport"
+	"github.com/braid-hpc/braid/xfer"
 )
 
 func init() {
@@ -40,34 +39,22 @@ object at the end.
 
   braid send --to 10.1.0.2,10.2.0.2 data.bin more.bin`
 
-// sendFile is the outcome of one file.
-type sendFile struct {
-	Path    string  `json:"path"`
-	Name    string  `json:"name"`
-	Size    int64   `json:"size"`
-	Seconds float64 `json:"seconds"`
-	Mbps    float64 `json:"mbps"`
-	SHA256  string  `json:"sha256,omitempty"`
-	OK      bool    `json:"ok"`
-	Error   string  `json:"error,omitempty"`
-}
-
 // sendReport is what --json prints.
 type sendReport struct {
-	Files          []*sendFile `json:"files"`
-	FilesOK        int         `json:"files_ok"`
-	FilesFailed    int         `json:"files_failed"`
-	Bytes          int64       `json:"bytes"`
-	Seconds        float64     `json:"seconds"`
-	ThroughputMbps float64     `json:"throughput_mbps"` // Bytes of files acknowledged over Seconds
-	Paths          int         `json:"paths"`
-	Streams        int         `json:"streams"`
-	Stripe         string      `json:"stripe"`
-	Policy         string      `json:"policy"`
-	Transport      string      `json:"transport"`
-	PerPath        []perfPath  `json:"per_path"`
-	CPUUser        float64     `json:"cpu_user_s"`
-	CPUSys         float64     `json:"cpu_sys_s"`
+	Files          []*xfer.File `json:"files"`
+	FilesOK        int          `json:"files_ok"`
+	FilesFailed    int          `json:"files_failed"`
+	Bytes          int64        `json:"bytes"`
+	Seconds        float64      `json:"seconds"`
+	ThroughputMbps float64      `json:"throughput_mbps"` // Bytes of files acknowledged over Seconds
+	Paths          int          `json:"paths"`
+	Streams        int          `json:"streams"`
+	Stripe         string       `json:"stripe"`
+	Policy         string       `json:"policy"`
+	Transport      string       `json:"transport"`
+	PerPath        []perf.Path  `json:"per_path"`
+	CPUUser        float64      `json:"cpu_user_s"`
+	CPUSys         float64      `json:"cpu_sys_s"`
 }
 
 func runSend(ctx context.Context, env *Env, args []string) int {
@@ -87,7 +74,7 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 		helpHint(env, fs.Name())
 		return 2
 	}
-	paths, err := dialPaths(*to, *from, copyPort)
+	paths, err := dialPaths(*to, *from, xfer.Port)
 	if err != nil {
 		env.Errorf("send: --to: %v", err)
 		return 2
@@ -102,7 +89,7 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 		return exitCode(err)
 	}
 	// Check every file before connecting.
-	items := make([]*sendFile, len(files))
+	items := make([]*xfer.File, len(files))
 	names := map[string]string{}
 	var total int64
 	for i, f := range files {
@@ -121,7 +108,7 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 			return 2
 		}
 		names[name] = f
-		items[i] = &sendFile{Path: f, Name: name, Size: fi.Size()}
+		items[i] = &xfer.File{Path: f, Name: name, Size: fi.Size()}
 		total += fi.Size()
 	}
 
@@ -130,20 +117,20 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("send: connect to the receiver: %v", err)
 		return 1
 	}
-	defer closeSession(ctx, sess, false, 0)
-	u0, s0 := cpuTimes()
+	defer ctl.CloseSession(ctx, sess, false, 0)
+	u0, s0 := ctl.CPUTimes()
 	before := sess.Stats()
 	var prog *progress
 	if *showProgress || isTerminal(env.Stderr) {
 		prog = startProgress(env.Stderr, isTerminal(env.Stderr), total, sess.Stats)
 	}
 	start := time.Now()
-	work := make(chan *sendFile)
+	work := make(chan *xfer.File)
 	var wg sync.WaitGroup
 	for range min(*parallel, len(items)) {
 		wg.Go(func() {
 			for it := range work {
-				if err := sendOne(ctx, sess, it, prog); err != nil {
+				if err := xfer.Send(ctx, sess, it, meter(prog)); err != nil {
 					it.Error = err.Error()
 				} else {
 					it.OK = true
@@ -161,12 +148,12 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 		prog.stop()
 	}
 	after := sess.Stats()
-	_ = closeSession(ctx, sess, true, 5*time.Second)
-	u1, s1 := cpuTimes()
+	_ = ctl.CloseSession(ctx, sess, true, 5*time.Second)
+	u1, s1 := ctl.CPUTimes()
 
 	rep := &sendReport{Files: items, Seconds: elapsed.Seconds(), Paths: len(paths), Streams: min(*parallel, len(items)),
 		Stripe: cfg.Stripe.String(), Policy: cfg.Policy.String(), Transport: cfg.Transport,
-		CPUUser: (u1 - u0).Seconds(), CPUSys: (s1 - s0).Seconds(), PerPath: []perfPath{}}
+		CPUUser: (u1 - u0).Seconds(), CPUSys: (s1 - s0).Seconds(), PerPath: []perf.Path{}}
 	for _, it := range items {
 		if it.OK {
 			rep.FilesOK++
@@ -176,12 +163,12 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 			env.Errorf("send: %s: %s", it.Path, it.Error)
 		}
 	}
-	rep.ThroughputMbps = mbps(rep.Bytes, rep.Seconds)
-	b := statsByID(before)
+	rep.ThroughputMbps = ctl.Mbps(rep.Bytes, rep.Seconds)
+	b := ctl.StatsByID(before)
 	for _, p := range after {
 		n := p.BytesSent - b[p.ID].BytesSent
-		rep.PerPath = append(rep.PerPath, perfPath{ID: p.ID, Local: p.Local, Remote: p.Remote, Bytes: n,
-			Mbps: mbps(n, rep.Seconds), State: p.State, Failovers: p.Failovers - b[p.ID].Failovers,
+		rep.PerPath = append(rep.PerPath, perf.Path{ID: p.ID, Local: p.Local, Remote: p.Remote, Bytes: n,
+			Mbps: ctl.Mbps(n, rep.Seconds), State: p.State, Failovers: p.Failovers - b[p.ID].Failovers,
 			Retransmitted: p.Retransmitted - b[p.ID].Retransmitted})
 	}
 	if *asJSON {
@@ -199,114 +186,16 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 	return 0
 }
 
-// sendOne sends one file on a new stream and waits for the receiver's
-// verdict.
-func sendOne(ctx context.Context, sess *transport.Session, it *sendFile, prog *progress) error {
-	start := time.Now()
-	f, err := os.Open(it.Path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	it.Size = fi.Size()
-	st, err := sess.OpenStream(ctx)
-	if err != nil {
-		return fmt.Errorf("open a stream: %w", err)
-	}
-	defer st.Close()
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if err := writeJSON(wctx, st, fileHeader{Version: copyVersion, Name: it.Name, Size: it.Size, Mode: uint32(fi.Mode().Perm())}); err != nil {
-		return err
-	}
-	// The verdict may come early (the receiver refused the file).
-	type answer struct {
-		v   fileVerdict
-		err error
-	}
-	verdict := make(chan answer, 1)
-	go func() {
-		var a answer
-		a.err = readJSONWhileBusy(wctx, st, sessionMoving(sess), time.Minute, &a.v)
-		if a.err == nil && !a.v.OK {
-			cancel() // stop writing at once
-		}
-		verdict <- a
-	}()
-	early := func() (answer, bool) {
-		select {
-		case a := <-verdict:
-			return a, true
-		default:
-			return answer{}, false
-		}
-	}
+// progressMeter lets a progress bar count the bytes of xfer.
+type progressMeter struct{ p *progress }
 
-	h := sha256.New()
-	buf := make([]byte, copyChunk)
-	var sent int64
-	var a answer
-	got := false
-	for sent < it.Size {
-		if a, got = early(); got {
-			break
-		}
-		n, err := io.ReadFull(f, buf[:min(int64(len(buf)), it.Size-sent)])
-		if err != nil {
-			// The file shrank: the receiver sees the stream end early.
-			return fmt.Errorf("read %s after %d of %d bytes: %w", it.Path, sent+int64(n), it.Size, err)
-		}
-		h.Write(buf[:n])
-		if err := st.WriteMessage(wctx, buf[:n]); err != nil {
-			if wctx.Err() != nil && ctx.Err() == nil {
-				// Only a verdict cancels wctx while we run.
-				a, got = <-verdict, true
-				break
-			}
-			if a, got = early(); got {
-				break
-			}
-			return describeSessionErr(err)
-		}
-		sent += int64(n)
-		if prog != nil {
-			prog.add(int64(n))
-		}
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
-	if !got {
-		if err := writeJSON(wctx, st, fileTrailer{SHA256: sum}); err != nil {
-			return err
-		}
-		_ = st.Close()
-		a = <-verdict
-	}
-	if a.err != nil {
-		return fmt.Errorf("no verdict from the receiver: %w", describeSessionErr(a.err))
-	}
-	if !a.v.OK {
-		return fmt.Errorf("receiver: %s", a.v.Error)
-	}
-	if a.v.SHA256 != sum {
-		return fmt.Errorf("receiver confirmed SHA-256 %s, but the file's is %s", a.v.SHA256, sum)
-	}
-	it.SHA256 = sum
-	it.Seconds = time.Since(start).Seconds()
-	it.Mbps = mbps(it.Size, it.Seconds)
-	return nil
-}
+func (m progressMeter) Add(n int64)  { m.p.add(n) }
+func (m progressMeter) Grow(n int64) { m.p.grow(n) }
 
-// describeSessionErr says what a session error means for a transfer.
-func describeSessionErr(err error) error {
-	switch {
-	case errors.Is(err, transport.ErrPeerClosed):
-		return fmt.Errorf("the receiver closed the session before the file was confirmed: %w", err)
-	case errors.Is(err, transport.ErrNoPaths):
-		return fmt.Errorf("lost every path to the receiver: %w", err)
+// meter is prog as an xfer.Meter, nil without a bar.
+func meter(prog *progress) xfer.Meter {
+	if prog == nil {
+		return nil
 	}
-	return err
+	return progressMeter{prog}
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net"
 	"os"
@@ -15,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
+	"github.com/braid-hpc/braid/xfer"
 )
 
 // writeFiles creates files of the given sizes (random content) in dir and
@@ -115,7 +116,7 @@ func TestSendRecv(t *testing.T) {
 
 // rawFile sends a file by hand on a new session to addr and returns the
 // receiver's verdict: a sender that does what braid send would not.
-func rawFile(t testing.TB, addr string, h fileHeader, content []byte, trailer *fileTrailer) (fileVerdict, *transport.Session) {
+func rawFile(t testing.TB, addr string, h xfer.Header, content []byte, trailer *xfer.Trailer) (xfer.Verdict, *transport.Session) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -128,7 +129,7 @@ func rawFile(t testing.TB, addr string, h fileHeader, content []byte, trailer *f
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeJSON(ctx, st, h); err != nil {
+	if err := ctl.WriteJSON(ctx, st, h); err != nil {
 		t.Fatal(err)
 	}
 	if len(content) > 0 {
@@ -141,14 +142,14 @@ func rawFile(t testing.TB, addr string, h fileHeader, content []byte, trailer *f
 		if err := sess.Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		return fileVerdict{}, sess
+		return xfer.Verdict{}, sess
 	}
-	if err := writeJSON(ctx, st, trailer); err != nil {
+	if err := ctl.WriteJSON(ctx, st, trailer); err != nil {
 		t.Fatal(err)
 	}
 	_ = st.Close()
-	var v fileVerdict
-	if err := readJSON(ctx, st, 10*time.Second, &v); err != nil {
+	var v xfer.Verdict
+	if err := ctl.ReadJSON(ctx, st, 10*time.Second, &v); err != nil {
 		t.Fatal(err)
 	}
 	return v, sess
@@ -169,29 +170,29 @@ func TestRecvRefuses(t *testing.T) {
 	addr := rx.listening(t)
 	content := []byte("evil content")
 	sum := sha256.Sum256(content)
-	good := &fileTrailer{SHA256: hex.EncodeToString(sum[:])}
+	good := &xfer.Trailer{SHA256: hex.EncodeToString(sum[:])}
 
 	tests := []struct {
 		name    string
-		h       fileHeader
-		trailer *fileTrailer
+		h       xfer.Header
+		trailer *xfer.Trailer
 		want    string
 	}{
-		{"dot dot slash", fileHeader{Name: "../evil"}, good, "refusing file name"},
-		{"dot dot", fileHeader{Name: ".."}, good, "refusing file name"},
-		{"absolute", fileHeader{Name: "/tmp/evil"}, good, "refusing file name"},
-		{"subdirectory", fileHeader{Name: "a/evil"}, good, "refusing file name"},
-		{"backslash", fileHeader{Name: `..\evil`}, good, "refusing file name"},
-		{"empty", fileHeader{Name: ""}, good, "refusing file name"},
-		{"checksum", fileHeader{Name: "evil"}, &fileTrailer{SHA256: strings.Repeat("0", 64)}, "SHA-256 mismatch"},
-		{"over directory", fileHeader{Name: "adir"}, good, "not a regular file"},
-		{"version", fileHeader{Name: "evil", Version: 99}, good, "version 99"},
+		{"dot dot slash", xfer.Header{Name: "../evil"}, good, "refusing file name"},
+		{"dot dot", xfer.Header{Name: ".."}, good, "refusing file name"},
+		{"absolute", xfer.Header{Name: "/tmp/evil"}, good, "refusing file name"},
+		{"subdirectory", xfer.Header{Name: "a/evil"}, good, "refusing file name"},
+		{"backslash", xfer.Header{Name: `..\evil`}, good, "refusing file name"},
+		{"empty", xfer.Header{Name: ""}, good, "refusing file name"},
+		{"checksum", xfer.Header{Name: "evil"}, &xfer.Trailer{SHA256: strings.Repeat("0", 64)}, "SHA-256 mismatch"},
+		{"over directory", xfer.Header{Name: "adir"}, good, "not a regular file"},
+		{"version", xfer.Header{Name: "evil", Version: 99}, good, "version 99"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := tt.h
 			if h.Version == 0 {
-				h.Version = copyVersion
+				h.Version = xfer.Version
 			}
 			h.Size, h.Mode = int64(len(content)), 0o644
 			v, _ := rawFile(t, addr, h, content, tt.trailer)
@@ -211,7 +212,7 @@ func TestRecvRefuses(t *testing.T) {
 	}
 
 	// A sender that goes away mid-file leaves nothing behind.
-	h := fileHeader{Version: copyVersion, Name: "partial", Size: 1 << 20, Mode: 0o644}
+	h := xfer.Header{Version: xfer.Version, Name: "partial", Size: 1 << 20, Mode: 0o644}
 	_, sess := rawFile(t, addr, h, make([]byte, 300<<10), nil)
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) && len(dirNames(t, dst)) != 2 {
@@ -307,19 +308,6 @@ func TestRecvUsage(t *testing.T) {
 	}
 	if code, out, _ := runCmd(t, 5*time.Second, "recv", "--help"); code != 0 || !strings.Contains(out, "SHA-256") {
 		t.Errorf("recv --help: exit %d: %s", code, out)
-	}
-}
-
-func TestCheckName(t *testing.T) {
-	for _, ok := range []string{"a", "data.bin", ".hidden", "..x", "x..", "名前.txt", "a b"} {
-		if err := checkName(ok); err != nil {
-			t.Errorf("checkName(%q): %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"", ".", "..", "../x", "a/b", "/abs", `a\b`, "a\x00b", "\xff", strings.Repeat("x", 256)} {
-		if err := checkName(bad); !errors.Is(err, errBadName) {
-			t.Errorf("checkName(%q) = %v, want errBadName", bad, err)
-		}
 	}
 }
 

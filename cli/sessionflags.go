@@ -8,9 +8,9 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
 	// Link the SCTP channel kinds so --transport sctp and sctp-udp work.
 	_ "github.com/braid-hpc/braid/transport/channel/ksctp"
@@ -99,28 +99,6 @@ func (f *sessionFlags) logger(env *Env) *slog.Logger {
 	return slog.New(&logFilter{Handler: slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level})})
 }
 
-// closing holds the ids (first 8 hex digits, as the transport logs them)
-// of sessions this process is closing on purpose.
-var closing sync.Map
-
-// closeSession ends sess: with Shutdown (deliver what was written first,
-// bounded by d) when graceful, else with Close. The transport's warnings
-// about paths dropping while it closes are not shown.
-func closeSession(ctx context.Context, sess *transport.Session, graceful bool, d time.Duration) error {
-	id := sess.ID()
-	if len(id) > 8 {
-		id = id[:8]
-	}
-	closing.Store(id, true)
-	time.AfterFunc(2*time.Second, func() { closing.Delete(id) })
-	if !graceful {
-		return sess.Close()
-	}
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	return sess.Shutdown(ctx)
-}
-
 // logFilter drops the warnings the transport logs when a session ends
 // normally: "session ended" because the peer closed it, and paths seen
 // going down while we close the session ourselves. Errors always pass.
@@ -131,7 +109,7 @@ type logFilter struct {
 
 func (h *logFilter) Handle(ctx context.Context, r slog.Record) error {
 	if r.Level < slog.LevelError {
-		if _, ok := closing.Load(h.session); ok && h.session != "" {
+		if ctl.Closing(h.session) {
 			return nil
 		}
 		if r.Message == "session ended" {
@@ -262,12 +240,4 @@ func dialPaths(to, from string, port int) ([]transport.Path, error) {
 		}
 	}
 	return paths, nil
-}
-
-// mbps converts bytes over seconds to Mbit/s.
-func mbps(bytes int64, seconds float64) float64 {
-	if seconds <= 0 {
-		return 0
-	}
-	return float64(bytes) * 8 / 1e6 / seconds
 }

@@ -35,11 +35,16 @@ var may = map[string][]string{
 	"internal/leaktest": {},
 	"internal/wasmtest": {},
 	"internal/metrics":  {"transport", "transport/..."},
+	"internal/ctl":      {"transport"},
+	"internal/outfile":  {},
 	"internal/uml/...":  {"internal/uml"},
 	"transport/...": {
 		"internal/accept", "stripe", "transport/channel", "transport/internal/wire",
 	},
 	"worker": {"api", "client", "ops", "transport", "transport/...", "wasm", "internal/accept", "internal/metrics"},
+	// The applications on a braid session: library code below the CLI.
+	"xfer":   {"transport", "internal/ctl", "internal/outfile"},
+	"perf":   {"transport", "internal/accept", "internal/ctl", "internal/metrics"},
 	"server": {"api", "internal/accept", "internal/metrics", "ops", "sched", "store", "transport", "transport/...", "wasm"},
 }
 
@@ -102,6 +107,10 @@ func TestLayers(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
+		// The CLI is the top: only the commands import it.
+		if rel != "cmd" && !strings.HasPrefix(rel, "cmd/") && slices.Contains(pkg.Imports, module+"/cli") {
+			t.Errorf("%s imports cli; only cmd/ may (move what it needs below cli)", rel)
+		}
 		list, ok := rule(rel)
 		if !ok {
 			return nil
@@ -125,7 +134,7 @@ func TestLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The walk must have found the layered packages, or it checked nothing.
-	for _, want := range []string{"api", "client", "ops", "sched", "store", "stripe", "transport", "transport/channel/ksctp", "server", "worker", "wasm"} {
+	for _, want := range []string{"api", "client", "ops", "sched", "store", "stripe", "transport", "transport/channel/ksctp", "server", "worker", "wasm", "xfer", "perf", "internal/ctl"} {
 		if !checked[want] {
 			t.Errorf("package %s was not checked (walk from %s)", want, path.Clean(root))
 		}
@@ -142,6 +151,11 @@ func TestRuleCatches(t *testing.T) {
 	list, _ = rule("client")
 	if !allowed("api", list) || allowed("transport", list) {
 		t.Error("client's rule is wrong")
+	}
+	for _, pkg := range []string{"xfer", "perf", "internal/ctl"} {
+		if list, ok := rule(pkg); !ok || allowed("cli", list) {
+			t.Errorf("%s may import cli", pkg)
+		}
 	}
 	if _, ok := rule("cli"); ok {
 		t.Error("cli has a rule; it may import anything")

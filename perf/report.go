@@ -1,20 +1,17 @@
-package cli
+package perf
 
 import (
-	"encoding/json"
-	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
 )
 
-// perfReport is the result of one perf test; --json prints it as is.
-type perfReport struct {
+// Report is the result of one perf test; --json prints it as is.
+type Report struct {
 	Mode      string `json:"mode"`    // bulk or pingpong
 	Reverse   bool   `json:"reverse"` // bulk: the server sent
 	Baseline  bool   `json:"baseline"`
@@ -38,8 +35,8 @@ type perfReport struct {
 	Messages int64   `json:"messages"` // messages received (bulk); round trips (pingpong)
 	// ThroughputMbps is Bytes over Seconds in bulk, and the payload in both
 	// directions over Seconds in pingpong.
-	ThroughputMbps float64    `json:"throughput_mbps"`
-	PerPath        []perfPath `json:"per_path"`
+	ThroughputMbps float64 `json:"throughput_mbps"`
+	PerPath        []Path  `json:"per_path"`
 
 	// Round trips, in pingpong mode only.
 	*PingPong
@@ -48,14 +45,14 @@ type perfReport struct {
 	CPUSys  float64 `json:"cpu_sys_s"`
 	// Control counts striping control messages of the sending side(s).
 	Control   transport.StripeStats `json:"control_messages"`
-	Intervals []perfInterval        `json:"intervals"`
+	Intervals []Interval            `json:"intervals"`
 
 	// sent is the payload sent per plain TCP connection of a baseline test.
 	sent []int64
 }
 
 // PingPong holds the round-trip figures of a pingpong test. It is
-// exported only so that encoding/json can fill it inside perfReport.
+// exported only so that encoding/json can fill it inside Report.
 type PingPong struct {
 	RoundTrips    int     `json:"round_trips"`
 	RTTus         float64 `json:"rtt_us"` // mean
@@ -66,8 +63,8 @@ type PingPong struct {
 	EffectiveMbps float64 `json:"effective_mbps"` // eq. 1: (8*size/1e6)/(RTT/2)
 }
 
-// perfPath is one path's share of a test.
-type perfPath struct {
+// Path is one path's share of a test.
+type Path struct {
 	ID     int     `json:"id"`
 	Local  string  `json:"local"`
 	Remote string  `json:"remote"`
@@ -82,8 +79,8 @@ type perfPath struct {
 	Duplicated int64 `json:"duplicated_bytes"`
 }
 
-// perfInterval is one second of the test as the client saw it.
-type perfInterval struct {
+// Interval is one second of the test as the client saw it.
+type Interval struct {
 	Start   float64   `json:"start"`
 	End     float64   `json:"end"`
 	Mbps    float64   `json:"mbps"`
@@ -91,39 +88,37 @@ type perfInterval struct {
 	RTTus   float64   `json:"rtt_us,omitempty"`
 }
 
-func newPerfReport(o *perfOptions) *perfReport {
-	r := &perfReport{Mode: o.mode, Reverse: o.reverse, Baseline: o.baseline, Size: o.size, Paths: len(o.paths),
-		Streams: o.streams, Stripe: o.cfg.Stripe.String(), Policy: o.cfg.Policy.String(), Transport: o.cfg.Transport, Frag: o.frag,
-		PerPath: []perfPath{}, Intervals: []perfInterval{}}
+func newReport(o *Options) *Report {
+	r := &Report{Mode: o.Mode, Reverse: o.Reverse, Baseline: o.Baseline, Size: o.Size, Paths: len(o.Paths),
+		Streams: o.Streams, Stripe: o.Config.Stripe.String(), Policy: o.Config.Policy.String(), Transport: o.Config.Transport, Frag: o.Config.FragmentSize,
+		PerPath: []Path{}, Intervals: []Interval{}}
 	if r.Transport == "" {
 		r.Transport = "tcp"
 	}
-	if o.baseline {
+	if o.Baseline {
 		r.Stripe, r.Policy, r.Transport, r.Frag = "manual", "", "tcp", 0
-		r.Streams = len(o.paths)
+		r.Streams = len(o.Paths)
 	}
 	return r
 }
 
-func (r *perfReport) setPingPong(o *perfOptions, rtts []time.Duration, elapsed time.Duration) {
+func (r *Report) setPingPong(o *Options, rtts []time.Duration, elapsed time.Duration) {
 	st := summarizeRTT(rtts)
 	r.PingPong = &PingPong{}
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
 	r.RoundTrips, r.Messages = st.n, int64(st.n)
-	r.Bytes = int64(st.n) * o.size
+	r.Bytes = int64(st.n) * o.Size
 	r.Seconds = elapsed.Seconds()
 	r.RTTus, r.RTTMinUs, r.RTTP50us, r.RTTP99us, r.RTTMaxUs = us(st.mean), us(st.min), us(st.p50), us(st.p99), us(st.max)
-	if st.mean > 0 {
-		r.EffectiveMbps = (8 * float64(o.size) / 1e6) / (st.mean.Seconds() / 2)
-	}
+	r.EffectiveMbps = EffectiveMbps(o.Size, st.mean)
 }
 
 // setBraidPaths fills PerPath from the client's path statistics before and
 // after the test; the server's view supplies local addresses the client
 // did not pin.
-func (r *perfReport) setBraidPaths(o *perfOptions, before, after []transport.PathStats, res *perfResult) {
-	b := statsByID(before)
-	srv := map[int]perfServerPath{}
+func (r *Report) setBraidPaths(o *Options, before, after []transport.PathStats, res *Result) {
+	b := ctl.StatsByID(before)
+	srv := map[int]ServerPath{}
 	for _, p := range res.Paths {
 		srv[p.ID] = p
 	}
@@ -132,18 +127,18 @@ func (r *perfReport) setBraidPaths(o *perfOptions, before, after []transport.Pat
 		q := b[p.ID]
 		var n int64
 		switch {
-		case o.mode == "pingpong":
+		case o.Mode == "pingpong":
 			n = p.BytesSent - q.BytesSent + p.BytesReceived - q.BytesReceived
-		case o.reverse:
+		case o.Reverse:
 			n = p.BytesReceived - q.BytesReceived
 		default:
 			n = p.BytesSent - q.BytesSent
 		}
 		dup := p.Duplicated - q.Duplicated
 		switch {
-		case o.mode == "pingpong":
+		case o.Mode == "pingpong":
 			n -= dup + p.DupReceived - q.DupReceived
-		case o.reverse:
+		case o.Reverse:
 			dup = p.DupReceived - q.DupReceived
 			n -= dup
 		default:
@@ -162,97 +157,22 @@ func (r *perfReport) setBraidPaths(o *perfOptions, before, after []transport.Pat
 		// is up, so its paths end down: a path that was up and neither
 		// failed over nor reconnected during the test was up throughout.
 		state := p.State
-		if o.mode == "bulk" && q.State == "up" && p.Failovers == q.Failovers && p.Reconnects == q.Reconnects {
+		if o.Mode == "bulk" && q.State == "up" && p.Failovers == q.Failovers && p.Reconnects == q.Reconnects {
 			state = "up"
 		}
-		r.PerPath = append(r.PerPath, perfPath{
-			ID: p.ID, Local: local, Remote: p.Remote, Bytes: n, Mbps: mbps(n, r.Seconds), State: state,
+		r.PerPath = append(r.PerPath, Path{
+			ID: p.ID, Local: local, Remote: p.Remote, Bytes: n, Mbps: ctl.Mbps(n, r.Seconds), State: state,
 			Failovers: p.Failovers - q.Failovers, Retransmitted: p.Retransmitted - q.Retransmitted,
 			Duplicated: dup,
 		})
 	}
 }
 
-func printJSON(w io.Writer, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}
-
-func (r *perfReport) printHeader(w io.Writer, o *perfOptions) {
-	what := r.Mode
-	if r.Reverse {
-		what += " (reverse: the server sends)"
-	}
-	if r.Baseline {
-		fmt.Fprintf(w, "braid perf: %s over %s as plain TCP connections striped by hand, %s messages, %gs\n",
-			what, plural(r.Paths, "path", "paths"), formatBytes(r.Size), o.seconds)
-	} else {
-		fmt.Fprintf(w, "braid perf: %s over %s, %s, %s messages, %gs, stripe %s, policy %s, transport %s\n",
-			what, plural(r.Paths, "path", "paths"), plural(r.Streams, "stream", "streams"), formatBytes(r.Size), o.seconds,
-			r.Stripe, r.Policy, r.Transport)
-	}
-	for i, p := range o.paths {
-		local := p.Local
-		if local == "" {
-			local = "*"
-		}
-		fmt.Fprintf(w, "  path %d: %s -> %s\n", i, local, p.Remote)
-	}
-}
-
-func (r *perfReport) printSummary(w io.Writer) {
-	fmt.Fprintln(w, strings.Repeat("- ", 30))
-	switch r.Mode {
-	case "pingpong":
-		fmt.Fprintf(w, "round trips: %d of %s in %.2f s; payload both ways %.1f Mbit/s\n",
-			r.RoundTrips, formatBytes(r.Size), r.Seconds, r.ThroughputMbps)
-		fmt.Fprintf(w, "rtt: mean %s  min %s  p50 %s  p99 %s  max %s\n",
-			fmtUs(r.RTTus), fmtUs(r.RTTMinUs), fmtUs(r.RTTP50us), fmtUs(r.RTTP99us), fmtUs(r.RTTMaxUs))
-		fmt.Fprintf(w, "effective bandwidth (8*size/1e6)/(RTT/2): %.1f Mbit/s\n", r.EffectiveMbps)
-	default:
-		who := "receiver (server)"
-		if r.Reverse {
-			who = "receiver (client)"
-		}
-		fmt.Fprintf(w, "throughput: %.1f Mbit/s  (%s in %d messages over %.2f s, %s)\n",
-			r.ThroughputMbps, formatBytes(r.Bytes), r.Messages, r.Seconds, who)
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "PATH\tLOCAL\tREMOTE\tBYTES\tMBIT/S\tSTATE\tFAILOVERS\tRETRANSMITTED\t")
-	for _, p := range r.PerPath {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f\t%s\t%d\t%s\t\n", p.ID, p.Local, p.Remote, formatBytes(p.Bytes), p.Mbps, p.State, p.Failovers, formatBytes(p.Retransmitted))
-	}
-	tw.Flush()
-	if !r.Baseline {
-		fmt.Fprintf(w, "striping control: %d segments striped, %d starts, %d ends\n", r.Control.Segments, r.Control.Starts, r.Control.Ends)
-	}
-	fmt.Fprintf(w, "client cpu: user %.2f s, sys %.2f s\n", r.CPUUser, r.CPUSys)
-}
-
-func fmtUs(us float64) string {
-	if us >= 10000 {
-		return fmt.Sprintf("%.1fms", us/1000)
-	}
-	return fmt.Sprintf("%.0fµs", us)
-}
-
 // intervals samples a per-path byte meter every second: it records
-// perfInterval entries and, when live, prints them like iperf3.
+// Interval entries and hands each to OnInterval, for live output.
 type intervals struct {
-	w      io.Writer
-	live   bool
-	rep    *perfReport
+	each   func(int, Interval) // called with each interval, if not nil
+	rep    *Report
 	meter  func() []int64
 	rounds atomic.Int64
 	rttSum atomic.Int64 // ns
@@ -262,13 +182,13 @@ type intervals struct {
 	once   sync.Once
 }
 
-func startIntervals(env *Env, o *perfOptions, rep *perfReport, meter func() []int64) *intervals {
-	iv := &intervals{w: env.Stdout, live: o.live, rep: rep, meter: meter, stopCh: make(chan struct{}), done: make(chan struct{})}
-	if o.interval <= 0 {
+func startIntervals(o *Options, rep *Report, meter func() []int64) *intervals {
+	iv := &intervals{each: o.OnInterval, rep: rep, meter: meter, stopCh: make(chan struct{}), done: make(chan struct{})}
+	if o.Interval <= 0 {
 		close(iv.done)
 		return iv
 	}
-	iv.period = time.Duration(o.interval * float64(time.Second))
+	iv.period = time.Duration(o.Interval * float64(time.Second))
 	go iv.run()
 	return iv
 }
@@ -299,49 +219,40 @@ func (iv *intervals) run() {
 		case now := <-t.C:
 			cur := iv.meter()
 			dt := now.Sub(last).Seconds()
-			e := perfInterval{Start: last.Sub(start).Seconds(), End: now.Sub(start).Seconds()}
+			e := Interval{Start: last.Sub(start).Seconds(), End: now.Sub(start).Seconds()}
 			var total int64
 			for j, c := range cur {
 				var p int64
 				if j < len(prev) {
 					p = prev[j]
 				}
-				e.PerPath = append(e.PerPath, mbps(c-p, dt))
+				e.PerPath = append(e.PerPath, ctl.Mbps(c-p, dt))
 				total += c - p
 			}
-			e.Mbps = mbps(total, dt)
+			e.Mbps = ctl.Mbps(total, dt)
 			rounds, sum := iv.rounds.Load(), iv.rttSum.Load()
 			if rounds > prevRounds {
 				e.RTTus = float64(sum-prevSum) / float64(rounds-prevRounds) / 1e3
 			}
 			prev, prevRounds, prevSum, last = cur, rounds, sum, now
 			iv.rep.Intervals = append(iv.rep.Intervals, e)
-			if iv.live {
-				iv.print(i, e)
+			if iv.each != nil {
+				iv.each(i, e)
 			}
 		}
 	}
 }
 
-func (iv *intervals) print(i int, e perfInterval) {
-	if i == 0 {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%-15s %10s", "[ seconds ]", "Mbit/s")
-		for j := range e.PerPath {
-			fmt.Fprintf(&b, " %9s", fmt.Sprintf("path%d", j))
-		}
-		if iv.rep.Mode == "pingpong" {
-			fmt.Fprintf(&b, " %10s", "rtt")
-		}
-		fmt.Fprintln(iv.w, b.String())
+// EffectiveMbps is the effective bandwidth of a ping-pong of size-byte
+// messages with mean round trip rtt, eq. 1 of the message striping paper:
+// (8*size/1e6) / (rtt/2) Mbit/s; 0 for a zero rtt.
+func EffectiveMbps(size int64, rtt time.Duration) float64 {
+	if rtt <= 0 {
+		return 0
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "[%5.1f-%5.1f ] %10.1f", e.Start, e.End, e.Mbps)
-	for _, m := range e.PerPath {
-		fmt.Fprintf(&b, " %9.1f", m)
-	}
-	if iv.rep.Mode == "pingpong" {
-		fmt.Fprintf(&b, " %10s", fmtUs(e.RTTus))
-	}
-	fmt.Fprintln(iv.w, b.String())
+	return (8 * float64(size) / 1e6) / (rtt.Seconds() / 2)
 }
+
+// Mbps is bytes over seconds in Mbit/s (10^6 bits per second); 0 when
+// seconds is not positive.
+func Mbps(bytes int64, seconds float64) float64 { return ctl.Mbps(bytes, seconds) }

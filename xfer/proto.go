@@ -1,4 +1,4 @@
-package cli
+package xfer
 
 import (
 	"errors"
@@ -11,52 +11,52 @@ import (
 // The file copy protocol of send and recv. Each file travels on its own
 // stream of one session:
 //
-//	sender                                   receiver
-//	fileHeader {name, size, mode}    ──▶     checks the name, creates DIR/.NAME.*.part
-//	content: messages of ≤ 4 MiB     ──▶     writes and hashes
-//	fileTrailer {sha256}             ──▶     compares, fsyncs, renames to DIR/NAME
-//	close                            ◀──     fileVerdict {ok | error}
+//	sender                               receiver
+//	Header {name, size, mode}    ──▶     checks the name, creates DIR/.braid-recv-*.part
+//	content: messages of ≤ 4 MiB ──▶     writes and hashes
+//	Trailer {sha256}             ──▶     compares, fsyncs, renames to DIR/NAME
+//	close                        ◀──     Verdict {ok | error}
 //
 // The receiver may send an error verdict at any point (bad name, disk
 // error); the sender then stops and closes the stream, and the receiver
 // discards what is still in flight. Content is exactly size bytes in any
 // number of messages; the message after them is the trailer.
 
-// copyVersion is the version of the file copy protocol.
-const copyVersion = 1
+// Version is the version of the file copy protocol.
+const Version = 1
 
-// copyPort is the port of send/recv addresses given without one.
-const copyPort = 7202
+// Port is the port of send/recv addresses given without one.
+const Port = 7202
 
-// copyChunk is the size of the content messages.
-const copyChunk = 4 << 20
+// chunk is the size of the content messages.
+const chunk = 4 << 20
 
-// fileHeader opens a file's stream.
-type fileHeader struct {
+// Header opens a file's stream.
+type Header struct {
 	Version int    `json:"version"`
 	Name    string `json:"name"` // base name only
 	Size    int64  `json:"size"`
 	Mode    uint32 `json:"mode"` // permission bits
 }
 
-// fileTrailer follows the content.
-type fileTrailer struct {
+// Trailer follows the content.
+type Trailer struct {
 	SHA256 string `json:"sha256"` // hex
 }
 
-// fileVerdict is the receiver's answer.
-type fileVerdict struct {
+// Verdict is the receiver's answer.
+type Verdict struct {
 	OK     bool   `json:"ok"`
 	Error  string `json:"error,omitempty"`
 	SHA256 string `json:"sha256,omitempty"` // what the receiver computed
 }
 
-// errBadName is wrapped by checkName's errors.
-var errBadName = errors.New("refusing file name")
+// ErrBadName is wrapped by CheckName's errors.
+var ErrBadName = errors.New("refusing file name")
 
-// checkName accepts a plain file name: no directory part, nothing that
+// CheckName accepts a plain file name: no directory part, nothing that
 // could escape the receiver's directory.
-func checkName(name string) error {
+func CheckName(name string) error {
 	var why string
 	switch {
 	case name == "":
@@ -76,5 +76,5 @@ func checkName(name string) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("%w %q: %s", errBadName, name, why)
+	return fmt.Errorf("%w %q: %s", ErrBadName, name, why)
 }

@@ -1,4 +1,4 @@
-package cli
+package perf
 
 import (
 	"net/http"
@@ -10,10 +10,10 @@ import (
 	"github.com/braid-hpc/braid/transport"
 )
 
-// perfMetrics are the Prometheus metrics of braid perf -s (--metrics):
+// serverMetrics are the Prometheus metrics of braid perf -s (--metrics):
 // the tests served and their payload, and the paths of the sessions of
 // the tests running now.
-type perfMetrics struct {
+type serverMetrics struct {
 	reg   *prometheus.Registry
 	tests *prometheus.CounterVec
 	bytes *prometheus.CounterVec
@@ -22,8 +22,8 @@ type perfMetrics struct {
 	live map[*transport.Session]struct{}
 }
 
-func newPerfMetrics() *perfMetrics {
-	m := &perfMetrics{
+func newServerMetrics() *serverMetrics {
+	m := &serverMetrics{
 		reg: metrics.NewRegistry(),
 		tests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_perf_tests_total", Help: "Tests served, by mode (bulk, bulk-reverse, pingpong; -tcp-baseline for the baseline) and result (ok or error)."},
@@ -46,9 +46,9 @@ func newPerfMetrics() *perfMetrics {
 	return m
 }
 
-func (m *perfMetrics) handler() http.Handler { return metrics.Handler(m.reg, nil) }
+func (m *serverMetrics) handler() http.Handler { return metrics.Handler(m.reg, nil) }
 
-func (m *perfMetrics) track(s *transport.Session, open bool) {
+func (m *serverMetrics) track(s *transport.Session, open bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if open {
@@ -58,7 +58,7 @@ func (m *perfMetrics) track(s *transport.Session, open bool) {
 	}
 }
 
-func (m *perfMetrics) paths() []metrics.Session {
+func (m *serverMetrics) paths() []metrics.Session {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]metrics.Session, 0, len(m.live))
@@ -69,7 +69,7 @@ func (m *perfMetrics) paths() []metrics.Session {
 }
 
 // test books a test that ended.
-func (m *perfMetrics) test(h *perfHello, res *perfResult) {
+func (m *serverMetrics) test(h *Hello, res *Result) {
 	mode := h.Mode
 	if h.Reverse {
 		mode += "-reverse"

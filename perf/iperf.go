@@ -1,15 +1,18 @@
-package cli
+package perf
 
 import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
+// IperfReport is a test as iperf3 -J prints one.
+//
 // The JSON of 'braid perf -J' has the shape of iperf3's -J output, so that
 // scripts and plotting tools written for iperf3 read it unchanged: start
 // (connected, version, system_info, timestamp, connecting_to, cookie,
@@ -21,28 +24,29 @@ import (
 //
 // A braid "stream" (iperf3's socket) is one transport stream, or one
 // plain TCP connection of --tcp-baseline; "socket" holds its id.
-type iperfReport struct {
-	Start     iperfStart      `json:"start"`
-	Intervals []iperfInterval `json:"intervals"`
-	End       iperfEnd        `json:"end"`
+type IperfReport struct {
+	Start     IperfStart      `json:"start"`
+	Intervals []IperfInterval `json:"intervals"`
+	End       IperfEnd        `json:"end"`
 	Error     string          `json:"error,omitempty"`
 	// Braid is braid's own report: per-path bytes and rates, striping,
 	// round trips; nil on failure.
-	Braid *perfReport `json:"braid,omitempty"`
+	Braid *Report `json:"braid,omitempty"`
 }
 
-type iperfStart struct {
-	Connected    []iperfConnected `json:"connected"`
+// IperfStart is the start section: the session, the host and the test.
+type IperfStart struct {
+	Connected    []IperfConnected `json:"connected"`
 	Version      string           `json:"version"`
 	SystemInfo   string           `json:"system_info"`
-	Timestamp    iperfTimestamp   `json:"timestamp"`
-	ConnectingTo *iperfHostPort   `json:"connecting_to,omitempty"` // the client's only
+	Timestamp    IperfTimestamp   `json:"timestamp"`
+	ConnectingTo *IperfHostPort   `json:"connecting_to,omitempty"` // the client's only
 	Cookie       string           `json:"cookie"`                  // the session id
-	TestStart    iperfTestStart   `json:"test_start"`
+	TestStart    IperfTestStart   `json:"test_start"`
 }
 
-// iperfConnected is one path of the session.
-type iperfConnected struct {
+// IperfConnected is one path of the session.
+type IperfConnected struct {
 	Socket     int    `json:"socket"` // the path id
 	LocalHost  string `json:"local_host"`
 	LocalPort  int    `json:"local_port"`
@@ -50,17 +54,20 @@ type iperfConnected struct {
 	RemotePort int    `json:"remote_port"`
 }
 
-type iperfTimestamp struct {
+// IperfTimestamp is when the test began.
+type IperfTimestamp struct {
 	Time     string `json:"time"` // RFC 1123 in GMT, as iperf3 writes it
 	TimeSecs int64  `json:"timesecs"`
 }
 
-type iperfHostPort struct {
+// IperfHostPort is the server the client connected to.
+type IperfHostPort struct {
 	Host string `json:"host"`
 	Port int    `json:"port"`
 }
 
-type iperfTestStart struct {
+// IperfTestStart is the test asked for.
+type IperfTestStart struct {
 	Protocol   string  `json:"protocol"` // "braid/tcp", "braid/sctp-udp", ..., "TCP" for --tcp-baseline
 	NumStreams int     `json:"num_streams"`
 	BlkSize    int64   `json:"blksize"` // the message size
@@ -76,9 +83,9 @@ type iperfTestStart struct {
 	Mode string `json:"mode"`
 }
 
-// iperfSpan is a byte count over a span of the test, as iperf3 reports
+// IperfSpan is a byte count over a span of the test, as iperf3 reports
 // one stream or a sum.
-type iperfSpan struct {
+type IperfSpan struct {
 	Socket        *int    `json:"socket,omitempty"` // streams only
 	Start         float64 `json:"start"`
 	End           float64 `json:"end"`
@@ -92,24 +99,28 @@ type iperfSpan struct {
 	Sender      bool   `json:"sender"`            // whether this side sent the bytes counted
 }
 
-type iperfInterval struct {
-	Streams []iperfSpan `json:"streams"`
-	Sum     iperfSpan   `json:"sum"`
+// IperfInterval is one interval: each stream's and their sum.
+type IperfInterval struct {
+	Streams []IperfSpan `json:"streams"`
+	Sum     IperfSpan   `json:"sum"`
 }
 
-type iperfEndStream struct {
-	Sender   iperfSpan `json:"sender"`
-	Receiver iperfSpan `json:"receiver"`
+// IperfEndStream is one stream's totals, as sent and as received.
+type IperfEndStream struct {
+	Sender   IperfSpan `json:"sender"`
+	Receiver IperfSpan `json:"receiver"`
 }
 
-type iperfEnd struct {
-	Streams     []iperfEndStream `json:"streams,omitempty"`
-	SumSent     *iperfSpan       `json:"sum_sent,omitempty"`
-	SumReceived *iperfSpan       `json:"sum_received,omitempty"`
-	CPU         *iperfCPU        `json:"cpu_utilization_percent,omitempty"`
+// IperfEnd is the end section: per stream, the sums and the CPU use.
+type IperfEnd struct {
+	Streams     []IperfEndStream `json:"streams,omitempty"`
+	SumSent     *IperfSpan       `json:"sum_sent,omitempty"`
+	SumReceived *IperfSpan       `json:"sum_received,omitempty"`
+	CPU         *IperfCPU        `json:"cpu_utilization_percent,omitempty"`
 }
 
-type iperfCPU struct {
+// IperfCPU is the CPU use of both hosts, in percent of the test's time.
+type IperfCPU struct {
 	HostTotal    float64 `json:"host_total"`
 	HostUser     float64 `json:"host_user"`
 	HostSystem   float64 `json:"host_system"`
@@ -118,9 +129,9 @@ type iperfCPU struct {
 	RemoteSystem float64 `json:"remote_system"`
 }
 
-// span makes an iperfSpan of n bytes over [start, end] seconds.
-func span(start, end float64, n int64, sender bool) iperfSpan {
-	s := iperfSpan{Start: start, End: end, Seconds: end - start, Bytes: n, Sender: sender}
+// span makes an IperfSpan of n bytes over [start, end] seconds.
+func span(start, end float64, n int64, sender bool) IperfSpan {
+	s := IperfSpan{Start: start, End: end, Seconds: end - start, Bytes: n, Sender: sender}
 	if s.Seconds > 0 {
 		s.BitsPerSecond = float64(n) * 8 / s.Seconds
 	}
@@ -128,17 +139,25 @@ func span(start, end float64, n int64, sender bool) iperfSpan {
 }
 
 // newIperfStart fills the start section; cookie is the session id.
-func newIperfStart(t time.Time, cookie string, paths []iperfConnected, ts iperfTestStart) iperfStart {
-	v := newVersionInfo(buildInfo())
+func newIperfStart(t time.Time, cookie string, paths []IperfConnected, ts IperfTestStart) IperfStart {
+	version, goVersion := "(devel)", runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		if bi.GoVersion != "" {
+			goVersion = bi.GoVersion
+		}
+	}
 	host, _ := os.Hostname()
 	if paths == nil {
-		paths = []iperfConnected{}
+		paths = []IperfConnected{}
 	}
-	return iperfStart{
+	return IperfStart{
 		Connected:  paths,
-		Version:    "braid " + v.Version,
-		SystemInfo: runtime.GOOS + " " + host + " " + runtime.GOARCH + " " + v.Go,
-		Timestamp:  iperfTimestamp{Time: t.UTC().Format("Mon, 02 Jan 2006 15:04:05 GMT"), TimeSecs: t.Unix()},
+		Version:    "braid " + version,
+		SystemInfo: runtime.GOOS + " " + host + " " + runtime.GOARCH + " " + goVersion,
+		Timestamp:  IperfTimestamp{Time: t.UTC().Format("Mon, 02 Jan 2006 15:04:05 GMT"), TimeSecs: t.Unix()},
 		Cookie:     cookie,
 		TestStart:  ts,
 	}
@@ -154,10 +173,10 @@ func hostPort(addr string) (string, int) {
 	return h, n
 }
 
-func connected(id int, local, remote string) iperfConnected {
+func connected(id int, local, remote string) IperfConnected {
 	lh, lp := hostPort(local)
 	rh, rp := hostPort(remote)
-	return iperfConnected{Socket: id, LocalHost: lh, LocalPort: lp, RemoteHost: rh, RemotePort: rp}
+	return IperfConnected{Socket: id, LocalHost: lh, LocalPort: lp, RemoteHost: rh, RemotePort: rp}
 }
 
 // cpuPercent is the share of wall time the process spent in user and
@@ -205,7 +224,7 @@ func (c *streamCounter) snapshot() ([]int, []int64) {
 	return ids, out
 }
 
-// streamSampler records an iperfInterval of a streamCounter every period
+// streamSampler records an IperfInterval of a streamCounter every period
 // until stopped.
 type streamSampler struct {
 	c       *streamCounter
@@ -215,7 +234,7 @@ type streamSampler struct {
 	stopCh  chan struct{}
 	done    chan struct{}
 	stopped sync.Once
-	out     []iperfInterval
+	out     []IperfInterval
 }
 
 // startSampler starts sampling c every period from now; a period of 0
@@ -244,7 +263,7 @@ func (s *streamSampler) run() {
 		case now := <-t.C:
 			ids, counts := s.c.snapshot()
 			a, b := last.Sub(s.start).Seconds(), now.Sub(s.start).Seconds()
-			iv := iperfInterval{Streams: []iperfSpan{}}
+			iv := IperfInterval{Streams: []IperfSpan{}}
 			var sum int64
 			for i, id := range ids {
 				d := counts[i] - prev[id]
@@ -263,11 +282,11 @@ func (s *streamSampler) run() {
 }
 
 // stop ends sampling and returns the intervals.
-func (s *streamSampler) stop() []iperfInterval {
+func (s *streamSampler) stop() []IperfInterval {
 	s.stopped.Do(func() { close(s.stopCh) })
 	<-s.done
 	if s.out == nil {
-		return []iperfInterval{}
+		return []IperfInterval{}
 	}
 	return s.out
 }

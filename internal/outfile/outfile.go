@@ -1,4 +1,8 @@
-package cli
+// Package outfile writes the files braid makes for its user (outputs of
+// get, local, sample, op run and recv) the way cp and the shell's > would:
+// with the usual permissions less the umask, and atomically, through a
+// temporary file renamed into place.
+package outfile
 
 import (
 	"bytes"
@@ -11,16 +15,16 @@ import (
 	"strings"
 )
 
-// outputPerm is the permission of the files braid writes for the user
+// Perm is the permission of the files braid writes for the user
 // (get -o, local -o, sample -o, op run -o), before the umask: 0644 with the
 // usual umask of 022, as cp, curl -o and the shell's > would make them.
-const outputPerm fs.FileMode = 0o666
+const Perm fs.FileMode = 0o666
 
-// createTemp is os.CreateTemp with the permission perm, filtered by the
+// CreateTemp is os.CreateTemp with the permission perm, filtered by the
 // umask as os.Create filters it, instead of a fixed 0600: the file is
 // renamed into place as the user's output. The last "*" of pattern is
 // replaced by a random string.
-func createTemp(dir, pattern string, perm fs.FileMode) (*os.File, error) {
+func CreateTemp(dir, pattern string, perm fs.FileMode) (*os.File, error) {
 	prefix, suffix := pattern, ""
 	if i := strings.LastIndex(pattern, "*"); i >= 0 {
 		prefix, suffix = pattern[:i], pattern[i+1:]
@@ -36,11 +40,11 @@ func createTemp(dir, pattern string, perm fs.FileMode) (*os.File, error) {
 	return nil, &fs.PathError{Op: "createtemp", Path: filepath.Join(dir, pattern), Err: fs.ErrExist}
 }
 
-// writeFileAtomic writes b to name through a temporary file renamed into
+// WriteAtomic writes b to name through a temporary file renamed into
 // place, so that name is either the old file or the whole new one. The
-// new file has outputPerm filtered by the umask.
-func writeFileAtomic(name string, b []byte) error {
-	tmp, err := createTemp(filepath.Dir(name), "."+filepath.Base(name)+".part-*", outputPerm)
+// new file has Perm filtered by the umask.
+func WriteAtomic(name string, b []byte) error {
+	tmp, err := CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".part-*", Perm)
 	if err != nil {
 		return err
 	}

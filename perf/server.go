@@ -1,4 +1,4 @@
-package cli
+package perf
 
 import (
 	"context"
@@ -6,55 +6,69 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
 )
 
-// perfServer serves perf tests, each on its own session.
-type perfServer struct {
-	env        *Env
-	cfg        *transport.Config
-	portOffset int
-	json       bool          // print an iperf3-shaped JSON object per test
-	interval   time.Duration // of the JSON intervals; 0: none
-	mu         sync.Mutex    // serializes output lines
+// Server serves perf tests, each on its own session, as braid perf -s.
+type Server struct {
+	cfg *transport.Config
+	// PortOffset places the plain TCP listeners of a baseline test on
+	// each listen port plus PortOffset; 0: ephemeral ports.
+	PortOffset int
+	// Interval is the period of the intervals of each test's
+	// IperfReport; 0: none.
+	Interval time.Duration
+	// Done, if not nil, is called after each test, also one that failed
+	// or was interrupted, from the test's goroutine: tests run
+	// concurrently.
+	Done func(*Test)
+
 	// pending holds the tests waiting for their data session, by the
-	// join cookie of their perfReady (string -> chan *transport.Session).
+	// join cookie of their Ready (string -> chan *transport.Session).
 	pending sync.Map
-	metrics *perfMetrics
+	metrics *serverMetrics
 }
 
-// perfServe listens on addrs and serves tests until ctx ends, or after the
-// first test with once.
-func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Config, once bool, srv *perfServer, obs *obsFlags) int {
-	srv.metrics = newPerfMetrics()
-	stopObs, err := obs.start(cfg.Logger, srv.metrics.handler())
-	if err != nil {
-		env.Errorf("perf: %v", err)
-		return 1
-	}
-	defer stopObs()
-	ln, err := transport.Listen(ctx, addrs, cfg)
-	if err != nil {
-		env.Errorf("perf: %v", err)
-		return 1
-	}
-	defer ln.Close()
-	var bound []string
-	for _, a := range ln.Addrs() {
-		bound = append(bound, a.String())
-	}
-	// With --json stdout holds only the tests' JSON objects.
-	out := env.Stdout
-	if srv.json {
-		out = env.Stderr
-	}
-	fmt.Fprintf(out, "braid perf: listening on %s\n", strings.Join(bound, ","))
-	srv.env, srv.cfg = env, cfg
+// Test is one test a Server ran.
+type Test struct {
+	Peer  string // the client, by the remote address of its lowest path
+	Hello Hello  // what the client asked for
+	// Result is the server's count; Summary the client's figures, nil
+	// when the test failed.
+	Result  *Result
+	Summary *Summary
+	// Iperf is the server's iperf3-shaped report of the test; nil when
+	// the request was refused before the test began.
+	Iperf *IperfReport
+	Err   error // why the test failed; nil if it did not
+}
+
+// NewServer returns a server whose sessions use cfg (its Stripe, Policy
+// and FragmentSize shape what the server sends).
+func NewServer(cfg *transport.Config) *Server {
+	return &Server{cfg: cfg, metrics: newServerMetrics()}
+}
+
+// MetricsHandler serves the server's Prometheus metrics: the tests served
+// and their payload, and the paths of the sessions of the tests running.
+func (s *Server) MetricsHandler() http.Handler { return s.metrics.handler() }
+
+// ErrTestFailed is wrapped by Serve's error when, with once, the test
+// failed; Done has seen the test.
+var ErrTestFailed = errors.New("perf: the test failed")
+
+// Serve accepts sessions on ln and serves tests until ctx ends (it then
+// returns nil), or with once after the first test. It returns the
+// listener's error, or with once ErrTestFailed if the test failed. It
+// closes ln, which ends the sessions still running, and waits for the
+// tests it began.
+func (s *Server) Serve(ctx context.Context, ln *transport.Listener, once bool) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer ln.Close() // closes the sessions still running, before wg.Wait
@@ -69,24 +83,23 @@ func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Con
 			select {
 			case err := <-first:
 				if err != nil && ctx.Err() == nil {
-					return 1
+					return fmt.Errorf("%w: %w", ErrTestFailed, err)
 				}
-				return 0
+				return nil
 			default:
 			}
 			if ctx.Err() != nil {
-				return 0
+				return nil
 			}
-			env.Errorf("perf: %v", err)
-			return 1
+			return err
 		}
-		srv.metrics.track(sess, true)
+		s.metrics.track(sess, true)
 		wg.Go(func() {
 			<-sess.Done()
-			srv.metrics.track(sess, false)
+			s.metrics.track(sess, false)
 		})
 		wg.Go(func() {
-			test, err := srv.serve(ctx, sess)
+			test, err := s.serve(ctx, sess)
 			if once && test {
 				select {
 				case first <- err:
@@ -98,39 +111,25 @@ func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Con
 	}
 }
 
-// peerOf names the peer of a session by the address of its lowest path.
-func peerOf(sess *transport.Session) string {
-	if st := sess.Stats(); len(st) > 0 {
-		return st[0].Remote
-	}
-	return "?"
-}
-
 // ready is the answer to an accepted braid test.
-func (s *perfServer) ready() perfReady {
-	return perfReady{Stripe: s.cfg.Stripe.String(), Policy: s.cfg.Policy.String(), Frag: s.cfg.FragmentSize}
-}
-
-func (s *perfServer) printf(format string, args ...any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fmt.Fprintf(s.env.Stdout, time.Now().Format("15:04:05")+" "+format+"\n", args...)
+func (s *Server) ready() Ready {
+	return Ready{Stripe: s.cfg.Stripe.String(), Policy: s.cfg.Policy.String(), Frag: s.cfg.FragmentSize}
 }
 
 // serve runs one test on sess and prints its line; test reports whether
 // sess was a test's control session. The data session of a test, whose
 // first message joins it to its test, is handed to the test's goroutine.
-func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (test bool, err error) {
+func (s *Server) serve(ctx context.Context, sess *transport.Session) (test bool, err error) {
 	actx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	ctrl, err := sess.AcceptStream(actx)
 	cancel()
 	if err != nil {
-		closeSession(ctx, sess, false, 0)
+		ctl.CloseSession(ctx, sess, false, 0)
 		return false, fmt.Errorf("no control stream: %w", err)
 	}
-	var h perfHello
-	if err := readJSON(ctx, ctrl, 15*time.Second, &h); err != nil {
-		closeSession(ctx, sess, false, 0)
+	var h Hello
+	if err := ctl.ReadJSON(ctx, ctrl, 15*time.Second, &h); err != nil {
+		ctl.CloseSession(ctx, sess, false, 0)
 		return false, fmt.Errorf("no test request: %w", err)
 	}
 	if h.Join != nil {
@@ -138,27 +137,25 @@ func (s *perfServer) serve(ctx context.Context, sess *transport.Session) (test b
 			ch.(chan *transport.Session) <- sess
 			return false, nil
 		}
-		closeSession(ctx, sess, false, 0)
+		ctl.CloseSession(ctx, sess, false, 0)
 		return false, errors.New("a data session for no test")
 	}
 	return true, s.test(ctx, sess, ctrl, &h)
 }
 
-// test runs the test h on the control session sess.
-func (s *perfServer) test(ctx context.Context, sess *transport.Session, ctrl *transport.Stream, hp *perfHello) (err error) {
+// test runs the test h on the control session sess and hands it to Done.
+func (s *Server) test(ctx context.Context, sess *transport.Session, ctrl *transport.Stream, hp *Hello) (err error) {
 	h := *hp
-	defer closeSession(ctx, sess, false, 0)
+	defer ctl.CloseSession(ctx, sess, false, 0)
+	t := &Test{Peer: ctl.PeerOf(sess), Hello: h}
 	defer func() {
-		if err != nil && ctx.Err() == nil {
-			if s.json {
-				s.env.Errorf("perf: test from %s failed: %v", peerOf(sess), err)
-			} else {
-				s.printf("test from %s failed: %v", peerOf(sess), err)
-			}
+		t.Err = err
+		if s.Done != nil {
+			s.Done(t)
 		}
 	}()
 	if err := h.validate(); err != nil {
-		_ = writeJSON(ctx, ctrl, perfReady{Error: err.Error()})
+		_ = ctl.WriteJSON(ctx, ctrl, Ready{Error: err.Error()})
 		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_ = sess.Flush(fctx)
 		cancel()
@@ -167,11 +164,11 @@ func (s *perfServer) test(ctx context.Context, sess *transport.Session, ctrl *tr
 
 	before := sess.Stats()
 	stripe0 := sess.StripeStats()
-	u0, s0 := cpuTimes()
+	u0, s0 := ctl.CPUTimes()
 	began := time.Now()
 	ctr := &streamCounter{}
-	sampler := startSampler(ctr, h.Reverse, s.interval)
-	var res *perfResult
+	sampler := startSampler(ctr, h.Reverse, s.Interval)
+	var res *Result
 	if h.Baseline {
 		res, err = s.baseline(ctx, sess, ctrl, &h)
 	} else {
@@ -179,13 +176,13 @@ func (s *perfServer) test(ctx context.Context, sess *transport.Session, ctrl *tr
 	}
 	intervals := sampler.stop()
 	if err != nil {
-		res = &perfResult{Error: err.Error()}
+		res = &Result{Error: err.Error()}
 	}
-	u1, s1 := cpuTimes()
+	u1, s1 := ctl.CPUTimes()
 	res.CPUUser, res.CPUSys = (u1 - u0).Seconds(), (s1 - s0).Seconds()
 	if ids, counts := ctr.snapshot(); len(ids) > 0 {
 		for i, id := range ids {
-			res.StreamBytes = append(res.StreamBytes, perfStreamBytes{ID: id, Bytes: counts[i]})
+			res.StreamBytes = append(res.StreamBytes, StreamBytes{ID: id, Bytes: counts[i]})
 		}
 	}
 	if h.Baseline {
@@ -193,27 +190,21 @@ func (s *perfServer) test(ctx context.Context, sess *transport.Session, ctrl *tr
 		res.Stripe = stripeDelta(stripe0, sess.StripeStats())
 	}
 	s.metrics.test(&h, res)
-	if werr := writeJSON(ctx, ctrl, res); werr != nil && err == nil {
+	if werr := ctl.WriteJSON(ctx, ctrl, res); werr != nil && err == nil {
 		err = werr
 	}
+	t.Result = res
 	if err != nil {
-		if s.json {
-			s.printJSON(s.iperf(sess, began, &h, res, nil, intervals))
-		}
+		t.Iperf = s.iperf(sess, began, &h, res, nil, intervals)
 		return err
 	}
-	var sum perfSummary
-	if rerr := readJSON(ctx, ctrl, 30*time.Second, &sum); rerr != nil {
-		if s.json {
-			s.printJSON(s.iperf(sess, began, &h, &perfResult{Error: "no summary from the client: " + rerr.Error()}, nil, intervals))
-		}
+	var sum Summary
+	if rerr := ctl.ReadJSON(ctx, ctrl, 30*time.Second, &sum); rerr != nil {
+		t.Iperf = s.iperf(sess, began, &h, &Result{Error: "no summary from the client: " + rerr.Error()}, nil, intervals)
 		return fmt.Errorf("no summary from the client: %w", rerr)
 	}
-	if s.json {
-		s.printJSON(s.iperf(sess, began, &h, res, &sum, intervals))
-	} else {
-		s.printLine(peerOf(sess), &h, res, &sum)
-	}
+	t.Summary = &sum
+	t.Iperf = s.iperf(sess, began, &h, res, &sum, intervals)
 	// The client closes the session; give it a moment before closing ours.
 	select {
 	case <-sess.Done():
@@ -223,30 +214,13 @@ func (s *perfServer) test(ctx context.Context, sess *transport.Session, ctrl *tr
 	return nil
 }
 
-func (s *perfServer) printLine(peer string, h *perfHello, res *perfResult, sum *perfSummary) {
-	kind := h.Mode
-	if h.Reverse {
-		kind += " reverse"
-	}
-	if h.Baseline {
-		kind += " tcp-baseline"
-	}
-	what := fmt.Sprintf("%s from %s: %s, %s, %s", kind, peer, plural(h.Paths, "path", "paths"),
-		plural(h.Streams, "stream", "streams"), formatBytes(h.Size))
-	if h.Mode == "pingpong" {
-		s.printf("%s: echoed %d messages, rtt %s, effective %.1f Mbit/s", what, res.Messages, fmtUs(sum.RTTus), sum.EffectiveMbps)
-		return
-	}
-	s.printf("%s: %.1f Mbit/s (%s in %.2f s at the receiver)", what, sum.ThroughputMbps, formatBytes(sum.Bytes), sum.Seconds)
-}
-
 // serverPaths is the server's view of each path between two snapshots.
-func serverPaths(before, after []transport.PathStats) []perfServerPath {
-	b := statsByID(before)
-	var out []perfServerPath
+func serverPaths(before, after []transport.PathStats) []ServerPath {
+	b := ctl.StatsByID(before)
+	var out []ServerPath
 	for _, p := range after {
 		q := b[p.ID]
-		out = append(out, perfServerPath{ID: p.ID, Remote: p.Remote, Local: p.Local,
+		out = append(out, ServerPath{ID: p.ID, Remote: p.Remote, Local: p.Local,
 			Received: p.BytesReceived - q.BytesReceived, Sent: p.BytesSent - q.BytesSent,
 			DupReceived: p.DupReceived - q.DupReceived})
 	}
@@ -255,7 +229,7 @@ func serverPaths(before, after []transport.PathStats) []perfServerPath {
 
 // braid runs a braid test: it waits for the client's data session, runs
 // the data phase on it and closes it.
-func (s *perfServer) braid(ctx context.Context, ctrl *transport.Stream, h *perfHello, ctr *streamCounter) (*perfResult, error) {
+func (s *Server) braid(ctx context.Context, ctrl *transport.Stream, h *Hello, ctr *streamCounter) (*Result, error) {
 	cookie := make([]byte, 16)
 	if _, err := rand.Read(cookie); err != nil {
 		return nil, err
@@ -265,7 +239,7 @@ func (s *perfServer) braid(ctx context.Context, ctrl *transport.Stream, h *perfH
 	defer s.pending.Delete(string(cookie))
 	ready := s.ready()
 	ready.Join = cookie
-	if err := writeJSON(ctx, ctrl, ready); err != nil {
+	if err := ctl.WriteJSON(ctx, ctrl, ready); err != nil {
 		return nil, err
 	}
 	var sess *transport.Session
@@ -276,7 +250,7 @@ func (s *perfServer) braid(ctx context.Context, ctrl *transport.Stream, h *perfH
 	case <-time.After(15 * time.Second):
 		return nil, errors.New("the client's data session did not arrive within 15s")
 	}
-	defer closeSession(ctx, sess, false, 0)
+	defer ctl.CloseSession(ctx, sess, false, 0)
 	before, stripe0 := sess.Stats(), sess.StripeStats()
 	res, err := s.data(ctx, sess, h, ctr)
 	if err != nil {
@@ -291,7 +265,7 @@ func (s *perfServer) braid(ctx context.Context, ctrl *transport.Stream, h *perfH
 }
 
 // data runs the data phase of a braid test on the data session sess.
-func (s *perfServer) data(ctx context.Context, sess *transport.Session, h *perfHello, ctr *streamCounter) (*perfResult, error) {
+func (s *Server) data(ctx context.Context, sess *transport.Session, h *Hello, ctr *streamCounter) (*Result, error) {
 	start := time.Now()
 	// Whatever the client does, the test ends.
 	hctx, cancel := context.WithDeadline(ctx, start.Add(h.duration()+2*time.Minute))
@@ -302,13 +276,13 @@ func (s *perfServer) data(ctx context.Context, sess *transport.Session, h *perfH
 		if err != nil {
 			return nil, err
 		}
-		return &perfResult{Bytes: r.bytes, Messages: r.msgs, Seconds: r.seconds, at: sess.Stats()}, nil
+		return &Result{Bytes: r.bytes, Messages: r.msgs, Seconds: r.seconds, at: sess.Stats()}, nil
 	case h.Mode == "bulk":
 		r, err := bulkReceive(hctx, sess, h.Streams, h.duration(), ctr)
 		if err != nil {
 			return nil, err
 		}
-		return &perfResult{Bytes: r.bytes, Messages: r.msgs, Seconds: r.seconds, at: r.paths}, nil
+		return &Result{Bytes: r.bytes, Messages: r.msgs, Seconds: r.seconds, at: r.paths}, nil
 	}
 	var (
 		bytes, msgs atomic.Int64
@@ -353,22 +327,13 @@ func (s *perfServer) data(ctx context.Context, sess *transport.Session, h *perfH
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &perfResult{Bytes: bytes.Load(), Messages: msgs.Load(), Seconds: last.get().Sub(start).Seconds()}, nil
-}
-
-// printJSON prints one test's JSON object on stdout.
-func (s *perfServer) printJSON(r *iperfReport) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := printJSON(s.env.Stdout, r); err != nil {
-		s.env.Errorf("perf: %v", err)
-	}
+	return &Result{Bytes: bytes.Load(), Messages: msgs.Load(), Seconds: last.get().Sub(start).Seconds()}, nil
 }
 
 // iperf builds the server's iperf3-shaped report of one test. sum, the
 // client's figures, is nil when the test failed.
-func (s *perfServer) iperf(sess *transport.Session, began time.Time, h *perfHello, res *perfResult, sum *perfSummary, intervals []iperfInterval) *iperfReport {
-	ts := iperfTestStart{Protocol: "braid/" + s.cfg.Transport, NumStreams: h.Streams, BlkSize: h.Size, Duration: h.Seconds, Mode: h.Mode}
+func (s *Server) iperf(sess *transport.Session, began time.Time, h *Hello, res *Result, sum *Summary, intervals []IperfInterval) *IperfReport {
+	ts := IperfTestStart{Protocol: "braid/" + s.cfg.Transport, NumStreams: h.Streams, BlkSize: h.Size, Duration: h.Seconds, Mode: h.Mode}
 	if s.cfg.Transport == "" {
 		ts.Protocol = "braid/tcp"
 	}
@@ -381,7 +346,7 @@ func (s *perfServer) iperf(sess *transport.Session, began time.Time, h *perfHell
 	if h.Mode == "pingpong" {
 		ts.Blocks = int64(h.Count)
 	}
-	r := &iperfReport{Start: newIperfStart(began, sess.ID(), sessionConnected(sess), ts), Intervals: intervals, End: iperfEnd{Streams: []iperfEndStream{}}}
+	r := &IperfReport{Start: newIperfStart(began, sess.ID(), sessionConnected(sess), ts), Intervals: intervals, End: IperfEnd{Streams: []IperfEndStream{}}}
 	if res.Error != "" || sum == nil {
 		r.Error = res.Error
 		if r.Error == "" {
@@ -390,7 +355,7 @@ func (s *perfServer) iperf(sess *transport.Session, began time.Time, h *perfHell
 		return r
 	}
 	local := h.Reverse // this side sent the data
-	var ss, sr iperfSpan
+	var ss, sr IperfSpan
 	switch {
 	case h.Mode == "pingpong":
 		ss, sr = span(0, res.Seconds, res.Bytes, true), span(0, res.Seconds, res.Bytes, true)
@@ -405,7 +370,7 @@ func (s *perfServer) iperf(sess *transport.Session, began time.Time, h *perfHell
 	}
 	for _, st := range res.StreamBytes {
 		mine := streamSpan(st.ID, res.Seconds, st.Bytes, local)
-		e := iperfEndStream{Sender: mine, Receiver: mine}
+		e := IperfEndStream{Sender: mine, Receiver: mine}
 		switch {
 		case h.Mode == "pingpong":
 		case h.Reverse:
@@ -416,7 +381,7 @@ func (s *perfServer) iperf(sess *transport.Session, began time.Time, h *perfHell
 		r.End.Streams = append(r.End.Streams, e)
 	}
 	r.End.SumSent, r.End.SumReceived = &ss, &sr
-	var c iperfCPU
+	var c IperfCPU
 	c.HostTotal, c.HostUser, c.HostSystem = cpuPercent(res.CPUUser, res.CPUSys, max(res.Seconds, sum.Seconds))
 	c.RemoteTotal, c.RemoteUser, c.RemoteSystem = cpuPercent(sum.CPUUser, sum.CPUSys, max(res.Seconds, sum.Seconds))
 	r.End.CPU = &c

@@ -1,4 +1,4 @@
-package cli
+package perf
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -236,5 +237,5 @@ func testOver(ctx, actx context.Context, err error) bool {
 // dropped. The control session, on connections of its own, is not held
 // up by it.
 func endData(sess *transport.Session) {
-	_ = closeSession(context.Background(), sess, false, 0)
+	_ = ctl.CloseSession(context.Background(), sess, false, 0)
 }

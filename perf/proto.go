@@ -1,9 +1,6 @@
-package cli
+package perf
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,43 +11,43 @@ import (
 // The perf control protocol. The client opens the session's first stream
 // (the control stream) and exchanges JSON messages on it:
 //
-//	client                                  server
-//	perfHello (the test)          ──▶
-//	                              ◀──       perfReady (error; baseline token and ports; braid join cookie)
+//	client                         server
+//	Hello (the test)        ──▶
+//	                        ◀──    Ready (error; baseline token and ports; braid join cookie)
 //	[braid: a second session, the data session, whose first stream
-//	 carries perfHello{Join: cookie}]
+//	 carries Hello{Join: cookie}]
 //	[baseline: k plain TCP connections, then]
-//	                              ◀──       perfReady (go)
+//	                        ◀──    Ready (go)
 //	data on the data session's streams, or the connections
-//	                              ◀──       perfResult (the server's counts)
-//	perfSummary (the figures)     ──▶
+//	                        ◀──    Result (the server's counts)
+//	Summary (the figures)   ──▶
 //	close
 //
 // Bulk: the sender writes messages of Size on Streams streams; the
 // receiver counts what arrives for Seconds from the first byte, then
 // closes the data session at once, dropping what is still queued (see
-// perf_bulk.go).
+// bulk.go).
 // Pingpong: the client writes a message, the server echoes it; Count round
 // trips per stream or Seconds, whichever ends first.
 
-// perfVersion is the version of the perf control protocol. Version 2 runs
+// Version is the version of the perf control protocol. Version 2 runs
 // the data of a braid test on a data session of its own, which joins the
-// test with the cookie of perfReady.Join.
-const perfVersion = 2
+// test with the cookie of Ready.Join.
+const Version = 2
 
-// perfPort is the port of perf addresses given without one.
-const perfPort = 7201
+// Port is the port of perf addresses given without one.
+const Port = 7201
 
 // Bounds a server enforces on what a client asks for.
 const (
-	perfMaxSize    = 1 << 30
-	perfMaxStreams = 1024
-	perfMaxSeconds = 24 * 3600
-	perfMaxCount   = 100_000_000
+	maxSize    = 1 << 30
+	maxStreams = 1024
+	MaxSeconds = 24 * 3600 // the longest test, in seconds
+	maxCount   = 100_000_000
 )
 
-// perfHello is the client's first control message: the test to run.
-type perfHello struct {
+// Hello is the client's first control message: the test to run.
+type Hello struct {
 	Version  int     `json:"version"`
 	Mode     string  `json:"mode"` // "bulk" or "pingpong"
 	Size     int64   `json:"size"`
@@ -61,24 +58,24 @@ type perfHello struct {
 	Baseline bool    `json:"baseline"`
 	Paths    int     `json:"paths"`
 	// Join, alone, makes the session a test's data session: the cookie
-	// of the test's perfReady.
+	// of the test's Ready.
 	Join []byte `json:"join,omitempty"`
 }
 
-func (h *perfHello) validate() error {
+func (h *Hello) validate() error {
 	switch {
-	case h.Version != perfVersion:
-		return fmt.Errorf("perf protocol version %d, this server speaks %d: use the same braid version on both hosts", h.Version, perfVersion)
+	case h.Version != Version:
+		return fmt.Errorf("perf protocol version %d, this server speaks %d: use the same braid version on both hosts", h.Version, Version)
 	case h.Mode != "bulk" && h.Mode != "pingpong":
 		return fmt.Errorf("unknown mode %q (want bulk or pingpong)", h.Mode)
-	case h.Size < 1 || h.Size > perfMaxSize:
-		return fmt.Errorf("size %d out of range 1..%d", h.Size, perfMaxSize)
-	case h.Streams < 1 || h.Streams > perfMaxStreams:
-		return fmt.Errorf("streams %d out of range 1..%d", h.Streams, perfMaxStreams)
-	case !(h.Seconds > 0 && h.Seconds <= perfMaxSeconds):
-		return fmt.Errorf("time %v s out of range (0, %d]", h.Seconds, perfMaxSeconds)
-	case h.Count < 0 || h.Count > perfMaxCount:
-		return fmt.Errorf("count %d out of range 0..%d", h.Count, perfMaxCount)
+	case h.Size < 1 || h.Size > maxSize:
+		return fmt.Errorf("size %d out of range 1..%d", h.Size, maxSize)
+	case h.Streams < 1 || h.Streams > maxStreams:
+		return fmt.Errorf("streams %d out of range 1..%d", h.Streams, maxStreams)
+	case !(h.Seconds > 0 && h.Seconds <= MaxSeconds):
+		return fmt.Errorf("time %v s out of range (0, %d]", h.Seconds, MaxSeconds)
+	case h.Count < 0 || h.Count > maxCount:
+		return fmt.Errorf("count %d out of range 0..%d", h.Count, maxCount)
 	case h.Paths < 1 || h.Paths > 64:
 		return fmt.Errorf("paths %d out of range 1..64", h.Paths)
 	case h.Baseline && h.Mode == "pingpong" && h.Size < int64(h.Paths):
@@ -87,14 +84,14 @@ func (h *perfHello) validate() error {
 	return nil
 }
 
-func (h *perfHello) duration() time.Duration {
+func (h *Hello) duration() time.Duration {
 	return time.Duration(h.Seconds * float64(time.Second))
 }
 
-// perfReady answers perfHello. For a baseline test the first perfReady
+// Ready answers Hello. For a baseline test the first Ready
 // carries the token and the port per path of the plain TCP listeners; a
 // second one follows once every connection arrived.
-type perfReady struct {
+type Ready struct {
 	Error string `json:"error,omitempty"`
 	// The server's settings, which shape what it sends (echoes, reverse).
 	Stripe string `json:"stripe,omitempty"`
@@ -102,13 +99,13 @@ type perfReady struct {
 	Frag   int    `json:"frag,omitempty"`
 	Token  []byte `json:"token,omitempty"`
 	// Join is the cookie of a braid test: the client dials a data session
-	// and sends it in a perfHello on its first stream.
+	// and sends it in a Hello on its first stream.
 	Join  []byte `json:"join,omitempty"`
 	Ports []int  `json:"ports,omitempty"` // by path id
 }
 
-// perfResult is what the server saw.
-type perfResult struct {
+// Result is what the server saw.
+type Result struct {
 	Error string `json:"error,omitempty"`
 	// Bytes and Messages of payload received (bulk), sent (reverse) or
 	// echoed (pingpong).
@@ -119,12 +116,12 @@ type perfResult struct {
 	// the last byte (sending).
 	Seconds float64 `json:"seconds"`
 	// Paths is the server's view of each path over the test.
-	Paths []perfServerPath `json:"paths"`
+	Paths []ServerPath `json:"paths"`
 	// Stripe counts the server's striping control messages.
 	Stripe transport.StripeStats `json:"stripe"`
 	// StreamBytes counts payload per stream: received (bulk), sent
 	// (reverse) or echoed (pingpong).
-	StreamBytes []perfStreamBytes `json:"stream_bytes,omitempty"`
+	StreamBytes []StreamBytes `json:"stream_bytes,omitempty"`
 	// CPUUser and CPUSys are the server process's CPU seconds over the
 	// test.
 	CPUUser float64 `json:"cpu_user_s,omitempty"`
@@ -137,14 +134,14 @@ type perfResult struct {
 	Conns []int64 `json:"conns,omitempty"`
 }
 
-// perfStreamBytes is one stream's payload.
-type perfStreamBytes struct {
+// StreamBytes is one stream's payload.
+type StreamBytes struct {
 	ID    int   `json:"id"`
 	Bytes int64 `json:"bytes"`
 }
 
-// perfServerPath is one path as the server saw it.
-type perfServerPath struct {
+// ServerPath is one path as the server saw it.
+type ServerPath struct {
 	ID       int    `json:"id"`
 	Remote   string `json:"remote"` // the client's address
 	Local    string `json:"local"`
@@ -155,8 +152,8 @@ type perfServerPath struct {
 	DupReceived int64 `json:"dup_received,omitempty"`
 }
 
-// perfSummary tells the server the client's figures for its log line.
-type perfSummary struct {
+// Summary tells the server the client's figures for its log line.
+type Summary struct {
 	ThroughputMbps float64 `json:"throughput_mbps"`
 	Seconds        float64 `json:"seconds"`
 	Bytes          int64   `json:"bytes"`
@@ -170,108 +167,7 @@ type perfSummary struct {
 	CPUSys      float64 `json:"cpu_sys_s,omitempty"`
 	// StreamBytes is the client's count per stream: sent (bulk and
 	// pingpong) or received (reverse).
-	StreamBytes []perfStreamBytes `json:"stream_bytes,omitempty"`
-}
-
-// writeJSON sends v as one message on st.
-func writeJSON(ctx context.Context, st *transport.Stream, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return st.WriteMessage(ctx, b)
-}
-
-// readJSON reads one message from st into v, waiting at most d.
-func readJSON(ctx context.Context, st *transport.Stream, d time.Duration, v any) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	b, err := st.ReadMessage(ctx)
-	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			return fmt.Errorf("no answer within %v", d)
-		}
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("bad control message: %w", err)
-	}
-	return nil
-}
-
-// readJSONWhileBusy reads one message from st into v. It waits as long
-// as moving reports that data still flows, and gives up after idle without.
-func readJSONWhileBusy(ctx context.Context, st *transport.Stream, moving func() bool, idle time.Duration, v any) error {
-	b, err := readWhileBusy(ctx, st, moving, idle)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("bad control message: %w", err)
-	}
-	return nil
-}
-
-// readWhileBusy reads the next message of st. It waits as long as moving
-// reports that data still flows, and gives up after idle without.
-func readWhileBusy(ctx context.Context, st *transport.Stream, moving func() bool, idle time.Duration) ([]byte, error) {
-	since := time.Now()
-	for {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		b, err := st.ReadMessage(pctx)
-		cancel()
-		if err == nil || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-			return b, err
-		}
-		if moving() {
-			since = time.Now()
-		} else if time.Since(since) > idle {
-			return nil, fmt.Errorf("nothing arrived and no data moved for %v", idle)
-		}
-	}
-}
-
-// sessionMoving returns a func that reports whether sess moved data since
-// its last call: more than heartbeats and acknowledgements account for.
-func sessionMoving(sess *transport.Session) func() bool {
-	const perPath = 16 << 10
-	last := sessionBytes(sess)
-	return func() bool {
-		n := sessionBytes(sess)
-		moved := n-last > int64(perPath*max(1, len(sess.Stats())))
-		last = n
-		return moved
-	}
-}
-
-// counterMoving returns a func that reports whether total changed since its
-// last call.
-func counterMoving(total func() int64) func() bool {
-	last := total()
-	return func() bool {
-		n := total()
-		moved := n != last
-		last = n
-		return moved
-	}
-}
-
-// statsByID indexes path statistics by path id.
-func statsByID(ps []transport.PathStats) map[int]transport.PathStats {
-	m := make(map[int]transport.PathStats, len(ps))
-	for _, p := range ps {
-		m[p.ID] = p
-	}
-	return m
-}
-
-// sessionBytes is the session's total wire bytes in both directions.
-func sessionBytes(s *transport.Session) int64 {
-	var n int64
-	for _, p := range s.Stats() {
-		n += p.BytesSent + p.BytesReceived
-	}
-	return n
+	StreamBytes []StreamBytes `json:"stream_bytes,omitempty"`
 }
 
 func stripeDelta(a, b transport.StripeStats) transport.StripeStats {

@@ -1,14 +1,14 @@
 //go:build unix
 
-package cli
+package ctl
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTimes returns the user and system CPU time this process used so far.
-func cpuTimes() (user, sys time.Duration) {
+// CPUTimes returns the user and system CPU time this process used so far.
+func CPUTimes() (user, sys time.Duration) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, 0

@@ -1,4 +1,4 @@
-package cli
+package perf
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/internal/accept"
+	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -39,7 +40,7 @@ func baselineParts(size int64, k int) []int64 {
 }
 
 // baseline runs the server's side of a baseline test.
-func (s *perfServer) baseline(ctx context.Context, sess *transport.Session, ctrl *transport.Stream, h *perfHello) (*perfResult, error) {
+func (s *Server) baseline(ctx context.Context, sess *transport.Session, ctrl *transport.Stream, h *Hello) (*Result, error) {
 	// Wait until every path of the session has arrived: its local address
 	// is where the plain listener of that path goes.
 	var stats []transport.PathStats
@@ -70,10 +71,10 @@ func (s *perfServer) baseline(ctx context.Context, sess *transport.Session, ctrl
 		ln := listeners[host]
 		if ln == nil {
 			lport := 0
-			if s.portOffset > 0 {
+			if s.PortOffset > 0 {
 				n, _ := strconv.Atoi(port)
-				if lport = n + s.portOffset; lport > 65535 {
-					return nil, fmt.Errorf("port %d + offset %d is past 65535", n, s.portOffset)
+				if lport = n + s.PortOffset; lport > 65535 {
+					return nil, fmt.Errorf("port %d + offset %d is past 65535", n, s.PortOffset)
 				}
 			}
 			var lc net.ListenConfig
@@ -88,7 +89,7 @@ func (s *perfServer) baseline(ctx context.Context, sess *transport.Session, ctrl
 		}
 		ports[p.ID] = ln.Addr().(*net.TCPAddr).Port
 	}
-	if err := writeJSON(ctx, ctrl, perfReady{Token: token, Ports: ports}); err != nil {
+	if err := ctl.WriteJSON(ctx, ctrl, Ready{Token: token, Ports: ports}); err != nil {
 		return nil, err
 	}
 	conns, err := acceptBaseline(ctx, listeners, token, h.Paths, s.cfg.Logger)
@@ -103,7 +104,7 @@ func (s *perfServer) baseline(ctx context.Context, sess *transport.Session, ctrl
 	for _, ln := range listeners {
 		_ = ln.Close()
 	}
-	if err := writeJSON(ctx, ctrl, perfReady{}); err != nil {
+	if err := ctl.WriteJSON(ctx, ctrl, Ready{}); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -144,7 +145,7 @@ func (s *perfServer) baseline(ctx context.Context, sess *transport.Session, ctrl
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	res := &perfResult{Seconds: last.get().Sub(start).Seconds(), Conns: counts}
+	res := &Result{Seconds: last.get().Sub(start).Seconds(), Conns: counts}
 	for _, n := range counts {
 		res.Bytes += n
 	}
@@ -259,8 +260,8 @@ func echoParts(c net.Conn, part int64) (int64, error) {
 }
 
 // baselineClient runs the client's side of a baseline test.
-func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transport.Session, ctrl *transport.Stream, ready *perfReady, rep *perfReport, before *snapshot) (*perfResult, error) {
-	k := len(o.paths)
+func baselineClient(ctx context.Context, o *Options, sess *transport.Session, ctrl *transport.Stream, ready *Ready, rep *Report, before *snapshot) (*Result, error) {
+	k := len(o.Paths)
 	if len(ready.Ports) != k || len(ready.Token) != baselineTokenLen {
 		return nil, fmt.Errorf("server sent %d baseline ports for %d paths", len(ready.Ports), k)
 	}
@@ -272,7 +273,7 @@ func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transpo
 			}
 		}
 	}()
-	for i, p := range o.paths {
+	for i, p := range o.Paths {
 		host, _, err := net.SplitHostPort(p.Remote)
 		if err != nil {
 			return nil, err
@@ -300,8 +301,8 @@ func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transpo
 			return nil, fmt.Errorf("baseline connection %d: %w", i, err)
 		}
 	}
-	var goAhead perfReady
-	if err := readJSON(ctx, ctrl, 20*time.Second, &goAhead); err != nil {
+	var goAhead Ready
+	if err := ctl.ReadJSON(ctx, ctrl, 20*time.Second, &goAhead); err != nil {
 		return nil, fmt.Errorf("server did not start the baseline: %w", err)
 	}
 	if goAhead.Error != "" {
@@ -323,9 +324,9 @@ func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transpo
 		}
 		return n
 	}
-	iv := startIntervals(env, o, rep, meter)
+	iv := startIntervals(o, rep, meter)
 	start := time.Now()
-	deadline := start.Add(time.Duration(o.seconds * float64(time.Second)))
+	deadline := start.Add(time.Duration(o.Seconds * float64(time.Second)))
 	hard := deadline.Add(2 * time.Minute)
 	for _, c := range conns {
 		_ = c.SetDeadline(hard)
@@ -334,13 +335,13 @@ func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transpo
 		rtts    []time.Duration
 		elapsed time.Duration
 		err     error
-		res     perfResult
+		res     Result
 	)
 	counts := make([]int64, k)
 	switch {
-	case o.mode == "pingpong":
+	case o.Mode == "pingpong":
 		rtts, elapsed, err = baselinePingPong(o, conns, deadline, counters, iv)
-	case o.reverse:
+	case o.Reverse:
 		var last latest
 		errs := make([]error, k)
 		var wg sync.WaitGroup
@@ -355,7 +356,7 @@ func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transpo
 		err = errors.Join(errs...)
 		elapsed = last.get().Sub(start)
 	default:
-		buf := make([]byte, o.size)
+		buf := make([]byte, o.Size)
 		fillPattern(buf)
 		errs := make([]error, k)
 		var wg sync.WaitGroup
@@ -371,41 +372,41 @@ func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transpo
 		err = errors.Join(errs...)
 	}
 	if err == nil {
-		err = readJSONWhileBusy(ctx, ctrl, counterMoving(busy), 2*time.Minute, &res)
+		err = ctl.ReadJSONWhileBusy(ctx, ctrl, ctl.CounterMoving(busy), 2*time.Minute, &res)
 	}
 	iv.stop()
 	if err != nil {
 		return nil, err
 	}
-	u1, s1 := cpuTimes()
+	u1, s1 := ctl.CPUTimes()
 	rep.CPUUser, rep.CPUSys = (u1 - before.user).Seconds(), (s1 - before.sys).Seconds()
 	switch {
-	case o.mode == "pingpong":
+	case o.Mode == "pingpong":
 		rep.setPingPong(o, rtts, elapsed)
-		rep.ThroughputMbps = mbps(2*rep.Bytes, rep.Seconds)
+		rep.ThroughputMbps = ctl.Mbps(2*rep.Bytes, rep.Seconds)
 		for i := range counts {
 			counts[i] = counters[i].Load()
 		}
-	case o.reverse:
+	case o.Reverse:
 		rep.Seconds = elapsed.Seconds()
 		for _, n := range counts {
 			rep.Bytes += n
 		}
-		rep.Messages = rep.Bytes / o.size
-		rep.ThroughputMbps = mbps(rep.Bytes, rep.Seconds)
+		rep.Messages = rep.Bytes / o.Size
+		rep.ThroughputMbps = ctl.Mbps(rep.Bytes, rep.Seconds)
 	default:
 		if len(res.Conns) != k {
 			return nil, fmt.Errorf("server reported %d connections, want %d", len(res.Conns), k)
 		}
 		copy(counts, res.Conns)
 		rep.Bytes, rep.Messages, rep.Seconds = res.Bytes, res.Messages, res.Seconds
-		rep.ThroughputMbps = mbps(rep.Bytes, rep.Seconds)
+		rep.ThroughputMbps = ctl.Mbps(rep.Bytes, rep.Seconds)
 	}
 	rep.sent = make([]int64, k)
 	switch {
-	case o.mode == "pingpong":
+	case o.Mode == "pingpong":
 		copy(rep.sent, counts)
-	case o.reverse:
+	case o.Reverse:
 		copy(rep.sent, res.Conns)
 	default:
 		for i := range counters {
@@ -414,8 +415,8 @@ func baselineClient(ctx context.Context, env *Env, o *perfOptions, sess *transpo
 	}
 	rep.PerPath = rep.PerPath[:0]
 	for i, c := range conns {
-		rep.PerPath = append(rep.PerPath, perfPath{ID: i, Local: c.LocalAddr().String(), Remote: c.RemoteAddr().String(),
-			Bytes: counts[i], Mbps: mbps(counts[i], rep.Seconds), State: "up"})
+		rep.PerPath = append(rep.PerPath, Path{ID: i, Local: c.LocalAddr().String(), Remote: c.RemoteAddr().String(),
+			Bytes: counts[i], Mbps: ctl.Mbps(counts[i], rep.Seconds), State: "up"})
 	}
 	return &res, nil
 }
@@ -430,9 +431,9 @@ func (w meterWriter) Write(b []byte) (int, error) {
 
 // baselinePingPong sends each message as k parts in parallel, one per
 // connection, and waits for every part's echo: one round trip.
-func baselinePingPong(o *perfOptions, conns []*net.TCPConn, deadline time.Time, counters []atomic.Int64, iv *intervals) ([]time.Duration, time.Duration, error) {
+func baselinePingPong(o *Options, conns []*net.TCPConn, deadline time.Time, counters []atomic.Int64, iv *intervals) ([]time.Duration, time.Duration, error) {
 	k := len(conns)
-	parts := baselineParts(o.size, k)
+	parts := baselineParts(o.Size, k)
 	type worker struct {
 		start chan uint64
 		done  chan error
@@ -483,7 +484,7 @@ func baselinePingPong(o *perfOptions, conns []*net.TCPConn, deadline time.Time, 
 	}
 	var rtts []time.Duration
 	t0 := time.Now()
-	for n := 1; (o.count == 0 || n <= o.count) && time.Now().Before(deadline); n++ {
+	for n := 1; (o.Count == 0 || n <= o.Count) && time.Now().Before(deadline); n++ {
 		d, err := round(uint64(n))
 		if err != nil {
 			return nil, 0, err
@@ -501,12 +502,12 @@ func baselinePingPong(o *perfOptions, conns []*net.TCPConn, deadline time.Time, 
 // baselineIperf makes the intervals and the end section of the
 // iperf3-shaped report of a --tcp-baseline test, whose streams are its
 // plain TCP connections.
-func baselineIperf(o *perfOptions, rep *perfReport, res *perfResult) ([]iperfInterval, iperfEnd) {
-	local := !o.reverse
+func baselineIperf(o *Options, rep *Report, res *Result) ([]IperfInterval, IperfEnd) {
+	local := !o.Reverse
 	f := false
-	ivs := []iperfInterval{}
+	ivs := []IperfInterval{}
 	for _, in := range rep.Intervals {
-		iv := iperfInterval{Streams: []iperfSpan{}}
+		iv := IperfInterval{Streams: []IperfSpan{}}
 		var sum int64
 		for i, m := range in.PerPath {
 			n := int64(m * 1e6 / 8 * (in.End - in.Start))
@@ -519,7 +520,7 @@ func baselineIperf(o *perfOptions, rep *perfReport, res *perfResult) ([]iperfInt
 		iv.Sum.Omitted = &f
 		ivs = append(ivs, iv)
 	}
-	e := iperfEnd{Streams: []iperfEndStream{}}
+	e := IperfEnd{Streams: []IperfEndStream{}}
 	var sent int64
 	for i, p := range rep.PerPath {
 		var s int64
@@ -527,15 +528,15 @@ func baselineIperf(o *perfOptions, rep *perfReport, res *perfResult) ([]iperfInt
 			s = rep.sent[i]
 		}
 		sent += s
-		e.Streams = append(e.Streams, iperfEndStream{Sender: streamSpan(i, rep.Seconds, s, local),
+		e.Streams = append(e.Streams, IperfEndStream{Sender: streamSpan(i, rep.Seconds, s, local),
 			Receiver: streamSpan(i, rep.Seconds, p.Bytes, local)})
 	}
-	if o.mode == "pingpong" {
+	if o.Mode == "pingpong" {
 		sent = rep.Bytes
 	}
 	ss, sr := span(0, rep.Seconds, sent, local), span(0, rep.Seconds, rep.Bytes, local)
 	e.SumSent, e.SumReceived = &ss, &sr
-	var c iperfCPU
+	var c IperfCPU
 	c.HostTotal, c.HostUser, c.HostSystem = cpuPercent(rep.CPUUser, rep.CPUSys, rep.Seconds)
 	c.RemoteTotal, c.RemoteUser, c.RemoteSystem = cpuPercent(res.CPUUser, res.CPUSys, rep.Seconds)
 	e.CPU = &c

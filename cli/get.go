@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/braid-hpc/braid/internal/outfile"
+)
+
+func init() {
+	register(&command{name: "get", summary: "download a blob (e.g. a job's output) to a file", run: runGet})
+}
+
+func runGet(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "get", "ID -o FILE [flags]", `
+Downloads blob ID, e.g. a job's output, into FILE ("-" for standard
+output). The file appears whole or not at all. A progress bar is drawn on
+stderr when it is a terminal (or with --progress).`)
+	out := fs.StringP("output", "o", "", "write to this `FILE` (required; - for standard output)")
+	cf := addClientFlags(fs, 0)
+	showProgress := fs.Bool("progress", false, "draw progress on stderr even when it is not a terminal")
+	id, code := oneArg(env, fs, args, "blob ID")
+	if code >= 0 {
+		return code
+	}
+	if *out == "" {
+		env.Errorf("get: give the output file with -o FILE (or -o - for standard output)")
+		return 2
+	}
+	c, ctx, cancel, err := cf.client(ctx)
+	if err != nil {
+		env.Errorf("get: %v", err)
+		return 2
+	}
+	defer cancel()
+	var prog *progress
+	if *showProgress || isTerminal(env.Stderr) {
+		prog = startProgress(env.Stderr, isTerminal(env.Stderr), 0, nil)
+		defer prog.stop()
+	}
+	if *out == "-" {
+		_, err := c.Get(ctx, id, progressWriter{env.Stdout, prog})
+		if prog != nil {
+			prog.stop()
+		}
+		if err != nil {
+			return clientFail(env, "get", err)
+		}
+		return 0
+	}
+	tmp, err := outfile.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".part-*", outfile.Perm)
+	if err != nil {
+		env.Errorf("get: %v", err)
+		return 1
+	}
+	defer os.Remove(tmp.Name())
+	n, err := c.Get(ctx, id, progressWriter{tmp, prog})
+	if prog != nil {
+		prog.stop()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return clientFail(env, "get", err)
+	}
+	if err := os.Rename(tmp.Name(), *out); err != nil {
+		env.Errorf("get: %v", err)
+		return 1
+	}
+	if *cf.json {
+		jsonLine(env.Stdout, map[string]any{"id": id, "size": n, "file": *out})
+	} else {
+		fmt.Fprintf(env.Stderr, "braid: wrote %s (%d bytes)\n", *out, n)
+	}
+	return 0
+}

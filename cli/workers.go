@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/braid-hpc/braid/api"
+)
+
+func init() {
+	register(&command{name: "workers", summary: "list a server's workers", run: runWorkers})
+}
+
+func runWorkers(ctx context.Context, env *Env, args []string) int {
+	fs := newFlags(env, "workers", "[flags]", `
+Lists the workers the server knows, live and dead: what each registered
+(threads, cores, memory, addresses, operations), the units it delivered,
+and for a live worker, the megabytes each data-plane path carried and
+COMPUTING, the share of its lent thread time spent computing while it had
+units (its results' compute time over threads x time with units in
+flight; the rest went to waiting for units and moving them).`)
+	cf := addClientFlags(fs, 30*time.Second)
+	if code := parseFlags(env, fs, args); code >= 0 {
+		return code
+	}
+	c, ctx, cancel, err := cf.client(ctx)
+	if err != nil {
+		env.Errorf("workers: %v", err)
+		return 2
+	}
+	defer cancel()
+	ws, err := c.Workers(ctx)
+	if err != nil {
+		return clientFail(env, "workers", err)
+	}
+	if *cf.json {
+		jsonLine(env.Stdout, api.WorkerList{Workers: ws})
+		return 0
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tNAME\tALIVE\tTHREADS\tCORES\tMEMORY\tUNITS\tCOMPUTING\tADDRESSES\tMB PER PATH\tOPS")
+	for _, w := range ws {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.1f GiB\t%d\t%s\t%s\t%s\t%s\n", w.ID, w.Name, w.Alive, w.Threads, w.Cores,
+			float64(w.Memory)/(1<<30), w.Done, computing(w), strings.Join(w.Addresses, ","), pathMB(w.Paths), strings.Join(w.Ops, ","))
+	}
+	tw.Flush()
+	return 0
+}
+
+// computing formats a worker's compute fraction as a percentage: "98.5%";
+// "-" before it had a unit.
+func computing(w api.WorkerInfo) string {
+	if w.LentNanos <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*w.ComputeFraction())
+}
+
+// pathMB formats the megabytes each data-plane path carried, both ways:
+// "37.5/33.8"; "-" for a worker without a live session.
+func pathMB(paths []api.PathInfo) string {
+	if len(paths) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(paths))
+	for i, p := range paths {
+		parts[i] = fmt.Sprintf("%.1f", float64(p.BytesSent+p.BytesReceived)/1e6)
+	}
+	return strings.Join(parts, "/")
+}

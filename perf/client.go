@@ -1,0 +1,462 @@
+package perf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/braid-hpc/braid/internal/ctl"
+	"github.com/braid-hpc/braid/transport"
+)
+
+// Options is one test as the client runs it. Paths and Config are
+// required; the zero values of the others are those of a Hello's bounds
+// (Validate reports what is out of range).
+type Options struct {
+	Paths    []transport.Path  // the server's address on each network, with the local source address if pinned
+	Config   *transport.Config // of the sessions; its FragmentSize, Stripe and Policy are reported
+	Mode     string            // "bulk" or "pingpong"
+	Size     int64             // message size in bytes
+	Seconds  float64           // bulk: the test's duration; pingpong: an upper bound
+	Streams  int               // parallel streams
+	Count    int               // pingpong: round trips per stream (0: as many as Seconds allows)
+	Reverse  bool              // bulk: the server sends, the client counts
+	Baseline bool              // k plain TCP connections striped by hand instead of braid
+	Interval float64           // seconds between Report.Intervals; 0: none
+	// OnInterval, if not nil, is called with each interval as it ends
+	// (i counts from 0), for live output.
+	OnInterval func(i int, e Interval)
+	// Warn, if not nil, receives warnings that do not stop the test: a
+	// server that sends with other striping settings than the client.
+	Warn func(msg string)
+}
+
+// testStart is the test_start section of the iperf3-shaped report.
+func (o *Options) testStart() IperfTestStart {
+	t := IperfTestStart{Protocol: "braid/" + o.Config.Transport, NumStreams: o.Streams, BlkSize: o.Size,
+		Duration: o.Seconds, Mode: o.Mode}
+	if o.Config.Transport == "" {
+		t.Protocol = "braid/tcp"
+	}
+	if o.Baseline {
+		t.Protocol, t.NumStreams = "TCP", len(o.Paths)
+	}
+	if o.Reverse {
+		t.Reverse = 1
+	}
+	if o.Mode == "pingpong" {
+		t.Blocks = int64(o.Count)
+	}
+	return t
+}
+
+func (o *Options) hello() Hello {
+	h := Hello{Version: Version, Mode: o.Mode, Size: o.Size, Seconds: o.Seconds, Streams: o.Streams,
+		Count: o.Count, Reverse: o.Reverse, Baseline: o.Baseline, Paths: len(o.Paths)}
+	if o.Mode == "bulk" {
+		h.Count = 0
+	}
+	return h
+}
+
+// Validate reports the first setting of o that a server would refuse.
+func (o *Options) Validate() error {
+	h := o.hello()
+	return h.validate()
+}
+
+// Report returns the settings part of the test's Report, before it runs:
+// what a header line shows.
+func (o *Options) Report() *Report { return newReport(o) }
+
+// Run runs one test as the client of a braid perf server (Server) and
+// returns braid's report and the iperf3-shaped one. The iperf3-shaped
+// report is never nil: when the test fails it holds the test as far as it
+// got, with Error set, as iperf3 -J prints a failure.
+func Run(ctx context.Context, o *Options) (*Report, *IperfReport, error) {
+	if len(o.Paths) == 0 || o.Config == nil {
+		return nil, &IperfReport{Intervals: []IperfInterval{}, Error: "no paths or no config"}, errors.New("perf: no paths or no config")
+	}
+	ip := &IperfReport{Intervals: []IperfInterval{}}
+	rep, err := run(ctx, o, ip)
+	if err != nil {
+		if ip.Start.Version == "" {
+			ip.Start = newIperfStart(time.Now(), "", nil, o.testStart())
+		}
+		ip.Error = err.Error()
+		return nil, ip, err
+	}
+	ip.Braid = rep
+	return rep, ip, nil
+}
+
+// run runs one test as the client. It fills ip, the iperf3-shaped
+// report, as far as the test got.
+func run(ctx context.Context, o *Options, ip *IperfReport) (*Report, error) {
+	rep := newReport(o)
+	sess, err := transport.Dial(ctx, o.Paths, o.Config)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	defer ctl.CloseSession(ctx, sess, false, 0)
+	ip.Start = newIperfStart(time.Now(), sess.ID(), sessionConnected(sess), o.testStart())
+	host, port := hostPort(o.Paths[0].Remote)
+	ip.Start.ConnectingTo = &IperfHostPort{Host: host, Port: port}
+	ctrl, err := sess.OpenStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Counters start before the request: in reverse mode data may arrive
+	// right after the server's answer.
+	before := takeSnapshot(sess)
+	hello := o.hello()
+	if err := ctl.WriteJSON(ctx, ctrl, hello); err != nil {
+		return nil, err
+	}
+	var ready Ready
+	if err := ctl.ReadJSON(ctx, ctrl, 15*time.Second, &ready); err != nil {
+		return nil, fmt.Errorf("server did not accept the test: %w", err)
+	}
+	if ready.Error != "" {
+		return nil, fmt.Errorf("server refused the test: %s", ready.Error)
+	}
+	if !o.Baseline {
+		rep.ServerStripe, rep.ServerPolicy, rep.ServerFrag = ready.Stripe, ready.Policy, ready.Frag
+		serverSends := o.Mode == "pingpong" || o.Reverse
+		if serverSends && (ready.Stripe != rep.Stripe || ready.Policy != rep.Policy || ready.Frag != rep.Frag) {
+			if o.Warn != nil {
+				o.Warn(fmt.Sprintf("the server sends with stripe %s, policy %s, frag %d, this client with stripe %s, policy %s, frag %d; start the server with the same flags to measure one setting",
+					ready.Stripe, ready.Policy, ready.Frag, rep.Stripe, rep.Policy, rep.Frag))
+			}
+		}
+	}
+
+	var res *Result
+	if o.Baseline {
+		res, err = baselineClient(ctx, o, sess, ctrl, &ready, rep, before)
+		if err == nil {
+			ip.Intervals, ip.End = baselineIperf(o, rep, res)
+		}
+	} else {
+		res, err = braidData(ctx, o, ctrl, &ready, rep, ip)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if res.Error != "" {
+		return nil, fmt.Errorf("server: %s", res.Error)
+	}
+	sum := Summary{ThroughputMbps: rep.ThroughputMbps, Seconds: rep.Seconds, Bytes: rep.Bytes,
+		CPUUser: rep.CPUUser, CPUSys: rep.CPUSys}
+	if ip.End.SumSent != nil {
+		sum.SentBytes, sum.SentSeconds = ip.End.SumSent.Bytes, ip.End.SumSent.Seconds
+	}
+	for _, st := range ip.End.Streams {
+		mine := st.Sender
+		if o.Reverse {
+			mine = st.Receiver
+		}
+		if mine.Socket != nil {
+			sum.StreamBytes = append(sum.StreamBytes, StreamBytes{ID: *mine.Socket, Bytes: mine.Bytes})
+		}
+	}
+	if rep.PingPong != nil {
+		sum.RTTus, sum.EffectiveMbps = rep.RTTus, rep.EffectiveMbps
+	}
+	if err := ctl.WriteJSON(ctx, ctrl, sum); err == nil {
+		_ = ctrl.Close()
+	}
+	_ = ctl.CloseSession(ctx, sess, true, 5*time.Second)
+	return rep, nil
+}
+
+// braidData dials the data session of a braid test, joins it to the test
+// and runs the data phase on it.
+func braidData(ctx context.Context, o *Options, ctrl *transport.Stream, ready *Ready, rep *Report, ip *IperfReport) (*Result, error) {
+	if ready.Join == nil {
+		return nil, errors.New("the server sent no join cookie: use the same braid version on both hosts")
+	}
+	sess, err := transport.Dial(ctx, o.Paths, o.Config)
+	if err != nil {
+		return nil, fmt.Errorf("connect the data session: %w", err)
+	}
+	defer ctl.CloseSession(ctx, sess, false, 0)
+	js, err := sess.OpenStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctl.WriteJSON(ctx, js, Hello{Version: Version, Join: ready.Join}); err != nil {
+		return nil, err
+	}
+	return braidClient(ctx, o, sess, ctrl, rep, takeSnapshot(sess), ip)
+}
+
+// braidClient runs the data phase over the braid data session sess.
+func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl *transport.Stream, rep *Report, before *snapshot, ip *IperfReport) (*Result, error) {
+
+	// The meter shows the client's wire bytes per path in the direction
+	// that carries the data.
+	meter := func() []int64 {
+		var out []int64
+		for _, p := range sess.Stats() {
+			switch {
+			case o.Mode == "pingpong":
+				out = append(out, p.BytesSent+p.BytesReceived)
+			case o.Reverse:
+				out = append(out, p.BytesReceived)
+			default:
+				out = append(out, p.BytesSent)
+			}
+		}
+		return out
+	}
+	iv := startIntervals(o, rep, meter)
+	ctr := &streamCounter{}
+	sampler := startSampler(ctr, !o.Reverse, time.Duration(o.Interval*float64(time.Second)))
+	var (
+		res     Result
+		err     error
+		elapsed time.Duration
+		rtts    []time.Duration
+		bytes   int64
+		msgs    int64
+		sent    bulkSendResult
+		atEnd   []transport.PathStats
+	)
+	switch {
+	case o.Mode == "pingpong":
+		rtts, elapsed, err = braidPingPong(ctx, o, sess, iv, ctr)
+	case o.Reverse:
+		var r bulkRecvResult
+		r, err = bulkReceive(ctx, sess, o.Streams, o.duration(), ctr)
+		bytes, msgs, elapsed = r.bytes, r.msgs, time.Duration(r.seconds*float64(time.Second))
+		// The per-path figures are what arrived by the end of the test.
+		atEnd = r.paths
+	default:
+		sent, err = bulkSend(ctx, sess, o.Streams, o.Size, o.duration(), ctr)
+		atEnd = sent.paths
+	}
+	ip.Intervals = sampler.stop()
+	if err == nil {
+		err = ctl.ReadJSONWhileBusy(ctx, ctrl, ctl.SessionMoving(sess), 30*time.Second, &res)
+	}
+	iv.stop()
+	if err != nil {
+		return nil, err
+	}
+	after := takeSnapshot(sess)
+	rep.CPUUser, rep.CPUSys = (after.user - before.user).Seconds(), (after.sys - before.sys).Seconds()
+	rep.Control = stripeDelta(before.stripe, after.stripe)
+	switch {
+	case o.Mode == "pingpong":
+		rep.setPingPong(o, rtts, elapsed)
+		rep.Control = addStripe(rep.Control, res.Stripe)
+	case o.Reverse:
+		rep.Bytes, rep.Messages, rep.Seconds = bytes, msgs, elapsed.Seconds()
+		rep.Control = res.Stripe
+	default:
+		rep.Bytes, rep.Messages, rep.Seconds = res.Bytes, res.Messages, res.Seconds
+	}
+	rep.ThroughputMbps = ctl.Mbps(rep.Bytes, rep.Seconds)
+	if o.Mode == "pingpong" {
+		rep.ThroughputMbps = ctl.Mbps(2*rep.Bytes, rep.Seconds)
+	}
+	paths := after.paths
+	if atEnd != nil {
+		paths = atEnd
+	}
+	rep.setBraidPaths(o, before.paths, paths, &res)
+	ids, counts := ctr.snapshot()
+	ip.End = o.IperfEnd(rep, &res, sent, ids, counts)
+	return &res, nil
+}
+
+// duration is --time.
+func (o *Options) duration() time.Duration {
+	return time.Duration(o.Seconds * float64(time.Second))
+}
+
+// IperfEnd builds the end section of a braid test from the client's
+// report rep, the server's result res and the client's per-stream counts
+// (bytes it sent in bulk and pingpong, received in reverse).
+func (o *Options) IperfEnd(rep *Report, res *Result, sent bulkSendResult, ids []int, counts []int64) IperfEnd {
+	var retrans int64
+	for _, p := range rep.PerPath {
+		retrans += p.Retransmitted
+	}
+	local := !o.Reverse // this side sent the data
+	e := IperfEnd{Streams: []IperfEndStream{}}
+	var sumSent, sumRecv IperfSpan
+	theirs := map[int]int64{}
+	for _, s := range res.StreamBytes {
+		theirs[s.ID] = s.Bytes
+	}
+	switch {
+	case o.Mode == "pingpong":
+		sumSent = span(0, rep.Seconds, rep.Bytes, true)
+		sumRecv = span(0, rep.Seconds, rep.Bytes, true)
+		for i, id := range ids {
+			e.Streams = append(e.Streams, IperfEndStream{Sender: streamSpan(id, rep.Seconds, counts[i], true),
+				Receiver: streamSpan(id, rep.Seconds, counts[i], true)})
+		}
+	case o.Reverse:
+		sumSent = span(0, res.Seconds, res.Bytes, local)
+		sumRecv = span(0, rep.Seconds, rep.Bytes, local)
+		for i, id := range ids {
+			e.Streams = append(e.Streams, IperfEndStream{Sender: streamSpan(id, res.Seconds, theirs[id], local),
+				Receiver: streamSpan(id, rep.Seconds, counts[i], local)})
+		}
+	default:
+		sumSent = span(0, sent.seconds, sent.bytes, local)
+		sumRecv = span(0, res.Seconds, res.Bytes, local)
+		for i, id := range ids {
+			e.Streams = append(e.Streams, IperfEndStream{Sender: streamSpan(id, sent.seconds, counts[i], local),
+				Receiver: streamSpan(id, res.Seconds, theirs[id], local)})
+		}
+	}
+	sumSent.Retransmits = &retrans
+	e.SumSent, e.SumReceived = &sumSent, &sumRecv
+	var c IperfCPU
+	c.HostTotal, c.HostUser, c.HostSystem = cpuPercent(rep.CPUUser, rep.CPUSys, max(rep.Seconds, sent.seconds))
+	c.RemoteTotal, c.RemoteUser, c.RemoteSystem = cpuPercent(res.CPUUser, res.CPUSys, max(rep.Seconds, res.Seconds))
+	e.CPU = &c
+	return e
+}
+
+// streamSpan is one stream's figures over [0, seconds].
+func streamSpan(id int, seconds float64, n int64, sender bool) IperfSpan {
+	s := span(0, seconds, n, sender)
+	s.Socket = &id
+	return s
+}
+
+// sessionConnected lists sess's paths for the start section.
+func sessionConnected(sess *transport.Session) []IperfConnected {
+	var out []IperfConnected
+	for _, p := range sess.Stats() {
+		out = append(out, connected(p.ID, p.Local, p.Remote))
+	}
+	return out
+}
+
+// snapshot holds a session's counters and the process's CPU time at one
+// moment.
+type snapshot struct {
+	paths     []transport.PathStats
+	stripe    transport.StripeStats
+	user, sys time.Duration
+}
+
+func takeSnapshot(sess *transport.Session) *snapshot {
+	s := &snapshot{paths: sess.Stats(), stripe: sess.StripeStats()}
+	s.user, s.sys = ctl.CPUTimes()
+	return s
+}
+
+func addStripe(a, b transport.StripeStats) transport.StripeStats {
+	return transport.StripeStats{Segments: a.Segments + b.Segments, Starts: a.Starts + b.Starts, Ends: a.Ends + b.Ends}
+}
+
+// braidPingPong runs the round trips on o.Streams streams in parallel and
+// returns the round-trip times and the longest stream's measured time.
+func braidPingPong(ctx context.Context, o *Options, sess *transport.Session, iv *intervals, ctr *streamCounter) ([]time.Duration, time.Duration, error) {
+	deadline := time.Now().Add(time.Duration(o.Seconds * float64(time.Second)))
+	hard, cancel := context.WithDeadline(ctx, deadline.Add(time.Minute))
+	defer cancel()
+	results := make([][]time.Duration, o.Streams)
+	spans := make([]time.Duration, o.Streams)
+	errs := make([]error, o.Streams)
+	var wg sync.WaitGroup
+	for i := range o.Streams {
+		st, err := sess.OpenStream(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		sent := ctr.stream(int(st.ID()))
+		wg.Go(func() {
+			defer st.Close()
+			buf := make([]byte, o.Size)
+			fillPattern(buf)
+			round := func(seq uint64) (time.Duration, error) {
+				stamp(buf, seq)
+				t0 := time.Now()
+				if err := st.WriteMessage(hard, buf); err != nil {
+					return 0, err
+				}
+				echo, err := st.ReadMessage(hard)
+				if err != nil {
+					return 0, err
+				}
+				d := time.Since(t0)
+				if int64(len(echo)) != o.Size || !checkStamp(echo, seq) {
+					return 0, fmt.Errorf("stream %d: echo %d of %d bytes does not match what was sent", st.ID(), seq, len(echo))
+				}
+				return d, nil
+			}
+			if _, err := round(0); err != nil { // warm-up
+				errs[i] = err
+				return
+			}
+			t0 := time.Now()
+			for n := 1; (o.Count == 0 || n <= o.Count) && time.Now().Before(deadline); n++ {
+				d, err := round(uint64(n))
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				results[i] = append(results[i], d)
+				iv.addRTT(d)
+				sent.Add(o.Size)
+			}
+			spans[i] = time.Since(t0)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, 0, err
+	}
+	return slices.Concat(results...), slices.Max(spans), nil
+}
+
+// stamp writes seq into the first bytes of b.
+func stamp(b []byte, seq uint64) {
+	for i := 0; i < 8 && i < len(b); i++ {
+		b[i] = byte(seq >> (8 * i))
+	}
+}
+
+func checkStamp(b []byte, seq uint64) bool {
+	for i := 0; i < 8 && i < len(b); i++ {
+		if b[i] != byte(seq>>(8*i)) {
+			return false
+		}
+	}
+	return true
+}
+
+// rttStats summarizes round-trip times.
+type rttStats struct {
+	n                        int
+	mean, min, p50, p99, max time.Duration
+}
+
+func summarizeRTT(rtts []time.Duration) rttStats {
+	if len(rtts) == 0 {
+		return rttStats{}
+	}
+	s := slices.Clone(rtts)
+	slices.Sort(s)
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	pct := func(p float64) time.Duration {
+		i := int(math.Ceil(p*float64(len(s)))) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	return rttStats{n: len(s), mean: sum / time.Duration(len(s)), min: s[0], p50: pct(0.5), p99: pct(0.99), max: s[len(s)-1]}
+}
