@@ -636,7 +636,7 @@ func (w *Worker) process(ctx context.Context, q *unitQueue, thread uint32, clk s
 			return
 		}
 		if w.log.Enabled(ctx, slog.LevelDebug) { // spares the hot path the arguments
-			w.log.Debug("unit run", "job", t.u.Job, "unit", t.u.ID, "attempt", t.u.Attempt, "op", t.u.Op,
+			w.log.Debug("unit run", "job", t.u.Job, "unit", t.u.ID, "attempt", t.u.Attempt, "op", t.u.Op, "thread", thread,
 				"compute", time.Duration(res.ComputeNanos), "bytes", len(res.Output), "err", res.Err)
 		}
 		t.out.put(done{res: res, unit: t.buf, module: strings.HasPrefix(t.u.Op, api.ModulePrefix)})
