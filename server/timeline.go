@@ -23,7 +23,7 @@ import (
 // many tries as a job may have units (its later tries are not kept).
 // A job's tries are stored when it ends, so those of older jobs are read
 // from the store: at most timelineSpans of them, which encode in a few
-// megabytes (about 40 bytes a try once compressed).
+// megabytes (65,536 synthetic tries: 2.1 MB compressed).
 const (
 	timelineJobs  = 64
 	timelineSpans = ops.MaxUnits
