@@ -3,6 +3,7 @@ module github.com/braid-hpc/braid
 go 1.26.0
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/flynn/noise v1.1.0
 	github.com/pion/logging v0.2.4
 	github.com/pion/sctp v1.12.1

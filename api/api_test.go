@@ -123,7 +123,7 @@ func TestSpecMatchesTypes(t *testing.T) {
 	types := []any{Error{}, Health{}, OpInfo{}, ParamInfo{}, OpList{}, Register{}, Registration{},
 		Heartbeat{}, WorkerInfo{}, PathInfo{}, WorkerList{}, BlobInfo{}, BlobList{}, JobRequest{}, UnitCounts{},
 		Timings{}, JobStatus{}, JobList{}, PipelineRequest{}, PipelineStep{}, PipelineStatus{}, TokenRequest{}, TokenInfo{},
-		TokenCreated{}, TokenList{}}
+		TokenCreated{}, TokenList{}, UnitSpan{}, UnitTimeline{}}
 	for _, v := range types {
 		typ := reflect.TypeOf(v)
 		def, ok := schemas[typ.Name()]

@@ -273,6 +273,19 @@ type UnitSpan struct {
 	Sent         time.Time `json:"sent"`
 	Received     time.Time `json:"received"`
 	ComputeNanos int64     `json:"compute_ns"`
+	// Thread is the worker's thread that ran the try, numbered from 0 in
+	// the worker's session with this server; Started and Ended are when
+	// the operation ran, as the worker measured it, placed on the
+	// server's clock (see Timing for how). Each try keeps its exact
+	// place relative to the other tries of the session: two tries of one
+	// thread never overlap. PlaceErrNanos bounds how far the session's
+	// tries as a whole may be off the server's clock (half the shortest
+	// round trip seen). Thread is -1 and Started and Ended are absent
+	// when the worker did not report its timing (an older worker).
+	Thread        int       `json:"thread"`
+	Started       time.Time `json:"started,omitzero"`
+	Ended         time.Time `json:"ended,omitzero"`
+	PlaceErrNanos int64     `json:"place_err_ns,omitempty"`
 	// Error is the operation's error if the try failed.
 	Error string `json:"error,omitempty"`
 }
@@ -281,9 +294,11 @@ type UnitSpan struct {
 // job's units that brought a result back, in the order they arrived.
 type UnitTimeline struct {
 	Job uint64 `json:"job"`
-	// Kept is false when the server no longer holds the job's tries (it
-	// keeps those of its most recent jobs, in memory, until it
-	// restarts); Units is then empty.
+	// Kept is false when the server holds no tries of the job: it keeps
+	// those of its most recent jobs in memory, and stores a job's when
+	// it ends, but not those of jobs that ended on a server before
+	// version 6 of the store's schema, nor of removed jobs. Units is then
+	// empty. Of a job's tries the first 65,536 are kept.
 	Kept  bool       `json:"kept"`
 	Units []UnitSpan `json:"units"`
 }

@@ -15,6 +15,9 @@ const (
 	kindUnit   = 'U'
 	kindResult = 'R'
 	version    = 1
+	// resultVersion 2 adds the worker's timing of the unit (see Timing);
+	// results of version 1, from older workers, still decode, untimed.
+	resultVersion = 2
 )
 
 // Unit is one computation unit as it travels to a worker: everything the
@@ -45,12 +48,42 @@ type Result struct {
 	Err string
 	// ComputeNanos is how long the operation ran on the worker.
 	ComputeNanos int64
+	// Timing is when the worker received, ran and answered the unit, and
+	// on which of its threads; zero from a worker that does not say.
+	Timing Timing
 }
+
+// Timing is a worker's account of one unit: instants in nanoseconds of
+// the worker's monotonic clock since it opened the session the unit came
+// on, and the thread that ran it.
+//
+// The instants are offsets from a per-session origin rather than wall
+// clock times because the worker's and the server's clocks are not
+// synchronised: an offset only has to be placed once per session. The
+// server places the session's origin on its own clock from causality
+// alone: a unit is received after the server sent it and answered before
+// the server read the answer, so each result bounds where the origin
+// lies, the bounds narrow with every result, and all units of a session
+// move together: their order and gaps on the worker are kept exactly
+// (two units of one thread never overlap), whatever the clocks say.
+type Timing struct {
+	// Received is when the worker read the unit, Started and Ended when
+	// the operation began and ended, Sent when the worker wrote the
+	// result. Received is zero when the worker gave no timing.
+	Received, Started, Ended, Sent int64
+	// Thread numbers the worker's threads (its processors) in the
+	// session from 0: the one that ran the unit.
+	Thread uint32
+}
+
+// Timed reports whether the worker gave its timing.
+func (t Timing) Timed() bool { return t.Received != 0 }
 
 // Encoding (all integers are minimal unsigned varints unless noted):
 //
 //	unit:   'U' version job id attempt op nparams {key value}* ninputs {input}*
-//	result: 'R' version job id attempt compute(zigzag varint) err output
+//	result: 'R' version job id attempt compute(zigzag varint) [timing] err output
+//	timing: received started ended sent thread  (version 2 only)
 //
 // Strings and byte slices are a length followed by the bytes. Parameter
 // keys are sorted and unique, so every value has exactly one encoding.
@@ -138,12 +171,18 @@ func (u *Unit) size() int {
 // AppendBinary appends the encoding of r to b. It implements
 // encoding.BinaryAppender and never fails.
 func (r *Result) AppendBinary(b []byte) ([]byte, error) {
-	b = slices.Grow(b, 2+6*binary.MaxVarintLen64+len(r.Err)+len(r.Output))
-	b = append(b, kindResult, version)
+	b = slices.Grow(b, 2+11*binary.MaxVarintLen64+len(r.Err)+len(r.Output))
+	b = append(b, kindResult, resultVersion)
 	b = binary.AppendUvarint(b, r.Job)
 	b = binary.AppendUvarint(b, r.ID)
 	b = binary.AppendUvarint(b, uint64(r.Attempt))
 	b = binary.AppendVarint(b, r.ComputeNanos)
+	t := &r.Timing
+	b = binary.AppendVarint(b, t.Received)
+	b = binary.AppendVarint(b, t.Started)
+	b = binary.AppendVarint(b, t.Ended)
+	b = binary.AppendVarint(b, t.Sent)
+	b = binary.AppendUvarint(b, uint64(t.Thread))
 	b = appendString(b, r.Err)
 	b = binary.AppendUvarint(b, uint64(len(r.Output)))
 	return append(b, r.Output...), nil
@@ -169,6 +208,14 @@ func (r *Result) Decode(b []byte, max int) error {
 	r.ID = d.uvarint("id")
 	r.Attempt = d.uint32("attempt")
 	r.ComputeNanos = d.varint("compute time")
+	if d.b[1] >= 2 {
+		t := &r.Timing
+		t.Received = d.varint("received")
+		t.Started = d.varint("started")
+		t.Ended = d.varint("ended")
+		t.Sent = d.varint("sent")
+		t.Thread = d.uint32("thread")
+	}
 	r.Err = d.string("error")
 	r.Output = d.bytes("output")
 	return d.finish()
@@ -205,8 +252,12 @@ func (d *decoder) header(kind byte, max int) error {
 		}
 		return fmt.Errorf("api: decode %s: message is %s: %w", d.what, name, ErrMalformed)
 	}
-	if d.b[1] != version {
-		return fmt.Errorf("api: decode %s: encoding version %d, this build speaks %d: %w", d.what, d.b[1], version, ErrMalformed)
+	latest := byte(version)
+	if kind == kindResult {
+		latest = resultVersion
+	}
+	if d.b[1] < version || d.b[1] > latest {
+		return fmt.Errorf("api: decode %s: encoding version %d, this build speaks %d to %d: %w", d.what, d.b[1], version, latest, ErrMalformed)
 	}
 	d.off = 2
 	return nil

@@ -27,6 +27,9 @@ func sampleResults() []Result {
 		{Job: 1, ID: 2, Attempt: 3, Output: []byte("out"), ComputeNanos: 12345},
 		{Job: 1<<64 - 1, ID: 9, Err: "blur: tile 3: corrupt header", ComputeNanos: -1},
 		{Job: 4, ID: 5, Output: bytes.Repeat([]byte("x"), 1000), ComputeNanos: 1 << 62},
+		{Job: 6, ID: 7, Attempt: 1, Output: []byte("timed"), ComputeNanos: 900,
+			Timing: Timing{Received: 1_000, Started: 1_500, Ended: 2_400, Sent: 2_600, Thread: 3}},
+		{Job: 8, ID: 9, Err: "x", Timing: Timing{Received: -5, Started: 1 << 62, Ended: -1 << 63, Sent: 1<<63 - 1, Thread: 1<<32 - 1}},
 	}
 }
 
@@ -41,7 +44,7 @@ func sameUnit(a, b *Unit) bool {
 
 func sameResult(a, b *Result) bool {
 	return a.Job == b.Job && a.ID == b.ID && a.Attempt == b.Attempt && a.Err == b.Err &&
-		a.ComputeNanos == b.ComputeNanos && bytes.Equal(a.Output, b.Output)
+		a.ComputeNanos == b.ComputeNanos && bytes.Equal(a.Output, b.Output) && a.Timing == b.Timing
 }
 
 func TestUnitRoundTrip(t *testing.T) {
@@ -80,6 +83,33 @@ func TestResultRoundTrip(t *testing.T) {
 		if !sameResult(&r, &got) {
 			t.Errorf("result %d: got %+v, want %+v", i, got, r)
 		}
+	}
+}
+
+// TestResultVersion1 decodes a result as a worker of encoding version 1
+// (before timing) writes it: it decodes, untimed, and re-encodes as
+// version 2 with the same content.
+func TestResultVersion1(t *testing.T) {
+	// 'R' 1 job=5 id=6 attempt=2 compute=zigzag(300) err="" output="ok"
+	v1 := []byte{'R', 1, 5, 6, 2, 0xd8, 0x04, 0, 2, 'o', 'k'}
+	var r Result
+	if err := r.Decode(v1, 100); err != nil {
+		t.Fatal(err)
+	}
+	want := Result{Job: 5, ID: 6, Attempt: 2, ComputeNanos: 300, Output: []byte("ok")}
+	if !sameResult(&r, &want) || r.Timing.Timed() {
+		t.Fatalf("got %+v, want %+v, untimed", r, want)
+	}
+	enc, _ := r.MarshalBinary()
+	if enc[1] != 2 {
+		t.Errorf("re-encoded as version %d, want 2", enc[1])
+	}
+	var again Result
+	if err := again.Decode(enc, 100); err != nil || !sameResult(&again, &want) {
+		t.Errorf("version 2 re-encoding: %v, %+v", err, again)
+	}
+	if err := r.Decode([]byte{'R', 3}, 100); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "version 3, this build speaks 1 to 2") {
+		t.Errorf("result version 3: %v", err)
 	}
 }
 
@@ -192,6 +222,14 @@ func FuzzResult(f *testing.F) {
 			return
 		}
 		enc, _ := r.MarshalBinary()
+		if b[1] == 1 {
+			// Version 1 re-encodes as version 2: same content.
+			var again Result
+			if err := again.Decode(enc, len(enc)); err != nil || !sameResult(&r, &again) {
+				t.Fatalf("version 1 round trip: %v, %+v != %+v", err, again, r)
+			}
+			return
+		}
 		if !bytes.Equal(enc, b) {
 			t.Fatalf("decode then encode changed the bytes:\n got %x\nwant %x", enc, b)
 		}

@@ -1,16 +1,44 @@
 package cli
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
+
+// zshDriver drives an interactive zsh in a pseudo-terminal (module
+// zsh/zpty), as a user at a terminal: it loads the completion script
+// $COMPFILE, types $LINE and a TAB, and the shell writes to $OUT every
+// match the completion offered ("match: ..."; a wrapper of compadd
+// records them) and then the command line after the TAB ("buffer: ...").
+// zsh completes only in its line editor, so there is no other way.
+const zshDriver = `
+zmodload zsh/zpty || exit 3
+zpty -b z zsh -f -i || exit 3
+zpty -w z 'PS1="" PS2=""; unsetopt beep'
+zpty -w z 'autoload -Uz compinit && compinit -u -D'
+zpty -w z 'source $COMPFILE'
+zpty -w z 'compadd() { if (( ${@[(I)-[OAD]]} )); then builtin compadd "$@"; return; fi; local -a m; builtin compadd -O m "$@"; print -rl -- "match: "${^m} >>$OUT; builtin compadd "$@" }'
+zpty -w z 'dump() { print -r -- "buffer: $BUFFER" >>$OUT; print -r -- end >>$OUT }; zle -N dump; bindkey "^B" dump; bindkey "^I" complete-word'
+zpty -w -n z "$LINE"$'\t\x02'
+for i in {1..200}; do
+  [[ -f $OUT ]] && grep -qx end $OUT && break
+  sleep 0.05
+done
+zpty -d z
+grep -qx end $OUT || { print -u2 "zsh did not complete within 10s"; exit 4; }
+`
 
 // The completion scripts parse in their shell (where it is installed),
 // list every command, and complete commands, subcommands and flags as a
-// user would see them.
+// user would see them: bash through its completion function, fish with
+// complete -C, zsh in an interactive shell on a pseudo-terminal. A shell
+// that is not installed skips, unless BRAID_REQUIRE_SHELLS=1 (CI).
 func TestCompletion(t *testing.T) {
 	dir := t.TempDir()
 	for _, sh := range []string{"bash", "zsh", "fish"} {
@@ -38,7 +66,10 @@ func TestCompletion(t *testing.T) {
 			}
 			bin, err := exec.LookPath(sh)
 			if err != nil {
-				t.Skipf("%s is not installed (apt-get install %s): only generated", sh, sh)
+				if os.Getenv("BRAID_REQUIRE_SHELLS") == "1" {
+					t.Fatalf("BRAID_REQUIRE_SHELLS=1 but %s is not installed (apt-get install %s)", sh, sh)
+				}
+				t.Skipf("%s is not installed (apt-get install %s): only generated; set BRAID_REQUIRE_SHELLS=1 to make this a failure", sh, sh)
 			}
 			if b, err := exec.CommandContext(t.Context(), bin, "-n", file).CombinedOutput(); err != nil {
 				t.Fatalf("%s -n rejects the script: %v\n%s", sh, err, b)
@@ -64,11 +95,45 @@ func TestCompletion(t *testing.T) {
 					}
 					return string(b)
 				}
-			default:
-				return // zsh completes only in an interactive shell
+			case "zsh":
+				driver := filepath.Join(dir, "drive.zsh")
+				if err := os.WriteFile(driver, []byte(zshDriver), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				complete = func(line string) string {
+					n++
+					out := filepath.Join(dir, fmt.Sprintf("zsh-%d.out", n))
+					ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+					defer cancel()
+					cmd := exec.CommandContext(ctx, bin, "-f", driver)
+					cmd.Env = append(os.Environ(), "COMPFILE="+file, "OUT="+out, "LINE="+line)
+					if b, err := cmd.CombinedOutput(); err != nil {
+						if code := cmd.ProcessState.ExitCode(); code == 3 {
+							t.Skipf("this zsh has no zsh/zpty module: %s", b)
+						}
+						t.Fatalf("%q: %v\n%s", line, err, b)
+					}
+					b, err := os.ReadFile(out)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return string(b)
+				}
+				// A unique match is inserted into the command line.
+				for _, tc := range []struct{ line, want string }{
+					{"braid pe", "buffer: braid perf \n"},
+					{"braid perf --ti", "buffer: braid perf --time \n"},
+					{"braid token cr", "buffer: braid token create \n"},
+				} {
+					if got := complete(tc.line); !strings.Contains(got, tc.want) {
+						t.Errorf("zsh: TAB after %q gives %q; want %q", tc.line, got, tc.want)
+					}
+				}
 			}
 			for _, tc := range []struct{ line, want, not string }{
 				{"braid pe", "perf", "send"},
+				{"braid perf --ti", "--time", "--count"},
 				{"braid perf --par", "--parallel", "--path-policy"},
 				{"braid send --pa", "--parallel", "--count"},
 				{"braid op ", "add", "perf"},

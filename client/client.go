@@ -595,8 +595,10 @@ func (c *Client) Workers(ctx context.Context) ([]api.WorkerInfo, error) {
 
 // Units returns the tries of a job's units that brought a result back:
 // the worker, stream, send and arrival times and compute time of each,
-// for a timeline per worker thread. The server keeps them for its most
-// recent jobs only; Kept says whether it still had them.
+// and the worker thread that ran it and when (api.UnitSpan), for a
+// timeline per worker thread. The server stores them when the job ends;
+// Kept says whether it had them (not for jobs that ended on a server
+// with an older store).
 func (c *Client) Units(ctx context.Context, id uint64) (api.UnitTimeline, error) {
 	var tl api.UnitTimeline
 	err := c.getJSON(ctx, fmt.Sprintf("units of job %d", id), jobPath(id)+"/units", &tl)

@@ -658,6 +658,7 @@ func (s *Server) finish(r *run) {
 	if tries, _ := r.tries(len(r.units)); len(tries) > 0 {
 		s.persist(func(ctx context.Context) error { return s.db.SaveTries(ctx, r.id, tries) })
 	}
+	s.saveTimeline(r.id)
 	s.mu.Lock()
 	if s.jobs[r.id] == r {
 		delete(s.jobs, r.id)

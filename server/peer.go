@@ -43,6 +43,8 @@ type peer struct {
 
 	// busy is the worker's compute fraction over this session.
 	busy *busy
+	// clock places the worker's timing of units on the server's clock.
+	clock *workerClock
 }
 
 func (p *peer) seen() { p.lastSeen.Store(time.Now().UnixNano()) }
@@ -111,7 +113,7 @@ func (ps *pstream) takeAll() []sched.Assignment {
 // ID is dropped first.
 func (s *Server) startPeer(id string, reg api.Register, sess *transport.Session) error {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &peer{id: id, sess: sess, cancel: cancel, ctx: ctx, reg: reg, figWait: map[uint64]chan api.Result{}, busy: newBusy()}
+	p := &peer{id: id, sess: sess, cancel: cancel, ctx: ctx, reg: reg, figWait: map[uint64]chan api.Result{}, busy: newBusy(), clock: newWorkerClock()}
 	p.seen()
 	s.mu.Lock()
 	if s.closing {
@@ -372,8 +374,13 @@ func (s *Server) receive(ctx context.Context, p *peer, ps *pstream) error {
 			continue
 		}
 		a := f.a
-		s.spans.add(res.Job, api.UnitSpan{Unit: res.ID, Attempt: res.Attempt, Worker: p.id, Stream: ps.idx,
-			Sent: f.sent.UTC(), Received: time.Now().UTC(), ComputeNanos: res.ComputeNanos, Error: res.Err})
+		now := time.Now()
+		sp := span{UnitSpan: api.UnitSpan{Unit: res.ID, Attempt: res.Attempt, Worker: p.id, Stream: ps.idx,
+			Sent: f.sent.UTC(), Received: now.UTC(), ComputeNanos: res.ComputeNanos, Error: res.Err}}
+		if p.clock.observe(f.sent, now, res.Timing) {
+			sp.clk, sp.timing = p.clock, res.Timing
+		}
+		s.spans.add(res.Job, sp)
 		if s.log.Enabled(ctx, slog.LevelDebug) { // spares the hot path the arguments
 			s.log.Debug("result received", "job", res.Job, "unit", res.ID, "worker", p.id, "stream", ps.idx,
 				"bytes", len(res.Output), "compute", time.Duration(res.ComputeNanos), "err", res.Err)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"image/png"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,18 +78,26 @@ func artifacts(t *testing.T) string {
 // TestDashboard loads the dashboard in headless Chromium against a server
 // with two workers that ran a job, with a monitor token in the URL
 // fragment, and checks what the page shows: the job with its state and
-// progress, both workers with their threads, the live paths and one bar
-// on the timeline per unit. It keeps a screenshot.
+// progress, both workers with their threads, the live paths, and on the
+// timeline one bar per try of a unit, on the thread that ran it (as the
+// workers logged it), the bars of a thread never overlapping. It keeps a
+// screenshot.
 func TestDashboard(t *testing.T) {
 	bin := chromium(t)
 	c := newCluster(t, nil)
-	w1 := c.addWorker(2, nil)
-	w2 := c.addWorker(1, nil)
+	w1, log1 := c.loggedWorker(2)
+	w2, log2 := c.loggedWorker(1)
 	c.waitWorkers(2)
-	data := bytes.Repeat([]byte("braid dashboard "), 50_000)
-	st := c.run(api.JobRequest{Op: "checksum", Input: c.put(data), Params: map[string]string{"block": "4096"}, Units: 11})
+	st := c.run(api.JobRequest{Op: "sleep", Input: c.put(nil), Params: map[string]string{"ms": "10"}, Units: 11})
 	if st.State != api.JobDone {
 		t.Fatalf("job is %s: %s", st.State, st.Error)
+	}
+	tl := c.settledUnits(st.Job)
+	id1, id2 := workerID(w1), workerID(w2)
+	checkTimeline(t, tl, st, map[string]*syncBuffer{id1: log1, id2: log2}, map[string]int{id1: 2, id2: 1})
+	threadOf := map[string]int{} // by worker/unit/attempt
+	for _, u := range tl.Units {
+		threadOf[fmt.Sprintf("%s/%d/%d", u.Worker, u.Unit, u.Attempt)] = u.Thread
 	}
 	mon, err := c.c.CreateToken(t.Context(), api.RoleMonitor, "dashboard")
 	if err != nil {
@@ -107,7 +117,7 @@ func TestDashboard(t *testing.T) {
 	if row == nil {
 		t.Fatalf("no row for job %d in state done; DOM:\n%s", st.Job, dom)
 	}
-	for _, want := range []string{">" + fmt.Sprint(st.Job) + "<", ">checksum<", ">done<", fmt.Sprintf("%d/%d (100%%)", st.Units.Total, st.Units.Total)} {
+	for _, want := range []string{">" + fmt.Sprint(st.Job) + "<", ">sleep<", ">done<", fmt.Sprintf("%d/%d (100%%)", st.Units.Total, st.Units.Total)} {
 		if !strings.Contains(row[1], want) {
 			t.Errorf("job row lacks %q: %s", want, row[1])
 		}
@@ -132,9 +142,13 @@ func TestDashboard(t *testing.T) {
 		if !regexp.MustCompile(`<tr data-worker="` + regexp.QuoteMeta(id) + `" data-path="0">.*?>up<`).MatchString(dom) {
 			t.Errorf("no live path of worker %s", id)
 		}
-		// The timeline has one lane per thread of the worker.
+		// The timeline has one lane per thread of the worker, placed from
+		// the worker's measurements.
 		if n := strings.Count(dom, `class="lane" data-worker="`+id+`"`); n != x.threads {
 			t.Errorf("the timeline has %d lanes for worker %s, want its %d threads", n, id, x.threads)
+		}
+		if n := strings.Count(dom, `data-worker="`+id+`" data-thread="0" data-placed="measured"`); n != 1 {
+			t.Errorf("worker %s's first lane is not placed from measured times (%d)", id, n)
 		}
 	}
 	// The timeline: one bar per unit try, for this job.
@@ -142,13 +156,38 @@ func TestDashboard(t *testing.T) {
 		!strings.Contains(dom, `data-job="`+fmt.Sprint(st.Job)+`"`) {
 		t.Errorf("the timeline is not of job %d", st.Job)
 	}
-	bars := regexp.MustCompile(`<rect class="unit"[^>]* data-unit="(\d+)"`).FindAllStringSubmatch(dom, -1)
+	bars := regexp.MustCompile(`<rect class="unit"[^>]* data-unit="(\d+)" data-attempt="(\d+)" data-worker="([^"]+)" data-thread="(\d+)" data-start="([-0-9.]+)" data-end="([-0-9.]+)"`).FindAllStringSubmatch(dom, -1)
 	units := map[string]bool{}
+	type bar struct {
+		unit       string
+		start, end float64
+	}
+	lanes := map[string][]bar{} // by worker/thread
 	for _, b := range bars {
 		units[b[1]] = true
+		key := b[3] + "/" + b[1] + "/" + b[2]
+		if want, ok := threadOf[key]; !ok || fmt.Sprint(want) != b[4] {
+			t.Errorf("unit %s try %s is drawn on thread %s of %s; it ran on thread %d (known: %v)", b[1], b[2], b[4], b[3], want, ok)
+		}
+		var start, end float64
+		fmt.Sscan(b[5], &start)
+		fmt.Sscan(b[6], &end)
+		if end < start {
+			t.Errorf("unit %s's bar ends (%v ms) before it starts (%v ms)", b[1], end, start)
+		}
+		lanes[b[3]+"/"+b[4]] = append(lanes[b[3]+"/"+b[4]], bar{b[1], start, end})
 	}
-	if len(units) != st.Units.Total {
-		t.Errorf("the timeline shows %d distinct units in %d bars, want %d", len(units), len(bars), st.Units.Total)
+	if len(units) != st.Units.Total || len(bars) != len(tl.Units) {
+		t.Errorf("the timeline shows %d distinct units in %d bars, want %d in %d", len(units), len(bars), st.Units.Total, len(tl.Units))
+	}
+	for lane, l := range lanes {
+		slices.SortFunc(l, func(a, b bar) int { return cmp.Compare(a.start, b.start) })
+		for k := 1; k < len(l); k++ {
+			if l[k].start < l[k-1].end {
+				t.Errorf("thread %s: the bar of unit %s (%v to %v ms) overlaps that of unit %s (%v to %v ms)",
+					lane, l[k].unit, l[k].start, l[k].end, l[k-1].unit, l[k-1].start, l[k-1].end)
+			}
+		}
 	}
 
 	// A credential that may not read jobs gets the sign-in form and the

@@ -2,6 +2,7 @@ package store
 
 import (
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -99,10 +100,22 @@ func TestMigrateV1(t *testing.T) {
 		t.Errorf("new job after migration got ID %d, want 3", j3.ID)
 	}
 
+	// Version 6: a job that ended before has no timeline; one saved now
+	// is kept.
+	if _, err := s.Timeline(ctx, 1); !errors.Is(err, ErrNotFound) {
+		t.Errorf("timeline of a job that ended before version 6: %v, want ErrNotFound", err)
+	}
+	if err := s.SaveTimeline(ctx, 2, []byte("spans")); err != nil {
+		t.Fatal(err)
+	}
+
 	// Opening it again changes nothing.
 	s.Close()
 	s = openDB(t, path)
 	if j1b := must[Job](t)(s.Job(ctx, 1)); j1b.Output != "out1" || j1b.Done != 2 {
 		t.Errorf("job 1 after reopening: %+v", j1b)
+	}
+	if tl := must[[]byte](t)(s.Timeline(ctx, 2)); string(tl) != "spans" {
+		t.Errorf("timeline of job 2 after reopening: %q", tl)
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Version 1 is schema;
 // each later version applies its migration on top.
-const schemaVersion = 5
+const schemaVersion = 6
 
 // migrations[v] takes a database from version v+1 to v+2.
 var migrations = []string{
@@ -80,6 +80,13 @@ CREATE TABLE IF NOT EXISTS api_tokens (
 	`
 ALTER TABLE units ADD COLUMN fails INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE units ADD COLUMN lost INTEGER NOT NULL DEFAULT 0;
+`,
+	// 6: the timelines of ended jobs' units (timelines.go).
+	`
+CREATE TABLE IF NOT EXISTS timelines (
+	job  INTEGER PRIMARY KEY REFERENCES jobs(id) ON DELETE CASCADE,
+	data BLOB NOT NULL
+);
 `,
 }
 

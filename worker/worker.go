@@ -481,16 +481,17 @@ func (w *Worker) session(ctx context.Context, sess *transport.Session) {
 	q := newUnitQueue()
 	var readers, procs, writers sync.WaitGroup
 	var outs []*outStream
-	for {
+	clk := sessionClock(time.Now()) // the origin of the session's api.Timing
+	for thread := 0; ; thread++ {
 		st, err := sess.AcceptStream(ctx)
 		if err != nil {
 			break
 		}
 		o := newOutStream(st)
 		outs = append(outs, o)
-		writers.Go(func() { w.write(ctx, o) })
-		readers.Go(func() { w.read(ctx, o, q) })
-		procs.Go(func() { w.process(ctx, q) })
+		writers.Go(func() { w.write(ctx, o, clk) })
+		readers.Go(func() { w.read(ctx, o, q, clk) })
+		procs.Go(func() { w.process(ctx, q, uint32(thread), clk) })
 	}
 	sess.Close()
 	readers.Wait()
@@ -502,6 +503,14 @@ func (w *Worker) session(ctx context.Context, sess *transport.Session) {
 	writers.Wait()
 	w.log.Info("server session closed", "session", id, "err", sess.Err())
 }
+
+// sessionClock is the origin of a session's unit timings: the worker's
+// monotonic clock when the session opened (see api.Timing).
+type sessionClock time.Time
+
+// now returns the nanoseconds since the session opened, at least 1 (0
+// means untimed).
+func (c sessionClock) now() int64 { return max(1, int64(time.Since(time.Time(c)))) }
 
 // outStream is a stream's way back: its results, in the order they were
 // computed. Handing a result over never blocks, so a thread goes from one
@@ -562,9 +571,10 @@ func (o *outStream) next(batch []done) ([]done, bool) {
 
 // task is a unit waiting for a thread, and the stream its result goes to.
 type task struct {
-	u   api.Unit
-	buf []byte // the message u was decoded from; u's inputs alias it
-	out *outStream
+	u    api.Unit
+	buf  []byte // the message u was decoded from; u's inputs alias it
+	out  *outStream
+	recv int64 // when it was read, on the session's clock
 }
 
 // done is a result on its way out, with the message of its unit, which
@@ -577,7 +587,7 @@ type done struct {
 
 // read queues the units of one stream; it answers figures requests at
 // once.
-func (w *Worker) read(ctx context.Context, o *outStream, q *unitQueue) {
+func (w *Worker) read(ctx context.Context, o *outStream, q *unitQueue, clk sessionClock) {
 	w.streams.Add(1)
 	defer w.streams.Add(-1)
 	for {
@@ -588,6 +598,7 @@ func (w *Worker) read(ctx context.Context, o *outStream, q *unitQueue) {
 			}
 			return
 		}
+		recv := clk.now()
 		w.first.CompareAndSwap(0, time.Now().UnixNano())
 		var u api.Unit
 		if err := u.Decode(b, maxUnit); err != nil {
@@ -600,12 +611,13 @@ func (w *Worker) read(ctx context.Context, o *outStream, q *unitQueue) {
 			o.put(done{res: res})
 			continue
 		}
-		q.push(task{u: u, buf: b, out: o})
+		q.push(task{u: u, buf: b, out: o, recv: recv})
 	}
 }
 
-// process runs queued units until the session ends.
-func (w *Worker) process(ctx context.Context, q *unitQueue) {
+// process runs queued units until the session ends, as the session's
+// thread number thread.
+func (w *Worker) process(ctx context.Context, q *unitQueue, thread uint32, clk sessionClock) {
 	for {
 		t, ok := q.pop()
 		if !ok {
@@ -613,13 +625,18 @@ func (w *Worker) process(ctx context.Context, q *unitQueue) {
 		}
 		res := &api.Result{Job: t.u.Job, ID: t.u.ID, Attempt: t.u.Attempt}
 		w.compute(ctx, &t.u, res)
+		// The operation ended now and ran ComputeNanos; the rest of the
+		// time since the unit was read it waited for this thread or for
+		// the gate.
+		end := clk.now()
+		res.Timing = api.Timing{Received: t.recv, Started: max(t.recv, end-res.ComputeNanos), Ended: end, Thread: thread}
 		if ctx.Err() != nil {
 			// Stopping: a unit cut short is not a failure of its data.
 			// The server runs it elsewhere once the session is gone.
 			return
 		}
 		if w.log.Enabled(ctx, slog.LevelDebug) { // spares the hot path the arguments
-			w.log.Debug("unit run", "job", t.u.Job, "unit", t.u.ID, "attempt", t.u.Attempt, "op", t.u.Op,
+			w.log.Debug("unit run", "job", t.u.Job, "unit", t.u.ID, "attempt", t.u.Attempt, "op", t.u.Op, "thread", thread,
 				"compute", time.Duration(res.ComputeNanos), "bytes", len(res.Output), "err", res.Err)
 		}
 		t.out.put(done{res: res, unit: t.buf, module: strings.HasPrefix(t.u.Op, api.ModulePrefix)})
@@ -628,7 +645,7 @@ func (w *Worker) process(ctx context.Context, q *unitQueue) {
 
 // write sends a stream's results. After a failed write it discards the
 // rest, which the server will have run elsewhere.
-func (w *Worker) write(ctx context.Context, o *outStream) {
+func (w *Worker) write(ctx context.Context, o *outStream, clk sessionClock) {
 	var out []byte
 	var batch []done
 	failed := false
@@ -643,6 +660,9 @@ func (w *Worker) write(ctx context.Context, o *outStream) {
 					o.st.Release(d.unit)
 				}
 				continue
+			}
+			if d.res.Timing.Timed() {
+				d.res.Timing.Sent = clk.now()
 			}
 			out, _ = d.res.AppendBinary(out[:0])
 			if d.unit != nil {

@@ -143,19 +143,43 @@ function renderWorkers(workers) {
   lastPaths = seen;
 }
 
-// lanes places each try of a worker on one of its threads by replaying
-// the worker's queue: a worker runs the units of a session in the order
-// they arrive, each on the first thread that is free. A try starts when
-// it was sent or when a thread came free, whichever is later, and lasts
-// its compute time. threads maps a worker to the threads it lends.
+// ms returns an RFC 3339 time of the server's in milliseconds after
+// ref (whole seconds, from Date.parse), keeping its nanoseconds: Date
+// alone keeps milliseconds, too coarse for short units.
+function ms(t, ref) {
+  const m = /^(.*T\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$/.exec(t);
+  if (!m) return new Date(t).getTime() - ref;
+  return Date.parse(m[1] + m[3]) - ref + (m[2] ? parseFloat("0" + m[2]) * 1000 : 0);
+}
+
+// lanes places each try of a worker on the thread that ran it, when it
+// ran, as the worker measured and the server placed on its clock
+// (started, ended, thread). For a worker that does not report that (an
+// older one) it replays the worker's queue instead: a worker runs the
+// units of a session in the order they arrive, each on the first thread
+// that is free; a try starts when it was sent or when a thread came
+// free, whichever is later, and lasts its compute time. threads maps a
+// worker to the threads it lends.
 function lanes(units, threads) {
+  const ref = units.length ? Date.parse(units[0].sent.replace(/\.\d+/, "")) : 0;
   const byWorker = new Map();
   for (const u of units) {
     if (!byWorker.has(u.worker)) byWorker.set(u.worker, []);
-    byWorker.get(u.worker).push({ u, sent: new Date(u.sent).getTime(), received: new Date(u.received).getTime() });
+    byWorker.get(u.worker).push({ u, sent: ms(u.sent, ref), received: ms(u.received, ref) });
   }
   const rows = [];
   for (const [worker, list] of [...byWorker.entries()].sort()) {
+    const measured = list.every(s => s.u.started && s.u.ended && s.u.thread >= 0);
+    if (measured) {
+      const n = Math.max(threads.get(worker) || 0, 1 + Math.max(...list.map(s => s.u.thread)));
+      for (const s of list) {
+        s.start = ms(s.u.started, ref);
+        s.end = ms(s.u.ended, ref);
+        s.lane = s.u.thread;
+      }
+      rows.push({ worker, lanes: n, spans: list, placed: "measured" });
+      continue;
+    }
     list.sort((a, b) => a.sent - b.sent || a.u.unit - b.u.unit);
     const n = threads.get(worker) || new Set(list.map(s => s.u.stream)).size || 1;
     const free = new Array(n).fill(-Infinity); // when each thread is free again
@@ -167,7 +191,7 @@ function lanes(units, threads) {
       s.lane = i;
       free[i] = s.end;
     }
-    rows.push({ worker, lanes: n, spans: list });
+    rows.push({ worker, lanes: n, spans: list, placed: "replayed" });
   }
   return rows;
 }
@@ -192,18 +216,20 @@ function renderTimeline(tl, threads) {
   box.append(svg("text", { x: left, y: 12 }, "0"), svg("text", { x: width - 60, y: 12 }, isFinite(t1 - t0) ? secs((t1 - t0) / 1000) : ""));
   for (const r of rows) {
     for (let l = 0; l < r.lanes; l++) {
-      box.append(svg("text", { x: 4, y: y + 12, class: "lane", "data-worker": r.worker }, r.worker + " thread " + l));
+      box.append(svg("text", { x: 4, y: y + 12, class: "lane", "data-worker": r.worker, "data-thread": l, "data-placed": r.placed },
+        r.worker + " thread " + l + (r.placed === "replayed" ? "*" : "")));
       box.append(svg("line", { x1: left, x2: width, y1: y + laneH, y2: y + laneH }));
       y += laneH;
     }
     const base = y - r.lanes * laneH;
     for (const s of r.spans) {
       const rect = svg("rect", {
-        class: "unit" + (s.u.error ? " failed" : ""), "data-unit": s.u.unit, "data-worker": r.worker,
+        class: "unit" + (s.u.error ? " failed" : ""), "data-unit": s.u.unit, "data-attempt": s.u.attempt, "data-worker": r.worker,
+        "data-thread": s.lane, "data-start": (s.start - t0).toFixed(6), "data-end": (s.end - t0).toFixed(6),
         x: left + (s.start - t0) * scale, y: base + s.lane * laneH + 2,
         width: Math.max(1, (s.end - s.start) * scale), height: laneH - 4,
       });
-      rect.append(svg("title", {}, `unit ${s.u.unit} try ${s.u.attempt} on ${r.worker} (stream ${s.u.stream}): ` +
+      rect.append(svg("title", {}, `unit ${s.u.unit} try ${s.u.attempt} on ${r.worker} thread ${s.lane} (stream ${s.u.stream}): ` +
         `computed ${secs(s.u.compute_ns / 1e9)}, back ${secs((s.received - s.sent) / 1000)} after it was sent` +
         `${s.u.error ? "; failed: " + s.u.error : ""}`));
       box.append(rect);
