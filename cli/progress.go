@@ -200,6 +200,13 @@ type progressWriter struct {
 	p *progress
 }
 
+// SetSize sets the total once the size is known (client.Get calls it).
+func (w progressWriter) SetSize(n int64) {
+	if w.p != nil && w.p.total.Load() == 0 {
+		w.p.total.Store(n)
+	}
+}
+
 func (w progressWriter) Write(b []byte) (int, error) {
 	n, err := w.w.Write(b)
 	if w.p != nil {

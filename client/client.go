@@ -467,7 +467,9 @@ func (c *Client) PutInfo(ctx context.Context, r io.Reader) (api.BlobInfo, error)
 // Get downloads blob id into w and returns the number of bytes written.
 // It checks the bytes against id, their sha256, as they arrive: an
 // error (ErrIncomplete, ErrCorrupt) means that what w received must not
-// be used.
+// be used. If w has a method SetSize(int64), Get calls it with the blob's
+// size before the first byte, so that a progress display can show a
+// percentage.
 func (c *Client) Get(ctx context.Context, id string, w io.Writer) (int64, error) {
 	op := "download blob " + id
 	resp, err := c.do(ctx, op, http.MethodGet, api.PathBlobs+"/"+url.PathEscape(id), nil, "", nil)
@@ -475,6 +477,9 @@ func (c *Client) Get(ctx context.Context, id string, w io.Writer) (int64, error)
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if sw, ok := w.(interface{ SetSize(int64) }); ok && resp.ContentLength >= 0 {
+		sw.SetSize(resp.ContentLength)
+	}
 	// A blob's ID is the sha256 of its bytes: check them as they come.
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(w, h), resp.Body)
