@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,4 +176,63 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
 	return len(b), nil
+}
+
+// TestLayer34 checks the bonding-like comparator's hash: in range, the
+// same flow always on the same path, and consecutive source ports (one
+// flow per message) spread over every path.
+func TestLayer34(t *testing.T) {
+	src, dst := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.1")
+	for _, k := range []int{1, 2, 3, 4} {
+		seen := make([]int, k)
+		for sport := uint16(40000); sport < 40064; sport++ {
+			p := layer34(src, dst, sport, 5000, k)
+			if p < 0 || p >= k {
+				t.Fatalf("k=%d: path %d out of range", k, p)
+			}
+			if q := layer34(src, dst, sport, 5000, k); q != p {
+				t.Fatalf("k=%d sport %d: path %d then %d for the same flow", k, sport, p, q)
+			}
+			seen[p]++
+		}
+		for i, n := range seen {
+			if n < 64/k/4 {
+				t.Errorf("k=%d: path %d got %d of 64 flows (%v); want them spread", k, i, n, seen)
+			}
+		}
+	}
+}
+
+// TestCachedPeerVenv checks that a cached environment is reused only when
+// its versions are the pinned ones, and that none is an error, not an
+// install.
+func TestCachedPeerVenv(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("BRAID_BENCH_VENV", dir)
+	if _, err := CachedPeerVenv(t.Context()); err == nil || !strings.Contains(err.Error(), "no cached environment") {
+		t.Fatalf("empty cache: err %v, want no cached environment", err)
+	}
+	var want []string
+	for _, p := range pyPeerPackages {
+		_, v, _ := strings.Cut(p, "==")
+		want = append(want, v)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	py := filepath.Join(dir, "bin", "python")
+	fake := func(versions string) {
+		if err := os.WriteFile(py, []byte("#!/bin/sh\necho "+versions+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fake(strings.Join(want, " "))
+	if got, err := CachedPeerVenv(t.Context()); err != nil || got != py {
+		t.Errorf("matching cache: %q, %v; want %s", got, err, py)
+	}
+	want[len(want)-1] = "0.1"
+	fake(strings.Join(want, " "))
+	if _, err := CachedPeerVenv(t.Context()); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Errorf("cache with another version: err %v, want does not match", err)
+	}
 }
