@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/uml"
 	"github.com/braid-hpc/braid/testbed"
 )
 
@@ -169,6 +170,48 @@ func TestPaperQuick(t *testing.T) {
 		}
 		t.Logf("paper %s: %d figures in %.0f s", p.Paper, len(p.Figures), p.Elapsed)
 	}
+	// The comparators this run must have measured, by figure.
+	want := map[string][]string{
+		"003-fig11": {"braid enhanced", "bonding-like (layer3+4 hash)"},
+		"001-fig13": {"SCTP, 2 workers x 2 streams, static equal", "SCTP, 3 workers x 2/2/2 streams, third slow, static equal"},
+		"001-fig14": {"SCTP, 3 workers x 2/2/1 streams, third slow, static proportional"},
+		"002-fig9":  {"TCP, 1 connection", "SCTP, 1 association"},
+	}
+	if uml.Available() == nil {
+		want["002-tables"] = []string{kTCP1, kSCTP1, kTCP4, kSCTP4x2}
+		want["002-fig9"] = append(want["002-fig9"], kTCP1, kSCTP1)
+	} else {
+		t.Logf("no kernel-SCTP rows: %v", uml.Available())
+	}
+	for id, series := range want {
+		f := figure(res, id)
+		if f == nil {
+			t.Errorf("no figure %s", id)
+			continue
+		}
+		for _, s := range series {
+			n := 0
+			for _, p := range f.Points {
+				if p.Series == s && p.Value > 0 {
+					n++
+				}
+			}
+			if n == 0 {
+				t.Errorf("%s: no measured point of %q (series %v)", id, s, f.series())
+			}
+		}
+	}
+}
+
+func figure(res *Results, id string) *Figure {
+	for _, p := range res.Papers {
+		for _, f := range p.Figures {
+			if f.ID == id {
+				return f
+			}
+		}
+	}
+	return nil
 }
 
 type testWriter struct{ t *testing.T }
@@ -234,5 +277,20 @@ func TestCachedPeerVenv(t *testing.T) {
 	fake(strings.Join(want, " "))
 	if _, err := CachedPeerVenv(t.Context()); err == nil || !strings.Contains(err.Error(), "does not match") {
 		t.Errorf("cache with another version: err %v, want does not match", err)
+	}
+}
+
+func TestGuestSpec(t *testing.T) {
+	g, err := parseGuestSpec("d=300ms,reps=2,loss=0.1:1:3")
+	if err != nil || g.d != 300*time.Millisecond || g.reps != 2 || len(g.losses) != 3 || g.losses[1] != 1 {
+		t.Fatalf("parseGuestSpec: %+v, %v", g, err)
+	}
+	if back, err := parseGuestSpec(g.String()); err != nil || back.String() != g.String() {
+		t.Errorf("round trip %q: %q, %v", g, back, err)
+	}
+	for _, bad := range []string{"", "d=1h", "reps=0", "reps=x", "loss=60", "loss=a", "x=1", "d"} {
+		if _, err := parseGuestSpec(bad); err == nil {
+			t.Errorf("parseGuestSpec(%q): no error", bad)
+		}
 	}
 }
