@@ -118,7 +118,7 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 		XLabel: "tasks (count)", YLabel: "decrease of time per task (%)", Unit: "%", LogX: true, Higher: true, Comparable: true,
 		Note: "(1 worker - 2 workers) / 1 worker; the ideal is 50%."})
 	f12 := figTask("001-fig12", "Fig. 12: a worker with lower performance (CPU-capped), SCTP 2 streams")
-	f15 := figTask("001-fig15", "Figs. 13, 15: two workers with 3 streams, with and without a slow third with 1 stream")
+	f15 := figTask("001-fig15", "Fig. 15: two workers with 3 streams, with and without a slow third with 1 stream")
 	f13 := figTask("001-fig13", "Fig. 13: static equal division, 2 workers vs 2 plus a slow third, 2 streams each")
 	f13.Note = "Each worker gets the same number of tasks when the job arrives (`--policy equal`). The paper gives no values, only that adding the slow worker (C3) made the time per task worse; braid's dynamic scheduling on the same three workers is beside it."
 	f13.Compare = [][2]string{{eq222, eq22}, {eq222, dyn222}}
