@@ -182,6 +182,30 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 			}
 		}
 	}
+	// Figs. 13-14 in words: the paper's claim is that the slow third
+	// worker made the time per task worse (equal) or no better
+	// (proportional); say whether braid's run agrees, at the largest task
+	// count both layouts ran.
+	claim := func(fig, with, without, paperSays string) {
+		n := 0
+		for _, m := range tasks {
+			if len(ms[with][m]) > 0 && len(ms[without][m]) > 0 {
+				n = m
+			}
+		}
+		if n == 0 {
+			return
+		}
+		a, b := mean(ms[with][n]), mean(ms[without][n])
+		verdict := "as in the paper"
+		if a < b {
+			verdict = "unlike the paper"
+		}
+		pr.Findings = append(pr.Findings, fmt.Sprintf("%s at %d tasks: with the slow third worker %s ms per task, without it %s (%+.0f%%), %s (%s).",
+			fig, n, num(a), num(b), 100*(a-b)/b, verdict, paperSays))
+	}
+	claim("Fig. 13, static equal division", eq222, eq22, "the slow worker made it worse")
+	claim("Fig. 14, static proportional division", pr221, eq22, "the slow worker brought no improvement")
 	decrease(f7, "SCTP over TCP", tcp2, sctp2)
 	decrease(f10, "SCTP: 2 workers over 1", sctp2, sctp22)
 	decrease(f10, "TCP: 2 workers over 1", tcp2, tcp22)
