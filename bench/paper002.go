@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/braid-hpc/braid/internal/uml"
@@ -43,7 +44,8 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 	layouts := []assocLayout{tcp1Layout, sctp1Layout, tcp4Layout, sctp4x2Layout, sctp1x2Layout}
 	pr.Setup = fmt.Sprintf("Bulk one way between two namespaced hosts on one unshaped network: every connection or SCTP stream written by its own goroutine with messages of the size given, "+
 		"counted at the receiver for %v after 300 ms of warm-up; CPU is the whole process (sender and receiver, user + system) per GB delivered over the same interval. "+
-		"%d repetition(s), interleaved over the layouts. SCTP is braid's user-space SCTP over UDP (sctp-udp, pion/sctp); TCP the kernel's.", d, reps)
+		"%d repetition(s), interleaved over the layouts. SCTP is braid's user-space SCTP over UDP (sctp-udp, pion/sctp); TCP the kernel's. "+
+		"Fig. 9 on the host: 12 KB over one connection and one association with random loss on both hosts' links (nftables), runs of 2 s at least.", d, reps)
 	pr.Emulated = []string{
 		"The paper measures Linux kernel SCTP (LK-SCTP) against TCP on Gigabit NICs with hardware counters (CPI, path length, cache misses); here both ends share one 2-core machine over a veth pair, and only throughput and CPU time per byte are measured.",
 		"This kernel has no SCTP. The kernel-SCTP rows (\"(UML)\") run inside User-Mode Linux: the same braid executable booted as the guest's command, kernel SCTP (Linux's own, the paper's LK-SCTP) against kernel TCP on the guest's loopback, both ends on the guest's one CPU (HZ=100), so their absolute figures are far below the host's and only the SCTP / TCP ratios compare. " +
@@ -193,7 +195,9 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, losses []floa
 	if err != nil {
 		return fmt.Errorf("kernel SCTP inside User-Mode Linux: %w", err)
 	}
-	pr.Setup += fmt.Sprintf(" Kernel rows: %d run(s) of %v each after 300 ms of warm-up inside one User-Mode Linux boot (%s in all), %d repetition(s) interleaved.", len(runs), g.d, el.Round(time.Second), g.reps)
+	pr.Setup += fmt.Sprintf(" Kernel rows (UML): kernel TCP against kernel SCTP (braid's ksctp channels: no-delay, 4 MiB receive buffers, 256 KB for Table 2 on both carriers), "+
+		"the same sizes and layouts, then 12 KB over one connection and one association under netem loss of %s%% on the guest's loopback; %d run(s) of %v each after 300 ms of warm-up inside one User-Mode Linux boot (%s in all), %d repetition(s) interleaved.",
+		strings.Trim(strings.ReplaceAll(fmt.Sprint(losses), " ", ", "), "[]"), len(runs), g.d, el.Round(time.Second), g.reps)
 	type key struct {
 		rep  int
 		size int
