@@ -81,6 +81,11 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 		losses = []float64{1}
 	}
 	err := withBed(ctx, []int64{0}, func(bed *testbed.Bed) error {
+		hostLosses := losses
+		if err := bed.SetLoss(Server, 0, 0); err != nil {
+			pr.Missing = append(pr.Missing, fmt.Sprintf("Fig. 9 on the host: no loss emulation (%v).", err))
+			hostLosses = nil
+		}
 		env := bedEnv("testbed", bed)
 		for rep := range reps {
 			for _, size := range sizes {
@@ -115,7 +120,7 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 				}
 			}
 			// Fig. 9: the loss sweep, both directions lossy.
-			for _, loss := range losses {
+			for _, loss := range hostLosses {
 				xl := strconv.FormatFloat(loss, 'g', -1, 64) + "%"
 				got := map[string]assocResult{}
 				for _, l := range []assocLayout{tcp1Layout, sctp1Layout} {
@@ -147,7 +152,7 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 				}
 			}
 			for _, h := range []string{Server, Client} {
-				if err := bed.SetLoss(h, 0, 0); err != nil {
+				if err := bed.SetLoss(h, 0, 0); err != nil && hostLosses != nil {
 					return err
 				}
 			}
