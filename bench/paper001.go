@@ -21,6 +21,9 @@ type setup001 struct {
 	transport string // the data plane's channel kind
 	threads   []int  // per worker: threads lent, one stream each
 	slow      int    // 1-based: workers from the slow-th on are CPU-capped; 0: none
+	policy    string // braid submit --policy; empty: dynamic
+	maxTasks  int    // only the task counts up to this; 0: all
+	maxReps   int    // at most this many repetitions; 0: all
 }
 
 // Paper 001/004's numbers: Fig. 6 (ms per task, TCP and SCTP with 2
@@ -53,22 +56,41 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 		sct331 = "SCTP, 3 workers x 3/3/1 streams, third slow"
 		tcp33  = "TCP, 2 workers x 3 streams"
 		tcp331 = "TCP, 3 workers x 3/3/1 streams, third slow"
+		eq22   = "SCTP, 2 workers x 2 streams, static equal"
+		eq222  = "SCTP, 3 workers x 2/2/2 streams, third slow, static equal"
+		dyn222 = "SCTP, 3 workers x 2/2/2 streams, third slow, dynamic"
+		pr221  = "SCTP, 3 workers x 2/2/1 streams, third slow, static proportional"
+		dyn221 = "SCTP, 3 workers x 2/2/1 streams, third slow, dynamic"
 	)
 	setups := []setup001{
-		{tcp1, "tcp", []int{1}, 0}, {sctp1, "sctp-udp", []int{1}, 0},
-		{tcp2, "tcp", []int{2}, 0}, {sctp2, "sctp-udp", []int{2}, 0},
-		{sctp3, "sctp-udp", []int{3}, 0}, {sctp5, "sctp-udp", []int{5}, 0},
-		{sctp22, "sctp-udp", []int{2, 2}, 0}, {tcp22, "tcp", []int{2, 2}, 0},
-		{slow2, "sctp-udp", []int{2}, 1},
-		{sctp33, "sctp-udp", []int{3, 3}, 0}, {sct331, "sctp-udp", []int{3, 3, 1}, 3},
-		{tcp33, "tcp", []int{3, 3}, 0}, {tcp331, "tcp", []int{3, 3, 1}, 3},
+		{tcp1, "tcp", []int{1}, 0, "", 0, 0}, {sctp1, "sctp-udp", []int{1}, 0, "", 0, 0},
+		{tcp2, "tcp", []int{2}, 0, "", 0, 0}, {sctp2, "sctp-udp", []int{2}, 0, "", 0, 0},
+		{sctp3, "sctp-udp", []int{3}, 0, "", 0, 0}, {sctp5, "sctp-udp", []int{5}, 0, "", 0, 0},
+		{sctp22, "sctp-udp", []int{2, 2}, 0, "", 0, 0}, {tcp22, "tcp", []int{2, 2}, 0, "", 0, 0},
+		{slow2, "sctp-udp", []int{2}, 1, "", 0, 0},
+		{sctp33, "sctp-udp", []int{3, 3}, 0, "", 0, 0}, {sct331, "sctp-udp", []int{3, 3, 1}, 3, "", 0, 0},
+		{tcp33, "tcp", []int{3, 3}, 0, "", 0, 0}, {tcp331, "tcp", []int{3, 3, 1}, 3, "", 0, 0},
 	}
+	// Figs. 13-14: static division with a slow third worker. The slow
+	// worker takes its share whatever its speed, so these layouts stop at
+	// 500 tasks and 3 repetitions.
+	static := []setup001{
+		{eq22, "sctp-udp", []int{2, 2}, 0, "equal", 500, 3},
+		{eq222, "sctp-udp", []int{2, 2, 2}, 3, "equal", 500, 3},
+		{dyn222, "sctp-udp", []int{2, 2, 2}, 3, "", 500, 3},
+		{pr221, "sctp-udp", []int{2, 2, 1}, 3, "proportional", 500, 3},
+		{dyn221, "sctp-udp", []int{2, 2, 1}, 3, "", 500, 3},
+	}
+	setups = append(setups, static...)
 	if r.Quick {
 		tasks = []int{10, 100}
-		setups = []setup001{{tcp2, "tcp", []int{2}, 0}, {sctp2, "sctp-udp", []int{2}, 0}, {tcp33, "tcp", []int{3, 3}, 0}, {tcp331, "tcp", []int{3, 3, 1}, 3}}
+		setups = []setup001{{tcp2, "tcp", []int{2}, 0, "", 0, 0}, {sctp2, "sctp-udp", []int{2}, 0, "", 0, 0},
+			{tcp33, "tcp", []int{3, 3}, 0, "", 0, 0}, {tcp331, "tcp", []int{3, 3, 1}, 3, "", 0, 0},
+			{eq22, "sctp-udp", []int{2, 2}, 0, "equal", 0, 0}, {eq222, "sctp-udp", []int{2, 2, 2}, 3, "equal", 0, 0},
+			{pr221, "sctp-udp", []int{2, 2, 1}, 3, "proportional", 0, 0}}
 	}
 	pr.Setup = fmt.Sprintf("Every role a separate braid process in its own network namespace: the server host and up to three worker hosts on one 1 Gbit/s network. "+
-		"A job blurs the 19 KB sample GIF (224 x 168, radius 2) N times as N units (`braid submit --op blur --repeat N`), dynamic scheduling, one stream per lent thread; "+
+		"A job blurs the 19 KB sample GIF (224 x 168, radius 2) N times as N units (`braid submit --op blur --repeat N`), dynamic scheduling unless a layout says static (`--policy equal` or `proportional`: each worker's share fixed when the job arrives), one stream per lent thread; "+
 		"the time per task is the job's time on the server (submission to the last result, as the paper measures) over N. "+
 		"SCTP is braid's user-space SCTP data plane (`--transport sctp-udp`), TCP its TCP one. "+
 		"The slow worker (the paper's C3) is CPU-capped to %.2f CPU by a cgroup. %d repetition(s) per point, the task counts interleaved; each layout runs on its own fresh cluster.",
@@ -78,18 +100,9 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 		"Kernel SCTP is not available here (only inside User-Mode Linux); braid's user-space SCTP over UDP stands in.",
 		"The paper's absolute times (Java web services on 2013 VMs) are 30-100 times braid's; only the relative figures (Figs. 7 and 10) compare.",
 	}
-	pr.Missing = []string{
-		"Figs. 13-14 (equal and proportional division with static scheduling): not re-run.",
-	}
 	if r.Quick {
-		pr.Missing = append(pr.Missing, "Quick mode: only the TCP and SCTP 2-stream layouts and TCP 3/3 and 3/3/1, at 10 and 100 tasks; "+
-			"Dask and Ray run only in the full mode (their environment takes minutes to install).")
-	} else {
-		pr.Emulated = append(pr.Emulated, "Dask distributed and Ray (the peers, in a Python virtual environment the run creates: "+
-			strings.Join(pyPeerPackages, ", ")+") run the same task with Pillow (decode the GIF, gaussian blur with sigma 1, encode PNG) "+
-			"on the same worker count and threads (a LocalCluster of worker processes; Ray with as many CPUs as threads in all), "+
-			"on this machine's loopback rather than in the namespaces, at up to 500 tasks and 3 repetitions (Pillow's task costs several times braid's). "+
-			"Each task's compute alone (braid's blur in Go, Pillow's in Python, one thread, one after the other) is plotted too: a framework's overhead is what lies above it.")
+		pr.Missing = append(pr.Missing, "Quick mode: only the TCP and SCTP 2-stream layouts, TCP 3/3 and 3/3/1 and the static layouts of Figs. 13-14, at 10 and 100 tasks, one repetition; "+
+			"Dask and Ray run only if an earlier full run left their environment in the cache (quick mode installs nothing), on one worker at 10 and 100 tasks.")
 	}
 	figTask := func(id, title string) *Figure {
 		return pr.fig(&Figure{ID: id, Title: title, XLabel: "tasks (count)", YLabel: "time per task (ms)", Unit: "ms", LogX: true})
@@ -105,12 +118,19 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 		XLabel: "tasks (count)", YLabel: "decrease of time per task (%)", Unit: "%", LogX: true, Higher: true, Comparable: true,
 		Note: "(1 worker - 2 workers) / 1 worker; the ideal is 50%."})
 	f12 := figTask("001-fig12", "Fig. 12: a worker with lower performance (CPU-capped), SCTP 2 streams")
-	f15 := figTask("001-fig15", "Figs. 13, 15: two workers with 3 streams, with and without a slow third with 1 stream")
+	f15 := figTask("001-fig15", "Fig. 15: two workers with 3 streams, with and without a slow third with 1 stream")
+	f13 := figTask("001-fig13", "Fig. 13: static equal division, 2 workers vs 2 plus a slow third, 2 streams each")
+	f13.Note = "Each worker gets the same number of tasks when the job arrives (`--policy equal`). The paper gives no values, only that adding the slow worker (C3) made the time per task worse; braid's dynamic scheduling on the same three workers is beside it."
+	f13.Compare = [][2]string{{eq222, eq22}, {eq222, dyn222}}
+	f14 := figTask("001-fig14", "Fig. 14: static proportional division, 2 workers vs 2 plus a slow third with 2/2/1 streams")
+	f14.Note = "Each worker gets tasks in proportion to its streams (`--policy proportional`): the slow third half as many as each other. The 2-worker line is the equal division of Fig. 13 (on two equal workers proportional and equal shares are the same). The paper gives no values, only that the slow worker still brought no improvement; braid's dynamic scheduling on the same workers is beside it."
+	f14.Compare = [][2]string{{pr221, eq22}, {pr221, dyn221}}
 	f15.Compare = [][2]string{{sct331, sctp33}, {tcp331, tcp33}}
 	f9.Compare = [][2]string{{sctp22, sctp2}, {tcp22, tcp2}}
 	figsOf := map[string][]*Figure{
 		tcp1: {f4}, sctp1: {f4, f5}, tcp2: {f6, f9}, sctp2: {f5, f6, f9, f12}, sctp3: {f5}, sctp5: {f5},
 		sctp22: {f9}, tcp22: {f9}, slow2: {f12}, sctp33: {f15}, sct331: {f15}, tcp33: {f15}, tcp331: {f15},
+		eq22: {f13, f14}, eq222: {f13}, dyn222: {f13}, pr221: {f14}, dyn221: {f14},
 	}
 
 	bed, err := testbed.Up(ctx, testbed.Spec{
@@ -153,9 +173,7 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 			}
 		}
 	}
-	if !r.Quick {
-		r.peers001(ctx, pr, dir, gif, tasks, reps, f6, f9)
-	}
+	r.peers001(ctx, pr, dir, gif, tasks, reps, f6, f9)
 	decrease := func(f *Figure, name, from, to string) {
 		for _, n := range tasks {
 			a, b := ms[from][n], ms[to][n]
@@ -164,6 +182,30 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 			}
 		}
 	}
+	// Figs. 13-14 in words: the paper's claim is that the slow third
+	// worker made the time per task worse (equal) or no better
+	// (proportional); say whether braid's run agrees, at the largest task
+	// count both layouts ran.
+	claim := func(fig, with, without, paperSays string) {
+		n := 0
+		for _, m := range tasks {
+			if len(ms[with][m]) > 0 && len(ms[without][m]) > 0 {
+				n = m
+			}
+		}
+		if n == 0 {
+			return
+		}
+		a, b := mean(ms[with][n]), mean(ms[without][n])
+		verdict := "as in the paper"
+		if a < b {
+			verdict = "unlike the paper"
+		}
+		pr.Findings = append(pr.Findings, fmt.Sprintf("%s at %d tasks: with the slow third worker %s ms per task, without it %s (%+.0f%%), %s (%s).",
+			fig, n, num(a), num(b), 100*(a-b)/b, verdict, paperSays))
+	}
+	claim("Fig. 13, static equal division", eq222, eq22, "the slow worker made it worse")
+	claim("Fig. 14, static proportional division", pr221, eq22, "the slow worker brought no improvement")
 	decrease(f7, "SCTP over TCP", tcp2, sctp2)
 	decrease(f10, "SCTP: 2 workers over 1", sctp2, sctp22)
 	decrease(f10, "TCP: 2 workers over 1", tcp2, tcp22)
@@ -180,7 +222,7 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 	// A figure stays when the layouts it is about ran (quick runs only
 	// some).
 	for f, keys := range map[*Figure][]string{f4: {tcp1}, f5: {sctp3}, f6: {tcp2, sctp2}, f7: {tcp2, sctp2},
-		f9: {sctp22}, f10: {sctp22}, f12: {slow2}, f15: {sct331, tcp331}} {
+		f9: {sctp22}, f10: {sctp22}, f12: {slow2}, f15: {sct331, tcp331}, f13: {eq222}, f14: {pr221}} {
 		ran := false
 		for _, k := range keys {
 			ran = ran || ms[k] != nil
@@ -234,7 +276,11 @@ func (r *PaperRun) run001(ctx context.Context, bed *testbed.Bed, dir, gif string
 		return nil, err
 	}
 	job := func(n int) (float64, error) {
-		j, err := c.Submit(ctx, "--op", "blur", "--input", id, "--repeat", strconv.Itoa(n), "--param", "radius=2")
+		args := []string{"--op", "blur", "--input", id, "--repeat", strconv.Itoa(n), "--param", "radius=2"}
+		if s.policy != "" {
+			args = append(args, "--policy", s.policy)
+		}
+		j, err := c.Submit(ctx, args...)
 		if err != nil {
 			return 0, err
 		}
@@ -245,8 +291,14 @@ func (r *PaperRun) run001(ctx context.Context, bed *testbed.Bed, dir, gif string
 		return nil, err
 	}
 	out = map[int][]float64{}
+	if s.maxReps > 0 {
+		reps = min(reps, s.maxReps)
+	}
 	for rep := range reps {
 		for _, n := range tasks {
+			if s.maxTasks > 0 && n > s.maxTasks {
+				continue
+			}
 			v, err := job(n)
 			if err != nil {
 				return nil, err
@@ -262,11 +314,24 @@ func (r *PaperRun) run001(ctx context.Context, bed *testbed.Bed, dir, gif string
 // Figs. 6 and 9 (one worker with 2 threads, two with 2 each); a peer that
 // cannot run is noted in the report.
 func (r *PaperRun) peers001(ctx context.Context, pr *PaperResult, dir, gif string, tasks []int, reps int, f6, f9 *Figure) {
-	py, err := PeerVenv(ctx, r.logf)
+	var py string
+	var err error
+	if r.Quick {
+		// Quick runs install nothing; they use the environment a full run
+		// left in the cache.
+		py, err = CachedPeerVenv(ctx)
+	} else {
+		py, err = PeerVenv(ctx, r.logf)
+	}
 	if err != nil {
-		pr.Missing = append(pr.Missing, fmt.Sprintf("Dask and Ray: no Python environment: %v", err))
+		pr.Missing = append(pr.Missing, fmt.Sprintf("Dask and Ray did not run: %v.", err))
 		return
 	}
+	where := "the run creates or finds in the user's cache directory, versions checked"
+	if r.Quick {
+		where = "an earlier full run left in the cache, versions checked"
+	}
+	pr.Emulated = append(pr.Emulated, peersText001(where))
 	// The task's compute alone, in Go (braid's blur) and in Python
 	// (Pillow's): the frameworks' overhead is what lies above it.
 	img, err := os.ReadFile(gif)
@@ -301,12 +366,17 @@ func (r *PaperRun) peers001(ctx context.Context, pr *PaperResult, dir, gif strin
 		}
 	}
 	peerTasks := tasks[:min(len(tasks), 3)] // up to 500: Pillow's task costs 10 times braid's
+	type layout struct {
+		workers int
+		figs    []*Figure
+		braid   string
+	}
+	layouts := []layout{{1, []*Figure{f6, f9}, "TCP, 1 worker x 2 streams"}, {2, []*Figure{f9}, "TCP, 2 workers x 2 streams"}}
+	if r.Quick {
+		layouts = layouts[:1] // quick runs have braid's 1-worker layout only
+	}
 	for _, fw := range []struct{ id, name string }{{"dask", "Dask"}, {"ray", "Ray"}} {
-		for _, l := range []struct {
-			workers int
-			figs    []*Figure
-			braid   string
-		}{{1, []*Figure{f6, f9}, "TCP, 1 worker x 2 streams"}, {2, []*Figure{f9}, "TCP, 2 workers x 2 streams"}} {
+		for _, l := range layouts {
 			name := fmt.Sprintf("%s, %d worker(s) x 2 threads", fw.name, l.workers)
 			r.logf("001 %s", name)
 			got, err := runPeer(ctx, py, dir, gif, fw.id, l.workers, 2, peerTasks, min(reps, 3))
@@ -327,4 +397,14 @@ func (r *PaperRun) peers001(ctx context.Context, pr *PaperResult, dir, gif strin
 			}
 		}
 	}
+}
+
+// peersText001 says how the peers of paper 001 ran; where says where
+// their environment came from.
+func peersText001(where string) string {
+	return "Dask distributed and Ray (the peers, in a Python virtual environment " + where + ": " +
+		strings.Join(pyPeerPackages, ", ") + ") run the same task with Pillow (decode the GIF, gaussian blur with sigma 1, encode PNG) " +
+		"on the same worker count and threads (a LocalCluster of worker processes; Ray with as many CPUs as threads in all), " +
+		"on this machine's loopback rather than in the namespaces, at up to 500 tasks and 3 repetitions (Pillow's task costs several times braid's). " +
+		"Each task's compute alone (braid's blur in Go, Pillow's in Python, one thread, one after the other) is plotted too: a framework's overhead is what lies above it."
 }

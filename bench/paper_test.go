@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/xml"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/uml"
 	"github.com/braid-hpc/braid/testbed"
 )
 
@@ -168,6 +170,48 @@ func TestPaperQuick(t *testing.T) {
 		}
 		t.Logf("paper %s: %d figures in %.0f s", p.Paper, len(p.Figures), p.Elapsed)
 	}
+	// The comparators this run must have measured, by figure.
+	want := map[string][]string{
+		"003-fig11": {"braid enhanced", "bonding-like (layer3+4 hash)"},
+		"001-fig13": {"SCTP, 2 workers x 2 streams, static equal", "SCTP, 3 workers x 2/2/2 streams, third slow, static equal"},
+		"001-fig14": {"SCTP, 3 workers x 2/2/1 streams, third slow, static proportional"},
+		"002-fig9":  {"TCP, 1 connection", "SCTP, 1 association"},
+	}
+	if uml.Available() == nil {
+		want["002-tables"] = []string{kTCP1, kSCTP1, kTCP4, kSCTP4x2}
+		want["002-fig9"] = append(want["002-fig9"], kTCP1, kSCTP1)
+	} else {
+		t.Logf("no kernel-SCTP rows: %v", uml.Available())
+	}
+	for id, series := range want {
+		f := figure(res, id)
+		if f == nil {
+			t.Errorf("no figure %s", id)
+			continue
+		}
+		for _, s := range series {
+			n := 0
+			for _, p := range f.Points {
+				if p.Series == s && p.Value > 0 {
+					n++
+				}
+			}
+			if n == 0 {
+				t.Errorf("%s: no measured point of %q (series %v)", id, s, f.series())
+			}
+		}
+	}
+}
+
+func figure(res *Results, id string) *Figure {
+	for _, p := range res.Papers {
+		for _, f := range p.Figures {
+			if f.ID == id {
+				return f
+			}
+		}
+	}
+	return nil
 }
 
 type testWriter struct{ t *testing.T }
@@ -175,4 +219,78 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
 	return len(b), nil
+}
+
+// TestLayer34 checks the bonding-like comparator's hash: in range, the
+// same flow always on the same path, and consecutive source ports (one
+// flow per message) spread over every path.
+func TestLayer34(t *testing.T) {
+	src, dst := netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.1")
+	for _, k := range []int{1, 2, 3, 4} {
+		seen := make([]int, k)
+		for sport := uint16(40000); sport < 40064; sport++ {
+			p := layer34(src, dst, sport, 5000, k)
+			if p < 0 || p >= k {
+				t.Fatalf("k=%d: path %d out of range", k, p)
+			}
+			if q := layer34(src, dst, sport, 5000, k); q != p {
+				t.Fatalf("k=%d sport %d: path %d then %d for the same flow", k, sport, p, q)
+			}
+			seen[p]++
+		}
+		for i, n := range seen {
+			if n < 64/k/4 {
+				t.Errorf("k=%d: path %d got %d of 64 flows (%v); want them spread", k, i, n, seen)
+			}
+		}
+	}
+}
+
+// TestCachedPeerVenv checks that a cached environment is reused only when
+// its versions are the pinned ones, and that none is an error, not an
+// install.
+func TestCachedPeerVenv(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("BRAID_BENCH_VENV", dir)
+	if _, err := CachedPeerVenv(t.Context()); err == nil || !strings.Contains(err.Error(), "no cached environment") {
+		t.Fatalf("empty cache: err %v, want no cached environment", err)
+	}
+	var want []string
+	for _, p := range pyPeerPackages {
+		_, v, _ := strings.Cut(p, "==")
+		want = append(want, v)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	py := filepath.Join(dir, "bin", "python")
+	fake := func(versions string) {
+		if err := os.WriteFile(py, []byte("#!/bin/sh\necho "+versions+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fake(strings.Join(want, " "))
+	if got, err := CachedPeerVenv(t.Context()); err != nil || got != py {
+		t.Errorf("matching cache: %q, %v; want %s", got, err, py)
+	}
+	want[len(want)-1] = "0.1"
+	fake(strings.Join(want, " "))
+	if _, err := CachedPeerVenv(t.Context()); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Errorf("cache with another version: err %v, want does not match", err)
+	}
+}
+
+func TestGuestSpec(t *testing.T) {
+	g, err := parseGuestSpec("d=300ms,reps=2,loss=0.1:1:3")
+	if err != nil || g.d != 300*time.Millisecond || g.reps != 2 || len(g.losses) != 3 || g.losses[1] != 1 {
+		t.Fatalf("parseGuestSpec: %+v, %v", g, err)
+	}
+	if back, err := parseGuestSpec(g.String()); err != nil || back.String() != g.String() {
+		t.Errorf("round trip %q: %q, %v", g, back, err)
+	}
+	for _, bad := range []string{"", "d=1h", "reps=0", "reps=x", "loss=60", "loss=a", "x=1", "d"} {
+		if _, err := parseGuestSpec(bad); err == nil {
+			t.Errorf("parseGuestSpec(%q): no error", bad)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,30 +23,76 @@ var peers001Script []byte
 // that runs compare.
 var pyPeerPackages = []string{"dask==2026.8.0", "distributed==2026.8.0", "ray==2.60.0", "pillow==13.0.0"}
 
-// PeerVenv returns the python of a virtual environment that has paper
-// 001's peers (Dask distributed, Ray, Pillow), creating it with python3
-// -m venv and pip the first time; it lives in the user's cache directory
-// (BRAID_BENCH_VENV overrides the place).
-func PeerVenv(ctx context.Context, log func(string, ...any)) (string, error) {
-	dir := os.Getenv("BRAID_BENCH_VENV")
-	if dir == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(cache, "braid", "bench-venv")
+// peerVenvDir is where the peers' virtual environment lives: the user's
+// cache directory, or BRAID_BENCH_VENV.
+func peerVenvDir() (string, error) {
+	if dir := os.Getenv("BRAID_BENCH_VENV"); dir != "" {
+		return dir, nil
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(cache, "braid", "bench-venv"), nil
+}
+
+// venvVersions checks that the python of a virtual environment imports
+// the peers and has exactly the pinned versions of pyPeerPackages.
+func venvVersions(ctx context.Context, py string) error {
+	var names, want []string
+	for _, p := range pyPeerPackages {
+		name, v, _ := strings.Cut(p, "==")
+		names = append(names, name)
+		want = append(want, v)
+	}
+	script := "import sys, importlib.metadata as m\nimport dask.distributed, ray, PIL\nprint(' '.join(m.version(p) for p in sys.argv[1:]))"
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, py, append([]string{"-c", script}, names...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, lastLine(out))
+	}
+	if got := strings.Fields(string(out)); !slices.Equal(got, want) {
+		return fmt.Errorf("%s has %s %s, want %s", py, strings.Join(names, " "), strings.Join(got, " "), strings.Join(want, " "))
+	}
+	return nil
+}
+
+// CachedPeerVenv returns the python of the peers' virtual environment if
+// an earlier run created it with the pinned versions; it installs
+// nothing.
+func CachedPeerVenv(ctx context.Context) (string, error) {
+	dir, err := peerVenvDir()
+	if err != nil {
+		return "", err
 	}
 	py := filepath.Join(dir, "bin", "python")
-	check := func() error {
-		out, err := exec.CommandContext(ctx, py, "-c", "import dask.distributed, ray, PIL").CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%w: %s", err, lastLine(out))
-		}
-		return nil
+	if _, err := os.Stat(py); err != nil {
+		return "", fmt.Errorf("no cached environment at %s (a full run of braid bench --paper 001 creates it)", dir)
 	}
-	if check() == nil {
+	if err := venvVersions(ctx, py); err != nil {
+		return "", fmt.Errorf("cached environment %s does not match: %w", dir, err)
+	}
+	return py, nil
+}
+
+// PeerVenv returns the python of a virtual environment that has paper
+// 001's peers (Dask distributed, Ray, Pillow) at the pinned versions. It
+// reuses the one in the user's cache directory (BRAID_BENCH_VENV
+// overrides the place) when its versions match, so only the first run
+// pays for the install; otherwise it creates it with python3 -m venv and
+// pip, over any mismatching one.
+func PeerVenv(ctx context.Context, log func(string, ...any)) (string, error) {
+	py, err := CachedPeerVenv(ctx)
+	if err == nil {
 		return py, nil
 	}
+	log("%v: installing", err)
+	dir, err := peerVenvDir()
+	if err != nil {
+		return "", err
+	}
+	py = filepath.Join(dir, "bin", "python")
 	python3, err := exec.LookPath("python3")
 	if err != nil {
 		return "", fmt.Errorf("python3 not found (install it to compare with Dask and Ray): %w", err)
@@ -60,7 +107,7 @@ func PeerVenv(ctx context.Context, log func(string, ...any)) (string, error) {
 	if out, err := exec.CommandContext(pctx, py, args...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("pip install %s: %w: %s", strings.Join(pyPeerPackages, " "), err, lastLine(out))
 	}
-	return py, check()
+	return py, venvVersions(ctx, py)
 }
 
 func lastLine(b []byte) string {

@@ -1,0 +1,357 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/braid-hpc/braid/internal/uml"
+	"github.com/braid-hpc/braid/transport/channel"
+	"github.com/braid-hpc/braid/transport/channel/ksctp"
+)
+
+// Paper 002's kernel-SCTP rows. This kernel has no SCTP, so the run boots
+// User-Mode Linux (internal/uml), where kernel SCTP loads, and runs this
+// same executable inside it with guest002Env set: the guest measures kernel
+// TCP and kernel SCTP on its loopback and prints one JSON line per run,
+// which the host reads back.
+
+// guest002Env, when set in the environment, makes any executable that
+// links this package run paper 002's guest side instead of its main (see
+// init): the value is the spec, "d=DURATION,reps=N,loss=PCT:PCT:...".
+const guest002Env = "BRAID_BENCH_PAPER002_GUEST"
+
+// guest002Prefix starts each result line the guest prints.
+const guest002Prefix = "paper002-guest "
+
+func init() {
+	// Like a re-exec helper: the host started this executable inside the
+	// guest to measure, not to run its command line.
+	if spec, ok := os.LookupEnv(guest002Env); ok {
+		os.Exit(guest002(spec, os.Stdout, os.Stderr))
+	}
+}
+
+// errNothing is kpump's error when no byte arrived during the run.
+var errNothing = errors.New("nothing arrived")
+
+// kcase is one measurement inside the guest.
+type kcase struct {
+	Table   string  `json:"table"`   // what of the paper it is
+	Carrier string  `json:"carrier"` // the layout's series name
+	Size    int     `json:"size"`    // message bytes
+	Loss    float64 `json:"loss"`    // percent, netem on lo
+	Mbps    float64 `json:"mbps"`
+	CPU     float64 `json:"cpu_s_per_gb"`
+	Rep     int     `json:"rep"`
+}
+
+// kernel layouts, named as the host's with the kernel said.
+const (
+	kTCP1    = "kernel TCP, 1 connection (UML)"
+	kSCTP1   = "kernel SCTP, 1 association (UML)"
+	kTCP4    = "kernel TCP, 4 connections (UML)"
+	kSCTP4x2 = "kernel SCTP, 4 associations x 2 streams (UML)"
+)
+
+type guestSpec struct {
+	d      time.Duration
+	reps   int
+	losses []float64
+}
+
+func parseGuestSpec(spec string) (guestSpec, error) {
+	g := guestSpec{d: time.Second, reps: 1}
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return g, fmt.Errorf("spec %q: %q is not key=value", spec, kv)
+		}
+		var err error
+		switch k {
+		case "d":
+			g.d, err = time.ParseDuration(v)
+			if err == nil && (g.d <= 0 || g.d > time.Minute) {
+				err = fmt.Errorf("duration %v out of (0, 1m]", g.d)
+			}
+		case "reps":
+			g.reps, err = strconv.Atoi(v)
+			if err == nil && (g.reps < 1 || g.reps > 20) {
+				err = fmt.Errorf("reps %d out of [1, 20]", g.reps)
+			}
+		case "loss":
+			for _, p := range strings.Split(v, ":") {
+				f, perr := strconv.ParseFloat(p, 64)
+				if perr != nil || f < 0 || f > 50 {
+					err = fmt.Errorf("loss %q: want a percentage in [0, 50]", p)
+					break
+				}
+				g.losses = append(g.losses, f)
+			}
+		default:
+			err = errors.New("unknown key")
+		}
+		if err != nil {
+			return g, fmt.Errorf("spec %q, %s: %w", spec, k, err)
+		}
+	}
+	return g, nil
+}
+
+func (g guestSpec) String() string {
+	var ls []string
+	for _, l := range g.losses {
+		ls = append(ls, strconv.FormatFloat(l, 'g', -1, 64))
+	}
+	s := fmt.Sprintf("d=%v,reps=%d", g.d, g.reps)
+	if len(ls) > 0 {
+		s += ",loss=" + strings.Join(ls, ":")
+	}
+	return s
+}
+
+// guest002 measures inside the guest: Tables 1-3 without loss, then 12 KB
+// over one connection and one association at each loss rate, every case
+// once per repetition (interleaved). It returns the exit code.
+func guest002(spec string, out, errw io.Writer) int {
+	g, err := parseGuestSpec(spec)
+	if err != nil {
+		fmt.Fprintln(errw, err)
+		return 2
+	}
+	if err := ksctp.Available(); err != nil {
+		fmt.Fprintf(errw, "kernel SCTP unavailable in the guest: %v\n", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	type tcase struct {
+		table, carrier string
+		size           int
+		sctp           bool
+		conns, streams int
+		rcvbuf         int
+	}
+	tables := []tcase{
+		{"Table 1", kTCP1, 12 << 10, false, 1, 1, 0},
+		{"Table 1", kSCTP1, 12 << 10, true, 1, 1, 0},
+		{"Table 2", kTCP1, 128, false, 1, 1, 256 << 10},
+		{"Table 2", kSCTP1, 128, true, 1, 1, 256 << 10},
+		{"Table 3", kTCP4, 2560, false, 4, 1, 0},
+		{"Table 3", kSCTP4x2, 2560, true, 4, 2, 0},
+	}
+	netem := func(loss float64) error {
+		args := []string{"qdisc", "replace", "dev", "lo", "root", "netem", "loss", strconv.FormatFloat(loss, 'f', -1, 64) + "%"}
+		if b, err := exec.CommandContext(ctx, "tc", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("tc %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(b))
+		}
+		return nil
+	}
+	if len(g.losses) > 0 {
+		defer exec.Command("tc", "qdisc", "del", "dev", "lo", "root").Run()
+	}
+	enc := json.NewEncoder(out)
+	run := func(rep int, c tcase, loss float64) error {
+		mbps, cpu, err := kpump(ctx, c.sctp, c.conns, c.streams, c.rcvbuf, c.size, g.d)
+		if errors.Is(err, errNothing) && loss > 0 {
+			err = nil // stalled in loss recovery for the whole run: 0 Mbit/s
+		}
+		if err != nil {
+			return fmt.Errorf("%s, %s, loss %v%%: %w", c.table, c.carrier, loss, err)
+		}
+		fmt.Fprint(out, guest002Prefix)
+		return enc.Encode(kcase{Table: c.table, Carrier: c.carrier, Size: c.size, Loss: loss, Mbps: mbps, CPU: cpu, Rep: rep})
+	}
+	for rep := range g.reps {
+		if len(g.losses) > 0 {
+			if err := netem(0); err != nil {
+				fmt.Fprintln(errw, err)
+				return 1
+			}
+		}
+		for _, c := range tables {
+			if err := run(rep, c, 0); err != nil {
+				fmt.Fprintln(errw, err)
+				return 1
+			}
+		}
+		for _, loss := range g.losses {
+			if err := netem(loss); err != nil {
+				fmt.Fprintln(errw, err)
+				return 1
+			}
+			for _, c := range tables[:2] {
+				c.table = "loss"
+				if err := run(rep, c, loss); err != nil {
+					fmt.Fprintln(errw, err)
+					return 1
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// kpump moves size-byte messages one way over conns TCP connections or
+// kernel SCTP associations (streams writers each) on loopback for d,
+// after 300 ms of warm-up, and returns Mbit/s delivered and the
+// process's CPU seconds per GB delivered.
+func kpump(ctx context.Context, sctp bool, conns, streams, rcvbuf, size int, d time.Duration) (mbps, cpuPerGB float64, err error) {
+	var recvd atomic.Int64
+	var wg sync.WaitGroup
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+		wg.Wait()
+	}()
+	reader := func(r io.Reader) {
+		wg.Go(func() {
+			buf := make([]byte, 256<<10)
+			for {
+				n, err := r.Read(buf)
+				recvd.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	k := ksctp.Kind{Config: ksctp.Config{ReceiveBuffer: rcvbuf}}
+	var writers []io.Writer
+	for range conns {
+		var ln net.Listener
+		if sctp {
+			ln, err = k.Listen(ctx, "127.0.0.1:0")
+		} else {
+			ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		closers = append(closers, ln)
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var c net.Conn
+		if sctp {
+			c, err = k.Dial(dctx, "127.0.0.1", ln.Addr().String())
+		} else {
+			c, err = (&net.Dialer{}).DialContext(dctx, "tcp", ln.Addr().String())
+		}
+		cancel()
+		if err != nil {
+			return 0, 0, err
+		}
+		closers = append(closers, c)
+		s, err := ln.Accept()
+		if err != nil {
+			return 0, 0, err
+		}
+		closers = append(closers, s)
+		if tc, ok := s.(*net.TCPConn); ok && rcvbuf > 0 {
+			_ = tc.SetReadBuffer(rcvbuf)
+		}
+		if !sctp || streams <= 1 {
+			writers = append(writers, c)
+			reader(s)
+			continue
+		}
+		cl, sl := c.(channel.Lanes), s.(channel.Lanes)
+		for id := 1; id <= streams; id++ {
+			w, err := cl.OpenLane(uint16(id))
+			if err != nil {
+				return 0, 0, err
+			}
+			if _, err := w.Write([]byte{0}); err != nil { // the peer learns of the lane
+				return 0, 0, err
+			}
+			writers = append(writers, w)
+		}
+		for range streams {
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, r, err := sl.AcceptLane(actx)
+			cancel()
+			if err != nil {
+				return 0, 0, err
+			}
+			reader(r)
+		}
+	}
+	var werr atomic.Pointer[error]
+	for _, w := range writers {
+		wg.Go(func() {
+			buf := make([]byte, size)
+			for {
+				if _, err := w.Write(buf); err != nil {
+					if !errors.Is(err, net.ErrClosed) {
+						werr.CompareAndSwap(nil, &err)
+					}
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	b0, c0, t0 := recvd.Load(), cpuTime(), time.Now()
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	}
+	b1, c1, el := recvd.Load(), cpuTime(), time.Since(t0)
+	if e := werr.Load(); e != nil {
+		return 0, 0, *e
+	}
+	n := float64(b1 - b0)
+	if n == 0 {
+		return 0, 0, errNothing
+	}
+	return n * 8 / el.Seconds() / 1e6, (c1 - c0).Seconds() / (n / 1e9), nil
+}
+
+// kernel002 boots User-Mode Linux, runs the guest side in it with this
+// executable (bin) and returns what it measured.
+func kernel002(ctx context.Context, bin string, g guestSpec) ([]kcase, time.Duration, error) {
+	if err := uml.Available(); err != nil {
+		return nil, 0, err
+	}
+	res, err := uml.Run(ctx, uml.Config{Env: []string{guest002Env + "=" + g.String()}}, bin)
+	if err != nil {
+		if res != nil {
+			err = fmt.Errorf("%w: %s", err, lastLine(res.Output))
+		}
+		return nil, 0, err
+	}
+	if res.ExitCode != 0 {
+		return nil, res.Elapsed, fmt.Errorf("the guest exited %d: %s", res.ExitCode, lastLine(res.Output))
+	}
+	var out []kcase
+	sc := bufio.NewScanner(bytes.NewReader(res.Output))
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), guest002Prefix)
+		if !ok {
+			continue
+		}
+		var c kcase
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			return nil, res.Elapsed, fmt.Errorf("guest line %q: %w", line, err)
+		}
+		out = append(out, c)
+	}
+	if want := g.reps * (6 + 2*len(g.losses)); len(out) != want {
+		return out, res.Elapsed, fmt.Errorf("the guest measured %d runs, want %d: %s", len(out), want, lastLine(res.Output))
+	}
+	return out, res.Elapsed, nil
+}
