@@ -55,6 +55,14 @@ func (w *packetWriter) write(p []byte) (int, error) {
 		return 0, *err
 	}
 	select {
+	case <-w.stop:
+		// Not into the queue, which nothing reads any more. A write racing
+		// with close may still be queued after the last drain and is then
+		// lost, as a datagram may be.
+		return 0, net.ErrClosed
+	default:
+	}
+	select {
 	case w.q <- p:
 		return len(p), nil
 	case <-w.stop:
