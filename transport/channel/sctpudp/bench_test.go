@@ -17,31 +17,23 @@ import (
 // Add -cpuprofile=cpu.out and `go tool pprof -top -cum cpu.out` for where
 // the time goes: for sctp-udp, pion's one writeLoop goroutine per
 // association, building each MTU-sized packet in freshly allocated slices,
-// so a larger MTU (loopback's path MTU) is the main lever. writes=direct
-// has pion write(2) each packet itself instead of handing it to a
-// packetWriter.
+// so a larger MTU (loopback's path MTU, mtu=path) is the main lever.
 func BenchmarkThroughput(b *testing.B) {
 	tcp, err := channel.Lookup("tcp")
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, bc := range []struct {
-		name   string
-		kind   channel.Kind
-		direct bool // pion writes each packet itself, no packetWriter
+		name string
+		kind channel.Kind
 	}{
-		{"kind=tcp", tcp, false},
-		{"kind=sctp-udp/mtu=1452/writes=direct", Kind{Config: Config{MTU: 1452}}, true},
-		{"kind=sctp-udp/mtu=1452", Kind{Config: Config{MTU: 1452}}, false},
-		{"kind=sctp-udp/mtu=path/writes=direct", Kind{}, true},
-		{"kind=sctp-udp/mtu=path", Kind{}, false},
-		{"kind=sctp-udp/mtu=path/zerocsum", Kind{Config: Config{ZeroChecksum: true}}, false},
+		{"kind=tcp", tcp},
+		{"kind=sctp-udp/mtu=1452", Kind{Config: Config{MTU: 1452}}},
+		{"kind=sctp-udp/mtu=1452/sndbuf=4MiB", Kind{Config: Config{MTU: 1452, SendBuffer: 4 << 20}}},
+		{"kind=sctp-udp/mtu=path", Kind{}},
+		{"kind=sctp-udp/mtu=path/zerocsum", Kind{Config: Config{ZeroChecksum: true}}},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			queueWrites = !bc.direct
-			defer func() { queueWrites = true }()
-			benchThroughput(b, bc.kind)
-		})
+		b.Run(bc.name, func(b *testing.B) { benchThroughput(b, bc.kind) })
 	}
 }
 

@@ -92,10 +92,6 @@
 // checksum (ZeroChecksum) and the RTO cap (RTOMax). docs/sctp.md sets them
 // beside the kernel's.
 //
-// Under pion, braid owns each association's conn: the MTU comes from the
-// kernel's route to the peer unless Config.MTU says otherwise (8192 on
-// loopback, where pion's cost per packet dominates), and the packets pion
-// writes are handed to a goroutine that sends them, several per
-// sendmmsg(2) on a dialer's socket, while pion's write loop builds the
-// next ones.
+// The MTU comes from the kernel's route to the peer unless Config.MTU says
+// otherwise: 8192 on loopback, where pion's cost per packet dominates.
 package sctpudp

@@ -44,7 +44,7 @@ func (k Kind) Dial(ctx context.Context, local, remote string) (net.Conn, error) 
 	if err != nil {
 		return nil, err
 	}
-	uc := newUDPConn(c.(*net.UDPConn))
+	uc := &udpConn{UDPConn: c.(*net.UDPConn)}
 	_ = uc.SetReadBuffer(cfg.ReceiveBuffer)
 	_ = uc.SetWriteBuffer(cfg.SendBuffer)
 

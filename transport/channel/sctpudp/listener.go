@@ -101,9 +101,6 @@ func (l *listener) serve() {
 			continue
 		default:
 		}
-		if queueWrites {
-			c = newQueuedConn(c)
-		}
 		l.pending[c] = struct{}{}
 		l.mu.Unlock()
 		l.wg.Add(1)

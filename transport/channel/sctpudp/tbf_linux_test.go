@@ -19,11 +19,11 @@ import (
 )
 
 // TestTbfBulk measures bulk over one 100 Mbit/s tbf link between two
-// testbed hosts (root and namespaces), sctp-udp beside kernel TCP, with
-// the packetWriter on and off and two send buffers, alternating, for
-// docs/sctp.md; cli's tbf drops and the sender's counters are logged per
-// run. It is a measurement, run only with BRAID_SCTPUDP_TBF=1
-// (BRAID_SCTPUDP_TBF_REPS sets the repetitions, 3 by default):
+// testbed hosts (root and namespaces), sctp-udp with two send buffers
+// beside kernel TCP, alternating, for docs/sctp.md; cli's tbf drops and
+// the sender's counters are logged per run. It is a measurement, run only
+// with BRAID_SCTPUDP_TBF=1 (BRAID_SCTPUDP_TBF_REPS sets the repetitions,
+// 3 by default; BRAID_SCTPUDP_TBF_MBIT the link rate, 100 by default):
 //
 //	BRAID_SCTPUDP_TBF=1 go test -count=1 -run TestTbfBulk -v ./transport/channel/sctpudp/
 func TestTbfBulk(t *testing.T) {
@@ -33,7 +33,11 @@ func TestTbfBulk(t *testing.T) {
 	testbed.Skip(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	bed, err := testbed.Up(ctx, testbed.Spec{Hosts: []string{"srv", "cli"}, Networks: []testbed.Network{{Rate: 100e6}}})
+	rate := int64(100e6)
+	if n, err := strconv.Atoi(os.Getenv("BRAID_SCTPUDP_TBF_MBIT")); err == nil && n > 0 && n <= 10000 {
+		rate = int64(n) * 1e6
+	}
+	bed, err := testbed.Up(ctx, testbed.Spec{Hosts: []string{"srv", "cli"}, Networks: []testbed.Network{{Rate: rate}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,17 +50,14 @@ func TestTbfBulk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type bcase struct {
-		name   string
-		kind   channel.Kind
-		direct bool // pion writes each packet itself, no packetWriter
-	}
-	cases := []bcase{
-		{"tcp", tcp, false},
-		{"sctp-udp, writes direct", Kind{}, true},
-		{"sctp-udp, packetWriter (default)", Kind{}, false},
-		{"sctp-udp, writes direct, SendBuffer 128 KiB", Kind{Config: Config{SendBuffer: 128 << 10}}, true},
-		{"sctp-udp, packetWriter, SendBuffer 128 KiB", Kind{Config: Config{SendBuffer: 128 << 10}}, false},
+	cases := []struct {
+		name string
+		kind channel.Kind
+	}{
+		{"tcp", tcp},
+		{"sctp-udp, SendBuffer 64 KiB", Kind{Config: Config{SendBuffer: 64 << 10}}},
+		{"sctp-udp, SendBuffer 128 KiB", Kind{Config: Config{SendBuffer: 128 << 10}}},
+		{"sctp-udp, SendBuffer 256 KiB", Kind{Config: Config{SendBuffer: 256 << 10}}},
 	}
 	reps, dur := 3, 4*time.Second
 	if n, err := strconv.Atoi(os.Getenv("BRAID_SCTPUDP_TBF_REPS")); err == nil && n > 0 && n <= 20 {
@@ -65,10 +66,8 @@ func TestTbfBulk(t *testing.T) {
 	res := make([][]string, len(cases))
 	for rep := range reps {
 		for i, bc := range cases {
-			queueWrites = !bc.direct
 			drops0 := tbfDrops(t, bed)
 			mbps, st, err := tbfBulk(ctx, bed, bc.kind, dur)
-			queueWrites = true
 			if err != nil {
 				t.Errorf("%s, run %d: %v", bc.name, rep+1, err)
 				res[i] = append(res[i], "error")
@@ -84,7 +83,7 @@ func TestTbfBulk(t *testing.T) {
 	for i, bc := range cases {
 		fmt.Fprintf(&b, "| %s | %s |\n", bc.name, strings.Join(res[i], " / "))
 	}
-	t.Logf("bulk, one 100 Mbit/s tbf link, cli to srv:\n%s", b.String())
+	t.Logf("bulk, one %s tbf link, cli to srv:\n%s", testbed.FormatRate(rate), b.String())
 }
 
 // tbfDrops returns the packets cli's tbf on network 0 has dropped so far.

@@ -11,11 +11,9 @@ import (
 // Close reports io.EOF, so an association that ends by a SHUTDOWN (which
 // closes this conn) ends its streams with io.EOF rather than "use of closed
 // network connection". The first other read error is kept, so a refused
-// handshake can say "connection refused". Writes go through a
-// packetWriter, several packets per sendmmsg(2).
+// handshake can say "connection refused".
 type udpConn struct {
 	*net.UDPConn
-	w      *packetWriter
 	closed atomic.Bool
 
 	mu    sync.Mutex
@@ -37,28 +35,9 @@ func (c *udpConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func newUDPConn(c *net.UDPConn) *udpConn {
-	uc := &udpConn{UDPConn: c}
-	if queueWrites {
-		uc.w = newPacketWriter(batchSender(c))
-	}
-	return uc
-}
-
-func (c *udpConn) Write(p []byte) (int, error) {
-	if c.w == nil {
-		return c.UDPConn.Write(p)
-	}
-	return c.w.write(p)
-}
-
-// Close sends what is queued, then closes the socket.
 func (c *udpConn) Close() error {
 	if c.closed.Swap(true) {
 		return nil
-	}
-	if c.w != nil {
-		c.w.close()
 	}
 	return c.UDPConn.Close()
 }
