@@ -110,6 +110,19 @@ var sctpKnobs = []sctpKnob{
 		kern: func(c *ksctp.Config, v string) (err error) { c.PathMaxRetrans, err = intArg(v); return },
 	},
 	{
+		name: "sctp-pf-threshold", kind: "int",
+		usage:  "sctp: timeouts in a row after which a peer address counts as potentially failed and new data moves to another address at once, before --sctp-path-max-retrans marks it down; at or above that, off (SCTP_PEER_ADDR_THLDS, RFC 7829; kernel default 0: at the first timeout)",
+		udpWhy: "an sctp-udp association has one address: braid's own paths fail over", kernField: "PFThreshold",
+		kern: func(c *ksctp.Config, v string) error {
+			n, err := intArg(v)
+			if n == 0 {
+				n = -1 // Config's spelling of an explicit 0
+			}
+			c.PFThreshold = n
+			return err
+		},
+	},
+	{
 		name: "sctp-sndbuf", kind: "size",
 		usage:    "socket send buffer asked of the kernel (SO_SNDBUF, doubled by Linux, capped by net.core.wmem_max). sctp: the SCTP socket's (kernel default); sctp-udp: the UDP socket's, pion's only backpressure (default 64K)",
 		udpField: "SendBuffer", kernField: "SendBuffer",
@@ -125,7 +138,7 @@ var sctpKnobs = []sctpKnob{
 	},
 	{
 		name: "sctp-mtu", kind: "size",
-		usage:    "sctp-udp: largest SCTP packet (UDP payload); it sets the fragmentation point, MTU less 28 bytes per DATA chunk (256 to 8192; default 1452)",
+		usage:    "sctp-udp: largest SCTP packet (UDP payload); it sets the fragmentation point, MTU less 28 bytes per DATA chunk (256 to 8192; default: the route MTU less IP and UDP headers, 8192 on loopback)",
 		udpField: "MTU", kernWhy: "the kernel finds the path MTU itself: set the fragmentation point with --sctp-maxseg",
 		udp: func(c *sctpudp.Config, v string) (err error) { c.MTU, err = sizeArg(v); return },
 	},

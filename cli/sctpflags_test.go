@@ -54,6 +54,11 @@ func TestSCTPFlags(t *testing.T) {
 		}}, ""},
 		{"sctp no burst limit", "sctp", []string{"--sctp-max-burst", "0"}, ksctp.Kind{Config: ksctp.Config{MaxBurst: -1}}, ""},
 		{"sctp no delayed sack", "sctp", []string{"--sctp-sack-freq", "1"}, ksctp.Kind{Config: ksctp.Config{SACKFreq: 1}}, ""},
+		{"sctp failover", "sctp", []string{"--sctp-hb-interval", "1s", "--sctp-path-max-retrans", "4", "--sctp-pf-threshold", "1"},
+			ksctp.Kind{Config: ksctp.Config{HeartbeatInterval: time.Second, PathMaxRetrans: 4, PFThreshold: 1}}, ""},
+		{"sctp pf at first timeout", "sctp", []string{"--sctp-pf-threshold", "0"}, ksctp.Kind{Config: ksctp.Config{PFThreshold: -1}}, ""},
+		{"pf threshold over pion", "sctp-udp", []string{"--sctp-pf-threshold", "1"}, nil, "--sctp-pf-threshold: --transport sctp-udp cannot honour it: an sctp-udp association has one address"},
+		{"pf threshold too large", "sctp", []string{"--sctp-pf-threshold", "70000"}, nil, "--sctp-pf-threshold: ksctp: PFThreshold 70000 out of range"},
 
 		{"knobs over tcp", "tcp", []string{"--sctp-mtu", "1200"}, nil, "--sctp-mtu: --transport tcp has no SCTP knobs: they apply to --transport sctp or sctp-udp"},
 		{"knobs over mptcp", "mptcp", []string{"--sctp-sack-freq", "2"}, nil, "--transport mptcp has no SCTP knobs"},

@@ -28,9 +28,11 @@ import (
 //	testbed hub (bridges)  net 0: 10.1.0.0/24, net 1: 10.2.0.0/24
 //	srv: 10.1.0.1, 10.2.0.1     cli: 10.1.0.2, 10.2.0.2
 //
-// A path dies silently (testbed Blackhole: its hub port leaves the bridge,
-// packets vanish both ways) in the middle of a paced transfer from cli to
-// srv; the stall is the longest gap between messages read on srv.
+// A path dies in the middle of a paced transfer from cli to srv, silently
+// (testbed Blackhole: its hub port leaves the bridge, packets vanish both
+// ways) or loudly (testbed LinkDown: cli's interface goes down, sends on
+// it fail at once); the stall is the longest gap between messages read on
+// srv.
 
 // nsKind creates the sockets of an inner kind inside a testbed host's
 // network namespace: braid's own redials, from goroutines outside it, land
@@ -130,6 +132,7 @@ type failoverCase struct {
 	knobs     ksctp.Config
 	mod       func(*Config)
 	noFault   bool // the baseline: no network dies
+	linkDown  bool // network 0 dies by LinkDown, else by Blackhole
 }
 
 // failoverRun is what one repetition measured.
@@ -141,8 +144,8 @@ type failoverRun struct {
 }
 
 // runFailover opens a session as c says, sends paced messages from cli to
-// srv on one stream and blackholes network 0 (the multi-homed
-// association's primary path) after a third of them.
+// srv on one stream and kills network 0 (the multi-homed association's
+// primary path) after a third of them.
 func runFailover(t *testing.T, bed *testbed.Bed, fc failoverCase) failoverRun {
 	const (
 		msgs     = 240
@@ -202,12 +205,18 @@ func runFailover(t *testing.T, bed *testbed.Bed, fc failoverCase) failoverRun {
 	src := randBytes(7, msgs*msgSize)
 	errc := make(chan error, 1)
 	sent := make(chan struct{})
+	kill, heal := bed.Blackhole, bed.Restore
+	if fc.linkDown {
+		kill, heal = bed.LinkDown, bed.LinkUp
+	}
 	// On every return: stop the sender, then heal network 0 for the next
 	// run (the sender may be the one cutting it).
 	defer func() {
 		cancel()
 		<-sent
-		_ = bed.Restore("cli", 0)
+		if err := heal("cli", 0); err != nil {
+			t.Errorf("heal network 0: %v", err)
+		}
 	}()
 	go func() {
 		defer close(sent)
@@ -215,7 +224,7 @@ func runFailover(t *testing.T, bed *testbed.Bed, fc failoverCase) failoverRun {
 		defer tick.Stop()
 		for i := range msgs {
 			if i == faultAt && !fc.noFault {
-				if err := bed.Blackhole("cli", 0); err != nil {
+				if err := kill("cli", 0); err != nil {
 					errc <- err
 					return
 				}
@@ -294,6 +303,21 @@ func TestKernelSCTPFailoverBench(t *testing.T) {
 		{name: "braid 2 paths, PathTimeout 500ms", sysctl: defaults},
 		{name: "braid 2 paths, PathTimeout 2s", sysctl: defaults, mod: func(c *Config) { c.PathTimeout = 2 * time.Second }},
 	}
+	// The potentially-failed threshold as a socket knob (PFThreshold,
+	// SCTP_PEER_ADDR_THLDS): the path turns potentially failed after 2
+	// timeouts instead of the first, and down after 4.
+	pfKnob := tuned
+	pfKnob.PFThreshold, pfKnob.PathMaxRetrans = 2, 4
+	cases = append(cases, failoverCase{name: "1 assoc, RTO 100ms-1s, PFThreshold 2, PathMaxRetrans 4", multihome: true, knobs: pfKnob, sysctl: defaults, mod: patient})
+	// The same faults, but network 0 goes down loudly: cli's interface is
+	// taken down, so sends on it fail at once.
+	for _, fc := range slices.Clone(cases) {
+		if !fc.noFault {
+			fc.name += ", link down"
+			fc.linkDown = true
+			cases = append(cases, fc)
+		}
+	}
 	if only := os.Getenv("BRAID_UML_BENCH_CASES"); only != "" {
 		// "|"-separated parts of case names
 		cases = slices.DeleteFunc(cases, func(fc failoverCase) bool {
@@ -326,7 +350,7 @@ func TestKernelSCTPFailoverBench(t *testing.T) {
 		fmt.Fprintf(&table, "| %s | %s | %s | %d of %d |\n", fc.name, strings.Join(stalls, " / "),
 			strings.Join(totals, " / "), intact, reps)
 	}
-	t.Logf("failover, 240 x 32 KiB every 20 ms, network 0 blackholed after 80:\n%s", table.String())
+	t.Logf("failover, 240 x 32 KiB every 20 ms, network 0 blackholed (or its link at cli down) after 80:\n%s", table.String())
 }
 
 // holRun runs a paced bulk transfer (16 KiB messages every 100 ms, about

@@ -64,6 +64,17 @@ type Config struct {
 	// 5). At most 65535.
 	PathMaxRetrans int
 
+	// PFThreshold is the potentially-failed threshold (RFC 7829,
+	// SCTP_PEER_ADDR_THLDS spt_pathpfthld; PFMR): after more than this
+	// many timeouts in a row a peer address counts as potentially failed
+	// and new data goes to another active address at once, while
+	// heartbeats keep probing the failed one; only PathMaxRetrans
+	// timeouts mark it down. A threshold at or above PathMaxRetrans turns
+	// the state off, so traffic stays on the path until it is down. Zero
+	// keeps the kernel's (net.sctp.pf_retrans, 0 by default: potentially
+	// failed at the first timeout); -1 sets 0. At most 65535.
+	PFThreshold int
+
 	// SendBuffer is the socket's send buffer asked of the kernel
 	// (SO_SNDBUF; Linux doubles it and caps it at net.core.wmem_max): the
 	// bytes written and not yet acknowledged. Zero keeps the kernel's
@@ -136,6 +147,9 @@ func (c Config) Validate() error {
 	}
 	if c.PathMaxRetrans < 0 || c.PathMaxRetrans > maxCount {
 		return fmt.Errorf("ksctp: PathMaxRetrans %d out of range [0, %d] (retransmissions before a peer address counts as down)", c.PathMaxRetrans, maxCount)
+	}
+	if c.PFThreshold < -1 || c.PFThreshold > maxCount {
+		return fmt.Errorf("ksctp: PFThreshold %d out of range [-1, %d] (timeouts before a peer address counts as potentially failed; -1 sets 0)", c.PFThreshold, maxCount)
 	}
 	if c.SendBuffer < 0 || c.SendBuffer > maxBuffer {
 		return fmt.Errorf("ksctp: SendBuffer %d out of range [0, 1 GiB]", c.SendBuffer)

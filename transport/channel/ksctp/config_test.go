@@ -41,6 +41,10 @@ func TestValidate(t *testing.T) {
 		{"heartbeat negative", Config{HeartbeatInterval: -ms}, "HeartbeatInterval -1ms out of range"},
 		{"path max retrans large", Config{PathMaxRetrans: 65536}, "PathMaxRetrans 65536 out of range [0, 65535]"},
 		{"path max retrans negative", Config{PathMaxRetrans: -1}, "PathMaxRetrans -1 out of range"},
+		{"pf threshold", Config{PathMaxRetrans: 4, PFThreshold: 1}, ""},
+		{"pf threshold zero", Config{PFThreshold: -1}, ""},
+		{"pf threshold large", Config{PFThreshold: 65536}, "PFThreshold 65536 out of range [-1, 65535]"},
+		{"pf threshold negative", Config{PFThreshold: -2}, "PFThreshold -2 out of range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

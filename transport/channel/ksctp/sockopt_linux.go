@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,6 +19,7 @@ const (
 	sctpDelayedSACK = 16 // SCTP_DELAYED_SACK (= SCTP_DELAYED_ACK_TIME), struct sctp_sack_info
 	sctpMaxBurst    = 20 // SCTP_MAX_BURST, struct sctp_assoc_value
 	sctpPeerParams  = 9  // SCTP_PEER_ADDR_PARAMS, struct sctp_paddrparams
+	sctpPeerThlds   = 31 // SCTP_PEER_ADDR_THLDS, struct sctp_paddrthlds
 
 	// sppHBEnable is SPP_HB_ENABLE: heartbeats on, at spp_hbinterval.
 	sppHBEnable = 1
@@ -28,6 +30,16 @@ const (
 	// the 16-bit pathmaxrxt at 136, pathmtu at 138, sackdelay at 142,
 	// flags at 146).
 	paddrparamsLen = 152
+	// struct sctp_paddrthlds is not packed: its sockaddr_storage is
+	// aligned to a pointer, so on 64-bit systems the assoc id at 0 is
+	// followed by 4 bytes of padding, the address at 8, the 16-bit
+	// spt_pathmaxrxt at 136 and spt_pathpfthld at 138, 144 bytes in all
+	// (4, 132, 134 and 136 on 32-bit ones). The _V2 option adds
+	// spt_pathcpthld, which braid leaves alone.
+	thldsAddr     = int(unsafe.Sizeof(uintptr(0)))
+	thldsMaxRxt   = thldsAddr + 128
+	thldsPF       = thldsMaxRxt + 2
+	paddrthldsLen = (thldsPF + 2 + thldsAddr - 1) / thldsAddr * thldsAddr
 
 	// sctpFutureAssoc is SCTP_FUTURE_ASSOC, the sctp_assoc_t that means
 	// "this socket's associations to come": the only one a one-to-one
@@ -90,6 +102,15 @@ func sockopts(cfg *Config) []sockopt {
 			binary.NativeEndian.PutUint32(b[146:], sppHBEnable)
 		}
 		out = append(out, sockopt{solSCTP, sctpPeerParams, "SCTP_PEER_ADDR_PARAMS", b})
+	}
+	if cfg.PFThreshold != 0 {
+		// A zero address is every peer address, and the socket's
+		// associations to come. The kernel sets the threshold always and
+		// the path max retrans only when it is not zero.
+		b := make([]byte, paddrthldsLen)
+		binary.NativeEndian.PutUint16(b[thldsMaxRxt:], uint16(cfg.PathMaxRetrans))
+		binary.NativeEndian.PutUint16(b[thldsPF:], uint16(max(cfg.PFThreshold, 0)))
+		out = append(out, sockopt{solSCTP, sctpPeerThlds, "SCTP_PEER_ADDR_THLDS", b})
 	}
 	return out
 }

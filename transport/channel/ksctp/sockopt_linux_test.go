@@ -67,6 +67,12 @@ func TestSockopts(t *testing.T) {
 			strings.Repeat("00", 132) + "dc050000" + "0300" + "00000000" + "00000000" + "01000000" + "0000"}}},
 		{"path max retrans only", Config{PathMaxRetrans: 2}, []opt{{132, 9, "SCTP_PEER_ADDR_PARAMS",
 			strings.Repeat("00", 132) + "00000000" + "0200" + strings.Repeat("00", 14)}}},
+		// struct sctp_paddrthlds: pathmaxrxt at 136, pathpfthld at 138
+		// on 64-bit systems (see thldsMaxRxt).
+		{"pf threshold and path max retrans", Config{PathMaxRetrans: 4, PFThreshold: 2}, []opt{
+			{132, 9, "SCTP_PEER_ADDR_PARAMS", strings.Repeat("00", 132) + "00000000" + "0400" + strings.Repeat("00", 14)},
+			{132, 31, "SCTP_PEER_ADDR_THLDS", strings.Repeat("00", thldsMaxRxt) + "0400" + "0200" + strings.Repeat("00", paddrthldsLen-thldsPF-2)}}},
+		{"pf threshold zero", Config{PFThreshold: -1}, []opt{{132, 31, "SCTP_PEER_ADDR_THLDS", strings.Repeat("00", paddrthldsLen)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.cfg.Validate(); err != nil {
@@ -239,7 +245,7 @@ func TestKnobsKernel(t *testing.T) {
 	cfg := Config{
 		SACKDelay: 40 * ms, SACKFreq: 7, MaxBurst: 16, MaxSeg: 1000,
 		RTOInitial: 300 * ms, RTOMin: 20 * ms, RTOMax: 900 * ms,
-		HeartbeatInterval: 1500 * ms, PathMaxRetrans: 3,
+		HeartbeatInterval: 1500 * ms, PathMaxRetrans: 3, PFThreshold: 2,
 	}
 	c, s, _ := pair(t, Kind{Config: cfg}, "127.0.0.1", "127.0.0.1:0")
 	u32 := func(b []byte, i int) uint32 { return binary.NativeEndian.Uint32(b[4*i:]) }
@@ -262,6 +268,10 @@ func TestKnobsKernel(t *testing.T) {
 		hb, pmr, flags := binary.NativeEndian.Uint32(pp[132:]), binary.NativeEndian.Uint16(pp[136:]), binary.NativeEndian.Uint32(pp[146:])
 		if hb != 1500 || pmr != 3 || flags&sppHBEnable == 0 {
 			t.Errorf("%v: heartbeat interval %d ms, path max retrans %d, flags %#x; want 1500, 3, heartbeats on", conn.LocalAddr(), hb, pmr, flags)
+		}
+		th := getsockoptBytes(t, conn, solSCTP, sctpPeerThlds, paddrthldsLen)
+		if pmr, pf := binary.NativeEndian.Uint16(th[thldsMaxRxt:]), binary.NativeEndian.Uint16(th[thldsPF:]); pmr != 3 || pf != 2 {
+			t.Errorf("%v: thresholds: path max retrans %d, potentially failed %d; want 3, 2", conn.LocalAddr(), pmr, pf)
 		}
 	}
 }

@@ -200,13 +200,14 @@ func (as *Assoc) Interleaved() bool {
 }
 
 // Stats returns what the association has sent and received, in bytes of
-// SCTP packets, and its smoothed round-trip time.
+// SCTP packets, its smoothed round-trip time, congestion window and MTU.
 func (as *Assoc) Stats() Stats {
 	return Stats{
 		BytesSent:     as.a.BytesSent(),
 		BytesReceived: as.a.BytesReceived(),
 		SRTT:          time.Duration(as.a.SRTT() * float64(time.Millisecond)),
 		CWND:          as.a.CWND(),
+		MTU:           int(as.a.MTU()),
 	}
 }
 
@@ -216,6 +217,7 @@ type Stats struct {
 	BytesReceived uint64
 	SRTT          time.Duration // smoothed round-trip time
 	CWND          uint32        // congestion window, bytes
+	MTU           int           // largest packet sent: Config.MTU or the path's
 }
 
 func (as *Assoc) opError(op string, err error) error {

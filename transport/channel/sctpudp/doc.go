@@ -91,4 +91,7 @@
 // ReceiveBuffer), per-stream send buffers (StreamSendBuffer), zero
 // checksum (ZeroChecksum) and the RTO cap (RTOMax). docs/sctp.md sets them
 // beside the kernel's.
+//
+// The MTU comes from the kernel's route to the peer unless Config.MTU says
+// otherwise: 8192 on loopback, where pion's cost per packet dominates.
 package sctpudp
