@@ -150,7 +150,7 @@ var sctpKnobs = []sctpKnob{
 	},
 	{
 		name: "sctp-rwnd", kind: "size",
-		usage:    "sctp-udp: receive window advertised to the peer, the bytes buffered before the reader takes them (default 4M)",
+		usage:    "sctp-udp: receive window advertised to the peer, the bytes buffered before the reader takes them; at least --sctp-max-msg, as SCTP delivers a message only whole (default 4M)",
 		udpField: "MaxReceiveBuffer", kernWhy: "kernel SCTP advertises its receive buffer: set --sctp-rcvbuf",
 		udp: func(c *sctpudp.Config, v string) (err error) { c.MaxReceiveBuffer, err = sizeArg(v); return },
 	},

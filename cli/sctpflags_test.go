@@ -74,7 +74,8 @@ func TestSCTPFlags(t *testing.T) {
 
 		{"mtu too large", "sctp-udp", []string{"--sctp-mtu", "9000"}, nil, "--sctp-mtu: sctpudp: MTU 9000 out of range [256, 8192]"},
 		{"bad size", "sctp-udp", []string{"--sctp-mtu", "lots"}, nil, "--sctp-mtu: bad size \"lots\""},
-		{"rwnd below mtu", "sctp-udp", []string{"--sctp-rwnd", "1000", "--sctp-mtu", "1452"}, nil, "--sctp-mtu, --sctp-rwnd: sctpudp: MaxReceiveBuffer 1000 out of range [MTU, 1 GiB]"},
+		{"rwnd below mtu", "sctp-udp", []string{"--sctp-rwnd", "1000", "--sctp-mtu", "1452"}, nil, "--sctp-mtu, --sctp-rwnd: sctpudp: MaxReceiveBuffer 1000 out of range [65536, 1 GiB]"},
+		{"rwnd below a message", "sctp-udp", []string{"--sctp-rwnd", "32K"}, nil, "--sctp-rwnd: sctpudp: MaxReceiveBuffer 32768 out of range [65536, 1 GiB]: the receive window must hold one packet (MTU 8192) and one whole message (MaxMessageSize 65536)"},
 		{"rto max too small", "sctp-udp", []string{"--sctp-rto-max", "1ms"}, nil, "--sctp-rto-max: sctpudp: RTOMax 1ms out of range [10ms, 24h0m0s]"},
 		{"sack delay too long", "sctp", []string{"--sctp-sack-delay", "600ms"}, nil, "--sctp-sack-delay: ksctp: SACKDelay 600ms out of range [1ms, 500ms]"},
 		{"sack freq negative", "sctp", []string{"--sctp-sack-freq", "-1"}, nil, "--sctp-sack-freq: ksctp: SACKFreq -1 out of range"},

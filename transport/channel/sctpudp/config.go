@@ -132,10 +132,14 @@ func (c Config) populate() (Config, error) {
 	if c.MaxReceiveBuffer == 0 {
 		c.MaxReceiveBuffer = defaultMaxReceiveBuffer
 	}
-	// The window must hold one packet: the MTU, or the largest a path may
-	// choose when the MTU comes from the path.
-	if minWindow := cmp.Or(c.MTU, MaxMTU); c.MaxReceiveBuffer < minWindow || c.MaxReceiveBuffer > 1<<30 {
-		return c, fmt.Errorf("sctpudp: MaxReceiveBuffer %d out of range [MTU, 1 GiB] with MTU %d", c.MaxReceiveBuffer, minWindow)
+	// The window must hold one packet (the MTU, or the largest a path may
+	// choose when the MTU comes from the path) and one whole message: SCTP
+	// delivers a message only once all of it is reassembled, so a window
+	// smaller than a message stalls the association for good (a 32 KiB
+	// window under 64 KiB messages never moved a byte).
+	if minWindow := max(cmp.Or(c.MTU, MaxMTU), c.MaxMessageSize); c.MaxReceiveBuffer < minWindow || c.MaxReceiveBuffer > 1<<30 {
+		return c, fmt.Errorf("sctpudp: MaxReceiveBuffer %d out of range [%d, 1 GiB]: the receive window must hold one packet (MTU %d) and one whole message (MaxMessageSize %d)",
+			c.MaxReceiveBuffer, minWindow, cmp.Or(c.MTU, MaxMTU), c.MaxMessageSize)
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = defaultHandshakeTimeout
