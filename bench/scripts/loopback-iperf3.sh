@@ -67,8 +67,9 @@ for i in $(seq 1 "$reps"); do
 			s0=$(cpu $bpid)
 			/usr/bin/time -f '%U %S' -o "$tmp/time" "$BRAID" perf -c 127.0.0.1:$bport --insecure-plaintext --time "$secs" --json "${extra[@]}" >"$tmp/out.json" 2>"$tmp/cli.log"
 			s1=$(cpu $bpid)
-			bytes=$(jq '.bytes' "$tmp/out.json")
-			gbps=$(jq '.throughput_mbps / 1000' "$tmp/out.json")
+			# iperf3-shaped JSON, like iperf3's own.
+			bytes=$(jq '.end.sum_received.bytes' "$tmp/out.json")
+			gbps=$(jq '.end.sum_received.bits_per_second / 1e9' "$tmp/out.json")
 		fi
 		ccpu=$(awk '{ print $1 + $2 }' "$tmp/time")
 		spg=$(awk -v a="$s0" -v b="$s1" -v c="$ccpu" -v n="$bytes" 'BEGIN { printf "%.3f", (b - a + c) / (n / 1e9) }')
