@@ -3,15 +3,14 @@ package transport
 import (
 	"bytes"
 	"testing"
-	"time"
 )
 
 // TestPlaintextPingPongNeverWaitsForMissingBytes sends messages of mixed
 // sizes back and forth over a plaintext TCP channel, one at a time, so
 // that after every large payload the receiver waits for the next frame's
 // header on an idle socket: a receive low-water mark left above one byte
-// there (plainreader_linux.go) would hold every read until the path timed
-// out. Each exchange must be quick and the path must never fail over.
+// there (plainreader_linux.go) would hold the read until the path timed
+// out (nothing else comes: the peer waits for the echo), failing it over.
 func TestPlaintextPingPongNeverWaitsForMissingBytes(t *testing.T) {
 	c, s := pair(t, 1, func(c *Config) {
 		c.InsecurePlaintext = true
@@ -44,7 +43,6 @@ func TestPlaintextPingPongNeverWaitsForMissingBytes(t *testing.T) {
 	}()
 	for i, n := range sizes {
 		want := randBytes(uint64(i), n)
-		start := time.Now()
 		if err := cs.WriteMessage(ctx, want); err != nil {
 			t.Fatal(err)
 		}
@@ -54,10 +52,6 @@ func TestPlaintextPingPongNeverWaitsForMissingBytes(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("message %d: echo of %d bytes, want %d (content differs)", i, len(got), n)
-		}
-		// Far below the 500ms path timeout a stuck read would wait for.
-		if d := time.Since(start); d > 400*time.Millisecond {
-			t.Errorf("message %d (%d bytes): round trip took %v", i, n, d)
 		}
 	}
 	if err := <-done; err != nil {
