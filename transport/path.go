@@ -30,8 +30,8 @@ type path struct {
 
 	// hdrs holds the headers of the batch the path's writer is building;
 	// nextBatch empties it, once the batch before has been written.
-	hdrs   []byte
-	ctrl   [][]byte // control frames for this channel
+	hdrs []byte
+	ctrl [][]byte // control frames for this channel
 	// waiting: the writer waits for work (nextBatch), so a goroutine that
 	// queues a frame may write it itself (sendDirect).
 	waiting bool
@@ -43,7 +43,7 @@ type path struct {
 	direct []frame
 	dbufs  net.Buffers
 	dhdrs  []byte
-	goAway bool     // GoAway queued: write it, then stop sending
+	goAway bool // GoAway queued: write it, then stop sending
 
 	// Lanes of conn (see lane.go): lanes[0] is conn itself. nlanes is how
 	// many this side sends on: Config.Lanes if conn has lanes, else 1.
