@@ -137,7 +137,7 @@ func (r *reader) run() error {
 		// which the sender's estimate of its backlog would wait for.
 		if r.ackOwed && r.br.Buffered() == 0 {
 			s.mu.Lock()
-			d := r.ackLocked()
+			d := r.ackLocked(false)
 			s.mu.Unlock()
 			if d != nil {
 				d.write(s)
@@ -302,20 +302,25 @@ func (r *reader) readPayload(st *Stream, seg *rxSeg, idx, n int) error {
 	} else {
 		_, err = io.ReadFull(r.br, dst)
 	}
-	s.rxEnd(st, seg, idx, mode, dst, err == nil)
 	if err != nil {
+		s.rxEnd(st, seg, idx, mode, dst, false)
 		return err
 	}
+	// The acknowledgement is queued before the stream's reader is woken
+	// (rxEnd): a goroutine readied last runs first, so a reply the
+	// reader writes at once finds the acknowledgement queued and carries
+	// it in the same write, rather than the writer sending it alone.
 	var d *directBatch
 	s.mu.Lock()
 	if l := r.l; r.p.gen == r.gen {
 		l.rxFrames++
 		r.ackOwed = true
 		if l.rxFrames-l.rxAcked >= 8 || r.br.Buffered() == 0 {
-			d = r.ackLocked()
+			d = r.ackLocked(n >= directMax)
 		}
 	}
 	s.mu.Unlock()
+	s.rxEnd(st, seg, idx, mode, dst, true)
 	if d != nil {
 		d.write(s)
 	}
@@ -323,16 +328,24 @@ func (r *reader) readPayload(st *Stream, seg *rxSeg, idx, n int) error {
 }
 
 // ackLocked queues an acknowledgement of the lane's data frames received
-// so far. When the path's writer is idle, it returns the acknowledgement
-// (with any other control frames due) for the reader to write itself
-// after releasing s.mu, which saves waking the writer. Caller holds s.mu.
-func (r *reader) ackLocked() *directBatch {
+// so far. With direct, when the path's writer is idle, it returns the
+// acknowledgement (with any other control frames due) for the reader to
+// write itself after releasing s.mu, which saves waking the writer: for
+// large frames, which come in bulk. After a small one, a reply is likely
+// on its way, and the writer (or the replier, see enqueueDirect) sends
+// the acknowledgement with it, in one write and one packet. Caller holds
+// s.mu.
+func (r *reader) ackLocked(direct bool) *directBatch {
 	l := r.l
 	r.ackOwed = false
 	if r.p.gen != r.gen || l.rxFrames == l.rxAcked {
 		return nil
 	}
 	l.ackDue, l.rxAcked, r.p.ackDue = true, l.rxFrames, true
+	if !direct {
+		r.s.work.Broadcast()
+		return nil
+	}
 	if d := r.s.sendDirect(r.p, false); d != nil {
 		return d
 	}
