@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"testing"
+	"time"
 )
 
 // TestPlaintextPingPongNeverWaitsForMissingBytes sends messages of mixed
@@ -15,6 +16,9 @@ func TestPlaintextPingPongNeverWaitsForMissingBytes(t *testing.T) {
 	c, s := pair(t, 1, func(c *Config) {
 		c.InsecurePlaintext = true
 		c.Stripe = StripeOff
+		// Long enough that a loaded machine does not time the path out;
+		// a read stuck on the mark still does, within the test's time.
+		c.PathTimeout = 2 * time.Second
 	})
 	ctx := t.Context()
 	cs, err := c.OpenStream(ctx)
