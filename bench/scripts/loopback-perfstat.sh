@@ -34,7 +34,7 @@ perf stat -x, -e $ev -p $spid -o "$tmp/srv.stat" &
 ppid=$!
 perf stat -x, -e $ev -o "$tmp/cli.stat" "$braid" perf -c 127.0.0.1:$port --insecure-plaintext --time "$secs" --json "${extra[@]}" >"$tmp/out.json" 2>"$tmp/cli.log"
 sleep 0.3
-kill -INT $ppid
+kill -INT $ppid 2>/dev/null || true  # it ends by itself when the server does
 wait $ppid 2>/dev/null || true
 bytes=$(jq '.end.sum_received.bytes' "$tmp/out.json")
 printf 'Gbit/s %.2f  (per GB delivered below)\n' "$(jq '.end.sum_received.bits_per_second / 1e9' "$tmp/out.json")"
