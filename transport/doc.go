@@ -83,8 +83,8 @@
 //     which are called with Session.mu held.
 //
 // path.wmu, held by whoever writes a path's channel (its writer, or a
-// goroutine writing a directBatch: a small message from WriteMessage, an
-// acknowledgement from a channel's reader, when the writer is idle), is
+// goroutine writing a directBatch: an acknowledgement from a channel's
+// reader, when the writer is idle), is
 // taken without s.mu, except by sendDirect, which holds s.mu and only
 // tries it (TryLock), so it never waits with s.mu held. Frames collected
 // under s.mu are written under wmu in the same order.

@@ -302,14 +302,10 @@ func (r *reader) readPayload(st *Stream, seg *rxSeg, idx, n int) error {
 	} else {
 		_, err = io.ReadFull(r.br, dst)
 	}
+	s.rxEnd(st, seg, idx, mode, dst, err == nil)
 	if err != nil {
-		s.rxEnd(st, seg, idx, mode, dst, false)
 		return err
 	}
-	// The acknowledgement is queued before the stream's reader is woken
-	// (rxEnd): a goroutine readied last runs first, so a reply the
-	// reader writes at once finds the acknowledgement queued and carries
-	// it in the same write, rather than the writer sending it alone.
 	var d *directBatch
 	s.mu.Lock()
 	if l := r.l; r.p.gen == r.gen {
@@ -320,7 +316,6 @@ func (r *reader) readPayload(st *Stream, seg *rxSeg, idx, n int) error {
 		}
 	}
 	s.mu.Unlock()
-	s.rxEnd(st, seg, idx, mode, dst, true)
 	if d != nil {
 		d.write(s)
 	}
@@ -332,9 +327,8 @@ func (r *reader) readPayload(st *Stream, seg *rxSeg, idx, n int) error {
 // acknowledgement (with any other control frames due) for the reader to
 // write itself after releasing s.mu, which saves waking the writer: for
 // large frames, which come in bulk. After a small one, a reply is likely
-// on its way, and the writer (or the replier, see enqueueDirect) sends
-// the acknowledgement with it, in one write and one packet. Caller holds
-// s.mu.
+// on its way, and the writer sends the acknowledgement with it when it
+// can. Caller holds s.mu.
 func (r *reader) ackLocked(direct bool) *directBatch {
 	l := r.l
 	r.ackOwed = false

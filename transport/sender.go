@@ -90,42 +90,6 @@ func (s *Session) enqueue(seg *txSeg) {
 	}
 }
 
-// enqueueDirect schedules a segment for sending, like enqueue; when it is
-// a small whole segment and the path that should carry it has an idle
-// writer, it returns the path's next batch, with the segment, for the
-// caller to write itself after releasing s.mu (see directBatch). Caller
-// holds s.mu.
-func (s *Session) enqueueDirect(seg *txSeg) *directBatch {
-	if !s.enqueueSeg(seg) || s.cfg.Policy == PolicyRoundRobin || seg.ref.Len > directMax {
-		s.work.Broadcast()
-		return nil
-	}
-	live := s.livePaths()
-	for _, p := range live {
-		if !p.waiting || !s.shouldTake(p, live, int(seg.ref.Len)) {
-			continue
-		}
-		d := s.sendDirect(p, true)
-		if d == nil || seg.queued() {
-			s.work.Broadcast()
-		}
-		return d
-	}
-	s.work.Broadcast()
-	return nil
-}
-
-// queued reports whether whole segment seg still waits for a path. Caller
-// holds s.mu.
-func (seg *txSeg) queued() bool {
-	for _, q := range seg.st.txWhole {
-		if q == seg {
-			return true
-		}
-	}
-	return false
-}
-
 // enqueueSeg queues seg, striped or whole, and reports whether it is
 // whole. Caller holds s.mu and wakes the writers.
 func (s *Session) enqueueSeg(seg *txSeg) (whole bool) {
@@ -378,8 +342,9 @@ func (s *Session) collect(p *path, buf []frame, budget int64, data bool) (_ []fr
 	return buf, false
 }
 
-// directMax bounds the data a goroutine other than the path's writer
-// writes itself (sendDirect): a small message, written at once.
+// directMax is the smallest data frame whose channel reader writes the
+// frame's acknowledgement itself (sendDirect): frames this large come in
+// bulk, with no reply to carry the acknowledgement.
 const directMax = 64 << 10
 
 // directBacklog is the most data a path may hold unacknowledged for
@@ -391,9 +356,9 @@ const directMax = 64 << 10
 const directBacklog = 16 << 10
 
 // directBatch is a batch of frames that the goroutine which queued them
-// writes itself, instead of waking the path's writer: a hand-off between
-// goroutines costs a wake-up, which on a fast path or a round trip of
-// small messages is a large part of the cost. Only a path whose writer is
+// (a channel's reader, for an acknowledgement) writes itself, instead of
+// waking the path's writer: a hand-off between goroutines costs a
+// wake-up, which on a fast path is a large part of the cost. Only a path whose writer is
 // waiting for work, and that no one else is writing, is written this
 // way; the writer (p.wmu) holds the channel until the batch is written,
 // so frames go out in the order they were recorded.

@@ -153,11 +153,8 @@ func (st *Stream) write(ctx context.Context, b []byte, borrow bool) error {
 		seg := &txSeg{st: st, data: data, borrowed: borrow, ref: wire.SegmentRef{Stream: st.id, Seq: st.txSeq, Len: uint32(n), Flags: flags}}
 		st.txSeq++
 		st.txStarted += uint64(n)
-		d := s.enqueueDirect(seg)
+		s.enqueue(seg)
 		s.mu.Unlock()
-		if d != nil {
-			d.write(s)
-		}
 		if off == len(b) {
 			return nil
 		}
