@@ -85,9 +85,8 @@ func (s *Session) shouldTake(p *path, live []*path, n int) bool {
 
 // enqueue schedules a segment for sending. Caller holds s.mu.
 func (s *Session) enqueue(seg *txSeg) {
-	if s.enqueueSeg(seg) {
-		s.work.Broadcast()
-	}
+	s.enqueueSeg(seg)
+	s.work.Broadcast()
 }
 
 // enqueueSeg queues seg, striped or whole, and reports whether it is
