@@ -82,11 +82,19 @@
 //  3. stripe.Segment's lock, taken inside Claim, Remove, Join and Unsent,
 //     which are called with Session.mu held.
 //
+// path.wmu, held by whoever writes a path's channel (its writer, or a
+// goroutine writing a directBatch: an acknowledgement from a channel's
+// reader, when the writer is idle), is
+// taken without s.mu, except by sendDirect, which holds s.mu and only
+// tries it (TryLock), so it never waits with s.mu held. Frames collected
+// under s.mu are written under wmu in the same order.
+//
 // Leaves, held alone and never while taking another: Listener.mu (the
 // listener's sessions and pending channels; a session created under it
 // starts without taking its own lock, and Session.closeWith calls
 // Listener.forget after releasing Session.mu), rateLog.mu, and
 // secureLanes.mu (the records of each lane). Channels are read by exactly
-// one goroutine per lane and written by exactly one per path, so the
-// record state of secureConn and the buffer of plainReader have no lock.
+// one goroutine per lane and written by one goroutine at a time per path
+// (the holder of path.wmu), so the record state of secureConn and the
+// buffer of plainReader have no lock of their own.
 package transport

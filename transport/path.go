@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,9 +30,20 @@ type path struct {
 
 	// hdrs holds the headers of the batch the path's writer is building;
 	// nextBatch empties it, once the batch before has been written.
-	hdrs   []byte
-	ctrl   [][]byte // control frames for this channel
-	goAway bool     // GoAway queued: write it, then stop sending
+	hdrs []byte
+	ctrl [][]byte // control frames for this channel
+	// waiting: the writer waits for work (nextBatch), so a goroutine that
+	// queues a frame may write it itself (sendDirect).
+	waiting bool
+
+	// wmu is held by whoever writes the channel: the path's writer, or a
+	// goroutine writing a directBatch. direct, dbufs and dhdrs are the
+	// latter's scratch space, guarded by wmu.
+	wmu    sync.Mutex
+	direct []frame
+	dbufs  net.Buffers
+	dhdrs  []byte
+	goAway bool // GoAway queued: write it, then stop sending
 
 	// Lanes of conn (see lane.go): lanes[0] is conn itself. nlanes is how
 	// many this side sends on: Config.Lanes if conn has lanes, else 1.

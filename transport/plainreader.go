@@ -45,7 +45,7 @@ func (b *plainReader) Read(p []byte) (int, error) {
 			return 0, b.readErr()
 		}
 		if len(p) >= len(b.buf) {
-			n, err := b.conn.Read(p)
+			n, err := b.read(p)
 			if n == 0 && err != nil {
 				return 0, err
 			}
@@ -71,7 +71,7 @@ func (b *plainReader) readErr() error {
 func (b *plainReader) fill() error {
 	b.r, b.w = 0, 0
 	for range 100 {
-		n, err := b.conn.Read(b.buf)
+		n, err := b.read(b.buf)
 		b.w = n
 		if err != nil {
 			b.err = err
@@ -84,6 +84,20 @@ func (b *plainReader) fill() error {
 		}
 	}
 	return io.ErrNoProgress
+}
+
+// read reads into p what the channel has, at least one byte: with the
+// vectored read where there is one, which keeps the socket's receive
+// low-water mark in step (plainreader_linux.go).
+func (b *plainReader) read(p []byte) (int, error) {
+	if b.rv == nil {
+		return b.conn.Read(p)
+	}
+	_, n, err := b.rv(nil, p)
+	if n == 0 && err == nil {
+		err = io.EOF
+	}
+	return n, err
 }
 
 // readFull fills dst: from the buffer first, then straight from the

@@ -137,8 +137,11 @@ func (r *reader) run() error {
 		// which the sender's estimate of its backlog would wait for.
 		if r.ackOwed && r.br.Buffered() == 0 {
 			s.mu.Lock()
-			r.ackLocked()
+			d := r.ackLocked(false)
 			s.mu.Unlock()
+			if d != nil {
+				d.write(s)
+			}
 		}
 	}
 }
@@ -303,28 +306,45 @@ func (r *reader) readPayload(st *Stream, seg *rxSeg, idx, n int) error {
 	if err != nil {
 		return err
 	}
+	var d *directBatch
 	s.mu.Lock()
 	if l := r.l; r.p.gen == r.gen {
 		l.rxFrames++
 		r.ackOwed = true
 		if l.rxFrames-l.rxAcked >= 8 || r.br.Buffered() == 0 {
-			r.ackLocked()
+			d = r.ackLocked(n >= directMax)
 		}
 	}
 	s.mu.Unlock()
+	if d != nil {
+		d.write(s)
+	}
 	return nil
 }
 
 // ackLocked queues an acknowledgement of the lane's data frames received
-// so far. Caller holds s.mu.
-func (r *reader) ackLocked() {
+// so far. With direct, when the path's writer is idle, it returns the
+// acknowledgement (with any other control frames due) for the reader to
+// write itself after releasing s.mu, which saves waking the writer: for
+// large frames, which come in bulk. After a small one, a reply is likely
+// on its way, and the writer sends the acknowledgement with it when it
+// can. Caller holds s.mu.
+func (r *reader) ackLocked(direct bool) *directBatch {
 	l := r.l
 	r.ackOwed = false
 	if r.p.gen != r.gen || l.rxFrames == l.rxAcked {
-		return
+		return nil
 	}
 	l.ackDue, l.rxAcked, r.p.ackDue = true, l.rxFrames, true
+	if !direct {
+		r.s.work.Broadcast()
+		return nil
+	}
+	if d := r.s.sendDirect(r.p, false); d != nil {
+		return d
+	}
 	r.s.work.Broadcast()
+	return nil
 }
 
 // rxSeg is a segment being received.

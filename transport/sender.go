@@ -85,6 +85,13 @@ func (s *Session) shouldTake(p *path, live []*path, n int) bool {
 
 // enqueue schedules a segment for sending. Caller holds s.mu.
 func (s *Session) enqueue(seg *txSeg) {
+	s.enqueueSeg(seg)
+	s.work.Broadcast()
+}
+
+// enqueueSeg queues seg, striped or whole, and reports whether it is
+// whole. Caller holds s.mu and wakes the writers.
+func (s *Session) enqueueSeg(seg *txSeg) (whole bool) {
 	s.unackedSegs++
 	if frag := s.plan(int(seg.ref.Len)); frag > 0 {
 		seg.ref.FragSize = uint32(frag)
@@ -104,8 +111,9 @@ func (s *Session) enqueue(seg *txSeg) {
 			s.wholeQ = append(s.wholeQ, st)
 		}
 		st.txWhole = append(st.txWhole, seg)
+		return true
 	}
-	s.work.Broadcast()
+	return false
 }
 
 // segAcked records that one frame of seg reached the peer. Caller holds
@@ -220,102 +228,183 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 		if p.rate > 0 {
 			budget = min(max(int64(p.rate*0.002), int64(s.fragBound())), 1<<20)
 		}
-		for _, c := range p.ctrl {
-			buf = append(buf, frame{hdr: c})
-		}
-		p.ctrl = p.ctrl[:0]
-		if p.goAway {
-			p.goAway = false
-			return buf, true
-		}
-		if p.ackDue {
-			p.ackDue = false
-			for id, l := range p.lanes {
-				switch {
-				case l == nil || !l.ackDue:
-				case id == 0:
-					buf = append(buf, frame{hdr: p.header(wire.AppendU64(p.tail(), wire.TypeAck, l.rxAcked))})
-				default:
-					buf = append(buf, frame{hdr: p.header(wire.AckLane{Lane: uint16(id), Count: l.rxAcked}.Append(p.tail()))})
-				}
-				if l != nil {
-					l.ackDue = false
-				}
-			}
-		}
-		for len(s.ctrlAny) > 0 {
-			buf = append(buf, frame{hdr: s.ctrlAny[0]})
-			s.ctrlAny = s.ctrlAny[1:]
-		}
-		// Small frames stuck on another path (a lost packet waiting for
-		// that path's retransmission timeout) go again here, before new
-		// data: what they carry is usually a small message that everything
-		// else on its stream is waiting for.
-		for now := time.Now(); budget > 0; {
-			r, ok := s.rescue(p, now)
-			if !ok {
-				break
-			}
-			buf = s.sendCopy(p, r, buf)
-			budget -= r.size()
-		}
-		for budget > 0 && len(s.retx) > 0 {
-			r := s.retx[0]
-			s.retx = s.retx[1:]
-			if r.seg.data == nil {
-				continue // acknowledged meanwhile
-			}
-			buf = append(buf, s.dataFrame(p, r, nil, r.idx >= 0))
-			p.sent(r)
-			budget -= r.size()
-		}
-		for budget > 0 {
-			seg := s.takeWhole(p)
-			if seg == nil {
-				if len(s.wholeQ) > 0 {
-					// Left to another path: make sure its writer looks.
-					s.work.Broadcast()
-				}
-				break
-			}
-			r := txRef{seg: seg, idx: -1}
-			buf = append(buf, s.dataFrame(p, r, nil, false))
-			p.sent(r)
-			budget -= r.size()
-		}
-		var taken map[*txSeg]int
-		for budget > 0 {
-			f, r, ok := s.claim(p, &taken)
-			if !ok {
-				break
-			}
-			buf = append(buf, f)
-			if r.seg != nil {
-				p.sent(r)
-				budget -= r.size()
-			}
-		}
-		// Nothing of its own to send: send again, from their tails, the
-		// frames that slower paths still hold unacknowledged, so a message
-		// completes when its fastest copy arrives rather than when the
-		// slowest path drains its backlog. The receiver drops whichever
-		// copy comes second.
-		for budget > 0 && (len(buf) == 0 || p.dupping) {
-			r, ok := s.stealTail(p)
-			if !ok {
-				break
-			}
-			p.dupping = true
-			buf = s.sendCopy(p, r, buf)
-			budget -= r.size()
-		}
-		if len(buf) > 0 {
+		var goAway bool
+		buf, goAway = s.collect(p, buf, budget, true)
+		if goAway || len(buf) > 0 {
 			return buf, true
 		}
 		p.dupping = false
 		p.idle = true
+		p.waiting = true
 		s.work.Wait()
+		p.waiting = false
 	}
+}
+
+// collect appends to buf the frames path p sends next: control frames,
+// acknowledgements, and with data, up to about budget bytes of data
+// frames. goAway reports that a GoAway is among them (nothing may follow
+// it). Caller holds s.mu.
+func (s *Session) collect(p *path, buf []frame, budget int64, data bool) (_ []frame, goAway bool) {
+	for _, c := range p.ctrl {
+		buf = append(buf, frame{hdr: c})
+	}
+	p.ctrl = p.ctrl[:0]
+	if p.goAway {
+		p.goAway = false
+		return buf, true
+	}
+	if p.ackDue {
+		p.ackDue = false
+		for id, l := range p.lanes {
+			switch {
+			case l == nil || !l.ackDue:
+			case id == 0:
+				buf = append(buf, frame{hdr: p.header(wire.AppendU64(p.tail(), wire.TypeAck, l.rxAcked))})
+			default:
+				buf = append(buf, frame{hdr: p.header(wire.AckLane{Lane: uint16(id), Count: l.rxAcked}.Append(p.tail()))})
+			}
+			if l != nil {
+				l.ackDue = false
+			}
+		}
+	}
+	for len(s.ctrlAny) > 0 {
+		buf = append(buf, frame{hdr: s.ctrlAny[0]})
+		s.ctrlAny = s.ctrlAny[1:]
+	}
+	if !data {
+		return buf, false
+	}
+	// Small frames stuck on another path (a lost packet waiting for
+	// that path's retransmission timeout) go again here, before new
+	// data: what they carry is usually a small message that everything
+	// else on its stream is waiting for.
+	for now := time.Now(); budget > 0; {
+		r, ok := s.rescue(p, now)
+		if !ok {
+			break
+		}
+		buf = s.sendCopy(p, r, buf)
+		budget -= r.size()
+	}
+	for budget > 0 && len(s.retx) > 0 {
+		r := s.retx[0]
+		s.retx = s.retx[1:]
+		if r.seg.data == nil {
+			continue // acknowledged meanwhile
+		}
+		buf = append(buf, s.dataFrame(p, r, nil, r.idx >= 0))
+		p.sent(r)
+		budget -= r.size()
+	}
+	for budget > 0 {
+		seg := s.takeWhole(p)
+		if seg == nil {
+			if len(s.wholeQ) > 0 {
+				// Left to another path: make sure its writer looks.
+				s.work.Broadcast()
+			}
+			break
+		}
+		r := txRef{seg: seg, idx: -1}
+		buf = append(buf, s.dataFrame(p, r, nil, false))
+		p.sent(r)
+		budget -= r.size()
+	}
+	var taken map[*txSeg]int
+	for budget > 0 {
+		f, r, ok := s.claim(p, &taken)
+		if !ok {
+			break
+		}
+		buf = append(buf, f)
+		if r.seg != nil {
+			p.sent(r)
+			budget -= r.size()
+		}
+	}
+	// Nothing of its own to send: send again, from their tails, the
+	// frames that slower paths still hold unacknowledged, so a message
+	// completes when its fastest copy arrives rather than when the
+	// slowest path drains its backlog. The receiver drops whichever
+	// copy comes second.
+	for budget > 0 && (len(buf) == 0 || p.dupping) {
+		r, ok := s.stealTail(p)
+		if !ok {
+			break
+		}
+		p.dupping = true
+		buf = s.sendCopy(p, r, buf)
+		budget -= r.size()
+	}
+	return buf, false
+}
+
+// directMax is the smallest data frame whose channel reader writes the
+// frame's acknowledgement itself (sendDirect): frames this large come in
+// bulk, with no reply to carry the acknowledgement.
+const directMax = 64 << 10
+
+// directBacklog is the most data a path may hold unacknowledged for
+// another goroutine than its writer to write on it. The kernel holds at
+// most that much of it unsent, far below TCP_NOTSENT_LOWAT and the send
+// buffer, so a control frame written then never waits for the peer to
+// read: a channel's reader that waited in a write while the peer's
+// reader did the same would wait forever.
+const directBacklog = 16 << 10
+
+// directBatch is a batch of frames that the goroutine which queued them
+// (a channel's reader, for an acknowledgement) writes itself, instead of
+// waking the path's writer: a hand-off between goroutines costs a
+// wake-up, which on a fast path is a large part of the cost. Only a path whose writer is
+// waiting for work, and that no one else is writing, is written this
+// way; the writer (p.wmu) holds the channel until the batch is written,
+// so frames go out in the order they were recorded.
+type directBatch struct {
+	p      *path
+	gen    int
+	conn   net.Conn
+	frames []frame
+}
+
+// sendDirect collects the next batch of path p for the calling goroutine
+// to write (directBatch.write, after releasing s.mu), or returns nil when
+// p's writer must do it: it is busy, someone writes p, or p has lanes.
+// With data false (the goroutine reads a channel, and must never block
+// in a write, or two peers could each wait for the other to read) the
+// batch holds control frames only; data frames stay for the writer,
+// which a Broadcast earlier told about them. Caller holds s.mu.
+func (s *Session) sendDirect(p *path, data bool) *directBatch {
+	if p == nil || !p.waiting || p.conn == nil || p.nlanes != 1 || s.closed || p.unackedBytes > directBacklog || !p.wmu.TryLock() {
+		return nil
+	}
+	// p's writer waits, so its last batch is written, and no one else
+	// writes (p.wmu): the headers of earlier batches are done with.
+	p.hdrs = p.hdrs[:0]
+	frames, _ := s.collect(p, p.direct[:0], directMax, data)
+	if len(frames) == 0 {
+		p.wmu.Unlock()
+		return nil
+	}
+	return &directBatch{p: p, gen: p.gen, conn: p.conn, frames: frames}
+}
+
+// write writes the batch and releases the path. Called without s.mu.
+func (b *directBatch) write(s *Session) {
+	p := b.p
+	n := len(b.frames)
+	total, err := writeFrames(b.conn, b.frames, &p.dbufs, &p.dhdrs)
+	clear(b.frames)
+	clear(p.dbufs)
+	p.direct, p.dbufs = b.frames[:0], p.dbufs[:0]
+	p.wmu.Unlock()
+	if err != nil {
+		s.pathDown(p, b.gen, &PathError{Path: p.id, Local: p.local, Remote: p.remote, Op: "write", Err: err})
+		return
+	}
+	p.bytesSent.Add(total)
+	p.framesSent.Add(int64(n))
 }
 
 // claim takes the next fragment for path p from the oldest striped segment
@@ -614,7 +703,9 @@ func (s *Session) writeLoop(p *path, conn net.Conn, gen, nlanes int) {
 			w, err := lc.get(id)
 			var total int64
 			if err == nil {
+				p.wmu.Lock()
 				total, err = writeFrames(w, run[:n], &bufs, &hdrs)
+				p.wmu.Unlock()
 			}
 			if err != nil {
 				s.pathDown(p, gen, &PathError{Path: p.id, Local: p.local, Remote: p.remote, Op: "write", Err: err})

@@ -419,3 +419,40 @@ func TestWriteMessageNoCopy(t *testing.T) {
 		t.Fatal("the buffer passed to WriteMessageNoCopy was changed")
 	}
 }
+
+// TestStripedMessageLeavesAtOnce sends one striped message over idle
+// paths whose heartbeats are seconds apart: queuing it must wake the
+// path writers itself, not leave it for the next heartbeat or
+// acknowledgement to do so.
+func TestStripedMessageLeavesAtOnce(t *testing.T) {
+	c, s := pair(t, 2, func(c *Config) {
+		c.HeartbeatInterval = 10 * time.Second
+		c.PathTimeout = 30 * time.Second
+		c.StripeThreshold = 16 << 10
+	})
+	st, err := c.OpenStream(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Far below the heartbeat interval, far above any scheduling delay.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	want := randBytes(1, 256<<10)
+	if err := st.WriteMessage(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.AcceptStream(ctx)
+	if err != nil {
+		t.Fatalf("the message did not arrive before the next heartbeat: %v", err)
+	}
+	got, err := rs.ReadMessage(ctx)
+	if err != nil {
+		t.Fatalf("the message did not arrive before the next heartbeat: %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("got %d bytes, want %d (content differs)", len(got), len(want))
+	}
+	if n := c.StripeStats().Segments; n == 0 {
+		t.Fatal("the message was not striped")
+	}
+}

@@ -9,6 +9,9 @@
 #
 # usage: bench/scripts/loopback-iperf3.sh [reps] [seconds] [extra braid perf client flags]
 # env:   BRAID (braid binary; default: go build ./cmd/braid into a temp dir)
+#        BRAID_OLD (optional: a second braid binary, e.g. a build of main,
+#        run as "old" in the same repetitions, to compare two builds side
+#        by side against the same iperf3 runs)
 # iperf3 comes from Debian's archive (apt-get install iperf3) if missing.
 set -euo pipefail
 reps=${1:-5}
@@ -45,6 +48,14 @@ iport=$(port)
 "$BRAID" perf -s --listen 127.0.0.1:$bport --insecure-plaintext >"$tmp/braid-srv.log" 2>&1 &
 bpid=$!
 pids+=($bpid)
+impls="iperf3 braid"
+if [ -n "${BRAID_OLD:-}" ]; then
+	oport=$(port)
+	"$BRAID_OLD" perf -s --listen 127.0.0.1:$oport --insecure-plaintext >"$tmp/old-srv.log" 2>&1 &
+	opid=$!
+	pids+=($opid)
+	impls="iperf3 old braid"
+fi
 iperf3 -s -p $iport >"$tmp/iperf3-srv.log" 2>&1 &
 ipid=$!
 pids+=($ipid)
@@ -56,7 +67,7 @@ cpu() { awk -v t=$tck '{ print ($14 + $15) / t }' /proc/$1/stat; }
 
 printf '%-4s %-7s %10s %12s\n' rep impl Gbit/s "CPU s/GB"
 for i in $(seq 1 "$reps"); do
-	for impl in iperf3 braid; do
+	for impl in $impls; do
 		if [ $impl = iperf3 ]; then
 			s0=$(cpu $ipid)
 			/usr/bin/time -f '%U %S' -o "$tmp/time" iperf3 -c 127.0.0.1 -p $iport -t "$secs" -J >"$tmp/out.json"
@@ -64,11 +75,14 @@ for i in $(seq 1 "$reps"); do
 			bytes=$(jq '.end.sum_received.bytes' "$tmp/out.json")
 			gbps=$(jq '.end.sum_received.bits_per_second / 1e9' "$tmp/out.json")
 		else
-			s0=$(cpu $bpid)
-			/usr/bin/time -f '%U %S' -o "$tmp/time" "$BRAID" perf -c 127.0.0.1:$bport --insecure-plaintext --time "$secs" --json "${extra[@]}" >"$tmp/out.json" 2>"$tmp/cli.log"
-			s1=$(cpu $bpid)
-			bytes=$(jq '.bytes' "$tmp/out.json")
-			gbps=$(jq '.throughput_mbps / 1000' "$tmp/out.json")
+			bin=$BRAID pid=$bpid p=$bport
+			[ $impl = old ] && bin=$BRAID_OLD pid=$opid p=$oport
+			s0=$(cpu $pid)
+			/usr/bin/time -f '%U %S' -o "$tmp/time" "$bin" perf -c 127.0.0.1:$p --insecure-plaintext --time "$secs" --json "${extra[@]}" >"$tmp/out.json" 2>"$tmp/cli.log"
+			s1=$(cpu $pid)
+			# iperf3-shaped JSON, like iperf3's own.
+			bytes=$(jq '.end.sum_received.bytes' "$tmp/out.json")
+			gbps=$(jq '.end.sum_received.bits_per_second / 1e9' "$tmp/out.json")
 		fi
 		ccpu=$(awk '{ print $1 + $2 }' "$tmp/time")
 		spg=$(awk -v a="$s0" -v b="$s1" -v c="$ccpu" -v n="$bytes" 'BEGIN { printf "%.3f", (b - a + c) / (n / 1e9) }')
@@ -76,16 +90,33 @@ for i in $(seq 1 "$reps"); do
 		echo "$i $impl $gbps $spg" >>"$tmp/results"
 	done
 done
-awk '
+for impl in braid old; do
+	grep -q " $impl " "$tmp/results" || continue
+	awk -v impl=$impl '
 	$2 == "iperf3" { ig[$1] = $3; ic[$1] = $4 }
-	$2 == "braid"  { bg[$1] = $3; bc[$1] = $4 }
+	$2 == impl { bg[$1] = $3; bc[$1] = $4 }
 	END {
 		tmin = cmin = 1e9; tmax = cmax = 0
 		for (i in bg) {
 			t = bg[i] / ig[i]; c = bc[i] / ic[i]
 			if (t < tmin) tmin = t; if (t > tmax) tmax = t
 			if (c < cmin) cmin = c; if (c > cmax) cmax = c
-			ts[++n] = t; cs[n] = c
+			n++
 		}
-		printf "braid / iperf3 throughput: %.2f-%.2f; CPU per byte braid / iperf3: %.2f-%.2f (%d repetitions)\n", tmin, tmax, cmin, cmax, n
+		printf "%s / iperf3 throughput: %.2f-%.2f; CPU per byte %s / iperf3: %.2f-%.2f (%d repetitions)\n", impl, tmin, tmax, impl, cmin, cmax, n
 	}' "$tmp/results"
+done
+if grep -q " old " "$tmp/results"; then
+	awk '
+	$2 == "old"   { og[$1] = $3; oc[$1] = $4 }
+	$2 == "braid" { bg[$1] = $3; bc[$1] = $4 }
+	END {
+		tmin = cmin = 1e9; tmax = cmax = 0
+		for (i in bg) {
+			t = bg[i] / og[i]; c = bc[i] / oc[i]
+			if (t < tmin) tmin = t; if (t > tmax) tmax = t
+			if (c < cmin) cmin = c; if (c > cmax) cmax = c
+		}
+		printf "braid / old throughput: %.2f-%.2f; CPU per byte braid / old: %.2f-%.2f\n", tmin, tmax, cmin, cmax
+	}' "$tmp/results"
+fi
