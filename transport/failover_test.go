@@ -451,3 +451,20 @@ func TestRejoinForgottenSession(t *testing.T) {
 	}
 	t.Logf("the dialer's session ended %v after the path came back: %v", time.Since(start).Round(time.Millisecond), c.Err())
 }
+
+// TestStateAfterClose: once a session is closed, a path that was up to the
+// end reads "closed" and one that had failed still reads "down", so a
+// report written after the session ends (braid perf's) tells them apart.
+func TestStateAfterClose(t *testing.T) {
+	c, _, relays := relayed(t, 2, nil)
+	relays[0].Blackhole(true)
+	waitFor(t, "path 0 declared down", 3*time.Second, func() bool { return c.Stats()[0].State == "down" })
+	if st := c.Stats()[1].State; st != "up" {
+		t.Fatalf("path 1 is %q before the close, want up", st)
+	}
+	c.Close()
+	st := c.Stats()
+	if st[0].State != "down" || st[1].State != "closed" {
+		t.Fatalf("after Close: path 0 %q, path 1 %q; want down and closed", st[0].State, st[1].State)
+	}
+}

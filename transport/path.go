@@ -288,9 +288,13 @@ func (s *Session) pathDown(p *path, gen int, err error) {
 	p.conn = nil
 	s.pathsChanged()
 	p.gen++
-	p.state = PathDown
-	p.lastErr = err
 	closed := s.closed || s.closing
+	if closed && p.state == PathUp {
+		p.state = PathClosed // up until the session was closed
+	} else {
+		p.state = PathDown
+	}
+	p.lastErr = err
 	if !closed {
 		p.failovers.Add(1)
 	}
@@ -420,15 +424,21 @@ func (s *Session) attach(id int, local, remote string, conn net.Conn) error {
 // PathState is the state of one path.
 type PathState uint8
 
-// Path states.
+// Path states. A path that was up when its session closed reads "closed",
+// so what reads the statistics of a finished session can tell a path that
+// carried traffic to the end from one that had failed.
 const (
 	PathDown PathState = iota
 	PathUp
+	PathClosed
 )
 
 func (st PathState) String() string {
-	if st == PathUp {
+	switch st {
+	case PathUp:
 		return "up"
+	case PathClosed:
+		return "closed"
 	}
 	return "down"
 }

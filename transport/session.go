@@ -235,7 +235,9 @@ func (s *Session) closeWith(err error) {
 			conns = append(conns, p.conn)
 			p.conn = nil
 			p.gen++
-			p.state = PathDown
+			if p.state == PathUp {
+				p.state = PathClosed
+			}
 		}
 	}
 	s.pathsChanged()
@@ -314,7 +316,7 @@ type PathStats struct {
 	ID            int           `json:"id"`
 	Local         string        `json:"local"`
 	Remote        string        `json:"remote"`
-	State         string        `json:"state"`
+	State         string        `json:"state"` // "up", "down", or "closed": up until the session closed
 	BytesSent     int64         `json:"bytes_sent"`
 	BytesReceived int64         `json:"bytes_received"`
 	FramesSent    int64         `json:"frames_sent"`
