@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -404,4 +406,115 @@ func atoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// iperf3 flags an iperf3 user's script passes: -f sets the text report's
+// unit, -T prefixes every line, --logfile takes the output, -4 accepts
+// IPv4 addresses, and -Z -N -w --forceflush --connect-timeout -V run.
+func TestPerfIperfScriptFlags(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
+	addr := srv.listening(t)
+
+	logfile := filepath.Join(t.TempDir(), "perf.log")
+	code, out, errs := runCmd(t, 30*time.Second, "perf", "-c", addr, "-4", "-f", "k", "-T", "run1", "--logfile", logfile, "-t", "2.5", "-l", "64K")
+	if code != 0 || out != "" || errs != "" {
+		t.Fatalf("--logfile: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	b, err := os.ReadFile(logfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) < 5 {
+		t.Fatalf("log file has %d lines:\n%s", len(lines), b)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "run1:  ") {
+			t.Errorf("line without the -T prefix: %q", l)
+		}
+	}
+	// -f k: the same rate in Kbit/s, the interval lines too.
+	var kbps float64
+	for _, l := range lines {
+		if _, rest, ok := strings.Cut(l, "throughput: "); ok {
+			if _, err := fmt.Sscanf(rest, "%f Kbit/s", &kbps); err != nil {
+				t.Errorf("throughput line %q: %v", l, err)
+			}
+		}
+	}
+	if kbps < 1000 || !strings.Contains(string(b), "KBIT/S") || !strings.Contains(string(b), "[  0.0-  1.0 ]") {
+		t.Errorf("-f k: throughput %v Kbit/s:\n%s", kbps, b)
+	}
+
+	code, out, errs = runCmd(t, 30*time.Second, "perf", "-c", addr, "-J", "-T", "run2", "-Z", "-N", "-w", "256K", "--forceflush", "--connect-timeout", "5000", "-V", "-t", "1", "-l", "64K")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r struct {
+		Title string `json:"title"`
+		End   struct {
+			SumReceived struct{ Bytes int64 } `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("-J output: %v\n%s", err, out)
+	}
+	if r.Title != "run2" || r.End.SumReceived.Bytes == 0 {
+		t.Errorf("title %q, %d bytes received", r.Title, r.End.SumReceived.Bytes)
+	}
+}
+
+// Flags braid perf cannot honour fail with the reason, not "unknown
+// flag"; with -J the error is also the JSON object on stdout, like every
+// error after the flags parse (a missing key too).
+func TestPerfIperfRefused(t *testing.T) {
+	t.Setenv("BRAID_KEY", testKey)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-u"}, "reliable streams"},
+		{[]string{"-b", "50M"}, "pace"},
+		{[]string{"-O", "1"}, "omit"},
+		{[]string{"-n", "10M"}, "byte count"},
+		{[]string{"-k", "100"}, "block count"},
+		{[]string{"-C", "cubic"}, "tcp_congestion_control"},
+		{[]string{"--get-server-output"}, "server prints"},
+		{[]string{"-f", "x"}, "--format"},
+		{[]string{"-6"}, "is not IPv6"},
+		{[]string{"-4", "-6"}, "exclude"},
+		{[]string{"--connect-timeout", "-1"}, "milliseconds"},
+	} {
+		args := append([]string{"perf", "-c", "127.0.0.1:1", "-J"}, tt.args...)
+		code, out, errs := runCmd(t, 10*time.Second, args...)
+		var r iperf3JSON
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Errorf("%v: stdout not one JSON object: %v\n%s", tt.args, err, out)
+		}
+		if code != 2 || !strings.Contains(r.Error, tt.want) || !strings.Contains(errs, tt.want) || strings.Contains(errs, "unknown") {
+			t.Errorf("%v: exit %d, error %q, stderr %q", tt.args, code, r.Error, errs)
+		}
+	}
+	for _, args := range [][]string{{"-s", "-D"}, {"-s", "-I", "p.pid"}} {
+		code, out, errs := runCmd(t, 10*time.Second, append([]string{"perf"}, args...)...)
+		if code != 2 || out != "" || !strings.Contains(errs, "nohup") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
+		}
+	}
+	t.Setenv("BRAID_KEY", "")
+	code, out, _ := runCmd(t, 10*time.Second, "perf", "-c", "127.0.0.1:1", "-J")
+	var r iperf3JSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil || code == 0 || !strings.Contains(r.Error, "key") {
+		t.Errorf("no key: exit %d, %v, stdout %q", code, err, out)
+	}
+}
+
+// -v is --version, as in iperf3.
+func TestPerfVersionFlag(t *testing.T) {
+	code, out, errs := runCmd(t, 10*time.Second, "perf", "-v")
+	if code != 0 || !strings.HasPrefix(out, "braid perf ") || errs != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
 }

@@ -27,6 +27,9 @@ type Options struct {
 	Reverse  bool              // bulk: the server sends, the client counts
 	Baseline bool              // k plain TCP connections striped by hand instead of braid
 	Interval float64           // seconds between Report.Intervals; 0: none
+	// ConnectTimeout bounds the session's dial (iperf3's
+	// --connect-timeout); 0: the transport's own bound.
+	ConnectTimeout time.Duration
 	// OnInterval, if not nil, is called with each interval as it ends
 	// (i counts from 0), for live output.
 	OnInterval func(i int, e Interval)
@@ -98,7 +101,12 @@ func Run(ctx context.Context, o *Options) (*Report, *IperfReport, error) {
 // report, as far as the test got.
 func run(ctx context.Context, o *Options, ip *IperfReport) (*Report, error) {
 	rep := newReport(o)
-	sess, err := transport.Dial(ctx, o.Paths, o.Config)
+	dctx, cancel := ctx, context.CancelFunc(func() {})
+	if o.ConnectTimeout > 0 {
+		dctx, cancel = context.WithTimeout(ctx, o.ConnectTimeout)
+	}
+	sess, err := transport.Dial(dctx, o.Paths, o.Config)
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

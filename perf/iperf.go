@@ -27,6 +27,8 @@ type IperfReport struct {
 	Intervals []IperfInterval `json:"intervals"`
 	End       IperfEnd        `json:"end"`
 	Error     string          `json:"error,omitempty"`
+	// Title is the client's -T/--title, as iperf3 writes it.
+	Title string `json:"title,omitempty"`
 	// Braid is braid's own report: per-path bytes and rates, striping,
 	// round trips; nil on failure.
 	Braid *Report `json:"braid,omitempty"`
