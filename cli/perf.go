@@ -183,7 +183,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	defer stopObs()
 	o := &perf.Options{Config: cfg, Mode: *mode, Seconds: *seconds, Streams: *streams, Count: *count,
 		Reverse: *reverse, Baseline: *baseline, Interval: *interval,
-		ConnectTimeout: time.Duration(*ix.connectTimeout) * time.Millisecond}
+		ConnectTimeout: time.Duration(*ix.connectTimeout) * time.Millisecond, Bitrate: ix.bps}
 	if o.Paths, err = dialPaths(*client, *from, *port); err == nil {
 		err = ix.family(o.Paths)
 	}
@@ -198,6 +198,9 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	}
 	if o.Reverse && o.Mode != "bulk" {
 		return fail(2, "--reverse applies to bulk mode only")
+	}
+	if o.Bitrate > 0 && (o.Mode != "bulk" || o.Baseline) {
+		return fail(2, "--bitrate paces braid's bulk senders only (not pingpong or --tcp-baseline)")
 	}
 	o.Warn = func(msg string) { env.Errorf("perf: warning: %s", msg) }
 	if !*asJSON {

@@ -476,7 +476,8 @@ func TestPerfIperfRefused(t *testing.T) {
 		want string
 	}{
 		{[]string{"-u"}, "reliable streams"},
-		{[]string{"-b", "50M"}, "pace"},
+		{[]string{"-b", "fast"}, "--bitrate"},
+		{[]string{"-b", "1M", "--mode", "pingpong"}, "bulk senders only"},
 		{[]string{"-O", "1"}, "omit"},
 		{[]string{"-n", "10M"}, "byte count"},
 		{[]string{"-k", "100"}, "block count"},
@@ -516,5 +517,40 @@ func TestPerfVersionFlag(t *testing.T) {
 	code, out, errs := runCmd(t, 10*time.Second, "perf", "-v")
 	if code != 0 || !strings.HasPrefix(out, "braid perf ") || errs != "" {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// -b paces the bulk sender: on loopback, which carries Gbit/s unpaced,
+// 50M gives 45-55 Mbit/s at the receiver, client or (-R) server sending,
+// and start.test_start.target_bitrate says what was asked, as iperf3's.
+func TestPerfBitrate(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
+	addr := srv.listening(t)
+	for _, args := range [][]string{{}, {"-R"}} {
+		code, out, errs := runCmd(t, 30*time.Second, append([]string{"perf", "-c", addr, "-J", "-b", "50M", "-t", "2", "-l", "64K", "-P", "2"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		var r struct {
+			Start struct {
+				TestStart struct {
+					TargetBitrate int64 `json:"target_bitrate"`
+				} `json:"test_start"`
+			} `json:"start"`
+			End struct {
+				SumReceived struct {
+					BitsPerSecond float64 `json:"bits_per_second"`
+				} `json:"sum_received"`
+			} `json:"end"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		got := r.End.SumReceived.BitsPerSecond / 1e6
+		if r.Start.TestStart.TargetBitrate != 50e6 || got < 45 || got > 55 {
+			t.Errorf("%v: target_bitrate %d, received %.1f Mbit/s, want 45-55", args, r.Start.TestStart.TargetBitrate, got)
+		}
 	}
 }

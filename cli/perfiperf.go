@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strconv"
 	"sync"
 
 	"github.com/spf13/pflag"
@@ -23,6 +24,7 @@ type iperfFlags struct {
 	version        *bool
 	format         *string
 	unit           rateUnit
+	bps            int64 // -b, parsed
 	title          *string
 	logfile        *string
 	ipv4, ipv6     *bool
@@ -56,7 +58,7 @@ func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
 		daemon:         fs.BoolP("daemon", "D", false, "refused: run the server in the background with your shell or service manager (nohup braid perf -s --logfile F &, or a systemd unit)"),
 		pidfile:        fs.StringP("pidfile", "I", "", "refused, as -D/--daemon: your shell or service manager knows the server's pid ($!)"),
 		congestion:     fs.StringP("congestion", "C", "", "refused: braid perf does not set TCP_CONGESTION on its channels; set the system default with sysctl net.ipv4.tcp_congestion_control"),
-		bitrate:        fs.StringP("bitrate", "b", "", "refused: braid perf does not pace its senders yet"),
+		bitrate:        fs.StringP("bitrate", "b", "0", "bulk: pace the sender (the client, with -R the server) to this many bits per `second` in all streams, k/M/G suffixes (powers of 1000, as iperf3); 0: unlimited"),
 		omit:           fs.StringP("omit", "O", "", "refused: braid perf does not omit the first seconds yet; the receiver's clock starts at the first byte"),
 		bytes:          fs.StringP("bytes", "n", "", "refused: braid perf tests last -t seconds; a byte count is not supported yet"),
 		blockcount:     fs.StringP("blockcount", "k", "", "refused: braid perf bulk tests last -t seconds; a block count is not supported yet (pingpong: --count)"),
@@ -75,7 +77,6 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 		{"daemon", "Go programs cannot fork: run the server in the background with your shell or service manager, e.g. nohup braid perf -s --logfile perf.log & echo $! > perf.pid"},
 		{"pidfile", "goes with -D/--daemon, which braid perf does not have: the shell's $! is the server's pid (nohup braid perf -s & echo $! > perf.pid)"},
 		{"congestion", "braid perf does not set TCP_CONGESTION on its channels; choose the system's algorithm with sysctl net.ipv4.tcp_congestion_control"},
-		{"bitrate", "braid perf does not pace its senders yet: leave -b out to measure the full rate"},
 		{"omit", "braid perf does not omit seconds yet: the receiver's clock starts at its first byte, past the connection setup"},
 		{"bytes", "braid perf bulk tests last -t seconds; a byte count is not supported yet"},
 		{"blockcount", "braid perf bulk tests last -t seconds; a block count is not supported yet (pingpong: --count)"},
@@ -92,12 +93,42 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 	if *f.connectTimeout < 0 {
 		return fmt.Errorf("--connect-timeout %d: want milliseconds, 0 for the transport's bound", *f.connectTimeout)
 	}
+	var err error
 	u, ok := rateUnits[*f.format]
 	if !ok {
 		return fmt.Errorf("--format %q: want one of k m g t K M G T", *f.format)
 	}
 	f.unit = u
+	if f.bps, err = parseBitrate(*f.bitrate); err != nil {
+		return fmt.Errorf("--bitrate: %v", err)
+	}
 	return nil
+}
+
+// parseBitrate parses iperf3's -b: bits per second with k, m, g or t
+// (either case) in powers of 1000.
+func parseBitrate(s string) (int64, error) {
+	num, mult := s, 1.0
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'k', 'K':
+			mult = 1e3
+		case 'm', 'M':
+			mult = 1e6
+		case 'g', 'G':
+			mult = 1e9
+		case 't', 'T':
+			mult = 1e12
+		}
+		if mult != 1 {
+			num = s[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || !(v >= 0) || v*mult > 1e15 {
+		return 0, fmt.Errorf("%q: want bits per second such as 50M, 0 for unlimited", s)
+	}
+	return int64(v * mult), nil
 }
 
 // family checks -4/-6 against the paths' numeric addresses; host names

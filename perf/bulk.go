@@ -39,12 +39,14 @@ type bulkSendResult struct {
 
 // bulkSend writes messages of size on n new streams of sess until the
 // receiver closes the session (or sendGrace(d) passes), counting per
-// stream into ctr, and then closes sess.
-func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, d time.Duration, ctr *streamCounter) (bulkSendResult, error) {
+// stream into ctr, and then closes sess. With bitrate > 0 the streams
+// together send at most bitrate bits per second (iperf3 -b).
+func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, d time.Duration, bitrate int64, ctr *streamCounter) (bulkSendResult, error) {
 	defer endData(sess)
 	buf := make([]byte, size)
 	fillPattern(buf)
 	start := time.Now()
+	pace := &pacer{start: start, bytesPerSec: float64(bitrate) / 8}
 	wctx, cancel := context.WithDeadline(ctx, start.Add(sendGrace(d)))
 	defer cancel()
 	var (
@@ -65,6 +67,12 @@ func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, d
 		wg.Go(func() {
 			defer last.mark()
 			for {
+				if err := pace.wait(wctx, size); err != nil {
+					if !testOver(ctx, wctx, err) {
+						errs[i] = err
+					}
+					return
+				}
 				// buf never changes: sent in place, as iperf3 sends
 				// its buffer.
 				if err := st.WriteMessageNoCopy(wctx, buf); err != nil {
@@ -238,4 +246,33 @@ func testOver(ctx, actx context.Context, err error) bool {
 // up by it.
 func endData(sess *transport.Session) {
 	_ = ctl.CloseSession(context.Background(), sess, false, 0)
+}
+
+// pacer spaces the writes of all a test's streams so that they send
+// bytesPerSec on average from start; 0: no pacing. A write of n bytes
+// waits until the bytes queued before it are due.
+type pacer struct {
+	start       time.Time
+	bytesPerSec float64
+	queued      atomic.Int64
+}
+
+func (p *pacer) wait(ctx context.Context, n int64) error {
+	if p.bytesPerSec <= 0 {
+		return nil
+	}
+	before := p.queued.Add(n) - n
+	due := p.start.Add(time.Duration(float64(before) / p.bytesPerSec * float64(time.Second)))
+	d := time.Until(due)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

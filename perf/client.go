@@ -30,6 +30,10 @@ type Options struct {
 	// ConnectTimeout bounds the session's dial (iperf3's
 	// --connect-timeout); 0: the transport's own bound.
 	ConnectTimeout time.Duration
+	// Bitrate paces bulk senders (the client's, or with Reverse the
+	// server's) to this many bits per second in all, as iperf3 -b;
+	// 0: unlimited.
+	Bitrate int64
 	// OnInterval, if not nil, is called with each interval as it ends
 	// (i counts from 0), for live output.
 	OnInterval func(i int, e Interval)
@@ -51,6 +55,7 @@ func (o *Options) testStart() IperfTestStart {
 	if o.Reverse {
 		t.Reverse = 1
 	}
+	t.TargetBitrate = o.Bitrate
 	if o.Mode == "pingpong" {
 		t.Blocks = int64(o.Count)
 	}
@@ -59,7 +64,7 @@ func (o *Options) testStart() IperfTestStart {
 
 func (o *Options) hello() Hello {
 	h := Hello{Version: Version, Mode: o.Mode, Size: o.Size, Seconds: o.Seconds, Streams: o.Streams,
-		Count: o.Count, Reverse: o.Reverse, Baseline: o.Baseline, Paths: len(o.Paths)}
+		Count: o.Count, Reverse: o.Reverse, Baseline: o.Baseline, Paths: len(o.Paths), Bitrate: o.Bitrate}
 	if o.Mode == "bulk" {
 		h.Count = 0
 	}
@@ -245,7 +250,7 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 		// The per-path figures are what arrived by the end of the test.
 		atEnd = r.paths
 	default:
-		sent, err = bulkSend(ctx, sess, o.Streams, o.Size, o.duration(), ctr)
+		sent, err = bulkSend(ctx, sess, o.Streams, o.Size, o.duration(), o.Bitrate, ctr)
 		atEnd = sent.paths
 	}
 	ip.Intervals = sampler.stop()

@@ -73,7 +73,8 @@ type IperfTestStart struct {
 	Blocks     int64   `json:"blocks"` // pingpong: round trips per stream
 	Reverse    int     `json:"reverse"`
 	Tos        int     `json:"tos"`
-	// TargetBitrate is 0: braid perf does not pace.
+	// TargetBitrate is -b: the bulk sender's pace in bits per second,
+	// 0 for unlimited.
 	TargetBitrate int64 `json:"target_bitrate"`
 	// Mode is braid's: bulk or pingpong.
 	Mode string `json:"mode"`

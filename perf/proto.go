@@ -57,6 +57,9 @@ type Hello struct {
 	Reverse  bool    `json:"reverse"`
 	Baseline bool    `json:"baseline"`
 	Paths    int     `json:"paths"`
+	// Bitrate paces the bulk sender to this many bits per second in all
+	// (iperf3 -b); 0: unlimited.
+	Bitrate int64 `json:"bitrate,omitempty"`
 	// Join, alone, makes the session a test's data session: the cookie
 	// of the test's Ready.
 	Join []byte `json:"join,omitempty"`
@@ -76,6 +79,8 @@ func (h *Hello) validate() error {
 		return fmt.Errorf("time %v s out of range (0, %d]", h.Seconds, MaxSeconds)
 	case h.Count < 0 || h.Count > maxCount:
 		return fmt.Errorf("count %d out of range 0..%d", h.Count, maxCount)
+	case h.Bitrate < 0:
+		return fmt.Errorf("bitrate %d: want bits per second, 0 for unlimited", h.Bitrate)
 	case h.Paths < 1 || h.Paths > 64:
 		return fmt.Errorf("paths %d out of range 1..64", h.Paths)
 	case h.Baseline && h.Mode == "pingpong" && h.Size < int64(h.Paths):
