@@ -199,6 +199,15 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	if o.Reverse && o.Mode != "bulk" {
 		return fail(2, "--reverse applies to bulk mode only")
 	}
+	if o.Bytes, err = ix.byteCount(fs, o.Size); err != nil {
+		return fail(2, "%v", err)
+	}
+	if err := o.Validate(); err != nil {
+		return fail(2, "%v", err)
+	}
+	if o.Bytes > 0 && o.Baseline {
+		return fail(2, "--bytes/--blockcount end braid's bulk tests only (not --tcp-baseline)")
+	}
 	if o.Bitrate > 0 && (o.Mode != "bulk" || o.Baseline) {
 		return fail(2, "--bitrate paces braid's bulk senders only (not pingpong or --tcp-baseline)")
 	}

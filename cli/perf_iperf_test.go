@@ -479,8 +479,9 @@ func TestPerfIperfRefused(t *testing.T) {
 		{[]string{"-b", "fast"}, "--bitrate"},
 		{[]string{"-b", "1M", "--mode", "pingpong"}, "bulk senders only"},
 		{[]string{"-O", "1"}, "omit"},
-		{[]string{"-n", "10M"}, "byte count"},
-		{[]string{"-k", "100"}, "block count"},
+		{[]string{"-n", "lots"}, "--bytes"},
+		{[]string{"-k", "0"}, "--blockcount"},
+		{[]string{"-n", "1M", "-k", "1"}, "not both"},
 		{[]string{"-C", "cubic"}, "tcp_congestion_control"},
 		{[]string{"--get-server-output"}, "server prints"},
 		{[]string{"-f", "x"}, "--format"},
@@ -553,4 +554,66 @@ func TestPerfBitrate(t *testing.T) {
 			t.Errorf("%v: target_bitrate %d, received %.1f Mbit/s, want 45-55", args, r.Start.TestStart.TargetBitrate, got)
 		}
 	}
+}
+
+// -n and -k end a bulk test after a byte or block count instead of -t:
+// the receiver gets the count (rounded up to whole messages), and
+// start.test_start.bytes says what was asked, as iperf3's.
+func TestPerfByteCount(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
+	addr := srv.listening(t)
+	for _, tt := range []struct {
+		args      []string
+		want, got int64
+	}{
+		{args: []string{"-n", "10M", "-l", "1M", "-P", "2"}, want: 10 << 20},
+		{args: []string{"-n", "1000K", "-l", "64K", "-R"}, want: 1000 << 10},
+		{args: []string{"-k", "7", "-l", "256K", "-P", "3"}, want: 7 << 18},
+	} {
+		start := time.Now()
+		code, out, errs := runCmd(t, 30*time.Second, append([]string{"perf", "-c", addr, "-J", "-t", "20"}, tt.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tt.args, code, errs)
+		}
+		var r struct {
+			Start struct {
+				TestStart struct {
+					Bytes int64 `json:"bytes"`
+				} `json:"test_start"`
+			} `json:"start"`
+			End struct {
+				SumReceived struct{ Bytes int64 } `json:"sum_received"`
+			} `json:"end"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		got, size := r.End.SumReceived.Bytes, int64(0)
+		for i, a := range tt.args {
+			if a == "-l" {
+				size = int64(parseSizeT(t, tt.args[i+1]))
+			}
+		}
+		if got < tt.want || got >= tt.want+size || r.Start.TestStart.Bytes != tt.want {
+			t.Errorf("%v: received %d bytes, want %d to one %d-byte message more; test_start.bytes %d", tt.args, got, tt.want, size, r.Start.TestStart.Bytes)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%v: took %v: the count, not -t 20, ends the test", tt.args, d)
+		}
+	}
+	code, _, errs := runCmd(t, 10*time.Second, "perf", "-c", addr, "-n", "1M", "--mode", "pingpong")
+	if code != 2 || !strings.Contains(errs, "bulk tests only") {
+		t.Errorf("-n with pingpong: exit %d: %s", code, errs)
+	}
+}
+
+func parseSizeT(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := parseSize(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -60,8 +60,8 @@ func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
 		congestion:     fs.StringP("congestion", "C", "", "refused: braid perf does not set TCP_CONGESTION on its channels; set the system default with sysctl net.ipv4.tcp_congestion_control"),
 		bitrate:        fs.StringP("bitrate", "b", "0", "bulk: pace the sender (the client, with -R the server) to this many bits per `second` in all streams, k/M/G suffixes (powers of 1000, as iperf3); 0: unlimited"),
 		omit:           fs.StringP("omit", "O", "", "refused: braid perf does not omit the first seconds yet; the receiver's clock starts at the first byte"),
-		bytes:          fs.StringP("bytes", "n", "", "refused: braid perf tests last -t seconds; a byte count is not supported yet"),
-		blockcount:     fs.StringP("blockcount", "k", "", "refused: braid perf bulk tests last -t seconds; a block count is not supported yet (pingpong: --count)"),
+		bytes:          fs.StringP("bytes", "n", "", "bulk: send this many `bytes` (K/M/G suffixes, powers of 1024), rounded up to whole --length messages, instead of for --time"),
+		blockcount:     fs.StringP("blockcount", "k", "", "bulk: send this many --length `messages` (iperf3's blocks) instead of for --time"),
 		serverOutput:   fs.Bool("get-server-output", false, "refused: the server's JSON is printed by the server (braid perf -s -J)"),
 	}
 	return f
@@ -78,8 +78,6 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 		{"pidfile", "goes with -D/--daemon, which braid perf does not have: the shell's $! is the server's pid (nohup braid perf -s & echo $! > perf.pid)"},
 		{"congestion", "braid perf does not set TCP_CONGESTION on its channels; choose the system's algorithm with sysctl net.ipv4.tcp_congestion_control"},
 		{"omit", "braid perf does not omit seconds yet: the receiver's clock starts at its first byte, past the connection setup"},
-		{"bytes", "braid perf bulk tests last -t seconds; a byte count is not supported yet"},
-		{"blockcount", "braid perf bulk tests last -t seconds; a block count is not supported yet (pingpong: --count)"},
 		{"get-server-output", "the server prints its own report (braid perf -s, -J for JSON); it is not sent to the client yet"},
 	}
 	for _, r := range refused {
@@ -209,4 +207,25 @@ func printPerfVersion(w io.Writer) {
 	v := newVersionInfo(buildInfo())
 	fmt.Fprintf(w, "braid perf %s (%s, %s)\n", v.Version, v.Go, v.Platform)
 	fmt.Fprintf(w, "%s %s\n", runtime.GOOS, runtime.GOARCH)
+}
+
+// byteCount is -n or -k in bytes, 0 when neither is given.
+func (f *iperfFlags) byteCount(fs *pflag.FlagSet, size int64) (int64, error) {
+	switch {
+	case fs.Changed("bytes") && fs.Changed("blockcount"):
+		return 0, errors.New("give -n/--bytes or -k/--blockcount, not both")
+	case fs.Changed("bytes"):
+		n, err := parseSize(*f.bytes)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("--bytes %q: want a byte count such as 10M", *f.bytes)
+		}
+		return n, nil
+	case fs.Changed("blockcount"):
+		k, err := strconv.ParseInt(*f.blockcount, 10, 64)
+		if err != nil || k < 1 || k > 1<<40/size {
+			return 0, fmt.Errorf("--blockcount %q: want a number of messages", *f.blockcount)
+		}
+		return k * size, nil
+	}
+	return 0, nil
 }

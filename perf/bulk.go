@@ -40,13 +40,19 @@ type bulkSendResult struct {
 // bulkSend writes messages of size on n new streams of sess until the
 // receiver closes the session (or sendGrace(d) passes), counting per
 // stream into ctr, and then closes sess. With bitrate > 0 the streams
-// together send at most bitrate bits per second (iperf3 -b).
-func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, d time.Duration, bitrate int64, ctr *streamCounter) (bulkSendResult, error) {
+// together send at most bitrate bits per second (iperf3 -b). With total
+// > 0 they send that many bytes, rounded up to whole messages, close
+// their streams and wait for the receiver to close the session.
+func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, d time.Duration, bitrate, total int64, ctr *streamCounter) (bulkSendResult, error) {
 	defer endData(sess)
 	buf := make([]byte, size)
 	fillPattern(buf)
 	start := time.Now()
 	pace := &pacer{start: start, bytesPerSec: float64(bitrate) / 8}
+	var quota atomic.Int64 // messages left to send with total > 0
+	// Each stream's first message is its own (Hello.validate: at least
+	// one per stream), so that the receiver accepts every stream.
+	quota.Store((total+size-1)/size - int64(n))
 	wctx, cancel := context.WithDeadline(ctx, start.Add(sendGrace(d)))
 	defer cancel()
 	var (
@@ -66,7 +72,17 @@ func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, d
 		c := ctr.stream(int(st.ID()))
 		wg.Go(func() {
 			defer last.mark()
-			for {
+			for first := true; ; first = false {
+				if total > 0 && !first && quota.Add(-1) < 0 {
+					// Sent: the receiver counts to the end of the
+					// stream, then closes the session.
+					_ = st.Close()
+					select {
+					case <-sess.Done():
+					case <-wctx.Done():
+					}
+					return
+				}
 				if err := pace.wait(wctx, size); err != nil {
 					if !testOver(ctx, wctx, err) {
 						errs[i] = err
