@@ -333,36 +333,52 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	var want []byte
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		want, err = exec.CommandContext(ctx, bin, "-c", "127.0.0.1", "-p", port, "-t", "1", "-P", "2", "-J").Output()
-		var r struct{ Error string }
-		if err == nil && json.Unmarshal(want, &r) == nil && r.Error != "" {
-			err = fmt.Errorf("iperf3 -c: %s", r.Error) // the server is not up yet
-		}
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("iperf3 -c: %v\n%s", err, want)
-	}
-
 	t.Setenv("BRAID_KEY", testKey)
 	bs := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
-	code, got, errs := runCmd(t, 30*time.Second, "perf", "-c", bs.listening(t), "-t", "1", "-P", "2", "-J")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
-	have := jsonKeys(t, []byte(got))
-	var missing []string
-	for _, k := range jsonKeys(t, want) {
-		if !slices.Contains(have, k) && !slices.Contains(iperf3Only, k) {
-			missing = append(missing, k)
+	baddr := bs.listening(t)
+	// The same invocations of both, keys and the values of the flags'
+	// own keys compared: -n (test_start.bytes), -b (target_bitrate).
+	for _, args := range [][]string{{"-t", "1", "-P", "2"}, {"-n", "10M", "-b", "40M"}, {"-b", "50M", "-t", "1"}} {
+		var want []byte
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			want, err = exec.CommandContext(ctx, bin, append([]string{"-c", "127.0.0.1", "-p", port, "-J"}, args...)...).Output()
+			var r struct{ Error string }
+			if err == nil && json.Unmarshal(want, &r) == nil && r.Error != "" {
+				err = fmt.Errorf("iperf3 -c: %s", r.Error) // the server is not up yet
+			}
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
 		}
-	}
-	if len(missing) > 0 {
-		t.Errorf("braid perf -J lacks these keys of iperf3 -J: %s", strings.Join(missing, " "))
+		if err != nil {
+			t.Fatalf("iperf3 -c %v: %v\n%s", args, err, want)
+		}
+		code, got, errs := runCmd(t, 30*time.Second, append([]string{"perf", "-c", baddr, "-J"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		have := jsonKeys(t, []byte(got))
+		var missing []string
+		for _, k := range jsonKeys(t, want) {
+			if !slices.Contains(have, k) && !slices.Contains(iperf3Only, k) {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) > 0 {
+			t.Errorf("%v: braid perf -J lacks these keys of iperf3 -J: %s", args, strings.Join(missing, " "))
+		}
+		type testStart struct {
+			Start struct {
+				TestStart struct {
+					Bytes         int64 `json:"bytes"`
+					TargetBitrate int64 `json:"target_bitrate"`
+				} `json:"test_start"`
+			} `json:"start"`
+		}
+		var w, g testStart
+		if json.Unmarshal(want, &w) != nil || json.Unmarshal([]byte(got), &g) != nil || w.Start.TestStart != g.Start.TestStart {
+			t.Errorf("%v: test_start bytes/target_bitrate: iperf3 %+v, braid %+v", args, w.Start.TestStart, g.Start.TestStart)
+		}
 	}
 }
 
