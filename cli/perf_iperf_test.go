@@ -633,3 +633,72 @@ func parseSizeT(t *testing.T, s string) int64 {
 	}
 	return n
 }
+
+// iperfScript is an iperf3 user's script with the binary name replaced:
+// a server in the background with --logfile, then typical client runs
+// whose -J output goes through python3's json.load.
+const iperfScript = `set -eu
+IPERF3="$BRAID perf"
+$IPERF3 -s -B 127.0.0.1 -p $PORT --logfile server.log &
+SERVER=$!
+trap 'kill $SERVER' EXIT
+for i in $(seq 100); do grep -q listening server.log 2>/dev/null && break; sleep 0.1; done
+$IPERF3 -c 127.0.0.1 -p $PORT -4 -n 10M -J | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bytes"])' > bytes.txt
+$IPERF3 -c 127.0.0.1 -p $PORT -b 50M -t 2 -P 2 -l 64K -J | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["start"]["test_start"]["target_bitrate"], d["end"]["sum_received"]["bits_per_second"])' > bitrate.txt
+$IPERF3 -c 127.0.0.1 -p $PORT -f k -T nightly -t 1 -l 64K --logfile client.log
+$IPERF3 -c 127.0.0.1 -p $PORT -u -J > udp.json || echo "exit $?" > udp.txt
+`
+
+func TestPerfIperfScript(t *testing.T) {
+	checkLeaks(t)
+	for _, tool := range []string{"go", "sh", "python3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "braid")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/braid-hpc/braid/cmd/braid").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	sh := exec.CommandContext(ctx, "sh", "-c", iperfScript)
+	sh.Dir = dir
+	sh.Env = append(os.Environ(), "BRAID="+bin, "PORT="+port, "BRAID_KEY="+testKey)
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("script: %v\n%s", err, out)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	var n int64
+	if _, err := fmt.Sscan(read("bytes.txt"), &n); err != nil || n < 10<<20 || n >= 10<<20+1<<20 {
+		t.Errorf("-n 10M: received %d bytes (%v), want 10 MiB to one 1 MiB block more", n, err)
+	}
+	var target, bps float64
+	if _, err := fmt.Sscan(read("bitrate.txt"), &target, &bps); err != nil || target != 50e6 || bps < 45e6 || bps > 55e6 {
+		t.Errorf("-b 50M: target %v, received %.0f bit/s (%v), want 45-55 Mbit/s", target, bps, err)
+	}
+	log := read("client.log")
+	if !strings.Contains(log, "nightly:  throughput: ") || !strings.Contains(log, "Kbit/s") {
+		t.Errorf("--logfile with -T and -f k:\n%s", log)
+	}
+	var udp struct{ Error string }
+	if err := json.Unmarshal([]byte(read("udp.json")), &udp); err != nil || !strings.Contains(udp.Error, "reliable streams") || read("udp.txt") != "exit 2\n" {
+		t.Errorf("-u -J: %v, %+v, %s", err, udp, read("udp.txt"))
+	}
+	if srv := read("server.log"); strings.Count(srv, "bulk from") != 3 {
+		t.Errorf("server log has not 3 tests:\n%s", srv)
+	}
+}
