@@ -29,8 +29,8 @@ const perfSynopsis = `-s [--listen A1,A2,...] | -c B1,B2,... [-B A1,A2,...] [fla
 
 const perfDescription = `
 Measures a braid session between two hosts, like iperf3, with iperf3's
-flags: -s, -c, -p, -t, -P, -R, -J, -i, -l, -B, -1. Start a server on one
-host with one address per network (or, without --listen, on every address),
+flags: -s, -c, -p, -t, -P, -R, -J, -i, -l, -B, -1 and more (below).
+Start a server on one host with one address per network (or, without --listen, on every address),
 then a client on the other with the server's address on each network (the
 i-th -B/--from address is the local source of the i-th path). Addresses
 without a port use --port, 7201 by default.
@@ -61,6 +61,20 @@ control session asks it to open plain TCP listeners, on an ephemeral port of
 each address the paths arrived on (or on that port plus
 --baseline-port-offset, for firewalls), which it closes after the test. The
 connections prove themselves with a token sent over the braid session.
+
+More of iperf3's flags, so that an iperf3 script runs with the binary
+name changed: -n/--bytes and -k/--blockcount end a bulk test after a byte
+or message count instead of --time; -b/--bitrate paces the bulk sender;
+-f/--format sets the text report's unit; -T/--title prefixes every line;
+--logfile sends the output to a file; -4/-6 accept only IPv4/IPv6
+addresses; --connect-timeout is in milliseconds; -v/--version prints the
+version and -V/--verbose (or -d/--debug) logs path events, as iperf3 has
+them. -Z, -N, -w and --forceflush are accepted: braid's bulk senders
+always write without a copy, its TCP channels always set TCP_NODELAY, the
+kernel sizes each channel's socket buffers, output is never buffered. -u,
+-O, -C, -D, -I and --get-server-output fail with the reason (braid
+measures reliable streams; no omit, congestion-control choice, daemon
+mode or server output in the client's JSON yet).
 
 --stripe, --path-policy and --frag shape what each side sends: the server's
 own flags apply to its echoes and to -R data, so start it with the same ones

@@ -58,7 +58,7 @@ func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
 		daemon:         fs.BoolP("daemon", "D", false, "refused: run the server in the background with your shell or service manager (nohup braid perf -s --logfile F &, or a systemd unit)"),
 		pidfile:        fs.StringP("pidfile", "I", "", "refused, as -D/--daemon: your shell or service manager knows the server's pid ($!)"),
 		congestion:     fs.StringP("congestion", "C", "", "refused: braid perf does not set TCP_CONGESTION on its channels; set the system default with sysctl net.ipv4.tcp_congestion_control"),
-		bitrate:        fs.StringP("bitrate", "b", "0", "bulk: pace the sender (the client, with -R the server) to this many bits per `second` in all streams, k/M/G suffixes (powers of 1000, as iperf3); 0: unlimited"),
+		bitrate:        fs.StringP("bitrate", "b", "0", "bulk: pace the sender (the client, with -R the server) to this `rate` in bits per second over all streams, k/M/G suffixes (powers of 1000, as iperf3); 0: unlimited"),
 		omit:           fs.StringP("omit", "O", "", "refused: braid perf does not omit the first seconds yet; the receiver's clock starts at the first byte"),
 		bytes:          fs.StringP("bytes", "n", "", "bulk: send this many `bytes` (K/M/G suffixes, powers of 1024), rounded up to whole --length messages, instead of for --time"),
 		blockcount:     fs.StringP("blockcount", "k", "", "bulk: send this many --length `messages` (iperf3's blocks) instead of for --time"),
