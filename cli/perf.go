@@ -30,8 +30,8 @@ const perfSynopsis = `-s [--listen A1,A2,...] | -c B1,B2,... [-B A1,A2,...] [fla
 const perfDescription = `
 Measures a braid session between two hosts, like iperf3, with iperf3's
 flags: -s, -c, -p, -t, -P, -R, -J, -i, -l, -B, -1 and more (below).
-Start a server on one host with one address per network (or, without --listen, on every address),
-then a client on the other with the server's address on each network (the
+Start a server on one host with one address per network (or, without
+--listen, on every address), then a client on the other with the server's address on each network (the
 i-th -B/--from address is the local source of the i-th path). Addresses
 without a port use --port, 7201 by default.
 
