@@ -154,8 +154,9 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		return fail(2, "unexpected arguments %q", fs.Args())
 	}
 	if *server == (*client != "") {
+		code := fail(2, "give either -s (server) or -c ADDRESSES (client)")
 		helpHint(env, fs.Name())
-		return fail(2, "give either -s (server) or -c ADDRESSES (client)")
+		return code
 	}
 	if *port < 1 || *port > 65535 {
 		return fail(2, "--port %d out of range 1..65535", *port)
@@ -187,8 +188,9 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	}
 
 	if *obs.metrics != "" {
+		code := fail(2, "--metrics goes with -s: the server's side of the tests keeps the metrics")
 		helpHint(env, fs.Name())
-		return fail(2, "--metrics goes with -s: the server's side of the tests keeps the metrics")
+		return code
 	}
 	stopObs, err := obs.start(cfg.Logger, nil)
 	if err != nil {
