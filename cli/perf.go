@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,9 +29,9 @@ const perfSynopsis = `-s [--listen A1,A2,...] | -c B1,B2,... [-B A1,A2,...] [fla
 
 const perfDescription = `
 Measures a braid session between two hosts, like iperf3, with iperf3's
-flags: -s, -c, -p, -t, -P, -R, -J, -i, -l, -B, -1. Start a server on one
-host with one address per network (or, without --listen, on every address),
-then a client on the other with the server's address on each network (the
+flags: -s, -c, -p, -t, -P, -R, -J, -i, -l, -B, -1 and more (below).
+Start a server on one host with one address per network (or, without
+--listen, on every address), then a client on the other with the server's address on each network (the
 i-th -B/--from address is the local source of the i-th path). Addresses
 without a port use --port, 7201 by default.
 
@@ -60,6 +61,20 @@ control session asks it to open plain TCP listeners, on an ephemeral port of
 each address the paths arrived on (or on that port plus
 --baseline-port-offset, for firewalls), which it closes after the test. The
 connections prove themselves with a token sent over the braid session.
+
+More of iperf3's flags, so that an iperf3 script runs with the binary
+name changed: -n/--bytes and -k/--blockcount end a bulk test after a byte
+or message count instead of --time; -b/--bitrate paces the bulk sender;
+-f/--format sets the text report's unit; -T/--title prefixes every line;
+--logfile sends the output to a file; -4/-6 accept only IPv4/IPv6
+addresses; --connect-timeout is in milliseconds; -v/--version prints the
+version and -V/--verbose (or -d/--debug) logs path events, as iperf3 has
+them. -Z, -N, -w and --forceflush are accepted: braid's bulk senders
+always write without a copy, its TCP channels always set TCP_NODELAY, the
+kernel sizes each channel's socket buffers, output is never buffered. -u,
+-O, -C, -D, -I and --get-server-output fail with the reason (braid
+measures reliable streams; no omit, congestion-control choice, daemon
+mode or server output in the client's JSON yet).
 
 --stripe, --path-policy and --frag shape what each side sends: the server's
 own flags apply to its echoes and to -R data, so start it with the same ones
@@ -96,31 +111,62 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	reverse := fs.BoolP("reverse", "R", false, "bulk: the server sends, the client receives")
 	baseline := fs.Bool("tcp-baseline", false, "measure k plain TCP connections striped by hand instead of braid")
 	asJSON := fs.BoolP("json", "J", false, "print one JSON object shaped like iperf3's -J output instead of text")
+	ix := addIperfFlags(fs)
 	obs := addObsFlags(fs, "perf server (-s)")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
+	if *ix.version {
+		printPerfVersion(env.Stdout)
+		return 0
+	}
+	if *ix.logfile != "" {
+		// As iperf3 --logfile: every line the command prints goes to the
+		// file, appended.
+		f, err := os.OpenFile(*ix.logfile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			env.Errorf("perf: --logfile: %v", err)
+			return 1
+		}
+		defer f.Close()
+		env = &Env{Stdout: f, Stderr: f}
+	}
+	if *ix.title != "" && !*asJSON {
+		env = &Env{Stdout: &titleWriter{w: env.Stdout, prefix: *ix.title + ":  "}, Stderr: env.Stderr}
+	}
+	if *ix.debug {
+		*sf.verbose = true
+	}
+	// With -J a client's failure after the flags parse is a JSON object
+	// with "error" on stdout, as iperf3 -J writes it.
+	fail := func(code int, format string, args ...any) int {
+		env.Errorf("perf: "+format, args...)
+		if *asJSON && !*server {
+			msg := fmt.Sprintf(format, args...)
+			_ = printJSON(env.Stdout, &perf.IperfReport{Intervals: []perf.IperfInterval{}, Error: msg, Title: *ix.title})
+		}
+		return code
+	}
+	if err := ix.check(fs, *server); err != nil {
+		return fail(2, "%v", err)
+	}
 	if fs.NArg() > 0 {
-		env.Errorf("perf: unexpected arguments %q", fs.Args())
-		return 2
+		return fail(2, "unexpected arguments %q", fs.Args())
 	}
 	if *server == (*client != "") {
-		env.Errorf("perf: give either -s (server) or -c ADDRESSES (client)")
+		code := fail(2, "give either -s (server) or -c ADDRESSES (client)")
 		helpHint(env, fs.Name())
-		return 2
+		return code
 	}
 	if *port < 1 || *port > 65535 {
-		env.Errorf("perf: --port %d out of range 1..65535", *port)
-		return 2
+		return fail(2, "--port %d out of range 1..65535", *port)
 	}
 	if !(*interval >= 0 && *interval <= perf.MaxSeconds) {
-		env.Errorf("perf: --interval %v: want seconds, 0 for none", *interval)
-		return 2
+		return fail(2, "--interval %v: want seconds, 0 for none", *interval)
 	}
 	cfg, err := sf.config(env)
 	if err != nil {
-		env.Errorf("perf: %v", err)
-		return exitCode(err)
+		return fail(exitCode(err), "%v", err)
 	}
 	if *server {
 		if !fs.Changed("listen") {
@@ -142,42 +188,54 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	}
 
 	if *obs.metrics != "" {
-		env.Errorf("perf: --metrics goes with -s: the server's side of the tests keeps the metrics")
+		code := fail(2, "--metrics goes with -s: the server's side of the tests keeps the metrics")
 		helpHint(env, fs.Name())
-		return 2
+		return code
 	}
 	stopObs, err := obs.start(cfg.Logger, nil)
 	if err != nil {
-		env.Errorf("perf: %v", err)
-		return 1
+		return fail(1, "%v", err)
 	}
 	defer stopObs()
 	o := &perf.Options{Config: cfg, Mode: *mode, Seconds: *seconds, Streams: *streams, Count: *count,
-		Reverse: *reverse, Baseline: *baseline, Interval: *interval}
-	if o.Paths, err = dialPaths(*client, *from, *port); err != nil {
-		env.Errorf("perf: %v", err)
-		return 2
+		Reverse: *reverse, Baseline: *baseline, Interval: *interval,
+		ConnectTimeout: time.Duration(*ix.connectTimeout) * time.Millisecond, Bitrate: ix.bps}
+	if o.Paths, err = dialPaths(*client, *from, *port); err == nil {
+		err = ix.family(o.Paths)
+	}
+	if err != nil {
+		return fail(2, "%v", err)
 	}
 	if o.Size, err = parseSize(*size); err != nil {
-		env.Errorf("perf: --length: %v", err)
-		return 2
+		return fail(2, "--length: %v", err)
 	}
 	if err := o.Validate(); err != nil {
-		env.Errorf("perf: %v", err)
-		return 2
+		return fail(2, "%v", err)
 	}
 	if o.Reverse && o.Mode != "bulk" {
-		env.Errorf("perf: --reverse applies to bulk mode only")
-		return 2
+		return fail(2, "--reverse applies to bulk mode only")
+	}
+	if o.Bytes, err = ix.byteCount(fs, o.Size); err != nil {
+		return fail(2, "%v", err)
+	}
+	if err := o.Validate(); err != nil {
+		return fail(2, "%v", err)
+	}
+	if o.Bytes > 0 && o.Baseline {
+		return fail(2, "--bytes/--blockcount end braid's bulk tests only (not --tcp-baseline)")
+	}
+	if o.Bitrate > 0 && (o.Mode != "bulk" || o.Baseline) {
+		return fail(2, "--bitrate paces braid's bulk senders only (not pingpong or --tcp-baseline)")
 	}
 	o.Warn = func(msg string) { env.Errorf("perf: warning: %s", msg) }
 	if !*asJSON {
 		printPerfHeader(env.Stdout, o)
 		if o.Interval > 0 && o.Seconds > 2*o.Interval {
-			o.OnInterval = func(i int, e perf.Interval) { printInterval(env.Stdout, o.Mode, i, e) }
+			o.OnInterval = func(i int, e perf.Interval) { printInterval(env.Stdout, o.Mode, i, e, ix.unit) }
 		}
 	}
 	rep, ip, err := perf.Run(ctx, o)
+	ip.Title = *ix.title
 	if *asJSON {
 		// Like iperf3 -J, a failure is a JSON object too, with "error".
 		if perr := printJSON(env.Stdout, ip); perr != nil && err == nil {
@@ -189,7 +247,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		return 1
 	}
 	if !*asJSON {
-		printPerfSummary(env.Stdout, rep)
+		printPerfSummary(env.Stdout, rep, ix.unit)
 	}
 	return 0
 }
@@ -316,27 +374,27 @@ func printPerfHeader(w io.Writer, o *perf.Options) {
 }
 
 // printPerfSummary prints a test's figures and its paths.
-func printPerfSummary(w io.Writer, r *perf.Report) {
+func printPerfSummary(w io.Writer, r *perf.Report, u rateUnit) {
 	fmt.Fprintln(w, strings.Repeat("- ", 30))
 	switch r.Mode {
 	case "pingpong":
-		fmt.Fprintf(w, "round trips: %d of %s in %.2f s; payload both ways %.1f Mbit/s\n",
-			r.RoundTrips, formatBytes(r.Size), r.Seconds, r.ThroughputMbps)
+		fmt.Fprintf(w, "round trips: %d of %s in %.2f s; payload both ways %.1f %s\n",
+			r.RoundTrips, formatBytes(r.Size), r.Seconds, u.of(r.ThroughputMbps), u.name)
 		fmt.Fprintf(w, "rtt: mean %s  min %s  p50 %s  p99 %s  max %s\n",
 			fmtUs(r.RTTus), fmtUs(r.RTTMinUs), fmtUs(r.RTTP50us), fmtUs(r.RTTP99us), fmtUs(r.RTTMaxUs))
-		fmt.Fprintf(w, "effective bandwidth (8*size/1e6)/(RTT/2): %.1f Mbit/s\n", r.EffectiveMbps)
+		fmt.Fprintf(w, "effective bandwidth (8*size/1e6)/(RTT/2): %.1f %s\n", u.of(r.EffectiveMbps), u.name)
 	default:
 		who := "receiver (server)"
 		if r.Reverse {
 			who = "receiver (client)"
 		}
-		fmt.Fprintf(w, "throughput: %.1f Mbit/s  (%s in %d messages over %.2f s, %s)\n",
-			r.ThroughputMbps, formatBytes(r.Bytes), r.Messages, r.Seconds, who)
+		fmt.Fprintf(w, "throughput: %.1f %s  (%s in %d messages over %.2f s, %s)\n",
+			u.of(r.ThroughputMbps), u.name, formatBytes(r.Bytes), r.Messages, r.Seconds, who)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "PATH\tLOCAL\tREMOTE\tBYTES\tMBIT/S\tSTATE\tFAILOVERS\tRETRANSMITTED\t")
+	fmt.Fprintln(tw, "PATH\tLOCAL\tREMOTE\tBYTES\t"+strings.ToUpper(u.name)+"\tSTATE\tFAILOVERS\tRETRANSMITTED\t")
 	for _, p := range r.PerPath {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f\t%s\t%d\t%s\t\n", p.ID, p.Local, p.Remote, formatBytes(p.Bytes), p.Mbps, p.State, p.Failovers, formatBytes(p.Retransmitted))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f\t%s\t%d\t%s\t\n", p.ID, p.Local, p.Remote, formatBytes(p.Bytes), u.of(p.Mbps), p.State, p.Failovers, formatBytes(p.Retransmitted))
 	}
 	tw.Flush()
 	if !r.Baseline {
@@ -354,10 +412,10 @@ func fmtUs(us float64) string {
 
 // printInterval prints an interval line like iperf3's, with a heading
 // before the first.
-func printInterval(w io.Writer, mode string, i int, e perf.Interval) {
+func printInterval(w io.Writer, mode string, i int, e perf.Interval, u rateUnit) {
 	if i == 0 {
 		var b strings.Builder
-		fmt.Fprintf(&b, "%-15s %10s", "[ seconds ]", "Mbit/s")
+		fmt.Fprintf(&b, "%-15s %10s", "[ seconds ]", u.name)
 		for j := range e.PerPath {
 			fmt.Fprintf(&b, " %9s", fmt.Sprintf("path%d", j))
 		}
@@ -367,9 +425,9 @@ func printInterval(w io.Writer, mode string, i int, e perf.Interval) {
 		fmt.Fprintln(w, b.String())
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "[%5.1f-%5.1f ] %10.1f", e.Start, e.End, e.Mbps)
+	fmt.Fprintf(&b, "[%5.1f-%5.1f ] %10.1f", e.Start, e.End, u.of(e.Mbps))
 	for _, m := range e.PerPath {
-		fmt.Fprintf(&b, " %9.1f", m)
+		fmt.Fprintf(&b, " %9.1f", u.of(m))
 	}
 	if mode == "pingpong" {
 		fmt.Fprintf(&b, " %10s", fmtUs(e.RTTus))

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -331,36 +333,52 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	var want []byte
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		want, err = exec.CommandContext(ctx, bin, "-c", "127.0.0.1", "-p", port, "-t", "1", "-P", "2", "-J").Output()
-		var r struct{ Error string }
-		if err == nil && json.Unmarshal(want, &r) == nil && r.Error != "" {
-			err = fmt.Errorf("iperf3 -c: %s", r.Error) // the server is not up yet
-		}
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("iperf3 -c: %v\n%s", err, want)
-	}
-
 	t.Setenv("BRAID_KEY", testKey)
 	bs := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
-	code, got, errs := runCmd(t, 30*time.Second, "perf", "-c", bs.listening(t), "-t", "1", "-P", "2", "-J")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
-	have := jsonKeys(t, []byte(got))
-	var missing []string
-	for _, k := range jsonKeys(t, want) {
-		if !slices.Contains(have, k) && !slices.Contains(iperf3Only, k) {
-			missing = append(missing, k)
+	baddr := bs.listening(t)
+	// The same invocations of both, keys and the values of the flags'
+	// own keys compared: -n (test_start.bytes), -b (target_bitrate).
+	for _, args := range [][]string{{"-t", "1", "-P", "2"}, {"-n", "10M", "-b", "40M"}, {"-b", "50M", "-t", "1"}} {
+		var want []byte
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			want, err = exec.CommandContext(ctx, bin, append([]string{"-c", "127.0.0.1", "-p", port, "-J"}, args...)...).Output()
+			var r struct{ Error string }
+			if err == nil && json.Unmarshal(want, &r) == nil && r.Error != "" {
+				err = fmt.Errorf("iperf3 -c: %s", r.Error) // the server is not up yet
+			}
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
 		}
-	}
-	if len(missing) > 0 {
-		t.Errorf("braid perf -J lacks these keys of iperf3 -J: %s", strings.Join(missing, " "))
+		if err != nil {
+			t.Fatalf("iperf3 -c %v: %v\n%s", args, err, want)
+		}
+		code, got, errs := runCmd(t, 30*time.Second, append([]string{"perf", "-c", baddr, "-J"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		have := jsonKeys(t, []byte(got))
+		var missing []string
+		for _, k := range jsonKeys(t, want) {
+			if !slices.Contains(have, k) && !slices.Contains(iperf3Only, k) {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) > 0 {
+			t.Errorf("%v: braid perf -J lacks these keys of iperf3 -J: %s", args, strings.Join(missing, " "))
+		}
+		type testStart struct {
+			Start struct {
+				TestStart struct {
+					Bytes         int64 `json:"bytes"`
+					TargetBitrate int64 `json:"target_bitrate"`
+				} `json:"test_start"`
+			} `json:"start"`
+		}
+		var w, g testStart
+		if json.Unmarshal(want, &w) != nil || json.Unmarshal([]byte(got), &g) != nil || w.Start.TestStart != g.Start.TestStart {
+			t.Errorf("%v: test_start bytes/target_bitrate: iperf3 %+v, braid %+v", args, w.Start.TestStart, g.Start.TestStart)
+		}
 	}
 }
 
@@ -404,4 +422,283 @@ func atoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// iperf3 flags an iperf3 user's script passes: -f sets the text report's
+// unit, -T prefixes every line, --logfile takes the output, -4 accepts
+// IPv4 addresses, and -Z -N -w --forceflush --connect-timeout -V run.
+func TestPerfIperfScriptFlags(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
+	addr := srv.listening(t)
+
+	logfile := filepath.Join(t.TempDir(), "perf.log")
+	code, out, errs := runCmd(t, 30*time.Second, "perf", "-c", addr, "-4", "-f", "k", "-T", "run1", "--logfile", logfile, "-t", "2.5", "-l", "64K")
+	if code != 0 || out != "" || errs != "" {
+		t.Fatalf("--logfile: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	b, err := os.ReadFile(logfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) < 5 {
+		t.Fatalf("log file has %d lines:\n%s", len(lines), b)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "run1:  ") {
+			t.Errorf("line without the -T prefix: %q", l)
+		}
+	}
+	// -f k: the same rate in Kbit/s, the interval lines too.
+	var kbps float64
+	for _, l := range lines {
+		if _, rest, ok := strings.Cut(l, "throughput: "); ok {
+			if _, err := fmt.Sscanf(rest, "%f Kbit/s", &kbps); err != nil {
+				t.Errorf("throughput line %q: %v", l, err)
+			}
+		}
+	}
+	if kbps < 1000 || !strings.Contains(string(b), "KBIT/S") || !strings.Contains(string(b), "[  0.0-  1.0 ]") {
+		t.Errorf("-f k: throughput %v Kbit/s:\n%s", kbps, b)
+	}
+
+	code, out, errs = runCmd(t, 30*time.Second, "perf", "-c", addr, "-J", "-T", "run2", "-Z", "-N", "-w", "256K", "--forceflush", "--connect-timeout", "5000", "-V", "-t", "1", "-l", "64K")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r struct {
+		Title string `json:"title"`
+		End   struct {
+			SumReceived struct{ Bytes int64 } `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("-J output: %v\n%s", err, out)
+	}
+	if r.Title != "run2" || r.End.SumReceived.Bytes == 0 {
+		t.Errorf("title %q, %d bytes received", r.Title, r.End.SumReceived.Bytes)
+	}
+}
+
+// Flags braid perf cannot honour fail with the reason, not "unknown
+// flag"; with -J the error is also the JSON object on stdout, like every
+// error after the flags parse (a missing key too).
+func TestPerfIperfRefused(t *testing.T) {
+	t.Setenv("BRAID_KEY", testKey)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-u"}, "reliable streams"},
+		{[]string{"-b", "fast"}, "--bitrate"},
+		{[]string{"-b", "1M", "--mode", "pingpong"}, "bulk senders only"},
+		{[]string{"-O", "1"}, "omit"},
+		{[]string{"-n", "lots"}, "--bytes"},
+		{[]string{"-k", "0"}, "--blockcount"},
+		{[]string{"-n", "1M", "-k", "1"}, "not both"},
+		{[]string{"-C", "cubic"}, "tcp_congestion_control"},
+		{[]string{"--get-server-output"}, "server prints"},
+		{[]string{"-f", "x"}, "--format"},
+		{[]string{"-6"}, "is not IPv6"},
+		{[]string{"-4", "-6"}, "exclude"},
+		{[]string{"--connect-timeout", "-1"}, "milliseconds"},
+	} {
+		args := append([]string{"perf", "-c", "127.0.0.1:1", "-J"}, tt.args...)
+		code, out, errs := runCmd(t, 10*time.Second, args...)
+		var r iperf3JSON
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Errorf("%v: stdout not one JSON object: %v\n%s", tt.args, err, out)
+		}
+		if code != 2 || !strings.Contains(r.Error, tt.want) || !strings.Contains(errs, tt.want) || strings.Contains(errs, "unknown") {
+			t.Errorf("%v: exit %d, error %q, stderr %q", tt.args, code, r.Error, errs)
+		}
+	}
+	for _, args := range [][]string{{"-s", "-D"}, {"-s", "-I", "p.pid"}} {
+		code, out, errs := runCmd(t, 10*time.Second, append([]string{"perf"}, args...)...)
+		if code != 2 || out != "" || !strings.Contains(errs, "nohup") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
+		}
+	}
+	t.Setenv("BRAID_KEY", "")
+	code, out, _ := runCmd(t, 10*time.Second, "perf", "-c", "127.0.0.1:1", "-J")
+	var r iperf3JSON
+	if err := json.Unmarshal([]byte(out), &r); err != nil || code == 0 || !strings.Contains(r.Error, "key") {
+		t.Errorf("no key: exit %d, %v, stdout %q", code, err, out)
+	}
+}
+
+// -v is --version, as in iperf3.
+func TestPerfVersionFlag(t *testing.T) {
+	code, out, errs := runCmd(t, 10*time.Second, "perf", "-v")
+	if code != 0 || !strings.HasPrefix(out, "braid perf ") || errs != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// -b paces the bulk sender: on loopback, which carries Gbit/s unpaced,
+// 50M gives 45-55 Mbit/s at the receiver, client or (-R) server sending,
+// and start.test_start.target_bitrate says what was asked, as iperf3's.
+func TestPerfBitrate(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
+	addr := srv.listening(t)
+	for _, args := range [][]string{{}, {"-R"}} {
+		code, out, errs := runCmd(t, 30*time.Second, append([]string{"perf", "-c", addr, "-J", "-b", "50M", "-t", "2", "-l", "64K", "-P", "2"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		var r struct {
+			Start struct {
+				TestStart struct {
+					TargetBitrate int64 `json:"target_bitrate"`
+				} `json:"test_start"`
+			} `json:"start"`
+			End struct {
+				SumReceived struct {
+					BitsPerSecond float64 `json:"bits_per_second"`
+				} `json:"sum_received"`
+			} `json:"end"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		got := r.End.SumReceived.BitsPerSecond / 1e6
+		if r.Start.TestStart.TargetBitrate != 50e6 || got < 45 || got > 55 {
+			t.Errorf("%v: target_bitrate %d, received %.1f Mbit/s, want 45-55", args, r.Start.TestStart.TargetBitrate, got)
+		}
+	}
+}
+
+// -n and -k end a bulk test after a byte or block count instead of -t:
+// the receiver gets the count (rounded up to whole messages), and
+// start.test_start.bytes says what was asked, as iperf3's.
+func TestPerfByteCount(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
+	addr := srv.listening(t)
+	for _, tt := range []struct {
+		args      []string
+		want, got int64
+	}{
+		{args: []string{"-n", "10M", "-l", "1M", "-P", "2"}, want: 10 << 20},
+		{args: []string{"-n", "1000K", "-l", "64K", "-R"}, want: 1000 << 10},
+		{args: []string{"-k", "7", "-l", "256K", "-P", "3"}, want: 7 << 18},
+	} {
+		start := time.Now()
+		code, out, errs := runCmd(t, 30*time.Second, append([]string{"perf", "-c", addr, "-J", "-t", "20"}, tt.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tt.args, code, errs)
+		}
+		var r struct {
+			Start struct {
+				TestStart struct {
+					Bytes int64 `json:"bytes"`
+				} `json:"test_start"`
+			} `json:"start"`
+			End struct {
+				SumReceived struct{ Bytes int64 } `json:"sum_received"`
+			} `json:"end"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		got, size := r.End.SumReceived.Bytes, int64(0)
+		for i, a := range tt.args {
+			if a == "-l" {
+				size = int64(parseSizeT(t, tt.args[i+1]))
+			}
+		}
+		if got < tt.want || got >= tt.want+size || r.Start.TestStart.Bytes != tt.want {
+			t.Errorf("%v: received %d bytes, want %d to one %d-byte message more; test_start.bytes %d", tt.args, got, tt.want, size, r.Start.TestStart.Bytes)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%v: took %v: the count, not -t 20, ends the test", tt.args, d)
+		}
+	}
+	code, _, errs := runCmd(t, 10*time.Second, "perf", "-c", addr, "-n", "1M", "--mode", "pingpong")
+	if code != 2 || !strings.Contains(errs, "bulk tests only") {
+		t.Errorf("-n with pingpong: exit %d: %s", code, errs)
+	}
+}
+
+func parseSizeT(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := parseSize(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// iperfScript is an iperf3 user's script with the binary name replaced:
+// a server in the background with --logfile, then typical client runs
+// whose -J output goes through python3's json.load.
+const iperfScript = `set -eu
+IPERF3="$BRAID perf"
+$IPERF3 -s -B 127.0.0.1 -p $PORT --logfile server.log &
+SERVER=$!
+trap 'kill $SERVER' EXIT
+for i in $(seq 100); do grep -q listening server.log 2>/dev/null && break; sleep 0.1; done
+$IPERF3 -c 127.0.0.1 -p $PORT -4 -n 10M -J | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bytes"])' > bytes.txt
+$IPERF3 -c 127.0.0.1 -p $PORT -b 50M -t 2 -P 2 -l 64K -J | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["start"]["test_start"]["target_bitrate"], d["end"]["sum_received"]["bits_per_second"])' > bitrate.txt
+$IPERF3 -c 127.0.0.1 -p $PORT -f k -T nightly -t 1 -l 64K --logfile client.log
+$IPERF3 -c 127.0.0.1 -p $PORT -u -J > udp.json || echo "exit $?" > udp.txt
+`
+
+func TestPerfIperfScript(t *testing.T) {
+	checkLeaks(t)
+	for _, tool := range []string{"go", "sh", "python3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "braid")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/braid-hpc/braid/cmd/braid").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	sh := exec.CommandContext(ctx, "sh", "-c", iperfScript)
+	sh.Dir = dir
+	sh.Env = append(os.Environ(), "BRAID="+bin, "PORT="+port, "BRAID_KEY="+testKey)
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("script: %v\n%s", err, out)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	var n int64
+	if _, err := fmt.Sscan(read("bytes.txt"), &n); err != nil || n < 10<<20 || n >= 10<<20+1<<20 {
+		t.Errorf("-n 10M: received %d bytes (%v), want 10 MiB to one 1 MiB block more", n, err)
+	}
+	var target, bps float64
+	if _, err := fmt.Sscan(read("bitrate.txt"), &target, &bps); err != nil || target != 50e6 || bps < 45e6 || bps > 55e6 {
+		t.Errorf("-b 50M: target %v, received %.0f bit/s (%v), want 45-55 Mbit/s", target, bps, err)
+	}
+	log := read("client.log")
+	if !strings.Contains(log, "nightly:  throughput: ") || !strings.Contains(log, "Kbit/s") {
+		t.Errorf("--logfile with -T and -f k:\n%s", log)
+	}
+	var udp struct{ Error string }
+	if err := json.Unmarshal([]byte(read("udp.json")), &udp); err != nil || !strings.Contains(udp.Error, "reliable streams") || read("udp.txt") != "exit 2\n" {
+		t.Errorf("-u -J: %v, %+v, %s", err, udp, read("udp.txt"))
+	}
+	if srv := read("server.log"); strings.Count(srv, "bulk from") != 3 {
+		t.Errorf("server log has not 3 tests:\n%s", srv)
+	}
 }

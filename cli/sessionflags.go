@@ -45,7 +45,7 @@ func addSessionFlags(fs *pflag.FlagSet) *sessionFlags {
 		frag:      fs.String("frag", "", "striping fragment `size` in bytes, K/M suffixes (default: the transport's: 2 ms of the slowest path, at most 1M)"),
 		lanes:     fs.Int("lanes", 0, "independent ordered `lanes` per path where the transport has them (sctp-udp: one SCTP stream each), so a loss on one stream's data does not delay the others; 1: one lane, as over TCP (default 8)"),
 		timeout:   fs.Duration("session-timeout", 0, "give up when every path stayed down this `duration` (default 30s)"),
-		verbose:   fs.BoolP("verbose", "v", false, "log path events (up, down, failover) on stderr"),
+		verbose:   fs.BoolP("verbose", "V", false, "log path events (up, down, failover) on stderr (-V as in iperf3, where -v is --version)"),
 		plaintext: plaintextFlag(fs),
 		sctp:      addSCTPFlags(fs),
 	}
@@ -90,7 +90,7 @@ func (f *sessionFlags) config(env *Env) (*transport.Config, error) {
 }
 
 // logger writes transport events to env.Stderr: warnings (failover, lost
-// paths, refused channels) always, lifecycle events with -v.
+// paths, refused channels) always, lifecycle events with -V/--verbose.
 func (f *sessionFlags) logger(env *Env) *slog.Logger {
 	level := slog.LevelWarn
 	if *f.verbose {

@@ -39,12 +39,20 @@ type bulkSendResult struct {
 
 // bulkSend writes messages of size on n new streams of sess until the
 // receiver closes the session (or sendGrace(d) passes), counting per
-// stream into ctr, and then closes sess.
-func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, d time.Duration, ctr *streamCounter) (bulkSendResult, error) {
+// stream into ctr, and then closes sess. With bitrate > 0 the streams
+// together send at most bitrate bits per second (iperf3 -b). With total
+// > 0 they send that many bytes, rounded up to whole messages, close
+// their streams and wait for the receiver to close the session.
+func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, d time.Duration, bitrate, total int64, ctr *streamCounter) (bulkSendResult, error) {
 	defer endData(sess)
 	buf := make([]byte, size)
 	fillPattern(buf)
 	start := time.Now()
+	pace := &pacer{start: start, bytesPerSec: float64(bitrate) / 8}
+	var quota atomic.Int64 // messages left to send with total > 0
+	// Each stream's first message is its own (Hello.validate: at least
+	// one per stream), so that the receiver accepts every stream.
+	quota.Store((total+size-1)/size - int64(n))
 	wctx, cancel := context.WithDeadline(ctx, start.Add(sendGrace(d)))
 	defer cancel()
 	var (
@@ -64,7 +72,23 @@ func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, d
 		c := ctr.stream(int(st.ID()))
 		wg.Go(func() {
 			defer last.mark()
-			for {
+			for first := true; ; first = false {
+				if total > 0 && !first && quota.Add(-1) < 0 {
+					// Sent: the receiver counts to the end of the
+					// stream, then closes the session.
+					_ = st.Close()
+					select {
+					case <-sess.Done():
+					case <-wctx.Done():
+					}
+					return
+				}
+				if err := pace.wait(wctx, size); err != nil {
+					if !testOver(ctx, wctx, err) {
+						errs[i] = err
+					}
+					return
+				}
 				// buf never changes: sent in place, as iperf3 sends
 				// its buffer.
 				if err := st.WriteMessageNoCopy(wctx, buf); err != nil {
@@ -238,4 +262,33 @@ func testOver(ctx, actx context.Context, err error) bool {
 // up by it.
 func endData(sess *transport.Session) {
 	_ = ctl.CloseSession(context.Background(), sess, false, 0)
+}
+
+// pacer spaces the writes of all a test's streams so that they send
+// bytesPerSec on average from start; 0: no pacing. A write of n bytes
+// waits until the bytes queued before it are due.
+type pacer struct {
+	start       time.Time
+	bytesPerSec float64
+	queued      atomic.Int64
+}
+
+func (p *pacer) wait(ctx context.Context, n int64) error {
+	if p.bytesPerSec <= 0 {
+		return nil
+	}
+	before := p.queued.Add(n) - n
+	due := p.start.Add(time.Duration(float64(before) / p.bytesPerSec * float64(time.Second)))
+	d := time.Until(due)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

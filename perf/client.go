@@ -27,6 +27,17 @@ type Options struct {
 	Reverse  bool              // bulk: the server sends, the client counts
 	Baseline bool              // k plain TCP connections striped by hand instead of braid
 	Interval float64           // seconds between Report.Intervals; 0: none
+	// ConnectTimeout bounds the session's dial (iperf3's
+	// --connect-timeout); 0: the transport's own bound.
+	ConnectTimeout time.Duration
+	// Bitrate paces bulk senders (the client's, or with Reverse the
+	// server's) to this many bits per second in all, as iperf3 -b;
+	// 0: unlimited.
+	Bitrate int64
+	// Bytes, if not 0, ends a bulk test when the sender has sent this
+	// many bytes, rounded up to whole messages, as iperf3 -n; Seconds
+	// is then not a bound.
+	Bytes int64
 	// OnInterval, if not nil, is called with each interval as it ends
 	// (i counts from 0), for live output.
 	OnInterval func(i int, e Interval)
@@ -48,6 +59,7 @@ func (o *Options) testStart() IperfTestStart {
 	if o.Reverse {
 		t.Reverse = 1
 	}
+	t.TargetBitrate, t.Bytes = o.Bitrate, o.Bytes
 	if o.Mode == "pingpong" {
 		t.Blocks = int64(o.Count)
 	}
@@ -56,7 +68,7 @@ func (o *Options) testStart() IperfTestStart {
 
 func (o *Options) hello() Hello {
 	h := Hello{Version: Version, Mode: o.Mode, Size: o.Size, Seconds: o.Seconds, Streams: o.Streams,
-		Count: o.Count, Reverse: o.Reverse, Baseline: o.Baseline, Paths: len(o.Paths)}
+		Count: o.Count, Reverse: o.Reverse, Baseline: o.Baseline, Paths: len(o.Paths), Bitrate: o.Bitrate, Bytes: o.Bytes}
 	if o.Mode == "bulk" {
 		h.Count = 0
 	}
@@ -98,7 +110,12 @@ func Run(ctx context.Context, o *Options) (*Report, *IperfReport, error) {
 // report, as far as the test got.
 func run(ctx context.Context, o *Options, ip *IperfReport) (*Report, error) {
 	rep := newReport(o)
-	sess, err := transport.Dial(ctx, o.Paths, o.Config)
+	dctx, cancel := ctx, context.CancelFunc(func() {})
+	if o.ConnectTimeout > 0 {
+		dctx, cancel = context.WithTimeout(ctx, o.ConnectTimeout)
+	}
+	sess, err := transport.Dial(dctx, o.Paths, o.Config)
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
@@ -237,7 +254,7 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 		// The per-path figures are what arrived by the end of the test.
 		atEnd = r.paths
 	default:
-		sent, err = bulkSend(ctx, sess, o.Streams, o.Size, o.duration(), ctr)
+		sent, err = bulkSend(ctx, sess, o.Streams, o.Size, o.duration(), o.Bitrate, o.Bytes, ctr)
 		atEnd = sent.paths
 	}
 	ip.Intervals = sampler.stop()
@@ -277,7 +294,8 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 
 // duration is --time.
 func (o *Options) duration() time.Duration {
-	return time.Duration(o.Seconds * float64(time.Second))
+	h := o.hello()
+	return h.duration()
 }
 
 // IperfEnd builds the end section of a braid test from the client's

@@ -29,6 +29,8 @@ type IperfReport struct {
 	Intervals []IperfInterval `json:"intervals"`
 	End       IperfEnd        `json:"end"`
 	Error     string          `json:"error,omitempty"`
+	// Title is the client's -T/--title, as iperf3 writes it.
+	Title string `json:"title,omitempty"`
 	// Braid is braid's own report: per-path bytes and rates, striping,
 	// round trips; nil on failure.
 	Braid *Report `json:"braid,omitempty"`
@@ -77,7 +79,8 @@ type IperfTestStart struct {
 	Blocks     int64   `json:"blocks"` // pingpong: round trips per stream
 	Reverse    int     `json:"reverse"`
 	Tos        int     `json:"tos"`
-	// TargetBitrate is 0: braid perf does not pace.
+	// TargetBitrate is -b: the bulk sender's pace in bits per second,
+	// 0 for unlimited.
 	TargetBitrate int64 `json:"target_bitrate"`
 	// Mode is braid's: bulk or pingpong.
 	Mode string `json:"mode"`

@@ -57,6 +57,13 @@ type Hello struct {
 	Reverse  bool    `json:"reverse"`
 	Baseline bool    `json:"baseline"`
 	Paths    int     `json:"paths"`
+	// Bitrate paces the bulk sender to this many bits per second in all
+	// (iperf3 -b); 0: unlimited.
+	Bitrate int64 `json:"bitrate,omitempty"`
+	// Bytes, if not 0, ends a bulk test when the sender has sent this
+	// many bytes, rounded up to whole messages (iperf3 -n, -k), instead
+	// of after Seconds.
+	Bytes int64 `json:"bytes,omitempty"`
 	// Join, alone, makes the session a test's data session: the cookie
 	// of the test's Ready.
 	Join []byte `json:"join,omitempty"`
@@ -76,6 +83,12 @@ func (h *Hello) validate() error {
 		return fmt.Errorf("time %v s out of range (0, %d]", h.Seconds, MaxSeconds)
 	case h.Count < 0 || h.Count > maxCount:
 		return fmt.Errorf("count %d out of range 0..%d", h.Count, maxCount)
+	case h.Bytes < 0 || (h.Bytes > 0 && h.Mode != "bulk"):
+		return fmt.Errorf("bytes %d: a byte count ends bulk tests only", h.Bytes)
+	case h.Bytes > 0 && h.Bytes < int64(h.Streams)*h.Size:
+		return fmt.Errorf("bytes %d: less than one %d-byte message on each of the %d streams", h.Bytes, h.Size, h.Streams)
+	case h.Bitrate < 0:
+		return fmt.Errorf("bitrate %d: want bits per second, 0 for unlimited", h.Bitrate)
 	case h.Paths < 1 || h.Paths > 64:
 		return fmt.Errorf("paths %d out of range 1..64", h.Paths)
 	case h.Baseline && h.Mode == "pingpong" && h.Size < int64(h.Paths):
@@ -85,6 +98,9 @@ func (h *Hello) validate() error {
 }
 
 func (h *Hello) duration() time.Duration {
+	if h.Bytes > 0 {
+		return MaxSeconds * time.Second // the byte count ends it
+	}
 	return time.Duration(h.Seconds * float64(time.Second))
 }
 

@@ -272,7 +272,7 @@ func (s *Server) data(ctx context.Context, sess *transport.Session, h *Hello, ct
 	defer cancel()
 	switch {
 	case h.Mode == "bulk" && h.Reverse:
-		r, err := bulkSend(hctx, sess, h.Streams, h.Size, h.duration(), ctr)
+		r, err := bulkSend(hctx, sess, h.Streams, h.Size, h.duration(), h.Bitrate, h.Bytes, ctr)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,231 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"github.com/spf13/pflag"
+
+	"github.com/braid-hpc/braid/transport"
+)
+
+// iperfFlags are the iperf3 flags of braid perf beyond the core ones
+// (-s -c -p -t -P -R -J -i -l -B -1), so that an iperf3 user's script runs
+// unchanged apart from the binary name. Some set what braid always does
+// and are accepted for that; the ones braid cannot honour fail with a
+// reason instead of "unknown flag".
+type iperfFlags struct {
+	version        *bool
+	format         *string
+	unit           rateUnit
+	bps            int64 // -b, parsed
+	title          *string
+	logfile        *string
+	ipv4, ipv6     *bool
+	connectTimeout *int
+	debug          *bool
+	window         *string
+	// accepted: what braid does anyway
+	zerocopy, nodelay, forceflush *bool
+	// refused with a reason
+	udp, daemon                               *bool
+	pidfile, congestion, bitrate, omit, bytes *string
+	blockcount                                *string
+	serverOutput                              *bool
+}
+
+func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
+	f := &iperfFlags{
+		version:        fs.BoolP("version", "v", false, "print braid perf's version and exit, as iperf3 -v (path-event logging is -V/--verbose)"),
+		format:         fs.StringP("format", "f", "m", "`unit` of the text report's rates: k, m, g, t (Kbit/s ... Tbit/s) or K, M, G, T (KByte/s ... TByte/s, powers of 1024)"),
+		title:          fs.StringP("title", "T", "", "prefix every output `line` with this string and \":  \" (-J: a top-level \"title\")"),
+		logfile:        fs.String("logfile", "", "send every output line (stdout and stderr) to `file`, appended, as iperf3 --logfile"),
+		ipv4:           fs.BoolP("version4", "4", false, "client: only IPv4 addresses (an IPv6 address in -c or -B is an error)"),
+		ipv6:           fs.BoolP("version6", "6", false, "client: only IPv6 addresses (an IPv4 address in -c or -B is an error)"),
+		connectTimeout: fs.Int("connect-timeout", 0, "client: give up connecting after `ms` milliseconds, as iperf3 (0: the transport's bound)"),
+		debug:          fs.BoolP("debug", "d", false, "as -V/--verbose: log path events on stderr (braid has no further debug output here)"),
+		window:         fs.StringP("window", "w", "", "accepted for iperf3 scripts and ignored: a braid session has no per-test socket buffer knob; the kernel autotunes each channel's buffers"),
+		zerocopy:       fs.BoolP("zerocopy", "Z", false, "accepted: bulk senders always use the no-copy write path (Stream.WriteMessageNoCopy)"),
+		nodelay:        fs.BoolP("no-delay", "N", false, "accepted: braid's TCP channels always set TCP_NODELAY (Go's default)"),
+		forceflush:     fs.Bool("forceflush", false, "accepted: braid perf writes every line as it is printed, unbuffered"),
+		udp:            fs.BoolP("udp", "u", false, "refused: braid measures reliable streams; there is no UDP test"),
+		daemon:         fs.BoolP("daemon", "D", false, "refused: run the server in the background with your shell or service manager (nohup braid perf -s --logfile F &, or a systemd unit)"),
+		pidfile:        fs.StringP("pidfile", "I", "", "refused, as -D/--daemon: your shell or service manager knows the server's pid ($!)"),
+		congestion:     fs.StringP("congestion", "C", "", "refused: braid perf does not set TCP_CONGESTION on its channels; set the system default with sysctl net.ipv4.tcp_congestion_control"),
+		bitrate:        fs.StringP("bitrate", "b", "0", "bulk: pace the sender (the client, with -R the server) to this `rate` in bits per second over all streams, k/M/G suffixes (powers of 1000, as iperf3); 0: unlimited"),
+		omit:           fs.StringP("omit", "O", "", "refused: braid perf does not omit the first seconds yet; the receiver's clock starts at the first byte"),
+		bytes:          fs.StringP("bytes", "n", "", "bulk: send this many `bytes` (K/M/G suffixes, powers of 1024), rounded up to whole --length messages, instead of for --time"),
+		blockcount:     fs.StringP("blockcount", "k", "", "bulk: send this many --length `messages` (iperf3's blocks) instead of for --time"),
+		serverOutput:   fs.Bool("get-server-output", false, "refused: the server's JSON is printed by the server (braid perf -s -J)"),
+	}
+	return f
+}
+
+// check reports the first iperf3 flag that braid perf refuses, or that
+// does not go with the role, and parses --format.
+func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
+	refused := []struct {
+		name, why string
+	}{
+		{"udp", "braid measures reliable streams (every path a TCP, MPTCP or SCTP channel); there is no UDP test"},
+		{"daemon", "Go programs cannot fork: run the server in the background with your shell or service manager, e.g. nohup braid perf -s --logfile perf.log & echo $! > perf.pid"},
+		{"pidfile", "goes with -D/--daemon, which braid perf does not have: the shell's $! is the server's pid (nohup braid perf -s & echo $! > perf.pid)"},
+		{"congestion", "braid perf does not set TCP_CONGESTION on its channels; choose the system's algorithm with sysctl net.ipv4.tcp_congestion_control"},
+		{"omit", "braid perf does not omit seconds yet: the receiver's clock starts at its first byte, past the connection setup"},
+		{"get-server-output", "the server prints its own report (braid perf -s, -J for JSON); it is not sent to the client yet"},
+	}
+	for _, r := range refused {
+		if fs.Changed(r.name) {
+			return fmt.Errorf("--%s: %s", r.name, r.why)
+		}
+	}
+	if *f.ipv4 && *f.ipv6 {
+		return errors.New("-4 and -6 exclude each other")
+	}
+	if *f.connectTimeout < 0 {
+		return fmt.Errorf("--connect-timeout %d: want milliseconds, 0 for the transport's bound", *f.connectTimeout)
+	}
+	var err error
+	u, ok := rateUnits[*f.format]
+	if !ok {
+		return fmt.Errorf("--format %q: want one of k m g t K M G T", *f.format)
+	}
+	f.unit = u
+	if f.bps, err = parseBitrate(*f.bitrate); err != nil {
+		return fmt.Errorf("--bitrate: %v", err)
+	}
+	return nil
+}
+
+// parseBitrate parses iperf3's -b: bits per second with k, m, g or t
+// (either case) in powers of 1000.
+func parseBitrate(s string) (int64, error) {
+	num, mult := s, 1.0
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'k', 'K':
+			mult = 1e3
+		case 'm', 'M':
+			mult = 1e6
+		case 'g', 'G':
+			mult = 1e9
+		case 't', 'T':
+			mult = 1e12
+		}
+		if mult != 1 {
+			num = s[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || !(v >= 0) || v*mult > 1e15 {
+		return 0, fmt.Errorf("%q: want bits per second such as 50M, 0 for unlimited", s)
+	}
+	return int64(v * mult), nil
+}
+
+// family checks -4/-6 against the paths' numeric addresses; host names
+// are left to the resolver.
+func (f *iperfFlags) family(paths []transport.Path) error {
+	if !*f.ipv4 && !*f.ipv6 {
+		return nil
+	}
+	for _, p := range paths {
+		for _, a := range []string{p.Remote, p.Local} {
+			host, _, err := net.SplitHostPort(a)
+			if err != nil {
+				host = a
+			}
+			ip := net.ParseIP(host)
+			if ip == nil {
+				continue
+			}
+			if is4 := ip.To4() != nil; is4 != *f.ipv4 {
+				want := "IPv4"
+				if *f.ipv6 {
+					want = "IPv6"
+				}
+				return fmt.Errorf("address %s is not %s (-4/-6)", a, want)
+			}
+		}
+	}
+	return nil
+}
+
+// rateUnit is a unit of -f/--format: iperf3's lower case letters are
+// bits per second in powers of 1000, upper case bytes in powers of 1024.
+type rateUnit struct {
+	name string
+	perM float64 // units in one Mbit/s
+}
+
+var rateUnits = map[string]rateUnit{
+	"k": {"Kbit/s", 1e3}, "m": {"Mbit/s", 1}, "g": {"Gbit/s", 1e-3}, "t": {"Tbit/s", 1e-6},
+	"K": {"KByte/s", 1e6 / 8 / 1024}, "M": {"MByte/s", 1e6 / 8 / (1 << 20)},
+	"G": {"GByte/s", 1e6 / 8 / (1 << 30)}, "T": {"TByte/s", 1e6 / 8 / (1 << 40)},
+}
+
+// of converts mbps to the unit.
+func (u rateUnit) of(mbps float64) float64 { return mbps * u.perM }
+
+// titleWriter prefixes every line written through it, as iperf3 -T.
+type titleWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	mid    bool // inside a line
+}
+
+func (t *titleWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var b bytes.Buffer
+	for _, c := range p {
+		if !t.mid {
+			b.WriteString(t.prefix)
+			t.mid = true
+		}
+		b.WriteByte(c)
+		if c == '\n' {
+			t.mid = false
+		}
+	}
+	if _, err := t.w.Write(b.Bytes()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// printPerfVersion prints what iperf3 -v prints: the version, then the
+// system.
+func printPerfVersion(w io.Writer) {
+	v := newVersionInfo(buildInfo())
+	fmt.Fprintf(w, "braid perf %s (%s, %s)\n", v.Version, v.Go, v.Platform)
+	fmt.Fprintf(w, "%s %s\n", runtime.GOOS, runtime.GOARCH)
+}
+
+// byteCount is -n or -k in bytes, 0 when neither is given.
+func (f *iperfFlags) byteCount(fs *pflag.FlagSet, size int64) (int64, error) {
+	switch {
+	case fs.Changed("bytes") && fs.Changed("blockcount"):
+		return 0, errors.New("give -n/--bytes or -k/--blockcount, not both")
+	case fs.Changed("bytes"):
+		n, err := parseSize(*f.bytes)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("--bytes %q: want a byte count such as 10M", *f.bytes)
+		}
+		return n, nil
+	case fs.Changed("blockcount"):
+		k, err := strconv.ParseInt(*f.blockcount, 10, 64)
+		if err != nil || k < 1 || k > 1<<40/size {
+			return 0, fmt.Errorf("--blockcount %q: want a number of messages", *f.blockcount)
+		}
+		return k * size, nil
+	}
+	return 0, nil
+}
