@@ -123,7 +123,7 @@ func TestCompletion(t *testing.T) {
 				// A unique match is inserted into the command line.
 				for _, tc := range []struct{ line, want string }{
 					{"braid pe", "buffer: braid perf \n"},
-					{"braid perf --ti", "buffer: braid perf --time \n"},
+					{"braid perf --tim", "buffer: braid perf --time \n"},
 					{"braid token cr", "buffer: braid token create \n"},
 				} {
 					if got := complete(tc.line); !strings.Contains(got, tc.want) {
@@ -133,7 +133,8 @@ func TestCompletion(t *testing.T) {
 			}
 			for _, tc := range []struct{ line, want, not string }{
 				{"braid pe", "perf", "send"},
-				{"braid perf --ti", "--time", "--count"},
+				{"braid perf --ti", "--title", "--count"},
+				{"braid perf --tim", "--time", "--title"},
 				{"braid perf --par", "--parallel", "--path-policy"},
 				{"braid send --pa", "--parallel", "--count"},
 				{"braid op ", "add", "perf"},

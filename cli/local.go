@@ -209,7 +209,7 @@ func (l *localRun) note(format string, args ...any) {
 }
 
 // quiet returns the logger for the embedded roles: warnings and errors
-// only, unless -v.
+// only, unless -V.
 func (l *localRun) quiet() *slog.Logger {
 	if l.log.Enabled(context.Background(), slog.LevelDebug) {
 		return l.log

@@ -67,13 +67,13 @@ func parseRetention(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// logFlags registers -v, --log-level and --log-format and returns a
+// logFlags registers -V/--verbose, --log-level and --log-format and returns a
 // constructor of the command's logger, which writes to env.Stderr. The
 // lines name the job, unit, worker and path they concern with fixed
 // keys (job, unit, worker, path, stream, bytes), in JSON one object a
 // line with --log-format json.
 func logFlags(fs *pflag.FlagSet) func(env *Env) *slog.Logger {
-	verbose := fs.BoolP("verbose", "v", false, "log every unit and request (the same as --log-level debug)")
+	verbose := fs.BoolP("verbose", "V", false, "log every unit and request (the same as --log-level debug); -V as in every braid command")
 	level := &logLevel{l: slog.LevelInfo}
 	fs.Var(level, "log-level", "log lines of this `level` and above: debug, info, warn or error (default info)")
 	format := logFormat("text")
