@@ -31,7 +31,8 @@ import (
 // guest002Env, when set in the environment, makes any executable that
 // links this package run paper 002's guest side instead of its main (see
 // init): the value is the spec, "d=DURATION,reps=N,loss=PCT:PCT:...,
-// gbn=PCT:PCT:..." (loss: Fig. 9's sweep; gbn: Fig. 10's).
+// gbn=PCT:PCT:...,sack=N:N..." (loss: Fig. 9's sweep; gbn: Fig. 10's;
+// sack: Fig. 10's SACK frequencies, of 1, 2 and 7, all three if left out).
 const guest002Env = "BRAID_BENCH_PAPER002_GUEST"
 
 // guest002Prefix starts each result line the guest prints.
@@ -82,11 +83,22 @@ const (
 	tableGBN  = "Fig. 10"
 )
 
+// sackCarriers are Fig. 10's series by SACK frequency.
+var sackCarriers = map[int]string{1: kSACK1, 2: kSACK2, 7: kSACK7}
+
 // guestRuns is how many runs the guest makes for g: per repetition, 6 for
-// Tables 1-3, 2 for Fig. 8's 128 KB window, 2 per Fig. 9 loss rate and 3
-// per Fig. 10 loss rate.
+// Tables 1-3, 2 for Fig. 8's 128 KB window, 2 per Fig. 9 loss rate and
+// one per SACK frequency per Fig. 10 loss rate.
 func guestRuns(g guestSpec) int {
-	return g.reps * (6 + 2 + 2*len(g.losses) + 3*len(g.gbn))
+	return g.reps * (6 + 2 + 2*len(g.losses) + len(g.sackFreqs())*len(g.gbn))
+}
+
+// sackFreqs are Fig. 10's SACK frequencies: g.sacks, or all three.
+func (g guestSpec) sackFreqs() []int {
+	if len(g.sacks) == 0 {
+		return []int{1, 2, 7}
+	}
+	return g.sacks
 }
 
 type guestSpec struct {
@@ -94,6 +106,7 @@ type guestSpec struct {
 	reps   int
 	losses []float64 // Fig. 9, percent
 	gbn    []float64 // Fig. 10, percent
+	sacks  []int     // Fig. 10's SACK frequencies (nil: 1, 2 and 7)
 }
 
 func parseGuestSpec(spec string) (guestSpec, error) {
@@ -130,6 +143,15 @@ func parseGuestSpec(spec string) (guestSpec, error) {
 			} else {
 				g.gbn = ls
 			}
+		case "sack":
+			for _, p := range strings.Split(v, ":") {
+				n, perr := strconv.Atoi(p)
+				if _, ok := sackCarriers[n]; perr != nil || !ok {
+					err = fmt.Errorf("sack frequency %q: want 1, 2 or 7", p)
+					break
+				}
+				g.sacks = append(g.sacks, n)
+			}
 		default:
 			err = errors.New("unknown key")
 		}
@@ -153,6 +175,13 @@ func (g guestSpec) String() string {
 		if len(ls) > 0 {
 			s += "," + l.key + "=" + strings.Join(ls, ":")
 		}
+	}
+	if len(g.sacks) > 0 {
+		var ns []string
+		for _, n := range g.sacks {
+			ns = append(ns, strconv.Itoa(n))
+		}
+		s += ",sack=" + strings.Join(ns, ":")
 	}
 	return s
 }
@@ -192,10 +221,9 @@ func guest002(spec string, out, errw io.Writer) int {
 		{tableFig8, kTCP1, 128, false, 1, 1, 128 << 10, 0},
 		{tableFig8, kSCTP1, 128, true, 1, 1, 128 << 10, 0},
 	}
-	gbn := []tcase{
-		{tableGBN, kSACK1, 12 << 10, true, 1, 1, 0, 1},
-		{tableGBN, kSACK2, 12 << 10, true, 1, 1, 0, 2},
-		{tableGBN, kSACK7, 12 << 10, true, 1, 1, 0, 7},
+	var gbn []tcase
+	for _, n := range g.sackFreqs() {
+		gbn = append(gbn, tcase{tableGBN, sackCarriers[n], 12 << 10, true, 1, 1, 0, n})
 	}
 	netem := func(loss float64) error {
 		args := []string{"qdisc", "replace", "dev", "lo", "root", "netem", "loss", strconv.FormatFloat(loss, 'f', -1, 64) + "%"}
