@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -348,5 +350,41 @@ func checkFig10(t *testing.T, res *Results) {
 	}
 	if !finding || !emulated {
 		t.Errorf("paper 002: a Fig. 10 finding %v, an emulated note %v saying GBN was not reproduced; want both", finding, emulated)
+	}
+}
+
+// TestDrawSortsSeries draws a series whose points were measured out of
+// order of x (as the kernel rows arrive, from a map) and checks that its
+// line runs left to right instead of doubling back.
+func TestDrawSortsSeries(t *testing.T) {
+	f := &Figure{ID: "t", Title: "t", XLabel: "x", YLabel: "y", Unit: "u", Higher: true}
+	for _, x := range []float64{4, 1, 2} {
+		f.add("s", kindBraid, x, strconv.FormatFloat(x, 'g', -1, 64), 10*x)
+	}
+	f.finish()
+	file := filepath.Join(t.TempDir(), "t.svg")
+	if err := f.Draw(file); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The series' line is the path with 3 points (M x,y L x,y L x,y).
+	re := regexp.MustCompile(`d="M([-0-9.]+),[-0-9.]+L([-0-9.]+),[-0-9.]+L([-0-9.]+),[-0-9.]+"`)
+	m := re.FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s: no 3-point line in the plot", file)
+	}
+	var xs []float64
+	for _, s := range m[1:] {
+		x, err := strconv.ParseFloat(string(s), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs = append(xs, x)
+	}
+	if !(xs[0] < xs[1] && xs[1] < xs[2]) {
+		t.Errorf("the line's x coordinates are %v; want them increasing", xs)
 	}
 }
