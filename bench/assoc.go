@@ -47,13 +47,17 @@ type assocLayout struct {
 	streams int  // SCTP streams per association, each with its own writer
 	// streamBuf is sctpudp.Config.StreamSendBuffer (0: blocking writes).
 	streamBuf int
+	// rwnd, when positive, is the receive window: sctpudp's
+	// MaxReceiveBuffer, or SO_RCVBUF on TCP's accepted socket (0: the
+	// defaults).
+	rwnd int
 }
 
 var assocLayouts = []assocLayout{
-	{"1 sctp-udp association, 2 streams", true, 1, 2, 0},
-	{"1 sctp-udp association, 2 streams, StreamSendBuffer 256 KiB", true, 1, 2, 256 << 10},
-	{"4 sctp-udp associations, 1 stream each", true, 4, 1, 0},
-	{"4 TCP connections", false, 4, 1, 0},
+	{"1 sctp-udp association, 2 streams", true, 1, 2, 0, 0},
+	{"1 sctp-udp association, 2 streams, StreamSendBuffer 256 KiB", true, 1, 2, 256 << 10, 0},
+	{"4 sctp-udp associations, 1 stream each", true, 4, 1, 0, 0},
+	{"4 TCP connections", false, 4, 1, 0, 0},
 }
 
 // assocResult is one assoc run.
@@ -117,7 +121,7 @@ func (s *Suite) assocRun(ctx context.Context, env assocEnv, l assocLayout, size 
 		}()
 	}
 	var writers []io.Writer
-	k := sctpudp.Kind{Config: sctpudp.Config{Linger: -1, StreamSendBuffer: l.streamBuf}}
+	k := sctpudp.Kind{Config: sctpudp.Config{Linger: -1, StreamSendBuffer: l.streamBuf, MaxReceiveBuffer: l.rwnd}}
 	for range l.conns {
 		var ln net.Listener
 		if err := env.run(Server, func() (err error) {
@@ -150,6 +154,11 @@ func (s *Suite) assocRun(ctx context.Context, env assocEnv, l assocLayout, size 
 			return assocResult{}, err
 		}
 		closers = append(closers, sc)
+		if tc, ok := sc.(*net.TCPConn); ok && l.rwnd > 0 {
+			if err := tc.SetReadBuffer(l.rwnd); err != nil {
+				return assocResult{}, err
+			}
+		}
 		if !l.sctp {
 			writers = append(writers, c)
 			reader(sc)

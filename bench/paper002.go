@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,11 +17,11 @@ import (
 // four connections against four associations of two streams (Table 3),
 // and one association of two streams (its "multi-streaming" point).
 var (
-	tcp1Layout    = assocLayout{"TCP, 1 connection", false, 1, 1, 0}
-	sctp1Layout   = assocLayout{"SCTP, 1 association", true, 1, 1, 0}
-	tcp4Layout    = assocLayout{"TCP, 4 connections", false, 4, 1, 0}
-	sctp4x2Layout = assocLayout{"SCTP, 4 associations x 2 streams", true, 4, 2, 0}
-	sctp1x2Layout = assocLayout{"SCTP, 1 association x 2 streams", true, 1, 2, 0}
+	tcp1Layout    = assocLayout{"TCP, 1 connection", false, 1, 1, 0, 0}
+	sctp1Layout   = assocLayout{"SCTP, 1 association", true, 1, 1, 0, 0}
+	tcp4Layout    = assocLayout{"TCP, 4 connections", false, 4, 1, 0, 0}
+	sctp4x2Layout = assocLayout{"SCTP, 4 associations x 2 streams", true, 4, 2, 0, 0}
+	sctp1x2Layout = assocLayout{"SCTP, 1 association x 2 streams", true, 1, 2, 0, 0}
 )
 
 // paper002 holds the paper's throughputs (Mbit/s, send side) by layout
@@ -45,14 +46,20 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 	pr.Setup = fmt.Sprintf("Bulk one way between two namespaced hosts on one unshaped network: every connection or SCTP stream written by its own goroutine with messages of the size given, "+
 		"counted at the receiver for %v after 300 ms of warm-up; CPU is the whole process (sender and receiver, user + system) per GB delivered over the same interval. "+
 		"%d repetition(s), interleaved over the layouts. SCTP is braid's user-space SCTP over UDP (sctp-udp, pion/sctp); TCP the kernel's. "+
-		"Fig. 9 on the host: 12 KB over one connection and one association with random loss on both hosts' links (nftables), runs of 2 s at least.", d, reps)
+		"Fig. 9 on the host: 12 KB over one connection and one association with random loss on both hosts' links (nftables), runs of 2 s at least. "+
+		"Fig. 8 on the host: 128 B messages over one connection and one association with a receive window of 128 KB and of 256 KB (sctp-udp's MaxReceiveBuffer; SO_RCVBUF on TCP's receiving socket), no-delay on both (Go sets TCP_NODELAY; pion bundles only what is queued).", d, reps)
 	pr.Emulated = []string{
 		"The paper measures Linux kernel SCTP (LK-SCTP) against TCP on Gigabit NICs with hardware counters (CPI, path length, cache misses); here both ends share one 2-core machine over a veth pair, and only throughput and CPU time per byte are measured.",
 		"This kernel has no SCTP. The kernel-SCTP rows (\"(UML)\") run inside User-Mode Linux: the same braid executable booted as the guest's command, kernel SCTP (Linux's own, the paper's LK-SCTP) against kernel TCP on the guest's loopback, both ends on the guest's one CPU (HZ=100), so their absolute figures are far below the host's and only the SCTP / TCP ratios compare. " +
 			"On the host, braid's user-space SCTP over UDP (sctp-udp, pion/sctp) runs against the host kernel's TCP.",
 	}
+	pr.Emulated = append(pr.Emulated,
+		"Fig. 8: the figure's caption and Table 2 say 128-byte packets, the text \"around 128KB\" next to receive windows of 128 KB and 256 KB; read as 128-byte messages with 128 KB and 256 KB receive windows, which is what ran (no 128 KB messages). The paper's optimized LK-SCTP is not available: kernel SCTP is Linux's stock one with braid's ksctp settings (SCTP_NODELAY, the window as SO_RCVBUF, which Linux doubles); the paper gives no values for Fig. 8, only its claims.",
+		"Fig. 10: GBN was NOT reproduced. The paper's go-back-N is the authors' own modification of LK-SCTP; neither Linux SCTP nor pion/sctp can do it. What ran instead, inside User-Mode Linux: kernel SCTP, 12 KB messages over one association, with a SACK for every packet (sack_freq 1), the kernel's delayed SACK (every 2 packets) and a SACK every 7 packets (sack_freq 7, the paper's \"reduced SACK frequency\"), under netem loss on the guest's loopback. It compares acknowledgement rates under loss, not GBN's discard-and-resend against selective repeat.",
+	)
 	pr.Missing = []string{
-		"Figs. 6-8 and 10 (the effect of each LK-SCTP optimization, connection scaling over several NICs, GBN against SACK): not re-run; the knobs are measured in docs/sctp.md.",
+		"Figs. 6-7 (the effect of each LK-SCTP optimization on CPU, connection scaling over several NICs): not re-run; the knobs are measured in docs/sctp.md.",
+		"Fig. 10 with user-space SCTP: pion/sctp has no SACK-frequency setting, so only the kernel (UML) ran it.",
 	}
 	tp := pr.fig(&Figure{ID: "002-tables", Title: "Tables 1-3: throughput by layout and message size",
 		XLabel: "message size (bytes)", YLabel: "throughput (Mbit/s)", Unit: "Mbit/s", LogX: true, Higher: true,
@@ -74,11 +81,27 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 	f9r := pr.fig(&Figure{ID: "002-fig9-ratio", Title: "Fig. 9: SCTP over TCP under random packet loss, 12 KB messages",
 		XLabel: "packet loss (%)", YLabel: "SCTP / TCP throughput (ratio)", Unit: "ratio", Higher: true,
 		Note: "Each repetition's SCTP throughput over the TCP one measured beside it, at the same loss: above 1 SCTP does better. The paper: above 1 at low drop rates, below at high ones (no values)."})
+	f8 := pr.fig(&Figure{ID: "002-fig8", Title: "Fig. 8: throughput with 128-byte messages, NO-DELAY on",
+		XLabel: "receive window (KB)", YLabel: "throughput (Mbit/s)", Unit: "Mbit/s", Higher: true,
+		Note: "One connection against one association, 128 B messages, no-delay, the receiver's window as given. The 256 KB kernel points are Table 2's runs. " +
+			"The paper gives no values, only that SCTP and TCP are comparable, optimized SCTP's sending throughput above TCP's, and TCP ahead of optimized SCTP at a 128 KB window."})
+	f10 := pr.fig(&Figure{ID: "002-fig10", Title: "Fig. 10 (emulated): throughput under loss by SACK frequency, 12 KB messages, kernel SCTP",
+		XLabel: "packet loss (%)", YLabel: "throughput (Mbit/s)", Unit: "Mbit/s", Higher: true,
+		Note: "Not GBN: the paper's GBN against SACK is emulated by SACK frequencies of kernel SCTP inside User-Mode Linux (netem loss on the guest's loopback, both directions). " +
+			"The paper: GBN and SACK identical at low loss, GBN 25% above SACK at 2.5% (no other values)."})
+	f10r := pr.fig(&Figure{ID: "002-fig10-ratio", Title: "Fig. 10 (emulated): SACK frequency against the kernel's delayed SACK under loss",
+		XLabel: "packet loss (%)", YLabel: "throughput over sack_freq 2 (ratio)", Unit: "ratio", Higher: true,
+		Note: "Each repetition's throughput over the delayed-SACK (sack_freq 2) one measured beside it at the same loss. The paper's 1.25 at 2.5% is GBN over SACK, shown beside both series; no series here is GBN."})
 	s := &Suite{Duration: d}
 	lossy := &Suite{Duration: max(d, 2*time.Second)}
 	losses := []float64{0.1, 1, 3}
-	if r.Quick {
+	gbn := []float64{0, 0.5, 1, 2.5, 5}
+	var sacks []int // all three
+	windows := fig8Windows
+	if r.Quick { // one point of each figure
 		losses = []float64{1}
+		gbn, sacks = []float64{2.5}, []int{1, 2}
+		windows = windows[:1]
 	}
 	err := withBed(ctx, []int64{0}, func(bed *testbed.Bed) error {
 		hostLosses := losses
@@ -117,6 +140,22 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 					f9.add(tcp1Layout.name, kindPeer, 0, "0%", got[b].mbps)
 					f9.add(sctp1Layout.name, kindBraid, 0, "0%", got[a].mbps)
 					f9r.add("sctp-udp / TCP (host)", kindBraid, 0, "0%", got[a].mbps/got[b].mbps)
+				}
+			}
+			// Fig. 8: 128 B at two receive windows.
+			for _, w := range windows {
+				for _, l := range []assocLayout{tcp1Layout, sctp1Layout} {
+					l.rwnd = w
+					res, err := s.assocRun(ctx, env, l, 128)
+					if err != nil {
+						return fmt.Errorf("Fig. 8, %s at a %d KB window: %w", l.name, w>>10, err)
+					}
+					kind := kindPeer
+					if l.sctp {
+						kind = kindBraid
+					}
+					f8.add(l.name, kind, float64(w>>10), fmt.Sprintf("%d KB", w>>10), res.mbps)
+					r.logf("002 rep %d Fig. 8 window %d KB %s: %.1f Mbit/s", rep, w>>10, l.name, res.mbps)
 				}
 			}
 			// Fig. 9: the loss sweep, both directions lossy.
@@ -167,9 +206,11 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 			tp.paper(name, float64(size), v)
 		}
 	}
-	if err := r.kernel002(ctx, pr, losses, tp, cpu, ratio, cpuRatio, f9, f9r); err != nil {
+	if err := r.kernel002(ctx, pr, guestSpec{losses: losses, gbn: gbn, sacks: sacks}, tp, cpu, ratio, cpuRatio, f9, f9r, f8, f10, f10r); err != nil {
 		return err
 	}
+	fig8Findings(pr, f8)
+	fig10Findings(pr, f10)
 	for _, x := range append([]float64{0}, losses...) {
 		xl := strconv.FormatFloat(x, 'g', -1, 64) + "%"
 		f9r.add("parity", kindIdeal, x, xl, 1)
@@ -186,15 +227,17 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 // the figures; where UML cannot run it says so in the report and the
 // host's rows stand alone. An error is returned only for a guest that
 // booted and failed.
-func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, losses []float64, tp, cpu, ratio, cpuRatio, f9, f9r *Figure) error {
-	g := guestSpec{d: 2 * time.Second, reps: 3, losses: losses}
+func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, tp, cpu, ratio, cpuRatio, f9, f9r, f8, f10, f10r *Figure) error {
+	g.d, g.reps = 2*time.Second, 3
 	if r.Quick {
-		g = guestSpec{d: 300 * time.Millisecond, reps: 1, losses: losses}
+		g.d, g.reps = 300*time.Millisecond, 1
 	}
+	losses := g.losses
 	r.logf("002 kernel SCTP inside User-Mode Linux (%s)", g)
 	runs, el, err := kernel002(ctx, r.bin(), g)
 	if errors.Is(err, uml.ErrUnavailable) {
-		pr.Missing = append(pr.Missing, fmt.Sprintf("Kernel SCTP rows: not measured, User-Mode Linux cannot run here (%v); only braid's user-space SCTP on the host ran.", err))
+		pr.Missing = append(pr.Missing, fmt.Sprintf("Kernel SCTP rows: not measured, User-Mode Linux cannot run here (%v); only braid's user-space SCTP on the host ran, and Fig. 10 (kernel SCTP only) is missing.", err))
+		pr.Figures = slices.DeleteFunc(pr.Figures, func(f *Figure) bool { return f == f10 || f == f10r })
 		return nil
 	}
 	if err != nil {
@@ -202,7 +245,18 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, losses []floa
 	}
 	pr.Setup += fmt.Sprintf(" Kernel rows (UML): kernel TCP against kernel SCTP (braid's ksctp channels: no-delay, 4 MiB receive buffers, 256 KB for Table 2 on both carriers), "+
 		"the same sizes and layouts, then 12 KB over one connection and one association under netem loss of %s%% on the guest's loopback; %d run(s) of %v each after 300 ms of warm-up inside one User-Mode Linux boot (%s in all), %d repetition(s) interleaved.",
-		strings.Trim(strings.ReplaceAll(fmt.Sprint(losses), " ", ", "), "[]"), len(runs), g.d, el.Round(time.Second), g.reps)
+		pcts(losses), len(runs), g.d, el.Round(time.Second), g.reps)
+	var freqs []float64
+	for _, n := range g.sackFreqs() {
+		freqs = append(freqs, float64(n))
+	}
+	pr.Setup += fmt.Sprintf(" Fig. 8 (UML): 128 B over one connection and one association with SO_RCVBUF 128 KB (and Table 2's 256 KB runs), no-delay on both. "+
+		"Fig. 10 (UML): 12 KB over one association with sack_freq %s (2 is the kernel's default; sack_delay the kernel's 200 ms) under netem loss of %s%%.", pcts(freqs), pcts(g.gbn))
+	type gkey struct {
+		rep  int
+		loss float64
+	}
+	sacks := map[gkey]map[string]float64{}
 	type key struct {
 		rep  int
 		size int
@@ -216,7 +270,25 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, losses []floa
 		}
 		by[k][c.Carrier] = c
 		x, xl := float64(c.Size), sizeName(c.Size)
-		if c.Table == "loss" {
+		switch c.Table {
+		case tableFig8:
+			f8.add(c.Carrier, kindPeer, float64(c.Rcvbuf>>10), fmt.Sprintf("%d KB", c.Rcvbuf>>10), c.Mbps)
+			r.logf("002 UML rep %d Fig. 8 window %d KB %s: %.1f Mbit/s", c.Rep, c.Rcvbuf>>10, c.Carrier, c.Mbps)
+			continue
+		case tableGBN:
+			xl := strconv.FormatFloat(c.Loss, 'g', -1, 64) + "%"
+			f10.add(c.Carrier, kindPeer, c.Loss, xl, c.Mbps)
+			k := gkey{c.Rep, c.Loss}
+			if sacks[k] == nil {
+				sacks[k] = map[string]float64{}
+			}
+			sacks[k][c.Carrier] = c.Mbps
+			r.logf("002 UML rep %d Fig. 10 loss %s %s: %.1f Mbit/s", c.Rep, xl, c.Carrier, c.Mbps)
+			continue
+		case "Table 2":
+			f8.add(c.Carrier, kindPeer, float64(c.Rcvbuf>>10), fmt.Sprintf("%d KB", c.Rcvbuf>>10), c.Mbps)
+		}
+		if c.Table == tableLoss {
 			xl := strconv.FormatFloat(c.Loss, 'g', -1, 64) + "%"
 			f9.add(c.Carrier, kindPeer, c.Loss, xl, c.Mbps)
 			r.logf("002 UML rep %d loss %s %s: %.1f Mbit/s", c.Rep, xl, c.Carrier, c.Mbps)
@@ -228,6 +300,26 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, losses []floa
 			f9.add(c.Carrier, kindPeer, 0, "0%", c.Mbps)
 		}
 		r.logf("002 UML rep %d %s %s: %.1f Mbit/s, %.2f CPU s/GB", c.Rep, xl, c.Carrier, c.Mbps, c.CPU)
+	}
+	for k, m := range sacks {
+		base := m[kSACK2]
+		if base == 0 {
+			continue
+		}
+		xl := strconv.FormatFloat(k.loss, 'g', -1, 64) + "%"
+		for _, n := range []int{1, 7} {
+			if v, ok := m[sackCarriers[n]]; ok {
+				f10r.add(fmt.Sprintf("sack_freq %d / sack_freq 2", n), kindPeer, k.loss, xl, v/base)
+			}
+		}
+		f10r.add("parity", kindIdeal, k.loss, xl, 1)
+	}
+	for _, series := range []string{"sack_freq 1 / sack_freq 2", "sack_freq 7 / sack_freq 2"} {
+		f10r.paper(series, 2.5, 1.25)
+	}
+	if len(f10r.Points) == 0 { // delayed SACK moved nothing at every loss rate
+		pr.Missing = append(pr.Missing, "Fig. 10's ratios: the delayed-SACK runs moved nothing (stalled in loss recovery), so there is no ratio to draw.")
+		pr.Figures = slices.DeleteFunc(pr.Figures, func(f *Figure) bool { return f == f10r })
 	}
 	for k, m := range by {
 		a, b := m[kSCTP1], m[kTCP1]
@@ -261,4 +353,94 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, losses []floa
 		cpuRatio.paper(series, 2560, 198/79.2)
 	}
 	return nil
+}
+
+// fig8Windows are Fig. 8's receive windows.
+var fig8Windows = []int{128 << 10, 256 << 10}
+
+// pcts lists percentages as "0.1, 1, 3".
+func pcts(xs []float64) string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, strconv.FormatFloat(x, 'g', -1, 64))
+	}
+	return strings.Join(out, ", ")
+}
+
+// avg is the mean of the samples of series at x, and whether there are any.
+func avg(f *Figure, series string, x float64) (float64, bool) {
+	p := f.point(series, x)
+	if p == nil || len(p.Samples) == 0 {
+		return 0, false
+	}
+	return mean(p.Samples), true
+}
+
+// fig8Findings says, for each pair measured, whether it agrees with the
+// paper's Fig. 8: TCP ahead of SCTP at a 128 KB window, SCTP at least
+// level with TCP at 256 KB.
+func fig8Findings(pr *PaperResult, f8 *Figure) {
+	for _, pair := range []struct{ what, sctp, tcp string }{
+		{"braid's user-space SCTP (sctp-udp) against the host's TCP", sctp1Layout.name, tcp1Layout.name},
+		{"kernel SCTP against kernel TCP (UML)", kSCTP1, kTCP1},
+	} {
+		var parts []string
+		for _, w := range fig8Windows {
+			x := float64(w >> 10)
+			a, ok1 := avg(f8, pair.sctp, x)
+			b, ok2 := avg(f8, pair.tcp, x)
+			if !ok1 || !ok2 || b == 0 {
+				continue
+			}
+			claim, agrees := "SCTP at least level with TCP", a >= 0.95*b
+			if w == 128<<10 {
+				claim, agrees = "TCP ahead of SCTP", b > a
+			}
+			verdict := "agrees with the paper"
+			if !agrees {
+				verdict = "does not agree with the paper"
+			}
+			parts = append(parts, fmt.Sprintf("at a %d KB window SCTP %s Mbit/s against TCP's %s (SCTP / TCP %.2f), which %s (%s)",
+				w>>10, num(a), num(b), a/b, verdict, claim))
+		}
+		if len(parts) > 0 {
+			pr.Findings = append(pr.Findings, fmt.Sprintf("Fig. 8, 128 B messages, %s: %s.", pair.what, strings.Join(parts, "; ")))
+		}
+	}
+}
+
+// fig10Findings compares the SACK frequencies against the paper's claims
+// for GBN and SACK: identical at low loss, GBN 25% ahead at 2.5%.
+func fig10Findings(pr *PaperResult, f10 *Figure) {
+	xs, _ := f10.xs()
+	if len(xs) == 0 {
+		return
+	}
+	say := func(x float64, claim string, agrees func(r float64) bool) {
+		base, ok := avg(f10, kSACK2, x)
+		if !ok || base == 0 {
+			return
+		}
+		var parts []string
+		for _, s := range []struct{ name, series string }{{"a SACK every packet", kSACK1}, {"a SACK every 7 packets", kSACK7}} {
+			v, ok := avg(f10, s.series, x)
+			if !ok {
+				continue
+			}
+			verdict := "in line with"
+			if !agrees(v / base) {
+				verdict = "unlike"
+			}
+			parts = append(parts, fmt.Sprintf("%s %s Mbit/s (%+.0f%%, %s the paper's GBN against SACK)", s.name, num(v), 100*(v/base-1), verdict))
+		}
+		pr.Findings = append(pr.Findings, fmt.Sprintf("Fig. 10 (emulated, GBN not reproduced), kernel SCTP at %s%% loss: the kernel's delayed SACK %s Mbit/s, %s; the paper: %s.",
+			strconv.FormatFloat(x, 'g', -1, 64), num(base), strings.Join(parts, ", "), claim))
+	}
+	low := xs[0]
+	if low < 2.5 {
+		say(low, "GBN and SACK identical at low loss", func(r float64) bool { return r > 0.9 && r < 1.1 })
+	}
+	if slices.Contains(xs, 2.5) {
+		say(2.5, "GBN 25% above SACK at 2.5%", func(r float64) bool { return r >= 1.1 })
+	}
 }

@@ -30,7 +30,9 @@ import (
 
 // guest002Env, when set in the environment, makes any executable that
 // links this package run paper 002's guest side instead of its main (see
-// init): the value is the spec, "d=DURATION,reps=N,loss=PCT:PCT:...".
+// init): the value is the spec, "d=DURATION,reps=N,loss=PCT:PCT:...,
+// gbn=PCT:PCT:...,sack=N:N..." (loss: Fig. 9's sweep; gbn: Fig. 10's;
+// sack: Fig. 10's SACK frequencies, of 1, 2 and 7, all three if left out).
 const guest002Env = "BRAID_BENCH_PAPER002_GUEST"
 
 // guest002Prefix starts each result line the guest prints.
@@ -56,6 +58,8 @@ type kcase struct {
 	Mbps    float64 `json:"mbps"`
 	CPU     float64 `json:"cpu_s_per_gb"`
 	Rep     int     `json:"rep"`
+	Rcvbuf  int     `json:"rcvbuf,omitempty"`    // SO_RCVBUF asked, bytes (0: the default)
+	SACK    int     `json:"sack_freq,omitempty"` // SCTP sack_freq (0: the kernel's, 2)
 }
 
 // kernel layouts, named as the host's with the kernel said.
@@ -64,12 +68,45 @@ const (
 	kSCTP1   = "kernel SCTP, 1 association (UML)"
 	kTCP4    = "kernel TCP, 4 connections (UML)"
 	kSCTP4x2 = "kernel SCTP, 4 associations x 2 streams (UML)"
+	// Fig. 10's stand-ins for SACK against GBN: 12 KB over one
+	// association with a SACK for every packet, the kernel's delayed SACK
+	// (one for every 2 packets) and a SACK for every 7.
+	kSACK1 = "kernel SCTP, SACK every packet (sack_freq 1, UML)"
+	kSACK2 = "kernel SCTP, delayed SACK (sack_freq 2, default, UML)"
+	kSACK7 = "kernel SCTP, SACK every 7 packets (sack_freq 7, UML)"
 )
+
+// Tables of the guest's runs.
+const (
+	tableLoss = "loss"   // Fig. 9
+	tableFig8 = "Fig. 8" // 128 B at a 128 KB window (256 KB is Table 2's run)
+	tableGBN  = "Fig. 10"
+)
+
+// sackCarriers are Fig. 10's series by SACK frequency.
+var sackCarriers = map[int]string{1: kSACK1, 2: kSACK2, 7: kSACK7}
+
+// guestRuns is how many runs the guest makes for g: per repetition, 6 for
+// Tables 1-3, 2 for Fig. 8's 128 KB window, 2 per Fig. 9 loss rate and
+// one per SACK frequency per Fig. 10 loss rate.
+func guestRuns(g guestSpec) int {
+	return g.reps * (6 + 2 + 2*len(g.losses) + len(g.sackFreqs())*len(g.gbn))
+}
+
+// sackFreqs are Fig. 10's SACK frequencies: g.sacks, or all three.
+func (g guestSpec) sackFreqs() []int {
+	if len(g.sacks) == 0 {
+		return []int{1, 2, 7}
+	}
+	return g.sacks
+}
 
 type guestSpec struct {
 	d      time.Duration
 	reps   int
-	losses []float64
+	losses []float64 // Fig. 9, percent
+	gbn    []float64 // Fig. 10, percent
+	sacks  []int     // Fig. 10's SACK frequencies (nil: 1, 2 and 7)
 }
 
 func parseGuestSpec(spec string) (guestSpec, error) {
@@ -91,14 +128,29 @@ func parseGuestSpec(spec string) (guestSpec, error) {
 			if err == nil && (g.reps < 1 || g.reps > 20) {
 				err = fmt.Errorf("reps %d out of [1, 20]", g.reps)
 			}
-		case "loss":
+		case "loss", "gbn":
+			var ls []float64
 			for _, p := range strings.Split(v, ":") {
 				f, perr := strconv.ParseFloat(p, 64)
 				if perr != nil || f < 0 || f > 50 {
 					err = fmt.Errorf("loss %q: want a percentage in [0, 50]", p)
 					break
 				}
-				g.losses = append(g.losses, f)
+				ls = append(ls, f)
+			}
+			if k == "loss" {
+				g.losses = ls
+			} else {
+				g.gbn = ls
+			}
+		case "sack":
+			for _, p := range strings.Split(v, ":") {
+				n, perr := strconv.Atoi(p)
+				if _, ok := sackCarriers[n]; perr != nil || !ok {
+					err = fmt.Errorf("sack frequency %q: want 1, 2 or 7", p)
+					break
+				}
+				g.sacks = append(g.sacks, n)
 			}
 		default:
 			err = errors.New("unknown key")
@@ -111,20 +163,34 @@ func parseGuestSpec(spec string) (guestSpec, error) {
 }
 
 func (g guestSpec) String() string {
-	var ls []string
-	for _, l := range g.losses {
-		ls = append(ls, strconv.FormatFloat(l, 'g', -1, 64))
-	}
 	s := fmt.Sprintf("d=%v,reps=%d", g.d, g.reps)
-	if len(ls) > 0 {
-		s += ",loss=" + strings.Join(ls, ":")
+	for _, l := range []struct {
+		key string
+		ls  []float64
+	}{{"loss", g.losses}, {"gbn", g.gbn}} {
+		var ls []string
+		for _, x := range l.ls {
+			ls = append(ls, strconv.FormatFloat(x, 'g', -1, 64))
+		}
+		if len(ls) > 0 {
+			s += "," + l.key + "=" + strings.Join(ls, ":")
+		}
+	}
+	if len(g.sacks) > 0 {
+		var ns []string
+		for _, n := range g.sacks {
+			ns = append(ns, strconv.Itoa(n))
+		}
+		s += ",sack=" + strings.Join(ns, ":")
 	}
 	return s
 }
 
-// guest002 measures inside the guest: Tables 1-3 without loss, then 12 KB
-// over one connection and one association at each loss rate, every case
-// once per repetition (interleaved). It returns the exit code.
+// guest002 measures inside the guest: Tables 1-3 and Fig. 8's 128 KB
+// window without loss, then 12 KB over one connection and one association
+// at each Fig. 9 loss rate, then 12 KB over one association at three
+// SACK frequencies at each Fig. 10 loss rate, every case once per
+// repetition (interleaved). It returns the exit code.
 func guest002(spec string, out, errw io.Writer) int {
 	g, err := parseGuestSpec(spec)
 	if err != nil {
@@ -143,14 +209,21 @@ func guest002(spec string, out, errw io.Writer) int {
 		sctp           bool
 		conns, streams int
 		rcvbuf         int
+		sackFreq       int
 	}
 	tables := []tcase{
-		{"Table 1", kTCP1, 12 << 10, false, 1, 1, 0},
-		{"Table 1", kSCTP1, 12 << 10, true, 1, 1, 0},
-		{"Table 2", kTCP1, 128, false, 1, 1, 256 << 10},
-		{"Table 2", kSCTP1, 128, true, 1, 1, 256 << 10},
-		{"Table 3", kTCP4, 2560, false, 4, 1, 0},
-		{"Table 3", kSCTP4x2, 2560, true, 4, 2, 0},
+		{"Table 1", kTCP1, 12 << 10, false, 1, 1, 0, 0},
+		{"Table 1", kSCTP1, 12 << 10, true, 1, 1, 0, 0},
+		{"Table 2", kTCP1, 128, false, 1, 1, 256 << 10, 0},
+		{"Table 2", kSCTP1, 128, true, 1, 1, 256 << 10, 0},
+		{"Table 3", kTCP4, 2560, false, 4, 1, 0, 0},
+		{"Table 3", kSCTP4x2, 2560, true, 4, 2, 0, 0},
+		{tableFig8, kTCP1, 128, false, 1, 1, 128 << 10, 0},
+		{tableFig8, kSCTP1, 128, true, 1, 1, 128 << 10, 0},
+	}
+	var gbn []tcase
+	for _, n := range g.sackFreqs() {
+		gbn = append(gbn, tcase{tableGBN, sackCarriers[n], 12 << 10, true, 1, 1, 0, n})
 	}
 	netem := func(loss float64) error {
 		args := []string{"qdisc", "replace", "dev", "lo", "root", "netem", "loss", strconv.FormatFloat(loss, 'f', -1, 64) + "%"}
@@ -159,12 +232,14 @@ func guest002(spec string, out, errw io.Writer) int {
 		}
 		return nil
 	}
-	if len(g.losses) > 0 {
+	lossy := len(g.losses) > 0 || len(g.gbn) > 0
+	if lossy {
 		defer exec.Command("tc", "qdisc", "del", "dev", "lo", "root").Run()
 	}
 	enc := json.NewEncoder(out)
 	run := func(rep int, c tcase, loss float64) error {
-		mbps, cpu, err := kpump(ctx, c.sctp, c.conns, c.streams, c.rcvbuf, c.size, g.d)
+		cfg := ksctp.Config{ReceiveBuffer: c.rcvbuf, SACKFreq: c.sackFreq}
+		mbps, cpu, err := kpump(ctx, c.sctp, c.conns, c.streams, cfg, c.size, g.d)
 		if errors.Is(err, errNothing) && loss > 0 {
 			err = nil // stalled in loss recovery for the whole run: 0 Mbit/s
 		}
@@ -172,10 +247,10 @@ func guest002(spec string, out, errw io.Writer) int {
 			return fmt.Errorf("%s, %s, loss %v%%: %w", c.table, c.carrier, loss, err)
 		}
 		fmt.Fprint(out, guest002Prefix)
-		return enc.Encode(kcase{Table: c.table, Carrier: c.carrier, Size: c.size, Loss: loss, Mbps: mbps, CPU: cpu, Rep: rep})
+		return enc.Encode(kcase{Table: c.table, Carrier: c.carrier, Size: c.size, Loss: loss, Mbps: mbps, CPU: cpu, Rep: rep, Rcvbuf: c.rcvbuf, SACK: c.sackFreq})
 	}
 	for rep := range g.reps {
-		if len(g.losses) > 0 {
+		if lossy {
 			if err := netem(0); err != nil {
 				fmt.Fprintln(errw, err)
 				return 1
@@ -193,7 +268,19 @@ func guest002(spec string, out, errw io.Writer) int {
 				return 1
 			}
 			for _, c := range tables[:2] {
-				c.table = "loss"
+				c.table = tableLoss
+				if err := run(rep, c, loss); err != nil {
+					fmt.Fprintln(errw, err)
+					return 1
+				}
+			}
+		}
+		for _, loss := range g.gbn {
+			if err := netem(loss); err != nil {
+				fmt.Fprintln(errw, err)
+				return 1
+			}
+			for _, c := range gbn {
 				if err := run(rep, c, loss); err != nil {
 					fmt.Fprintln(errw, err)
 					return 1
@@ -205,10 +292,12 @@ func guest002(spec string, out, errw io.Writer) int {
 }
 
 // kpump moves size-byte messages one way over conns TCP connections or
-// kernel SCTP associations (streams writers each) on loopback for d,
-// after 300 ms of warm-up, and returns Mbit/s delivered and the
-// process's CPU seconds per GB delivered.
-func kpump(ctx context.Context, sctp bool, conns, streams, rcvbuf, size int, d time.Duration) (mbps, cpuPerGB float64, err error) {
+// kernel SCTP associations (streams writers each, configured by cfg) on
+// loopback for d, after 300 ms of warm-up, and returns Mbit/s delivered
+// and the process's CPU seconds per GB delivered. cfg.ReceiveBuffer is
+// also TCP's receiving socket's SO_RCVBUF.
+func kpump(ctx context.Context, sctp bool, conns, streams int, cfg ksctp.Config, size int, d time.Duration) (mbps, cpuPerGB float64, err error) {
+	rcvbuf := cfg.ReceiveBuffer
 	var recvd atomic.Int64
 	var wg sync.WaitGroup
 	var closers []io.Closer
@@ -230,7 +319,7 @@ func kpump(ctx context.Context, sctp bool, conns, streams, rcvbuf, size int, d t
 			}
 		})
 	}
-	k := ksctp.Kind{Config: ksctp.Config{ReceiveBuffer: rcvbuf}}
+	k := ksctp.Kind{Config: cfg}
 	var writers []io.Writer
 	for range conns {
 		var ln net.Listener
@@ -350,7 +439,7 @@ func kernel002(ctx context.Context, bin string, g guestSpec) ([]kcase, time.Dura
 		}
 		out = append(out, c)
 	}
-	if want := g.reps * (6 + 2*len(g.losses)); len(out) != want {
+	if want := guestRuns(g); len(out) != want {
 		return out, res.Elapsed, fmt.Errorf("the guest measured %d runs, want %d: %s", len(out), want, lastLine(res.Output))
 	}
 	return out, res.Elapsed, nil

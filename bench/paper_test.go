@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -176,10 +178,13 @@ func TestPaperQuick(t *testing.T) {
 		"001-fig13": {"SCTP, 2 workers x 2 streams, static equal", "SCTP, 3 workers x 2/2/2 streams, third slow, static equal"},
 		"001-fig14": {"SCTP, 3 workers x 2/2/1 streams, third slow, static proportional"},
 		"002-fig9":  {"TCP, 1 connection", "SCTP, 1 association"},
+		"002-fig8":  {"TCP, 1 connection", "SCTP, 1 association"},
 	}
 	if uml.Available() == nil {
 		want["002-tables"] = []string{kTCP1, kSCTP1, kTCP4, kSCTP4x2}
 		want["002-fig9"] = append(want["002-fig9"], kTCP1, kSCTP1)
+		want["002-fig8"] = append(want["002-fig8"], kTCP1, kSCTP1)
+		checkFig10(t, res)
 	} else {
 		t.Logf("no kernel-SCTP rows: %v", uml.Available())
 	}
@@ -281,16 +286,105 @@ func TestCachedPeerVenv(t *testing.T) {
 }
 
 func TestGuestSpec(t *testing.T) {
-	g, err := parseGuestSpec("d=300ms,reps=2,loss=0.1:1:3")
-	if err != nil || g.d != 300*time.Millisecond || g.reps != 2 || len(g.losses) != 3 || g.losses[1] != 1 {
+	g, err := parseGuestSpec("d=300ms,reps=2,loss=0.1:1:3,gbn=0:2.5")
+	if err != nil || g.d != 300*time.Millisecond || g.reps != 2 || len(g.losses) != 3 || g.losses[1] != 1 || len(g.gbn) != 2 || g.gbn[1] != 2.5 {
 		t.Fatalf("parseGuestSpec: %+v, %v", g, err)
+	}
+	if n := guestRuns(g); n != 2*(8+2*3+3*2) {
+		t.Errorf("guestRuns(%v) = %d, want %d (all three SACK frequencies)", g, n, 2*(8+2*3+3*2))
+	}
+	g2, err := parseGuestSpec("d=1s,reps=1,gbn=2.5,sack=1:2")
+	if err != nil || len(g2.sacks) != 2 || guestRuns(g2) != 8+2 {
+		t.Errorf("parseGuestSpec with sack=1:2: %+v (%d runs), %v", g2, guestRuns(g2), err)
+	}
+	if back, err := parseGuestSpec(g2.String()); err != nil || back.String() != g2.String() {
+		t.Errorf("round trip %q: %q, %v", g2, back, err)
 	}
 	if back, err := parseGuestSpec(g.String()); err != nil || back.String() != g.String() {
 		t.Errorf("round trip %q: %q, %v", g, back, err)
 	}
-	for _, bad := range []string{"", "d=1h", "reps=0", "reps=x", "loss=60", "loss=a", "x=1", "d"} {
+	for _, bad := range []string{"", "d=1h", "reps=0", "reps=x", "loss=60", "loss=a", "x=1", "d", "gbn=-1", "gbn=1:", "gbn=", "sack=3", "sack=", "sack=1:x"} {
 		if _, err := parseGuestSpec(bad); err == nil {
 			t.Errorf("parseGuestSpec(%q): no error", bad)
 		}
+	}
+}
+
+// checkFig10 checks paper 002's emulated Fig. 10: the two SACK
+// frequencies measured at the quick run's one loss rate (a run may stall
+// in loss recovery and move nothing, so a point may be 0 Mbit/s, but
+// not every one), their ratios where delayed SACK moved data, and the
+// notes that say GBN was not reproduced.
+func checkFig10(t *testing.T, res *Results) {
+	t.Helper()
+	f := figure(res, "002-fig10")
+	if f == nil {
+		t.Error("no figure 002-fig10")
+		return
+	}
+	moved := 0
+	for _, s := range []string{kSACK1, kSACK2} { // the quick run's two
+		p := f.point(s, 2.5)
+		if p == nil || p.Reps == 0 {
+			t.Errorf("002-fig10: no point of %q at 2.5%% (series %v)", s, f.series())
+			continue
+		}
+		if p.Value > 0 {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Errorf("002-fig10: nothing moved at 2.5%% loss with any SACK frequency")
+	}
+	if p := f.point(kSACK2, 2.5); p != nil && p.Value > 0 && figure(res, "002-fig10-ratio") == nil {
+		t.Error("no figure 002-fig10-ratio though delayed SACK moved data")
+	}
+	var finding, emulated bool
+	for _, p := range res.Papers {
+		for _, s := range p.Findings {
+			finding = finding || strings.HasPrefix(s, "Fig. 10 (emulated, GBN not reproduced)")
+		}
+		for _, s := range p.Emulated {
+			emulated = emulated || strings.Contains(s, "GBN was NOT reproduced")
+		}
+	}
+	if !finding || !emulated {
+		t.Errorf("paper 002: a Fig. 10 finding %v, an emulated note %v saying GBN was not reproduced; want both", finding, emulated)
+	}
+}
+
+// TestDrawSortsSeries draws a series whose points were measured out of
+// order of x (as the kernel rows arrive, from a map) and checks that its
+// line runs left to right instead of doubling back.
+func TestDrawSortsSeries(t *testing.T) {
+	f := &Figure{ID: "t", Title: "t", XLabel: "x", YLabel: "y", Unit: "u", Higher: true}
+	for _, x := range []float64{4, 1, 2} {
+		f.add("s", kindBraid, x, strconv.FormatFloat(x, 'g', -1, 64), 10*x)
+	}
+	f.finish()
+	file := filepath.Join(t.TempDir(), "t.svg")
+	if err := f.Draw(file); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The series' line is the path with 3 points (M x,y L x,y L x,y).
+	re := regexp.MustCompile(`d="M([-0-9.]+),[-0-9.]+L([-0-9.]+),[-0-9.]+L([-0-9.]+),[-0-9.]+"`)
+	m := re.FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s: no 3-point line in the plot", file)
+	}
+	var xs []float64
+	for _, s := range m[1:] {
+		x, err := strconv.ParseFloat(string(s), 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs = append(xs, x)
+	}
+	if !(xs[0] < xs[1] && xs[1] < xs[2]) {
+		t.Errorf("the line's x coordinates are %v; want them increasing", xs)
 	}
 }

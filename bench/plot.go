@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -37,10 +39,14 @@ func (f *Figure) Draw(file string) error {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
+	// Each series' line runs left to right, whatever order its points
+	// were measured in.
+	pts := slices.Clone(f.Points)
+	slices.SortStableFunc(pts, func(a, b *Point) int { return cmp.Compare(a.X, b.X) })
 	var paper plotter.XYs
 	for i, name := range f.series() {
 		var s spread
-		for _, pt := range f.Points {
+		for _, pt := range pts {
 			if pt.Series != name || pt.Reps == 0 || math.IsNaN(pt.Value) || math.IsInf(pt.Value, 0) {
 				continue
 			}
