@@ -180,6 +180,15 @@ func TestPaperQuick(t *testing.T) {
 		"002-fig9":  {"TCP, 1 connection", "SCTP, 1 association"},
 		"002-fig8":  {"TCP, 1 connection", "SCTP, 1 association"},
 	}
+	// Figs. 10-11 are decreases in percent, which a loaded run can make
+	// negative: they must be measured, whatever their sign.
+	for id, series := range map[string]string{"001-fig10": "SCTP: 2 workers over 1", "001-fig11": "SCTP, 2 workers over TCP, 1 worker"} {
+		if f := figure(res, id); f == nil {
+			t.Errorf("no figure %s", id)
+		} else if p := f.point(series, 100); p == nil || p.Reps == 0 {
+			t.Errorf("%s: no point of %q at 100 tasks (series %v)", id, series, f.series())
+		}
+	}
 	if uml.Available() == nil {
 		want["002-tables"] = []string{kTCP1, kSCTP1, kTCP4, kSCTP4x2}
 		want["002-fig9"] = append(want["002-fig9"], kTCP1, kSCTP1)
