@@ -186,11 +186,24 @@ func (s *Suite) assocRun(ctx context.Context, env assocEnv, l assocLayout, size 
 			}
 		}()
 	}
+	mbps, cpuPerGB, err := pump(ctx, &wg, writers, size, s.Duration, &recvd)
+	if err != nil {
+		return assocResult{}, err
+	}
+	return assocResult{mbps: mbps, cpuPerGB: cpuPerGB}, nil
+}
+
+// errNothing is pump's error when no byte arrived during the run.
+var errNothing = errors.New("nothing arrived")
+
+// pump writes messages of size on every writer (each from its own
+// goroutine in wg, until its writer is closed), lets them settle for
+// 300 ms, then counts recvd and this process's CPU time over d. It
+// returns the goodput in Mbit/s and the CPU seconds per GB received.
+func pump(ctx context.Context, wg *sync.WaitGroup, writers []io.Writer, size int, d time.Duration, recvd *atomic.Int64) (mbps, cpuPerGB float64, err error) {
 	var werr atomic.Pointer[error]
 	for _, w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			buf := make([]byte, size)
 			for {
 				if _, err := w.Write(buf); err != nil {
@@ -200,25 +213,22 @@ func (s *Suite) assocRun(ctx context.Context, env assocEnv, l assocLayout, size 
 					return
 				}
 			}
-		}()
+		})
 	}
 	time.Sleep(300 * time.Millisecond)
 	b0, c0, t0 := recvd.Load(), cpuTime(), time.Now()
 	select {
-	case <-time.After(s.Duration):
+	case <-time.After(d):
 	case <-ctx.Done():
-		return assocResult{}, ctx.Err()
+		return 0, 0, ctx.Err()
 	}
 	b1, c1, el := recvd.Load(), cpuTime(), time.Since(t0)
 	if e := werr.Load(); e != nil {
-		return assocResult{}, *e
+		return 0, 0, *e
 	}
-	n := float64(b1 - b0)
+	n := b1 - b0
 	if n == 0 {
-		return assocResult{}, errors.New("nothing arrived")
+		return 0, 0, errNothing
 	}
-	return assocResult{
-		mbps:     perf.Mbps(int64(n), el.Seconds()),
-		cpuPerGB: (c1 - c0).Seconds() / (n / 1e9),
-	}, nil
+	return perf.Mbps(n, el.Seconds()), (c1 - c0).Seconds() / (float64(n) / 1e9), nil
 }

@@ -46,9 +46,6 @@ func init() {
 	}
 }
 
-// errNothing is kpump's error when no byte arrived during the run.
-var errNothing = errors.New("nothing arrived")
-
 // kcase is one measurement inside the guest.
 type kcase struct {
 	Table   string  `json:"table"`   // what of the paper it is
@@ -378,36 +375,7 @@ func kpump(ctx context.Context, sctp bool, conns, streams int, cfg ksctp.Config,
 			reader(r)
 		}
 	}
-	var werr atomic.Pointer[error]
-	for _, w := range writers {
-		wg.Go(func() {
-			buf := make([]byte, size)
-			for {
-				if _, err := w.Write(buf); err != nil {
-					if !errors.Is(err, net.ErrClosed) {
-						werr.CompareAndSwap(nil, &err)
-					}
-					return
-				}
-			}
-		})
-	}
-	time.Sleep(300 * time.Millisecond)
-	b0, c0, t0 := recvd.Load(), cpuTime(), time.Now()
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-		return 0, 0, ctx.Err()
-	}
-	b1, c1, el := recvd.Load(), cpuTime(), time.Since(t0)
-	if e := werr.Load(); e != nil {
-		return 0, 0, *e
-	}
-	n := float64(b1 - b0)
-	if n == 0 {
-		return 0, 0, errNothing
-	}
-	return n * 8 / el.Seconds() / 1e6, (c1 - c0).Seconds() / (n / 1e9), nil
+	return pump(ctx, &wg, writers, size, d, &recvd)
 }
 
 // kernel002 boots User-Mode Linux, runs the guest side in it with this
