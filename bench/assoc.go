@@ -53,6 +53,14 @@ type assocLayout struct {
 	rwnd int
 }
 
+// kind is how the papers' figures draw l: sctp-udp is braid's, TCP a peer.
+func (l assocLayout) kind() string {
+	if l.sctp {
+		return kindBraid
+	}
+	return kindPeer
+}
+
 var assocLayouts = []assocLayout{
 	{"1 sctp-udp association, 2 streams", true, 1, 2, 0, 0},
 	{"1 sctp-udp association, 2 streams, StreamSendBuffer 256 KiB", true, 1, 2, 256 << 10, 0},
@@ -96,7 +104,6 @@ func (s *Suite) assoc(ctx context.Context) error {
 // assocRun moves size-byte messages one way over layout l for s.Duration
 // and counts what arrives.
 func (s *Suite) assocRun(ctx context.Context, env assocEnv, l assocLayout, size int) (assocResult, error) {
-	var recvd atomic.Int64
 	var wg sync.WaitGroup
 	var closers []io.Closer
 	defer func() {
@@ -105,21 +112,8 @@ func (s *Suite) assocRun(ctx context.Context, env assocEnv, l assocLayout, size 
 		}
 		wg.Wait()
 	}()
-	// reader counts what r delivers until it fails (at teardown).
-	reader := func(r io.Reader) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			buf := make([]byte, 256<<10)
-			for {
-				n, err := r.Read(buf)
-				recvd.Add(int64(n))
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
+	sk := &sink{wg: &wg}
+	reader := sk.drain
 	var writers []io.Writer
 	k := sctpudp.Kind{Config: sctpudp.Config{Linger: -1, StreamSendBuffer: l.streamBuf, MaxReceiveBuffer: l.rwnd}}
 	for range l.conns {
@@ -186,7 +180,7 @@ func (s *Suite) assocRun(ctx context.Context, env assocEnv, l assocLayout, size 
 			}
 		}()
 	}
-	mbps, cpuPerGB, err := pump(ctx, &wg, writers, size, s.Duration, &recvd)
+	mbps, cpuPerGB, err := pump(ctx, sk, writers, size, s.Duration)
 	if err != nil {
 		return assocResult{}, err
 	}
@@ -196,14 +190,35 @@ func (s *Suite) assocRun(ctx context.Context, env assocEnv, l assocLayout, size 
 // errNothing is pump's error when no byte arrived during the run.
 var errNothing = errors.New("nothing arrived")
 
+// sink counts the bytes its readers deliver; its goroutines are in wg.
+type sink struct {
+	wg    *sync.WaitGroup
+	recvd atomic.Int64
+}
+
+// drain counts what r delivers until it fails (at teardown).
+func (k *sink) drain(r io.Reader) {
+	k.wg.Go(func() {
+		buf := make([]byte, 256<<10)
+		for {
+			n, err := r.Read(buf)
+			k.recvd.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	})
+}
+
 // pump writes messages of size on every writer (each from its own
-// goroutine in wg, until its writer is closed), lets them settle for
-// 300 ms, then counts recvd and this process's CPU time over d. It
-// returns the goodput in Mbit/s and the CPU seconds per GB received.
-func pump(ctx context.Context, wg *sync.WaitGroup, writers []io.Writer, size int, d time.Duration, recvd *atomic.Int64) (mbps, cpuPerGB float64, err error) {
+// goroutine in k's group, until its writer is closed), lets them settle
+// for 300 ms, then counts what k received and this process's CPU time
+// over d. It returns the goodput in Mbit/s and the CPU seconds per GB
+// received.
+func pump(ctx context.Context, k *sink, writers []io.Writer, size int, d time.Duration) (mbps, cpuPerGB float64, err error) {
 	var werr atomic.Pointer[error]
 	for _, w := range writers {
-		wg.Go(func() {
+		k.wg.Go(func() {
 			buf := make([]byte, size)
 			for {
 				if _, err := w.Write(buf); err != nil {
@@ -216,13 +231,13 @@ func pump(ctx context.Context, wg *sync.WaitGroup, writers []io.Writer, size int
 		})
 	}
 	time.Sleep(300 * time.Millisecond)
-	b0, c0, t0 := recvd.Load(), cpuTime(), time.Now()
+	b0, c0, t0 := k.recvd.Load(), cpuTime(), time.Now()
 	select {
 	case <-time.After(d):
 	case <-ctx.Done():
 		return 0, 0, ctx.Err()
 	}
-	b1, c1, el := recvd.Load(), cpuTime(), time.Since(t0)
+	b1, c1, el := k.recvd.Load(), cpuTime(), time.Since(t0)
 	if e := werr.Load(); e != nil {
 		return 0, 0, *e
 	}

@@ -120,12 +120,8 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 						return fmt.Errorf("%s at %s: %w", l.name, xl, err)
 					}
 					got[l.name] = res
-					kind := kindPeer
-					if l.sctp {
-						kind = kindBraid
-					}
-					tp.add(l.name, kind, x, xl, res.mbps)
-					cpu.add(l.name, kind, x, xl, res.cpuPerGB)
+					tp.add(l.name, l.kind(), x, xl, res.mbps)
+					cpu.add(l.name, l.kind(), x, xl, res.cpuPerGB)
 					r.logf("002 rep %d %s %s: %.1f Mbit/s, %.2f CPU s/GB", rep, xl, l.name, res.mbps, res.cpuPerGB)
 				}
 				a, b := sctp1Layout.name, tcp1Layout.name
@@ -150,11 +146,7 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 					if err != nil {
 						return fmt.Errorf("Fig. 8, %s at a %d KB window: %w", l.name, w>>10, err)
 					}
-					kind := kindPeer
-					if l.sctp {
-						kind = kindBraid
-					}
-					f8.add(l.name, kind, float64(w>>10), fmt.Sprintf("%d KB", w>>10), res.mbps)
+					f8.add(l.name, l.kind(), float64(w>>10), fmt.Sprintf("%d KB", w>>10), res.mbps)
 					r.logf("002 rep %d Fig. 8 window %d KB %s: %.1f Mbit/s", rep, w>>10, l.name, res.mbps)
 				}
 			}
@@ -172,18 +164,14 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 					// (1 s at least for sctp-udp): runs last 2 s at least,
 					// and one that moved nothing counts as 0 Mbit/s.
 					res, err := lossy.assocRun(ctx, env, l, 12<<10)
-					if err != nil && err.Error() == "nothing arrived" {
+					if errors.Is(err, errNothing) {
 						res, err = assocResult{}, nil
 					}
 					if err != nil {
 						return fmt.Errorf("%s at %s loss: %w", l.name, xl, err)
 					}
 					got[l.name] = res
-					kind := kindPeer
-					if l.sctp {
-						kind = kindBraid
-					}
-					f9.add(l.name, kind, loss, xl, res.mbps)
+					f9.add(l.name, l.kind(), loss, xl, res.mbps)
 					r.logf("002 rep %d loss %s %s: %.1f Mbit/s", rep, xl, l.name, res.mbps)
 				}
 				if t := got[tcp1Layout.name].mbps; t > 0 {

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/braid-hpc/braid/internal/uml"
@@ -295,7 +294,6 @@ func guest002(spec string, out, errw io.Writer) int {
 // also TCP's receiving socket's SO_RCVBUF.
 func kpump(ctx context.Context, sctp bool, conns, streams int, cfg ksctp.Config, size int, d time.Duration) (mbps, cpuPerGB float64, err error) {
 	rcvbuf := cfg.ReceiveBuffer
-	var recvd atomic.Int64
 	var wg sync.WaitGroup
 	var closers []io.Closer
 	defer func() {
@@ -304,18 +302,8 @@ func kpump(ctx context.Context, sctp bool, conns, streams int, cfg ksctp.Config,
 		}
 		wg.Wait()
 	}()
-	reader := func(r io.Reader) {
-		wg.Go(func() {
-			buf := make([]byte, 256<<10)
-			for {
-				n, err := r.Read(buf)
-				recvd.Add(int64(n))
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
+	sk := &sink{wg: &wg}
+	reader := sk.drain
 	k := ksctp.Kind{Config: cfg}
 	var writers []io.Writer
 	for range conns {
@@ -375,7 +363,7 @@ func kpump(ctx context.Context, sctp bool, conns, streams int, cfg ksctp.Config,
 			reader(r)
 		}
 	}
-	return pump(ctx, &wg, writers, size, d, &recvd)
+	return pump(ctx, sk, writers, size, d)
 }
 
 // kernel002 boots User-Mode Linux, runs the guest side in it with this

@@ -8,31 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/worker"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // try names one try of a unit.
 type try struct {
@@ -67,9 +48,9 @@ func ranOn(t *testing.T, log string, job uint64) map[try]int {
 
 // loggedWorker adds a worker lending threads whose debug log goes to the
 // returned buffer.
-func (c *cluster) loggedWorker(threads int) (*testWorker, *syncBuffer) {
+func (c *cluster) loggedWorker(threads int) (*testWorker, *lockedBuffer) {
 	c.t.Helper()
-	buf := &syncBuffer{}
+	buf := &lockedBuffer{}
 	tw := c.addWorker(threads, func(cfg *worker.Config) {
 		cfg.Logger = slog.New(slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
@@ -81,7 +62,7 @@ func (c *cluster) loggedWorker(threads int) (*testWorker, *syncBuffer) {
 // try, each timed, on the thread whose log says it ran it, within the time
 // the server had it out and as long as it computed, and the tries of one
 // thread never overlap. It returns the tries by worker and thread.
-func checkTimeline(t *testing.T, tl api.UnitTimeline, st api.JobStatus, logs map[string]*syncBuffer, threads map[string]int) map[string][][]api.UnitSpan {
+func checkTimeline(t *testing.T, tl api.UnitTimeline, st api.JobStatus, logs map[string]*lockedBuffer, threads map[string]int) map[string][][]api.UnitSpan {
 	t.Helper()
 	if !tl.Kept || tl.Job != st.Job {
 		t.Fatalf("timeline of job %d: job %d, kept %v", st.Job, tl.Job, tl.Kept)
@@ -187,7 +168,7 @@ func TestUnitTimeline(t *testing.T) {
 	}
 	tl := c.settledUnits(st.Job)
 	id1, id2 := workerID(w1), workerID(w2)
-	lanes := checkTimeline(t, tl, st, map[string]*syncBuffer{id1: log1, id2: log2}, map[string]int{id1: 2, id2: 1})
+	lanes := checkTimeline(t, tl, st, map[string]*lockedBuffer{id1: log1, id2: log2}, map[string]int{id1: 2, id2: 1})
 	// Both threads of the first worker ran units, some at the same time.
 	l := lanes[id1]
 	if len(l) != 2 || len(l[0]) == 0 || len(l[1]) == 0 {

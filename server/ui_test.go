@@ -94,7 +94,7 @@ func TestDashboard(t *testing.T) {
 	}
 	tl := c.settledUnits(st.Job)
 	id1, id2 := workerID(w1), workerID(w2)
-	checkTimeline(t, tl, st, map[string]*syncBuffer{id1: log1, id2: log2}, map[string]int{id1: 2, id2: 1})
+	checkTimeline(t, tl, st, map[string]*lockedBuffer{id1: log1, id2: log2}, map[string]int{id1: 2, id2: 1})
 	threadOf := map[string]int{} // by worker/unit/attempt
 	for _, u := range tl.Units {
 		threadOf[fmt.Sprintf("%s/%d/%d", u.Worker, u.Unit, u.Attempt)] = u.Thread
