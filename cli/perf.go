@@ -71,10 +71,11 @@ addresses; --connect-timeout is in milliseconds; -v/--version prints the
 version and -V/--verbose (or -d/--debug) logs path events, as iperf3 has
 them. -Z, -N, -w and --forceflush are accepted: braid's bulk senders
 always write without a copy, its TCP channels always set TCP_NODELAY, the
-kernel sizes each channel's socket buffers, output is never buffered. -u,
--O, -C, -D, -I and --get-server-output fail with the reason (braid
-measures reliable streams; no omit, congestion-control choice, daemon
-mode or server output in the client's JSON yet).
+kernel sizes each channel's socket buffers, output is never buffered. -O/--omit
+runs a warm-up first and leaves it out of the totals; --get-server-output
+prints the server's report of the test after the client's. -u, -C, -D
+and -I fail with the reason (braid measures reliable streams; no
+congestion-control choice or daemon mode yet).
 
 --stripe, --path-policy and --frag shape what each side sends: the server's
 own flags apply to its echoes and to -R data, so start it with the same ones
@@ -199,7 +200,8 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	defer stopObs()
 	o := &perf.Options{Config: cfg, Mode: *mode, Seconds: *seconds, Streams: *streams, Count: *count,
 		Reverse: *reverse, Baseline: *baseline, Interval: *interval,
-		ConnectTimeout: time.Duration(*ix.connectTimeout) * time.Millisecond, Bitrate: ix.bps}
+		ConnectTimeout: time.Duration(*ix.connectTimeout) * time.Millisecond, Bitrate: ix.bps,
+		Omit: *ix.omit, ServerOutput: *ix.serverOutput}
 	if o.Paths, err = dialPaths(*client, *from, *port); err == nil {
 		err = ix.family(o.Paths)
 	}
@@ -248,8 +250,24 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	}
 	if !*asJSON {
 		printPerfSummary(env.Stdout, rep, ix.unit)
+		printServerOutput(env.Stdout, ip)
 	}
 	return 0
+}
+
+// printServerOutput prints the server's report that --get-server-output
+// fetched, after the client's, as iperf3 prints it.
+func printServerOutput(w io.Writer, ip *perf.IperfReport) {
+	switch {
+	case ip.ServerOutputText != "":
+		fmt.Fprintf(w, "\nServer output:\n%s", ip.ServerOutputText)
+		if !strings.HasSuffix(ip.ServerOutputText, "\n") {
+			fmt.Fprintln(w)
+		}
+	case ip.ServerOutputJSON != nil:
+		fmt.Fprintln(w, "\nServer JSON output:")
+		_ = printJSON(w, ip.ServerOutputJSON)
+	}
 }
 
 // perfServe listens on addrs and serves tests until ctx ends, or after the
@@ -283,6 +301,11 @@ func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Con
 	var mu sync.Mutex // serializes output lines
 	printf := func(format string, args ...any) {
 		fmt.Fprintf(env.Stdout, time.Now().Format("15:04:05")+" "+format+"\n", args...)
+	}
+	if !asJSON {
+		// What a client with --get-server-output gets: the line this
+		// server prints for the test.
+		srv.Text = func(t *perf.Test) string { return time.Now().Format("15:04:05") + " " + perfTestLine(t) + "\n" }
 	}
 	srv.Done = func(t *perf.Test) {
 		mu.Lock()
@@ -431,6 +454,9 @@ func printInterval(w io.Writer, mode string, i int, e perf.Interval, u rateUnit)
 	}
 	if mode == "pingpong" {
 		fmt.Fprintf(&b, " %10s", fmtUs(e.RTTus))
+	}
+	if e.Omitted {
+		b.WriteString("  (omitted)")
 	}
 	fmt.Fprintln(w, b.String())
 }

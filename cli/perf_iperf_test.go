@@ -337,8 +337,11 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 	bs := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
 	baddr := bs.listening(t)
 	// The same invocations of both, keys and the values of the flags'
-	// own keys compared: -n (test_start.bytes), -b (target_bitrate).
-	for _, args := range [][]string{{"-t", "1", "-P", "2"}, {"-n", "10M", "-b", "40M"}, {"-b", "50M", "-t", "1"}} {
+	// own keys compared: -n (test_start.bytes), -b (target_bitrate), -O
+	// (omit, omitted intervals); --get-server-output from servers that
+	// print text (server_output_text).
+	for _, args := range [][]string{{"-t", "1", "-P", "2"}, {"-n", "10M", "-b", "40M"}, {"-b", "50M", "-t", "1"},
+		{"-t", "1", "-O", "1", "-b", "100M"}, {"-t", "1", "--get-server-output"}} {
 		var want []byte
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			want, err = exec.CommandContext(ctx, bin, append([]string{"-c", "127.0.0.1", "-p", port, "-J"}, args...)...).Output()
@@ -370,14 +373,35 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 		type testStart struct {
 			Start struct {
 				TestStart struct {
-					Bytes         int64 `json:"bytes"`
-					TargetBitrate int64 `json:"target_bitrate"`
+					Bytes         int64   `json:"bytes"`
+					TargetBitrate int64   `json:"target_bitrate"`
+					Omit          float64 `json:"omit"`
 				} `json:"test_start"`
 			} `json:"start"`
+			Intervals []struct {
+				Sum struct {
+					Omitted bool `json:"omitted"`
+				} `json:"sum"`
+			} `json:"intervals"`
+			ServerOutputText string `json:"server_output_text"`
 		}
 		var w, g testStart
 		if json.Unmarshal(want, &w) != nil || json.Unmarshal([]byte(got), &g) != nil || w.Start.TestStart != g.Start.TestStart {
-			t.Errorf("%v: test_start bytes/target_bitrate: iperf3 %+v, braid %+v", args, w.Start.TestStart, g.Start.TestStart)
+			t.Errorf("%v: test_start bytes/target_bitrate/omit: iperf3 %+v, braid %+v", args, w.Start.TestStart, g.Start.TestStart)
+		}
+		omitted := func(r testStart) (n int) {
+			for _, iv := range r.Intervals {
+				if iv.Sum.Omitted {
+					n++
+				}
+			}
+			return n
+		}
+		if omitted(w) != omitted(g) {
+			t.Errorf("%v: omitted intervals: iperf3 %d, braid %d", args, omitted(w), omitted(g))
+		}
+		if (w.ServerOutputText == "") != (g.ServerOutputText == "") {
+			t.Errorf("%v: server_output_text: iperf3 %q, braid %q", args, w.ServerOutputText, g.ServerOutputText)
 		}
 	}
 }
@@ -494,12 +518,11 @@ func TestPerfIperfRefused(t *testing.T) {
 		{[]string{"-u"}, "reliable streams"},
 		{[]string{"-b", "fast"}, "--bitrate"},
 		{[]string{"-b", "1M", "--mode", "pingpong"}, "bulk senders only"},
-		{[]string{"-O", "1"}, "omit"},
+		{[]string{"-O", "-1"}, "--omit"},
 		{[]string{"-n", "lots"}, "--bytes"},
 		{[]string{"-k", "0"}, "--blockcount"},
 		{[]string{"-n", "1M", "-k", "1"}, "not both"},
 		{[]string{"-C", "cubic"}, "tcp_congestion_control"},
-		{[]string{"--get-server-output"}, "server prints"},
 		{[]string{"-f", "x"}, "--format"},
 		{[]string{"-6"}, "is not IPv6"},
 		{[]string{"-4", "-6"}, "exclude"},
@@ -513,6 +536,12 @@ func TestPerfIperfRefused(t *testing.T) {
 		}
 		if code != 2 || !strings.Contains(r.Error, tt.want) || !strings.Contains(errs, tt.want) || strings.Contains(errs, "unknown") {
 			t.Errorf("%v: exit %d, error %q, stderr %q", tt.args, code, r.Error, errs)
+		}
+	}
+	for _, args := range [][]string{{"-s", "-O", "1"}, {"-s", "--get-server-output"}} {
+		code, _, errs := runCmd(t, 10*time.Second, append([]string{"perf"}, args...)...)
+		if code != 2 || !strings.Contains(errs, "client flag") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
 		}
 	}
 	for _, args := range [][]string{{"-s", "-D"}, {"-s", "-I", "p.pid"}} {
@@ -599,12 +628,19 @@ func TestPerfByteCount(t *testing.T) {
 					Bytes int64 `json:"bytes"`
 				} `json:"test_start"`
 			} `json:"start"`
+			Intervals []struct {
+				Sum struct{ Bytes int64 } `json:"sum"`
+			} `json:"intervals"`
 			End struct {
 				SumReceived struct{ Bytes int64 } `json:"sum_received"`
 			} `json:"end"`
 		}
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatal(err)
+		}
+		// However short the test, it has an interval, as iperf3's.
+		if len(r.Intervals) == 0 || r.Intervals[0].Sum.Bytes == 0 {
+			t.Errorf("%v: intervals %+v, want at least one with bytes", tt.args, r.Intervals)
 		}
 		got, size := r.End.SumReceived.Bytes, int64(0)
 		for i, a := range tt.args {
@@ -647,6 +683,8 @@ $IPERF3 -c 127.0.0.1 -p $PORT -4 -n 10M -J | python3 -c 'import json,sys; print(
 $IPERF3 -c 127.0.0.1 -p $PORT -b 50M -t 2 -P 2 -l 64K -J | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["start"]["test_start"]["target_bitrate"], d["end"]["sum_received"]["bits_per_second"])' > bitrate.txt
 $IPERF3 -c 127.0.0.1 -p $PORT -f k -T nightly -t 1 -l 64K --logfile client.log
 $IPERF3 -c 127.0.0.1 -p $PORT -u -J > udp.json || echo "exit $?" > udp.txt
+$IPERF3 -c 127.0.0.1 -p $PORT -t 1 -O 1 -i 0.5 -b 40M -J | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(i["sum"]["omitted"] for i in d["intervals"]), d["end"]["sum_received"]["bytes"])' > omit.txt
+$IPERF3 -c 127.0.0.1 -p $PORT -t 1 -l 64K --get-server-output > server-output.txt
 `
 
 func TestPerfIperfScript(t *testing.T) {
@@ -698,7 +736,14 @@ func TestPerfIperfScript(t *testing.T) {
 	if err := json.Unmarshal([]byte(read("udp.json")), &udp); err != nil || !strings.Contains(udp.Error, "reliable streams") || read("udp.txt") != "exit 2\n" {
 		t.Errorf("-u -J: %v, %+v, %s", err, udp, read("udp.txt"))
 	}
-	if srv := read("server.log"); strings.Count(srv, "bulk from") != 3 {
-		t.Errorf("server log has not 3 tests:\n%s", srv)
+	var omitted, omitBytes int64
+	if _, err := fmt.Sscan(read("omit.txt"), &omitted, &omitBytes); err != nil || omitted < 2 || omitBytes < 4e6 || omitBytes > 6e6 {
+		t.Errorf("-O 1 -t 1 -b 40M: %d omitted intervals, %d bytes received (%v), want 2 and 5 MB (one second's)", omitted, omitBytes, err)
+	}
+	if so := read("server-output.txt"); !strings.Contains(so, "\nServer output:\n") || !strings.Contains(so, "bulk from 127.0.0.1") {
+		t.Errorf("--get-server-output:\n%s", so)
+	}
+	if srv := read("server.log"); strings.Count(srv, "bulk from") != 5 {
+		t.Errorf("server log has not 5 tests:\n%s", srv)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/transport"
 )
 
@@ -34,10 +35,11 @@ type iperfFlags struct {
 	// accepted: what braid does anyway
 	zerocopy, nodelay, forceflush *bool
 	// refused with a reason
-	udp, daemon                               *bool
-	pidfile, congestion, bitrate, omit, bytes *string
-	blockcount                                *string
-	serverOutput                              *bool
+	udp, daemon                         *bool
+	pidfile, congestion, bitrate, bytes *string
+	blockcount                          *string
+	omit                                *float64
+	serverOutput                        *bool
 }
 
 func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
@@ -59,10 +61,10 @@ func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
 		pidfile:        fs.StringP("pidfile", "I", "", "refused, as -D/--daemon: your shell or service manager knows the server's pid ($!)"),
 		congestion:     fs.StringP("congestion", "C", "", "refused: braid perf does not set TCP_CONGESTION on its channels; set the system default with sysctl net.ipv4.tcp_congestion_control"),
 		bitrate:        fs.StringP("bitrate", "b", "0", "bulk: pace the sender (the client, with -R the server) to this `rate` in bits per second over all streams, k/M/G suffixes (powers of 1000, as iperf3); 0: unlimited"),
-		omit:           fs.StringP("omit", "O", "", "refused: braid perf does not omit the first seconds yet; the receiver's clock starts at the first byte"),
+		omit:           fs.Float64P("omit", "O", 0, "client: run a warm-up of this many `seconds` first and leave it out of the totals (its intervals are marked omitted; the measured intervals count from its end), as iperf3 -O"),
 		bytes:          fs.StringP("bytes", "n", "", "bulk: send this many `bytes` (K/M/G suffixes, powers of 1024), rounded up to whole --length messages, instead of for --time"),
 		blockcount:     fs.StringP("blockcount", "k", "", "bulk: send this many --length `messages` (iperf3's blocks) instead of for --time"),
-		serverOutput:   fs.Bool("get-server-output", false, "refused: the server's JSON is printed by the server (braid perf -s -J)"),
+		serverOutput:   fs.Bool("get-server-output", false, "client: print the server's own report of the test after the client's (-J: \"server_output_json\" from a server run with -J, else \"server_output_text\"), as iperf3"),
 	}
 	return f
 }
@@ -77,13 +79,21 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 		{"daemon", "Go programs cannot fork: run the server in the background with your shell or service manager, e.g. nohup braid perf -s --logfile perf.log & echo $! > perf.pid"},
 		{"pidfile", "goes with -D/--daemon, which braid perf does not have: the shell's $! is the server's pid (nohup braid perf -s & echo $! > perf.pid)"},
 		{"congestion", "braid perf does not set TCP_CONGESTION on its channels; choose the system's algorithm with sysctl net.ipv4.tcp_congestion_control"},
-		{"omit", "braid perf does not omit seconds yet: the receiver's clock starts at its first byte, past the connection setup"},
-		{"get-server-output", "the server prints its own report (braid perf -s, -J for JSON); it is not sent to the client yet"},
 	}
 	for _, r := range refused {
 		if fs.Changed(r.name) {
 			return fmt.Errorf("--%s: %s", r.name, r.why)
 		}
+	}
+	if server {
+		for _, name := range []string{"omit", "get-server-output"} {
+			if fs.Changed(name) {
+				return fmt.Errorf("--%s is a client flag: give it to the client (-c), which tells the server", name)
+			}
+		}
+	}
+	if !(*f.omit >= 0 && *f.omit <= perf.MaxSeconds) {
+		return fmt.Errorf("--omit %v: want the seconds of warm-up to leave out, 0 for none", *f.omit)
 	}
 	if *f.ipv4 && *f.ipv6 {
 		return errors.New("-4 and -6 exclude each other")

@@ -38,27 +38,39 @@ type bulkSendResult struct {
 }
 
 // bulkSend writes messages of size on n new streams of sess until the
-// receiver closes the session (or sendGrace(d) passes), counting per
-// stream into ctr, and then closes sess. With bitrate > 0 the streams
+// receiver closes the session (or sendGrace(omit+d) passes), counting per
+// stream into ctr, and then closes sess. What it writes in the first omit
+// is left out of its result and of ctr's since counts. With bitrate > 0 the streams
 // together send at most bitrate bits per second (iperf3 -b). With total
 // > 0 they send that many bytes, rounded up to whole messages, close
 // their streams and wait for the receiver to close the session.
-func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, d time.Duration, bitrate, total int64, ctr *streamCounter) (bulkSendResult, error) {
+func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, omit, d time.Duration, bitrate, total int64, ctr *streamCounter) (bulkSendResult, error) {
 	defer endData(sess)
 	buf := make([]byte, size)
 	fillPattern(buf)
 	start := time.Now()
+	var (
+		bytes, msgs         atomic.Int64
+		baseBytes, baseMsgs atomic.Int64 // what was written in the omitted warm-up
+	)
+	if omit > 0 {
+		t := time.AfterFunc(omit, func() {
+			baseBytes.Store(bytes.Load())
+			baseMsgs.Store(msgs.Load())
+			ctr.markBase()
+		})
+		defer t.Stop()
+	}
 	pace := &pacer{start: start, bytesPerSec: float64(bitrate) / 8}
 	var quota atomic.Int64 // messages left to send with total > 0
 	// Each stream's first message is its own (Hello.validate: at least
 	// one per stream), so that the receiver accepts every stream.
 	quota.Store((total+size-1)/size - int64(n))
-	wctx, cancel := context.WithDeadline(ctx, start.Add(sendGrace(d)))
+	wctx, cancel := context.WithDeadline(ctx, start.Add(sendGrace(omit+d)))
 	defer cancel()
 	var (
-		bytes, msgs atomic.Int64
-		last        latest
-		wg          sync.WaitGroup
+		last latest
+		wg   sync.WaitGroup
 	)
 	errs := make([]error, n)
 	for i := range n {
@@ -107,7 +119,8 @@ func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, d
 	if err := errors.Join(errs...); err != nil {
 		return bulkSendResult{}, err
 	}
-	return bulkSendResult{bytes: bytes.Load(), msgs: msgs.Load(), seconds: last.get().Sub(start).Seconds(), paths: sess.Stats()}, nil
+	return bulkSendResult{bytes: bytes.Load() - baseBytes.Load(), msgs: msgs.Load() - baseMsgs.Load(),
+		seconds: max(0, last.get().Sub(start.Add(omit)).Seconds()), paths: sess.Stats()}, nil
 }
 
 // bulkRecvResult is what a bulk receiver counted over its interval.
@@ -119,15 +132,15 @@ type bulkRecvResult struct {
 }
 
 // bulkReceive accepts up to n streams of sess and counts what arrives on
-// them for d from the first byte (see countUntil), into ctr per stream;
-// then it closes sess. Streams whose first data has not come by then
+// them for d from omit after the first byte (see countUntil), into ctr
+// per stream; then it closes sess. Streams whose first data has not come by then
 // carried nothing.
-func bulkReceive(ctx context.Context, sess *transport.Session, n int, d time.Duration, ctr *streamCounter) (bulkRecvResult, error) {
+func bulkReceive(ctx context.Context, sess *transport.Session, n int, omit, d time.Duration, ctr *streamCounter) (bulkRecvResult, error) {
 	defer endData(sess)
 	// Whatever the sender does, the test ends.
-	hctx, cancel := context.WithTimeout(ctx, d+2*time.Minute)
+	hctx, cancel := context.WithTimeout(ctx, omit+d+2*time.Minute)
 	defer cancel()
-	clk := newTestClock(hctx, d)
+	clk := newTestClock(hctx, omit, d, ctr.markBase)
 	defer clk.stop()
 	var (
 		bytes, msgs atomic.Int64
@@ -158,40 +171,46 @@ func bulkReceive(ctx context.Context, sess *transport.Session, n int, d time.Dur
 	}
 	r := bulkRecvResult{bytes: bytes.Load(), msgs: msgs.Load(), paths: sess.Stats()}
 	if start, ok := clk.started(); ok {
-		r.seconds = last.get().Sub(start).Seconds()
+		r.seconds = max(0, last.get().Sub(start).Seconds())
 	}
 	return r, nil
 }
 
 // testClock is a bulk receiver's clock: begin starts it, at the first
-// payload byte; d later ctx is canceled.
+// payload byte; the measured interval starts omit later (iperf3 -O) and
+// lasts d, and then ctx is canceled.
 type testClock struct {
-	d      time.Duration
-	ctx    context.Context
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	start  time.Time
-	timer  *time.Timer
+	omit, d time.Duration
+	omitted func() // called when the omitted warm-up ends, if omit > 0
+	ctx     context.Context
+	cancel  context.CancelFunc
+	mu      sync.Mutex
+	start   time.Time // of the measured interval
+	timers  []*time.Timer
 }
 
-func newTestClock(parent context.Context, d time.Duration) *testClock {
-	c := &testClock{d: d}
+func newTestClock(parent context.Context, omit, d time.Duration, omitted func()) *testClock {
+	c := &testClock{omit: omit, d: d, omitted: omitted}
 	c.ctx, c.cancel = context.WithCancel(parent)
 	return c
 }
 
-// begin starts the clock if it has not started and returns its deadline.
-func (c *testClock) begin() time.Time {
+// begin starts the clock if it has not started and returns the measured
+// interval.
+func (c *testClock) begin() (from, to time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.start.IsZero() {
-		c.start = time.Now()
-		c.timer = time.AfterFunc(c.d, c.cancel)
+		c.start = time.Now().Add(c.omit)
+		c.timers = append(c.timers, time.AfterFunc(c.omit+c.d, c.cancel))
+		if c.omit > 0 && c.omitted != nil {
+			c.timers = append(c.timers, time.AfterFunc(c.omit, c.omitted))
+		}
 	}
-	return c.start.Add(c.d)
+	return c.start, c.start.Add(c.d)
 }
 
-// started returns the clock's start.
+// started returns the start of the measured interval.
 func (c *testClock) started() (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -200,8 +219,8 @@ func (c *testClock) started() (time.Time, bool) {
 
 func (c *testClock) stop() {
 	c.mu.Lock()
-	if c.timer != nil {
-		c.timer.Stop()
+	for _, t := range c.timers {
+		t.Stop()
 	}
 	c.mu.Unlock()
 	c.cancel()
@@ -218,7 +237,8 @@ func countUntil(ctx context.Context, clk *testClock, st *transport.Stream, strea
 		mr, err := st.NextMessage(clk.ctx)
 		if err == nil {
 			if _, err = mr.WriteTo(w); err == nil {
-				if time.Now().Before(clk.begin()) {
+				from, to := w.window()
+				if now := time.Now(); !now.Before(from) && now.Before(to) {
 					msgs.Add(1)
 				}
 				continue
@@ -236,16 +256,24 @@ func countUntil(ctx context.Context, clk *testClock, st *transport.Stream, strea
 }
 
 // clockCounter is an io.Writer that starts the clock, counts what it is
-// given until the clock's deadline, and drops it.
+// given until the clock's deadline (into a, the stream's count, whose
+// warm-up streamCounter.markBase takes off) and in the measured interval
+// (into b, the test's), and drops it.
 type clockCounter struct {
 	clk  *testClock
 	a, b *atomic.Int64
 }
 
+func (c clockCounter) window() (from, to time.Time) { return c.clk.begin() }
+
 func (c clockCounter) Write(p []byte) (int, error) {
-	if time.Now().Before(c.clk.begin()) {
+	from, to := c.window() // first: the first byte starts the clock
+	now := time.Now()
+	if now.Before(to) {
 		c.a.Add(int64(len(p)))
-		c.b.Add(int64(len(p)))
+		if !now.Before(from) {
+			c.b.Add(int64(len(p)))
+		}
 	}
 	return len(p), nil
 }

@@ -38,6 +38,14 @@ type Options struct {
 	// many bytes, rounded up to whole messages, as iperf3 -n; Seconds
 	// is then not a bound.
 	Bytes int64
+	// Omit is a warm-up of this many seconds before the measured Seconds,
+	// as iperf3 -O: its intervals are marked omitted and its bytes and
+	// round trips are left out of the totals.
+	Omit float64
+	// ServerOutput asks the server for its own report of the test, as
+	// iperf3 --get-server-output: the IperfReport's ServerOutputJSON or
+	// ServerOutputText.
+	ServerOutput bool
 	// OnInterval, if not nil, is called with each interval as it ends
 	// (i counts from 0), for live output.
 	OnInterval func(i int, e Interval)
@@ -59,7 +67,7 @@ func (o *Options) testStart() IperfTestStart {
 	if o.Reverse {
 		t.Reverse = 1
 	}
-	t.TargetBitrate, t.Bytes = o.Bitrate, o.Bytes
+	t.TargetBitrate, t.Bytes, t.Omit = o.Bitrate, o.Bytes, o.Omit
 	if o.Mode == "pingpong" {
 		t.Blocks = int64(o.Count)
 	}
@@ -68,7 +76,8 @@ func (o *Options) testStart() IperfTestStart {
 
 func (o *Options) hello() Hello {
 	h := Hello{Version: Version, Mode: o.Mode, Size: o.Size, Seconds: o.Seconds, Streams: o.Streams,
-		Count: o.Count, Reverse: o.Reverse, Baseline: o.Baseline, Paths: len(o.Paths), Bitrate: o.Bitrate, Bytes: o.Bytes}
+		Count: o.Count, Reverse: o.Reverse, Baseline: o.Baseline, Paths: len(o.Paths), Bitrate: o.Bitrate, Bytes: o.Bytes,
+		Omit: o.Omit, ServerOutput: o.ServerOutput}
 	if o.Mode == "bulk" {
 		h.Count = 0
 	}
@@ -185,6 +194,13 @@ func run(ctx context.Context, o *Options, ip *IperfReport) (*Report, error) {
 		sum.RTTus, sum.EffectiveMbps = rep.RTTus, rep.EffectiveMbps
 	}
 	if err := ctl.WriteJSON(ctx, ctrl, sum); err == nil {
+		if o.ServerOutput {
+			var so ServerOutput
+			if err := ctl.ReadJSON(ctx, ctrl, 15*time.Second, &so); err != nil {
+				return nil, fmt.Errorf("no server output: %w", err)
+			}
+			ip.ServerOutputJSON, ip.ServerOutputText = so.JSON, so.Text
+		}
 		_ = ctrl.Close()
 	}
 	_ = ctl.CloseSession(ctx, sess, true, 5*time.Second)
@@ -232,8 +248,19 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 		return out
 	}
 	iv := startIntervals(o, rep, meter)
+	// The per-path and CPU figures count from the end of the warm-up.
+	var warm sync.Mutex
+	if o.Omit > 0 {
+		t := time.AfterFunc(o.omit(), func() {
+			s := takeSnapshot(sess)
+			warm.Lock()
+			before = s
+			warm.Unlock()
+		})
+		defer t.Stop()
+	}
 	ctr := &streamCounter{}
-	sampler := startSampler(ctr, !o.Reverse, time.Duration(o.Interval*float64(time.Second)))
+	sampler := startSampler(ctr, !o.Reverse, time.Duration(o.Interval*float64(time.Second)), o.omit())
 	var (
 		res     Result
 		err     error
@@ -249,12 +276,12 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 		rtts, elapsed, err = braidPingPong(ctx, o, sess, iv, ctr)
 	case o.Reverse:
 		var r bulkRecvResult
-		r, err = bulkReceive(ctx, sess, o.Streams, o.duration(), ctr)
+		r, err = bulkReceive(ctx, sess, o.Streams, o.omit(), o.duration(), ctr)
 		bytes, msgs, elapsed = r.bytes, r.msgs, time.Duration(r.seconds*float64(time.Second))
 		// The per-path figures are what arrived by the end of the test.
 		atEnd = r.paths
 	default:
-		sent, err = bulkSend(ctx, sess, o.Streams, o.Size, o.duration(), o.Bitrate, o.Bytes, ctr)
+		sent, err = bulkSend(ctx, sess, o.Streams, o.Size, o.omit(), o.duration(), o.Bitrate, o.Bytes, ctr)
 		atEnd = sent.paths
 	}
 	ip.Intervals = sampler.stop()
@@ -266,6 +293,8 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 		return nil, err
 	}
 	after := takeSnapshot(sess)
+	warm.Lock()
+	defer warm.Unlock()
 	rep.CPUUser, rep.CPUSys = (after.user - before.user).Seconds(), (after.sys - before.sys).Seconds()
 	rep.Control = stripeDelta(before.stripe, after.stripe)
 	switch {
@@ -287,7 +316,7 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 		paths = atEnd
 	}
 	rep.setBraidPaths(o, before.paths, paths, &res)
-	ids, counts := ctr.snapshot()
+	ids, counts := ctr.since()
 	ip.End = o.IperfEnd(rep, &res, sent, ids, counts)
 	return &res, nil
 }
@@ -297,6 +326,9 @@ func (o *Options) duration() time.Duration {
 	h := o.hello()
 	return h.duration()
 }
+
+// omit is the warm-up before the measured duration.
+func (o *Options) omit() time.Duration { return time.Duration(o.Omit * float64(time.Second)) }
 
 // IperfEnd builds the end section of a braid test from the client's
 // report rep, the server's result res and the client's per-stream counts
@@ -381,8 +413,10 @@ func addStripe(a, b transport.StripeStats) transport.StripeStats {
 
 // braidPingPong runs the round trips on o.Streams streams in parallel and
 // returns the round-trip times and the longest stream's measured time.
+// Round trips that begin in the warm-up (o.Omit) are left out.
 func braidPingPong(ctx context.Context, o *Options, sess *transport.Session, iv *intervals, ctr *streamCounter) ([]time.Duration, time.Duration, error) {
-	deadline := time.Now().Add(time.Duration(o.Seconds * float64(time.Second)))
+	measured := time.Now().Add(o.omit())
+	deadline := measured.Add(time.Duration(o.Seconds * float64(time.Second)))
 	hard, cancel := context.WithDeadline(ctx, deadline.Add(time.Minute))
 	defer cancel()
 	results := make([][]time.Duration, o.Streams)
@@ -419,18 +453,27 @@ func braidPingPong(ctx context.Context, o *Options, sess *transport.Session, iv 
 				errs[i] = err
 				return
 			}
-			t0 := time.Now()
-			for n := 1; (o.Count == 0 || n <= o.Count) && time.Now().Before(deadline); n++ {
+			var t0 time.Time
+			for n := 1; (o.Count == 0 || len(results[i]) < o.Count) && time.Now().Before(deadline); n++ {
+				began := time.Now()
 				d, err := round(uint64(n))
 				if err != nil {
 					errs[i] = err
 					return
 				}
+				if began.Before(measured) {
+					continue // the warm-up's
+				}
+				if t0.IsZero() {
+					t0 = began
+				}
 				results[i] = append(results[i], d)
 				iv.addRTT(d)
 				sent.Add(o.Size)
 			}
-			spans[i] = time.Since(t0)
+			if !t0.IsZero() {
+				spans[i] = time.Since(t0)
+			}
 		})
 	}
 	wg.Wait()

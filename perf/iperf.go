@@ -31,6 +31,10 @@ type IperfReport struct {
 	Error     string          `json:"error,omitempty"`
 	// Title is the client's -T/--title, as iperf3 writes it.
 	Title string `json:"title,omitempty"`
+	// The server's own report of the test, with --get-server-output: its
+	// JSON when the server prints JSON (-J), else its text, as iperf3.
+	ServerOutputJSON *IperfReport `json:"server_output_json,omitempty"`
+	ServerOutputText string       `json:"server_output_text,omitempty"`
 	// Braid is braid's own report: per-path bytes and rates, striping,
 	// round trips; nil on failure.
 	Braid *Report `json:"braid,omitempty"`
@@ -73,7 +77,7 @@ type IperfTestStart struct {
 	Protocol   string  `json:"protocol"` // "braid/tcp", "braid/sctp-udp", ..., "TCP" for --tcp-baseline
 	NumStreams int     `json:"num_streams"`
 	BlkSize    int64   `json:"blksize"` // the message size
-	Omit       int     `json:"omit"`
+	Omit       float64 `json:"omit"`    // seconds of warm-up left out (-O)
 	Duration   float64 `json:"duration"`
 	Bytes      int64   `json:"bytes"`
 	Blocks     int64   `json:"blocks"` // pingpong: round trips per stream
@@ -195,9 +199,10 @@ func cpuPercent(user, sys, seconds float64) (total, u, s float64) {
 // streamCounter counts payload bytes per stream, as this side writes or
 // reads them, for the per-stream figures of the iperf3-shaped report.
 type streamCounter struct {
-	mu  sync.Mutex
-	ids []int
-	n   []*atomic.Int64
+	mu   sync.Mutex
+	ids  []int
+	n    []*atomic.Int64
+	base map[int]int64 // each stream's count at the end of an omitted warm-up
 }
 
 // stream returns the counter of stream id, adding it on first use.
@@ -213,6 +218,29 @@ func (c *streamCounter) stream(id int) *atomic.Int64 {
 	c.ids = append(c.ids, id)
 	c.n = append(c.n, n)
 	return n
+}
+
+// markBase takes the counts so far as the omitted warm-up's (iperf3 -O),
+// which since leaves out.
+func (c *streamCounter) markBase() {
+	ids, counts := c.snapshot()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.base = make(map[int]int64, len(ids))
+	for i, id := range ids {
+		c.base[id] = counts[i]
+	}
+}
+
+// since returns the stream ids and their counts after the warm-up.
+func (c *streamCounter) since() ([]int, []int64) {
+	ids, counts := c.snapshot()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, id := range ids {
+		counts[i] -= c.base[id]
+	}
+	return ids, counts
 }
 
 // snapshot returns the stream ids and their counts.
@@ -233,6 +261,7 @@ type streamSampler struct {
 	c       *streamCounter
 	sender  bool
 	period  time.Duration
+	omit    time.Duration
 	start   time.Time
 	stopCh  chan struct{}
 	done    chan struct{}
@@ -241,9 +270,10 @@ type streamSampler struct {
 }
 
 // startSampler starts sampling c every period from now; a period of 0
-// records nothing.
-func startSampler(c *streamCounter, sender bool, period time.Duration) *streamSampler {
-	s := &streamSampler{c: c, sender: sender, period: period, start: time.Now(), stopCh: make(chan struct{}), done: make(chan struct{})}
+// records nothing. The intervals of the first omit are marked omitted, and
+// the times of those after start again from 0, as iperf3 -O reports them.
+func startSampler(c *streamCounter, sender bool, period, omit time.Duration) *streamSampler {
+	s := &streamSampler{c: c, sender: sender, period: period, omit: omit, start: time.Now(), stopCh: make(chan struct{}), done: make(chan struct{})}
 	if period <= 0 {
 		close(s.done)
 		return s
@@ -256,30 +286,54 @@ func (s *streamSampler) run() {
 	defer close(s.done)
 	t := time.NewTicker(s.period)
 	defer t.Stop()
+	var warmup <-chan time.Time
+	omitting := s.omit > 0
+	if omitting {
+		w := time.NewTimer(s.omit)
+		defer w.Stop()
+		warmup = w.C
+	}
 	prev := map[int]int64{}
-	last := s.start
-	f := false
+	start, last := s.start, s.start
+	record := func(now time.Time) {
+		ids, counts := s.c.snapshot()
+		a, b := last.Sub(start).Seconds(), now.Sub(start).Seconds()
+		iv := IperfInterval{Streams: []IperfSpan{}}
+		omitted := omitting // each interval its own: omitting changes
+		var sum int64
+		for i, id := range ids {
+			d := counts[i] - prev[id]
+			prev[id] = counts[i]
+			sp := span(a, b, d, s.sender)
+			sp.Socket, sp.Omitted = &ids[i], &omitted
+			iv.Streams = append(iv.Streams, sp)
+			sum += d
+		}
+		iv.Sum = span(a, b, sum, s.sender)
+		iv.Sum.Omitted = &omitted
+		s.out = append(s.out, iv)
+		last = now
+	}
 	for {
 		select {
 		case <-s.stopCh:
-			return
-		case now := <-t.C:
-			ids, counts := s.c.snapshot()
-			a, b := last.Sub(s.start).Seconds(), now.Sub(s.start).Seconds()
-			iv := IperfInterval{Streams: []IperfSpan{}}
-			var sum int64
-			for i, id := range ids {
-				d := counts[i] - prev[id]
-				prev[id] = counts[i]
-				sp := span(a, b, d, s.sender)
-				sp.Socket, sp.Omitted = &ids[i], &f
-				iv.Streams = append(iv.Streams, sp)
-				sum += d
+			if len(s.out) == 0 {
+				// A test shorter than one period (a small -n) still has
+				// its interval, as iperf3 writes one.
+				record(time.Now())
 			}
-			iv.Sum = span(a, b, sum, s.sender)
-			iv.Sum.Omitted = &f
-			s.out = append(s.out, iv)
-			last = now
+			return
+		case now := <-warmup:
+			// The warm-up's last, partial interval; the measured
+			// intervals count from 0 again.
+			if now.Sub(last) > s.period/100 {
+				record(now)
+			}
+			omitting = false
+			start, last = now, now
+			t.Reset(s.period)
+		case now := <-t.C:
+			record(now)
 		}
 	}
 }

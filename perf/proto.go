@@ -21,6 +21,7 @@ import (
 //	data on the data session's streams, or the connections
 //	                        ◀──    Result (the server's counts)
 //	Summary (the figures)   ──▶
+//	                        ◀──    ServerOutput (if Hello.ServerOutput)
 //	close
 //
 // Bulk: the sender writes messages of Size on Streams streams; the
@@ -32,8 +33,9 @@ import (
 
 // Version is the version of the perf control protocol. Version 2 runs
 // the data of a braid test on a data session of its own, which joins the
-// test with the cookie of Ready.Join.
-const Version = 2
+// test with the cookie of Ready.Join. Version 3 adds Hello's Bitrate,
+// Bytes, Omit and ServerOutput, which an older server would ignore.
+const Version = 3
 
 // Port is the port of perf addresses given without one.
 const Port = 7201
@@ -64,6 +66,13 @@ type Hello struct {
 	// many bytes, rounded up to whole messages (iperf3 -n, -k), instead
 	// of after Seconds.
 	Bytes int64 `json:"bytes,omitempty"`
+	// Omit is a warm-up in seconds before the measured Seconds (iperf3
+	// -O): what moves in it is reported as omitted intervals and left out
+	// of the totals.
+	Omit float64 `json:"omit,omitempty"`
+	// ServerOutput asks the server to send its own report of the test
+	// after the client's Summary (iperf3 --get-server-output).
+	ServerOutput bool `json:"server_output,omitempty"`
 	// Join, alone, makes the session a test's data session: the cookie
 	// of the test's Ready.
 	Join []byte `json:"join,omitempty"`
@@ -87,6 +96,12 @@ func (h *Hello) validate() error {
 		return fmt.Errorf("bytes %d: a byte count ends bulk tests only", h.Bytes)
 	case h.Bytes > 0 && h.Bytes < int64(h.Streams)*h.Size:
 		return fmt.Errorf("bytes %d: less than one %d-byte message on each of the %d streams", h.Bytes, h.Size, h.Streams)
+	case !(h.Omit >= 0 && h.Omit <= MaxSeconds):
+		return fmt.Errorf("omit %v s out of range [0, %d]", h.Omit, MaxSeconds)
+	case h.Omit > 0 && h.Bytes > 0:
+		return fmt.Errorf("omit %v s: a test ended by a byte count has no warm-up to omit", h.Omit)
+	case h.Omit > 0 && h.Baseline:
+		return fmt.Errorf("omit %v s: --tcp-baseline has no warm-up to omit", h.Omit)
 	case h.Bitrate < 0:
 		return fmt.Errorf("bitrate %d: want bits per second, 0 for unlimited", h.Bitrate)
 	case h.Paths < 1 || h.Paths > 64:
@@ -103,6 +118,9 @@ func (h *Hello) duration() time.Duration {
 	}
 	return time.Duration(h.Seconds * float64(time.Second))
 }
+
+// omit is the warm-up before the measured duration.
+func (h *Hello) omit() time.Duration { return time.Duration(h.Omit * float64(time.Second)) }
 
 // Ready answers Hello. For a baseline test the first Ready
 // carries the token and the port per path of the plain TCP listeners; a
@@ -148,6 +166,14 @@ type Result struct {
 	// Conns counts payload per plain TCP connection of a baseline test:
 	// received (bulk), sent (reverse) or echoed (pingpong).
 	Conns []int64 `json:"conns,omitempty"`
+}
+
+// ServerOutput is the server's own report of a test, for a client that
+// asked with Hello.ServerOutput: its iperf3-shaped JSON when the server
+// prints JSON (-J), else its text lines.
+type ServerOutput struct {
+	JSON *IperfReport `json:"json,omitempty"`
+	Text string       `json:"text,omitempty"`
 }
 
 // StreamBytes is one stream's payload.

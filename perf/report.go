@@ -86,6 +86,9 @@ type Interval struct {
 	Mbps    float64   `json:"mbps"`
 	PerPath []float64 `json:"per_path_mbps"`
 	RTTus   float64   `json:"rtt_us,omitempty"`
+	// Omitted marks an interval of the warm-up (-O), left out of the
+	// totals; the measured intervals' times count from its end.
+	Omitted bool `json:"omitted,omitempty"`
 }
 
 func newReport(o *Options) *Report {
@@ -177,6 +180,7 @@ type intervals struct {
 	rounds atomic.Int64
 	rttSum atomic.Int64 // ns
 	period time.Duration
+	omit   time.Duration
 	stopCh chan struct{}
 	done   chan struct{}
 	once   sync.Once
@@ -189,6 +193,7 @@ func startIntervals(o *Options, rep *Report, meter func() []int64) *intervals {
 		return iv
 	}
 	iv.period = time.Duration(o.Interval * float64(time.Second))
+	iv.omit = time.Duration(o.Omit * float64(time.Second))
 	go iv.run()
 	return iv
 }
@@ -208,18 +213,29 @@ func (iv *intervals) run() {
 	defer close(iv.done)
 	t := time.NewTicker(iv.period)
 	defer t.Stop()
+	var warmup <-chan time.Time
+	omitting := iv.omit > 0
+	if omitting {
+		w := time.NewTimer(iv.omit)
+		defer w.Stop()
+		warmup = w.C
+	}
 	prev := iv.meter()
 	var prevRounds, prevSum int64
 	start := time.Now()
 	last := start
 	for i := 0; ; i++ {
+		var now time.Time
 		select {
 		case <-iv.stopCh:
 			return
-		case now := <-t.C:
+		case now = <-warmup:
+		case now = <-t.C:
+		}
+		{
 			cur := iv.meter()
 			dt := now.Sub(last).Seconds()
-			e := Interval{Start: last.Sub(start).Seconds(), End: now.Sub(start).Seconds()}
+			e := Interval{Start: last.Sub(start).Seconds(), End: now.Sub(start).Seconds(), Omitted: omitting}
 			var total int64
 			for j, c := range cur {
 				var p int64
@@ -235,6 +251,17 @@ func (iv *intervals) run() {
 				e.RTTus = float64(sum-prevSum) / float64(rounds-prevRounds) / 1e3
 			}
 			prev, prevRounds, prevSum, last = cur, rounds, sum, now
+			if omitting && warmup != nil && now.Sub(start) >= iv.omit-iv.period/100 {
+				// The warm-up is over (its timer or a tick at its end):
+				// the measured intervals count from 0 again.
+				omitting, warmup = false, nil
+				start = now
+				t.Reset(iv.period)
+			}
+			if dt < iv.period.Seconds()/100 {
+				i-- // nothing left of the warm-up's last interval
+				continue
+			}
 			iv.rep.Intervals = append(iv.rep.Intervals, e)
 			if iv.each != nil {
 				iv.each(i, e)

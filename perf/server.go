@@ -28,6 +28,11 @@ type Server struct {
 	// or was interrupted, from the test's goroutine: tests run
 	// concurrently.
 	Done func(*Test)
+	// Text, if not nil, is the server's text output of a test that ended
+	// well; a client that asks for the server's output
+	// (--get-server-output) gets it. Nil: the client gets the server's
+	// IperfReport, as from a server that prints JSON.
+	Text func(*Test) string
 
 	// pending holds the tests waiting for their data session, by the
 	// join cookie of their Ready (string -> chan *transport.Session).
@@ -167,7 +172,7 @@ func (s *Server) test(ctx context.Context, sess *transport.Session, ctrl *transp
 	u0, s0 := ctl.CPUTimes()
 	began := time.Now()
 	ctr := &streamCounter{}
-	sampler := startSampler(ctr, h.Reverse, s.Interval)
+	sampler := startSampler(ctr, h.Reverse, s.Interval, h.omit())
 	var res *Result
 	if h.Baseline {
 		res, err = s.baseline(ctx, sess, ctrl, &h)
@@ -180,7 +185,7 @@ func (s *Server) test(ctx context.Context, sess *transport.Session, ctrl *transp
 	}
 	u1, s1 := ctl.CPUTimes()
 	res.CPUUser, res.CPUSys = (u1 - u0).Seconds(), (s1 - s0).Seconds()
-	if ids, counts := ctr.snapshot(); len(ids) > 0 {
+	if ids, counts := ctr.since(); len(ids) > 0 {
 		for i, id := range ids {
 			res.StreamBytes = append(res.StreamBytes, StreamBytes{ID: id, Bytes: counts[i]})
 		}
@@ -205,6 +210,15 @@ func (s *Server) test(ctx context.Context, sess *transport.Session, ctrl *transp
 	}
 	t.Summary = &sum
 	t.Iperf = s.iperf(sess, began, &h, res, &sum, intervals)
+	if h.ServerOutput {
+		so := ServerOutput{JSON: t.Iperf}
+		if s.Text != nil {
+			so = ServerOutput{Text: s.Text(t)}
+		}
+		if err := ctl.WriteJSON(ctx, ctrl, so); err != nil {
+			return fmt.Errorf("send the server output: %w", err)
+		}
+	}
 	// The client closes the session; give it a moment before closing ours.
 	select {
 	case <-sess.Done():
@@ -251,11 +265,24 @@ func (s *Server) braid(ctx context.Context, ctrl *transport.Stream, h *Hello, ct
 		return nil, errors.New("the client's data session did not arrive within 15s")
 	}
 	defer ctl.CloseSession(ctx, sess, false, 0)
+	var warm sync.Mutex
 	before, stripe0 := sess.Stats(), sess.StripeStats()
+	if h.Omit > 0 {
+		// The per-path figures count from the end of the warm-up.
+		t := time.AfterFunc(h.omit(), func() {
+			b, s := sess.Stats(), sess.StripeStats()
+			warm.Lock()
+			before, stripe0 = b, s
+			warm.Unlock()
+		})
+		defer t.Stop()
+	}
 	res, err := s.data(ctx, sess, h, ctr)
 	if err != nil {
 		return nil, err
 	}
+	warm.Lock()
+	defer warm.Unlock()
 	if res.at == nil {
 		res.at = sess.Stats()
 	}
@@ -268,17 +295,17 @@ func (s *Server) braid(ctx context.Context, ctrl *transport.Stream, h *Hello, ct
 func (s *Server) data(ctx context.Context, sess *transport.Session, h *Hello, ctr *streamCounter) (*Result, error) {
 	start := time.Now()
 	// Whatever the client does, the test ends.
-	hctx, cancel := context.WithDeadline(ctx, start.Add(h.duration()+2*time.Minute))
+	hctx, cancel := context.WithDeadline(ctx, start.Add(h.omit()+h.duration()+2*time.Minute))
 	defer cancel()
 	switch {
 	case h.Mode == "bulk" && h.Reverse:
-		r, err := bulkSend(hctx, sess, h.Streams, h.Size, h.duration(), h.Bitrate, h.Bytes, ctr)
+		r, err := bulkSend(hctx, sess, h.Streams, h.Size, h.omit(), h.duration(), h.Bitrate, h.Bytes, ctr)
 		if err != nil {
 			return nil, err
 		}
 		return &Result{Bytes: r.bytes, Messages: r.msgs, Seconds: r.seconds, at: sess.Stats()}, nil
 	case h.Mode == "bulk":
-		r, err := bulkReceive(hctx, sess, h.Streams, h.duration(), ctr)
+		r, err := bulkReceive(hctx, sess, h.Streams, h.omit(), h.duration(), ctr)
 		if err != nil {
 			return nil, err
 		}
@@ -288,6 +315,8 @@ func (s *Server) data(ctx context.Context, sess *transport.Session, h *Hello, ct
 		bytes, msgs atomic.Int64
 		last        latest
 		wg          sync.WaitGroup
+		first       sync.Once
+		measured    atomic.Int64 // unix ns when the warm-up (h.Omit) ends: omit after the first message
 	)
 	errs := make([]error, h.Streams)
 	for i := range h.Streams {
@@ -310,9 +339,12 @@ func (s *Server) data(ctx context.Context, sess *transport.Session, h *Hello, ct
 					errs[i] = err
 					return
 				}
-				bytes.Add(int64(len(b)))
-				msgs.Add(1)
-				n.Add(int64(len(b)))
+				first.Do(func() { measured.Store(time.Now().Add(h.omit()).UnixNano()) })
+				if time.Now().UnixNano() >= measured.Load() {
+					bytes.Add(int64(len(b)))
+					msgs.Add(1)
+					n.Add(int64(len(b)))
+				}
 				if h.Mode == "pingpong" {
 					if err := st.WriteMessage(hctx, b); err != nil {
 						errs[i] = err
@@ -333,7 +365,8 @@ func (s *Server) data(ctx context.Context, sess *transport.Session, h *Hello, ct
 // iperf builds the server's iperf3-shaped report of one test. sum, the
 // client's figures, is nil when the test failed.
 func (s *Server) iperf(sess *transport.Session, began time.Time, h *Hello, res *Result, sum *Summary, intervals []IperfInterval) *IperfReport {
-	ts := IperfTestStart{Protocol: "braid/" + s.cfg.Transport, NumStreams: h.Streams, BlkSize: h.Size, Duration: h.Seconds, Mode: h.Mode}
+	ts := IperfTestStart{Protocol: "braid/" + s.cfg.Transport, NumStreams: h.Streams, BlkSize: h.Size, Duration: h.Seconds, Mode: h.Mode,
+		Omit: h.Omit, TargetBitrate: h.Bitrate, Bytes: h.Bytes}
 	if s.cfg.Transport == "" {
 		ts.Protocol = "braid/tcp"
 	}
