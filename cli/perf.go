@@ -69,13 +69,15 @@ or message count instead of --time; -b/--bitrate paces the bulk sender;
 --logfile sends the output to a file; -4/-6 accept only IPv4/IPv6
 addresses; --connect-timeout is in milliseconds; -v/--version prints the
 version and -V/--verbose (or -d/--debug) logs path events, as iperf3 has
-them. -Z, -N, -w and --forceflush are accepted: braid's bulk senders
-always write without a copy, its TCP channels always set TCP_NODELAY, the
-kernel sizes each channel's socket buffers, output is never buffered. -O/--omit
+them. -C/--congestion and -w/--window set the
+congestion control and the socket buffers of every data channel at both
+ends (tcp and mptcp channels). -Z, -N and --forceflush are accepted:
+braid's bulk senders always write without a copy, its TCP channels always
+set TCP_NODELAY, output is never buffered. -O/--omit
 runs a warm-up first and leaves it out of the totals; --get-server-output
-prints the server's report of the test after the client's. -u, -C, -D
-and -I fail with the reason (braid measures reliable streams; no
-congestion-control choice or daemon mode yet).
+prints the server's report of the test after the client's. -u, -D and -I
+fail with the reason (braid measures reliable streams; no daemon mode
+yet).
 
 --stripe, --path-policy and --frag shape what each side sends: the server's
 own flags apply to its echoes and to -R data, so start it with the same ones
@@ -201,7 +203,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	o := &perf.Options{Config: cfg, Mode: *mode, Seconds: *seconds, Streams: *streams, Count: *count,
 		Reverse: *reverse, Baseline: *baseline, Interval: *interval,
 		ConnectTimeout: time.Duration(*ix.connectTimeout) * time.Millisecond, Bitrate: ix.bps,
-		Omit: *ix.omit, ServerOutput: *ix.serverOutput}
+		Omit: *ix.omit, ServerOutput: *ix.serverOutput, Socket: ix.socket}
 	if o.Paths, err = dialPaths(*client, *from, *port); err == nil {
 		err = ix.family(o.Paths)
 	}
@@ -225,6 +227,9 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	}
 	if o.Bytes > 0 && o.Baseline {
 		return fail(2, "--bytes/--blockcount end braid's bulk tests only (not --tcp-baseline)")
+	}
+	if !o.Socket.IsZero() && cfg.Transport != "" && cfg.Transport != "tcp" && cfg.Transport != "mptcp" {
+		return fail(2, "-C/--congestion and -w/--window set TCP sockets: the %s channels have none (use --transport tcp or mptcp)", cfg.Transport)
 	}
 	if o.Bitrate > 0 && (o.Mode != "bulk" || o.Baseline) {
 		return fail(2, "--bitrate paces braid's bulk senders only (not pingpong or --tcp-baseline)")

@@ -301,9 +301,8 @@ func jsonKeys(t *testing.T, doc []byte) []string {
 // iperf3Only are the keys of iperf3 -J that come from TCP sockets and have
 // no counterpart in a braid session.
 var iperf3Only = []string{
-	"start.tcp_mss_default", "start.sock_bufsize", "start.sndbuf_actual", "start.rcvbuf_actual", "start.target_bitrate",
+	"start.target_bitrate",
 	"start.test_start.bidir", "start.test_start.fqrate", "start.test_start.interval", "start.fq_rate", "start.accepted_connection",
-	"end.sender_tcp_congestion", "end.receiver_tcp_congestion",
 	"intervals.[].streams.[].snd_cwnd", "intervals.[].streams.[].snd_wnd", "intervals.[].streams.[].rtt",
 	"intervals.[].streams.[].rttvar", "intervals.[].streams.[].pmtu", "intervals.[].streams.[].retransmits",
 	"intervals.[].sum.retransmits", "intervals.[].sum_bidir_reverse",
@@ -341,7 +340,7 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 	// (omit, omitted intervals); --get-server-output from servers that
 	// print text (server_output_text).
 	for _, args := range [][]string{{"-t", "1", "-P", "2"}, {"-n", "10M", "-b", "40M"}, {"-b", "50M", "-t", "1"},
-		{"-t", "1", "-O", "1", "-b", "100M"}, {"-t", "1", "--get-server-output"}} {
+		{"-t", "1", "-O", "1", "-b", "100M"}, {"-t", "1", "--get-server-output"}, {"-t", "1", "-C", "reno", "-w", "256K"}} {
 		var want []byte
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			want, err = exec.CommandContext(ctx, bin, append([]string{"-c", "127.0.0.1", "-p", port, "-J"}, args...)...).Output()
@@ -377,6 +376,7 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 					TargetBitrate int64   `json:"target_bitrate"`
 					Omit          float64 `json:"omit"`
 				} `json:"test_start"`
+				SockBufsize int `json:"sock_bufsize"`
 			} `json:"start"`
 			Intervals []struct {
 				Sum struct {
@@ -384,10 +384,14 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 				} `json:"sum"`
 			} `json:"intervals"`
 			ServerOutputText string `json:"server_output_text"`
+			End              struct {
+				Sender   string `json:"sender_tcp_congestion"`
+				Receiver string `json:"receiver_tcp_congestion"`
+			} `json:"end"`
 		}
 		var w, g testStart
-		if json.Unmarshal(want, &w) != nil || json.Unmarshal([]byte(got), &g) != nil || w.Start.TestStart != g.Start.TestStart {
-			t.Errorf("%v: test_start bytes/target_bitrate/omit: iperf3 %+v, braid %+v", args, w.Start.TestStart, g.Start.TestStart)
+		if json.Unmarshal(want, &w) != nil || json.Unmarshal([]byte(got), &g) != nil || w.Start.TestStart != g.Start.TestStart || w.Start.SockBufsize != g.Start.SockBufsize {
+			t.Errorf("%v: test_start bytes/target_bitrate/omit, sock_bufsize: iperf3 %+v, braid %+v", args, w.Start, g.Start)
 		}
 		omitted := func(r testStart) (n int) {
 			for _, iv := range r.Intervals {
@@ -399,6 +403,9 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 		}
 		if omitted(w) != omitted(g) {
 			t.Errorf("%v: omitted intervals: iperf3 %d, braid %d", args, omitted(w), omitted(g))
+		}
+		if slices.Contains(args, "-C") && (w.End != g.End || g.End.Sender != "reno") {
+			t.Errorf("%v: congestion control: iperf3 %+v, braid %+v", args, w.End, g.End)
 		}
 		if (w.ServerOutputText == "") != (g.ServerOutputText == "") {
 			t.Errorf("%v: server_output_text: iperf3 %q, braid %q", args, w.ServerOutputText, g.ServerOutputText)
@@ -522,7 +529,10 @@ func TestPerfIperfRefused(t *testing.T) {
 		{[]string{"-n", "lots"}, "--bytes"},
 		{[]string{"-k", "0"}, "--blockcount"},
 		{[]string{"-n", "1M", "-k", "1"}, "not both"},
-		{[]string{"-C", "cubic"}, "tcp_congestion_control"},
+		{[]string{"-C", "no such"}, "not an algorithm name"},
+		{[]string{"-w", "0"}, "--window"},
+		{[]string{"-C", "reno", "--transport", "sctp-udp"}, "set TCP sockets"},
+		{[]string{"-w", "256K", "--tcp-baseline"}, "not on --tcp-baseline"},
 		{[]string{"-f", "x"}, "--format"},
 		{[]string{"-6"}, "is not IPv6"},
 		{[]string{"-4", "-6"}, "exclude"},
@@ -538,7 +548,7 @@ func TestPerfIperfRefused(t *testing.T) {
 			t.Errorf("%v: exit %d, error %q, stderr %q", tt.args, code, r.Error, errs)
 		}
 	}
-	for _, args := range [][]string{{"-s", "-O", "1"}, {"-s", "--get-server-output"}} {
+	for _, args := range [][]string{{"-s", "-O", "1"}, {"-s", "--get-server-output"}, {"-s", "-C", "reno"}} {
 		code, _, errs := runCmd(t, 10*time.Second, append([]string{"perf"}, args...)...)
 		if code != 2 || !strings.Contains(errs, "client flag") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
@@ -685,6 +695,8 @@ $IPERF3 -c 127.0.0.1 -p $PORT -f k -T nightly -t 1 -l 64K --logfile client.log
 $IPERF3 -c 127.0.0.1 -p $PORT -u -J > udp.json || echo "exit $?" > udp.txt
 $IPERF3 -c 127.0.0.1 -p $PORT -t 1 -O 1 -i 0.5 -b 40M -J | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(i["sum"]["omitted"] for i in d["intervals"]), d["end"]["sum_received"]["bytes"])' > omit.txt
 $IPERF3 -c 127.0.0.1 -p $PORT -t 1 -l 64K --get-server-output > server-output.txt
+$IPERF3 -c 127.0.0.1 -p $PORT -t 1 -C reno -w 128K -J | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["end"]["sender_tcp_congestion"], d["end"]["receiver_tcp_congestion"], d["start"]["sock_bufsize"])' > congestion.txt
+$IPERF3 -c 127.0.0.1 -p $PORT -t 1 -C no-such-cc -J > badcc.json || echo "exit $?" > badcc.txt
 `
 
 func TestPerfIperfScript(t *testing.T) {
@@ -743,7 +755,15 @@ func TestPerfIperfScript(t *testing.T) {
 	if so := read("server-output.txt"); !strings.Contains(so, "\nServer output:\n") || !strings.Contains(so, "bulk from 127.0.0.1") {
 		t.Errorf("--get-server-output:\n%s", so)
 	}
-	if srv := read("server.log"); strings.Count(srv, "bulk from") != 5 {
-		t.Errorf("server log has not 5 tests:\n%s", srv)
+	if cc := read("congestion.txt"); cc != "reno reno 131072\n" {
+		t.Errorf("-C reno -w 128K: sender, receiver congestion, sock_bufsize %q", cc)
+	}
+	var badcc struct{ Error string }
+	if err := json.Unmarshal([]byte(read("badcc.json")), &badcc); err != nil || !strings.Contains(badcc.Error, `TCP_CONGESTION "no-such-cc"`) ||
+		!strings.Contains(badcc.Error, "this kernel has") || read("badcc.txt") != "exit 1\n" {
+		t.Errorf("-C no-such-cc -J: %v, %+v, %s", err, badcc, read("badcc.txt"))
+	}
+	if srv := read("server.log"); strings.Count(srv, "bulk from") != 6 {
+		t.Errorf("server log has not 6 tests:\n%s", srv)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/transport"
+	"github.com/braid-hpc/braid/transport/channel"
 )
 
 // iperfFlags are the iperf3 flags of braid perf beyond the core ones
@@ -25,7 +26,8 @@ type iperfFlags struct {
 	version        *bool
 	format         *string
 	unit           rateUnit
-	bps            int64 // -b, parsed
+	bps            int64                 // -b, parsed
+	socket         channel.SocketOptions // -C, -w, parsed
 	title          *string
 	logfile        *string
 	ipv4, ipv6     *bool
@@ -52,14 +54,14 @@ func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
 		ipv6:           fs.BoolP("version6", "6", false, "client: only IPv6 addresses (an IPv4 address in -c or -B is an error)"),
 		connectTimeout: fs.Int("connect-timeout", 0, "client: give up connecting after `ms` milliseconds, as iperf3 (0: the transport's bound)"),
 		debug:          fs.BoolP("debug", "d", false, "as -V/--verbose: log path events on stderr (braid has no further debug output here)"),
-		window:         fs.StringP("window", "w", "", "accepted for iperf3 scripts and ignored: a braid session has no per-test socket buffer knob; the kernel autotunes each channel's buffers"),
+		window:         fs.StringP("window", "w", "", "client: set the socket buffers (SO_SNDBUF, SO_RCVBUF) of every data channel, at both ends, to this many `bytes` (K/M/G suffixes; the kernel doubles it and caps it at net.core.wmem_max/rmem_max), as iperf3 -w; tcp and mptcp channels (default: the kernel's autotuning)"),
 		zerocopy:       fs.BoolP("zerocopy", "Z", false, "accepted: bulk senders always use the no-copy write path (Stream.WriteMessageNoCopy)"),
 		nodelay:        fs.BoolP("no-delay", "N", false, "accepted: braid's TCP channels always set TCP_NODELAY (Go's default)"),
 		forceflush:     fs.Bool("forceflush", false, "accepted: braid perf writes every line as it is printed, unbuffered"),
 		udp:            fs.BoolP("udp", "u", false, "refused: braid measures reliable streams; there is no UDP test"),
 		daemon:         fs.BoolP("daemon", "D", false, "refused: run the server in the background with your shell or service manager (nohup braid perf -s --logfile F &, or a systemd unit)"),
 		pidfile:        fs.StringP("pidfile", "I", "", "refused, as -D/--daemon: your shell or service manager knows the server's pid ($!)"),
-		congestion:     fs.StringP("congestion", "C", "", "refused: braid perf does not set TCP_CONGESTION on its channels; set the system default with sysctl net.ipv4.tcp_congestion_control"),
+		congestion:     fs.StringP("congestion", "C", "", "client: the TCP congestion control `algorithm` of every data channel, at both ends (TCP_CONGESTION; see /proc/sys/net/ipv4/tcp_available_congestion_control), as iperf3 -C; tcp and mptcp channels (default: the system's)"),
 		bitrate:        fs.StringP("bitrate", "b", "0", "bulk: pace the sender (the client, with -R the server) to this `rate` in bits per second over all streams, k/M/G suffixes (powers of 1000, as iperf3); 0: unlimited"),
 		omit:           fs.Float64P("omit", "O", 0, "client: run a warm-up of this many `seconds` first and leave it out of the totals (its intervals are marked omitted; the measured intervals count from its end), as iperf3 -O"),
 		bytes:          fs.StringP("bytes", "n", "", "bulk: send this many `bytes` (K/M/G suffixes, powers of 1024), rounded up to whole --length messages, instead of for --time"),
@@ -78,7 +80,6 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 		{"udp", "braid measures reliable streams (every path a TCP, MPTCP or SCTP channel); there is no UDP test"},
 		{"daemon", "Go programs cannot fork: run the server in the background with your shell or service manager, e.g. nohup braid perf -s --logfile perf.log & echo $! > perf.pid"},
 		{"pidfile", "goes with -D/--daemon, which braid perf does not have: the shell's $! is the server's pid (nohup braid perf -s & echo $! > perf.pid)"},
-		{"congestion", "braid perf does not set TCP_CONGESTION on its channels; choose the system's algorithm with sysctl net.ipv4.tcp_congestion_control"},
 	}
 	for _, r := range refused {
 		if fs.Changed(r.name) {
@@ -86,7 +87,7 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 		}
 	}
 	if server {
-		for _, name := range []string{"omit", "get-server-output"} {
+		for _, name := range []string{"omit", "get-server-output", "congestion", "window"} {
 			if fs.Changed(name) {
 				return fmt.Errorf("--%s is a client flag: give it to the client (-c), which tells the server", name)
 			}
@@ -94,6 +95,17 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 	}
 	if !(*f.omit >= 0 && *f.omit <= perf.MaxSeconds) {
 		return fmt.Errorf("--omit %v: want the seconds of warm-up to leave out, 0 for none", *f.omit)
+	}
+	f.socket.Congestion = *f.congestion
+	if fs.Changed("window") {
+		n, err := parseSize(*f.window)
+		if err != nil || n < 1 || n > channel.MaxBuffer {
+			return fmt.Errorf("--window %q: want a socket buffer size in bytes such as 256K, at most 1G", *f.window)
+		}
+		f.socket.Buffer = int(n)
+	}
+	if err := f.socket.Check(); err != nil {
+		return fmt.Errorf("--congestion: %v", err)
 	}
 	if *f.ipv4 && *f.ipv6 {
 		return errors.New("-4 and -6 exclude each other")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
+	"github.com/braid-hpc/braid/transport/channel"
 )
 
 // Options is one test as the client runs it. Paths and Config are
@@ -46,6 +47,9 @@ type Options struct {
 	// iperf3 --get-server-output: the IperfReport's ServerOutputJSON or
 	// ServerOutputText.
 	ServerOutput bool
+	// Socket is set on the data session's channel sockets at both ends,
+	// as iperf3 -C (congestion control) and -w (socket buffers) set them.
+	Socket channel.SocketOptions
 	// OnInterval, if not nil, is called with each interval as it ends
 	// (i counts from 0), for live output.
 	OnInterval func(i int, e Interval)
@@ -77,7 +81,7 @@ func (o *Options) testStart() IperfTestStart {
 func (o *Options) hello() Hello {
 	h := Hello{Version: Version, Mode: o.Mode, Size: o.Size, Seconds: o.Seconds, Streams: o.Streams,
 		Count: o.Count, Reverse: o.Reverse, Baseline: o.Baseline, Paths: len(o.Paths), Bitrate: o.Bitrate, Bytes: o.Bytes,
-		Omit: o.Omit, ServerOutput: o.ServerOutput}
+		Omit: o.Omit, ServerOutput: o.ServerOutput, Socket: o.Socket}
 	if o.Mode == "bulk" {
 		h.Count = 0
 	}
@@ -213,9 +217,16 @@ func braidData(ctx context.Context, o *Options, ctrl *transport.Stream, ready *R
 	if ready.Join == nil {
 		return nil, errors.New("the server sent no join cookie: use the same braid version on both hosts")
 	}
-	sess, err := transport.Dial(ctx, o.Paths, o.Config)
+	cfg := *o.Config
+	cfg.Socket = o.Socket
+	sess, err := transport.Dial(ctx, o.Paths, &cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect the data session: %w", err)
+	}
+	if si := sess.SocketInfo(); si.IsTCPOrMultipath {
+		ip.Start.TCPMSSDefault, ip.Start.SockBufsize = si.MaxSegmentSize, o.Socket.Buffer
+		ip.Start.SndbufActual, ip.Start.RcvbufActual = si.SendBuffer, si.ReceiveBuffer
+		ip.congestion = si.Congestion
 	}
 	defer ctl.CloseSession(ctx, sess, false, 0)
 	js, err := sess.OpenStream(ctx)
@@ -318,6 +329,13 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 	rep.setBraidPaths(o, before.paths, paths, &res)
 	ids, counts := ctr.since()
 	ip.End = o.IperfEnd(rep, &res, sent, ids, counts)
+	if ip.congestion != "" {
+		// As iperf3: the sender's and the receiver's algorithm.
+		ip.End.SenderCongestion, ip.End.ReceiverCongestion = ip.congestion, res.Congestion
+		if o.Reverse {
+			ip.End.SenderCongestion, ip.End.ReceiverCongestion = res.Congestion, ip.congestion
+		}
+	}
 	return &res, nil
 }
 

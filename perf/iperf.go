@@ -35,6 +35,8 @@ type IperfReport struct {
 	// JSON when the server prints JSON (-J), else its text, as iperf3.
 	ServerOutputJSON *IperfReport `json:"server_output_json,omitempty"`
 	ServerOutputText string       `json:"server_output_text,omitempty"`
+
+	congestion string // this side's, for End
 	// Braid is braid's own report: per-path bytes and rates, striping,
 	// round trips; nil on failure.
 	Braid *Report `json:"braid,omitempty"`
@@ -48,7 +50,14 @@ type IperfStart struct {
 	Timestamp    IperfTimestamp   `json:"timestamp"`
 	ConnectingTo *IperfHostPort   `json:"connecting_to,omitempty"` // the client's only
 	Cookie       string           `json:"cookie"`                  // the session id
-	TestStart    IperfTestStart   `json:"test_start"`
+	// The data session's first TCP channel, as iperf3 reports its
+	// socket: MSS, the -w asked for and the buffers the kernel gave.
+	// Absent for channels that are not TCP.
+	TCPMSSDefault int            `json:"tcp_mss_default,omitempty"`
+	SockBufsize   int            `json:"sock_bufsize"`
+	SndbufActual  int            `json:"sndbuf_actual,omitempty"`
+	RcvbufActual  int            `json:"rcvbuf_actual,omitempty"`
+	TestStart     IperfTestStart `json:"test_start"`
 }
 
 // IperfConnected is one path of the session.
@@ -124,6 +133,10 @@ type IperfEnd struct {
 	SumSent     *IperfSpan       `json:"sum_sent,omitempty"`
 	SumReceived *IperfSpan       `json:"sum_received,omitempty"`
 	CPU         *IperfCPU        `json:"cpu_utilization_percent,omitempty"`
+	// The congestion control of the sender's and the receiver's data
+	// channels (iperf3 -C), for TCP channels.
+	SenderCongestion   string `json:"sender_tcp_congestion,omitempty"`
+	ReceiverCongestion string `json:"receiver_tcp_congestion,omitempty"`
 }
 
 // IperfCPU is the CPU use of both hosts, in percent of the test's time.

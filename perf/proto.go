@@ -1,11 +1,13 @@
 package perf
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/braid-hpc/braid/transport"
+	"github.com/braid-hpc/braid/transport/channel"
 )
 
 // The perf control protocol. The client opens the session's first stream
@@ -34,7 +36,8 @@ import (
 // Version is the version of the perf control protocol. Version 2 runs
 // the data of a braid test on a data session of its own, which joins the
 // test with the cookie of Ready.Join. Version 3 adds Hello's Bitrate,
-// Bytes, Omit and ServerOutput, which an older server would ignore.
+// Bytes, Omit, ServerOutput and Socket, which an older server would
+// ignore.
 const Version = 3
 
 // Port is the port of perf addresses given without one.
@@ -73,6 +76,9 @@ type Hello struct {
 	// ServerOutput asks the server to send its own report of the test
 	// after the client's Summary (iperf3 --get-server-output).
 	ServerOutput bool `json:"server_output,omitempty"`
+	// Socket is set on the data session's channel sockets at both ends
+	// (iperf3 -C, -w).
+	Socket channel.SocketOptions `json:"socket,omitzero"`
 	// Join, alone, makes the session a test's data session: the cookie
 	// of the test's Ready.
 	Join []byte `json:"join,omitempty"`
@@ -102,6 +108,10 @@ func (h *Hello) validate() error {
 		return fmt.Errorf("omit %v s: a test ended by a byte count has no warm-up to omit", h.Omit)
 	case h.Omit > 0 && h.Baseline:
 		return fmt.Errorf("omit %v s: --tcp-baseline has no warm-up to omit", h.Omit)
+	case h.Socket.Check() != nil:
+		return h.Socket.Check()
+	case !h.Socket.IsZero() && h.Baseline:
+		return errors.New("congestion control and socket buffers (-C, -w) are set on braid's channels, not on --tcp-baseline's connections")
 	case h.Bitrate < 0:
 		return fmt.Errorf("bitrate %d: want bits per second, 0 for unlimited", h.Bitrate)
 	case h.Paths < 1 || h.Paths > 64:
@@ -156,6 +166,9 @@ type Result struct {
 	// StreamBytes counts payload per stream: received (bulk), sent
 	// (reverse) or echoed (pingpong).
 	StreamBytes []StreamBytes `json:"stream_bytes,omitempty"`
+	// Congestion is the congestion control of the server's first data
+	// channel, for a TCP channel.
+	Congestion string `json:"congestion,omitempty"`
 	// CPUUser and CPUSys are the server process's CPU seconds over the
 	// test.
 	CPUUser float64 `json:"cpu_user_s,omitempty"`

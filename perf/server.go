@@ -265,6 +265,10 @@ func (s *Server) braid(ctx context.Context, ctrl *transport.Stream, h *Hello, ct
 		return nil, errors.New("the client's data session did not arrive within 15s")
 	}
 	defer ctl.CloseSession(ctx, sess, false, 0)
+	if err := sess.SetSocketOptions(h.Socket); err != nil {
+		return nil, fmt.Errorf("socket options: %w", err)
+	}
+	congestion := sess.SocketInfo().Congestion
 	var warm sync.Mutex
 	before, stripe0 := sess.Stats(), sess.StripeStats()
 	if h.Omit > 0 {
@@ -287,6 +291,7 @@ func (s *Server) braid(ctx context.Context, ctrl *transport.Stream, h *Hello, ct
 		res.at = sess.Stats()
 	}
 	res.Paths = serverPaths(before, res.at)
+	res.Congestion = congestion
 	res.Stripe = stripeDelta(stripe0, sess.StripeStats())
 	return res, nil
 }

@@ -159,6 +159,12 @@ type Config struct {
 	// reconnects.
 	ReconnectInterval time.Duration
 
+	// Socket sets options on every channel's socket as it attaches
+	// (congestion control, buffer sizes; TCP and MPTCP channels only: a
+	// channel of another kind fails to attach). The zero value changes
+	// nothing. Session.SetSocketOptions changes them on a running session.
+	Socket channel.SocketOptions
+
 	// Logger receives lifecycle and failover events. Nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -220,6 +226,8 @@ func (c *Config) populate() (*Config, error) {
 		return nil, fmt.Errorf("transport: StreamWindow %d must be at least SegmentSize (%d) and at most 2 GiB", cc.StreamWindow, cc.SegmentSize)
 	case cc.MaxHandshakes < 0:
 		return nil, fmt.Errorf("transport: MaxHandshakes %d must be 0 (the default, 256) or more", cc.MaxHandshakes)
+	case cc.Socket.Check() != nil:
+		return nil, fmt.Errorf("transport: Socket: %w", cc.Socket.Check())
 	case cc.PathTimeout <= cc.HeartbeatInterval:
 		return nil, fmt.Errorf("transport: PathTimeout %v must exceed HeartbeatInterval %v", cc.PathTimeout, cc.HeartbeatInterval)
 	}

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -201,6 +202,10 @@ func (l *Listener) admit(raw net.Conn, accepted time.Time) {
 	}
 	l.mu.Unlock()
 	if err := s.attach(int(j.Path), c.LocalAddr().String(), c.RemoteAddr().String(), c); err != nil {
+		l.cfg.Logger.Warn("channel refused", "session", hex.EncodeToString(j.Session[:4]), "path", j.Path, "err", err)
+		if fresh {
+			_ = s.Close() // nothing attached: no session to hand out
+		}
 		return
 	}
 	if fresh {
@@ -341,6 +346,12 @@ func Dial(ctx context.Context, paths []Path, cfg *Config) (*Session, error) {
 			continue
 		}
 		if err := s.attach(i, p.Local, p.Remote, r.conn); err != nil {
+			for _, rest := range results[i+1:] {
+				if rest.conn != nil {
+					_ = rest.conn.Close()
+				}
+			}
+			_ = s.Close()
 			return nil, err
 		}
 	}

@@ -366,6 +366,13 @@ func (s *Session) pathDown(p *path, gen int, err error) {
 // attach makes conn the channel of path id and starts its goroutines.
 func (s *Session) attach(id int, local, remote string, conn net.Conn) error {
 	s.mu.Lock()
+	opts := s.sockopts
+	s.mu.Unlock()
+	if err := opts.Apply(socketOf(conn)); err != nil {
+		_ = conn.Close()
+		return fmt.Errorf("transport: path %d: %w", id, err)
+	}
+	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		_ = conn.Close()
@@ -453,6 +460,49 @@ func (st PathState) String() string {
 		return "closed"
 	}
 	return "down"
+}
+
+// SetSocketOptions sets o on the socket of every channel of the session
+// and of every channel that attaches later (a path that is redialed). It
+// returns the first error, naming the path; the options stay set for
+// later channels either way.
+func (s *Session) SetSocketOptions(o channel.SocketOptions) error {
+	if err := o.Check(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.sockopts = o
+	var conns []net.Conn
+	var ids []int
+	for _, p := range s.live {
+		conns, ids = append(conns, p.conn), append(ids, p.id)
+	}
+	s.mu.Unlock()
+	for i, c := range conns {
+		if err := o.Apply(socketOf(c)); err != nil {
+			return fmt.Errorf("path %d: %w", ids[i], err)
+		}
+	}
+	return nil
+}
+
+// SocketInfo reports what the socket of the session's lowest live path
+// runs with (congestion control, buffer sizes), as iperf3 reports its
+// sockets; the zero value when no path is up or its channel is not TCP.
+func (s *Session) SocketInfo() channel.SocketInfo {
+	s.mu.Lock()
+	var c net.Conn
+	low := -1
+	for _, p := range s.live {
+		if low < 0 || p.id < low {
+			c, low = p.conn, p.id
+		}
+	}
+	s.mu.Unlock()
+	if c == nil {
+		return channel.SocketInfo{}
+	}
+	return channel.Info(socketOf(c))
 }
 
 // socketOf returns the connection under a channel's records: what socket

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/braid-hpc/braid/transport/channel"
 	"github.com/braid-hpc/braid/transport/internal/wire"
 )
 
@@ -43,15 +44,16 @@ type Session struct {
 	nextStream  uint32 // next locally opened stream id
 	peerHighest uint32 // highest peer-opened stream id seen
 	acceptQ     []*Stream
-	acceptCh    chan struct{} // signalled when acceptQ grows
-	striped     []*txSeg      // segments with fragments left to claim, oldest first
-	wholeQ      []*Stream     // streams with whole segments to send, in turn order
-	retx        []txRef       // frames to send again on any path
-	ctrlAny     [][]byte      // control frames for any path
-	rr          int           // round-robin cursor
-	unackedSegs int           // segments not yet fully acknowledged
-	flushCh     chan struct{} // closed and replaced when unackedSegs drops to 0
-	downSince   time.Time     // when the last live path failed; zero while one is up
+	acceptCh    chan struct{}         // signalled when acceptQ grows
+	striped     []*txSeg              // segments with fragments left to claim, oldest first
+	wholeQ      []*Stream             // streams with whole segments to send, in turn order
+	retx        []txRef               // frames to send again on any path
+	ctrlAny     [][]byte              // control frames for any path
+	rr          int                   // round-robin cursor
+	unackedSegs int                   // segments not yet fully acknowledged
+	flushCh     chan struct{}         // closed and replaced when unackedSegs drops to 0
+	downSince   time.Time             // when the last live path failed; zero while one is up
+	sockopts    channel.SocketOptions // set on each channel as it attaches
 	closed      bool
 	closing     bool // GoAway sent or received: channel failures are expected
 	closeErr    error
@@ -64,6 +66,7 @@ type Session struct {
 
 func newSession(cfg *Config, id [wire.SessionIDLen]byte, isClient bool, peerWindow, peerSegment uint32) *Session {
 	s := &Session{
+		sockopts:   cfg.Socket,
 		cfg:        cfg,
 		id:         id,
 		isClient:   isClient,

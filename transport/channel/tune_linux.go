@@ -72,3 +72,42 @@ func MinRTT(c net.Conn) (rtt time.Duration, ok bool) {
 	}
 	return time.Duration(info.Min_rtt) * time.Microsecond, true
 }
+
+// setCongestion sets TCP_CONGESTION on c.
+func setCongestion(c *net.TCPConn, name string) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, name)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// socketInfo reads c's congestion control, buffers and MSS.
+func socketInfo(c *net.TCPConn) SocketInfo {
+	var i SocketInfo
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return i
+	}
+	_ = raw.Control(func(fd uintptr) {
+		if s, err := unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION); err == nil {
+			i.Congestion = s
+		}
+		if n, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil {
+			i.SendBuffer = n
+		}
+		if n, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF); err == nil {
+			i.ReceiveBuffer = n
+		}
+		if n, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG); err == nil {
+			i.MaxSegmentSize = n
+		}
+	})
+	return i
+}

@@ -3,6 +3,7 @@
 package channel
 
 import (
+	"errors"
 	"net"
 	"time"
 )
@@ -21,3 +22,11 @@ func SetSendBacklog(c net.Conn, bytes int) bool { return false }
 
 // MinRTT reports nothing where TCP_INFO is missing.
 func MinRTT(net.Conn) (time.Duration, bool) { return 0, false }
+
+// setCongestion is refused where TCP_CONGESTION is missing.
+func setCongestion(c *net.TCPConn, name string) error {
+	return errors.New("TCP_CONGESTION is Linux's")
+}
+
+// socketInfo knows nothing where the socket options are missing.
+func socketInfo(*net.TCPConn) SocketInfo { return SocketInfo{} }
