@@ -75,9 +75,10 @@ ends (tcp and mptcp channels). -Z, -N and --forceflush are accepted:
 braid's bulk senders always write without a copy, its TCP channels always
 set TCP_NODELAY, output is never buffered. -O/--omit
 runs a warm-up first and leaves it out of the totals; --get-server-output
-prints the server's report of the test after the client's. -u, -D and -I
-fail with the reason (braid measures reliable streams; no daemon mode
-yet).
+prints the server's report of the test after the client's. -D/--daemon
+runs the server in the background (the command returns once it listens)
+and -I/--pidfile writes its pid, removed when it exits; -u fails with the
+reason (braid measures reliable streams).
 
 --stripe, --path-policy and --frag shape what each side sends: the server's
 own flags apply to its echoes and to -R data, so start it with the same ones
@@ -102,7 +103,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	portOffset := fs.Int("baseline-port-offset", 0, "server: plain TCP listeners of --tcp-baseline use each listen port plus this `offset` (default: ephemeral ports)")
 	client := fs.StringP("client", "c", "", "client: comma-separated server `addresses`, one per path")
 	port := fs.IntP("port", "p", perf.Port, "`port` of the addresses given without one")
-	from := fs.StringP("from", "B", "", "client: comma-separated local source `addresses`, the i-th for the i-th path")
+	from := fs.StringP("from", "B", "", "client: comma-separated local source `addresses`, the i-th for the i-th path; server: listen on these addresses only (with --port), as iperf3 -s -B")
 	mode := fs.String("mode", "bulk", "`mode`: bulk or pingpong")
 	size := fs.StringP("length", "l", "1M", "message `size` in bytes, K/M/G suffixes (powers of 1024)")
 	alias(fs, "size", "length", "use -l/--length, as in iperf3 (--size is an image size in braid local and sample)")
@@ -123,6 +124,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		printPerfVersion(env.Stdout)
 		return 0
 	}
+	orig := env // -D reports to the terminal it was started from
 	if *ix.logfile != "" {
 		// As iperf3 --logfile: every line the command prints goes to the
 		// file, appended.
@@ -172,7 +174,13 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		return fail(exitCode(err), "%v", err)
 	}
 	if *server {
-		if !fs.Changed("listen") {
+		switch {
+		case fs.Changed("listen") && fs.Changed("from"):
+			return fail(2, "give the server's addresses with --listen or -B, not both")
+		case fs.Changed("from"):
+			// As iperf3 -s -B: listen on these addresses only.
+			*listen = *from
+		case !fs.Changed("listen"):
 			*listen = ":" + strconv.Itoa(*port)
 		}
 		addrs, err := addrList(*listen, *port)
@@ -187,7 +195,20 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 			env.Errorf("perf: --baseline-port-offset %d out of range", *portOffset)
 			return 2
 		}
-		return perfServe(ctx, env, addrs, cfg, *once, *portOffset, *asJSON, time.Duration(*interval*float64(time.Second)), obs)
+		if *ix.daemon && os.Getenv(daemonEnv) != "1" {
+			return daemonize(orig, args)
+		}
+		ready := daemonReady()
+		if *ix.pidfile != "" {
+			remove, err := writePidFile(*ix.pidfile)
+			if err != nil {
+				ready(err)
+				env.Errorf("perf: %v", err)
+				return 1
+			}
+			defer remove()
+		}
+		return perfServe(ctx, env, addrs, cfg, *once, *portOffset, *asJSON, time.Duration(*interval*float64(time.Second)), obs, ready)
 	}
 
 	if *obs.metrics != "" {
@@ -278,17 +299,21 @@ func printServerOutput(w io.Writer, ip *perf.IperfReport) {
 // perfServe listens on addrs and serves tests until ctx ends, or after the
 // first test with once, printing a line (or with asJSON an iperf3-shaped
 // object) per test.
-func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Config, once bool, portOffset int, asJSON bool, interval time.Duration, obs *obsFlags) int {
+//
+// ready is told once that the server listens (nil), or why it could not.
+func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Config, once bool, portOffset int, asJSON bool, interval time.Duration, obs *obsFlags, ready func(error)) int {
 	srv := perf.NewServer(cfg)
 	srv.PortOffset, srv.Interval = portOffset, interval
 	stopObs, err := obs.start(cfg.Logger, srv.MetricsHandler())
 	if err != nil {
+		ready(err)
 		env.Errorf("perf: %v", err)
 		return 1
 	}
 	defer stopObs()
 	ln, err := transport.Listen(ctx, addrs, cfg)
 	if err != nil {
+		ready(err)
 		env.Errorf("perf: %v", err)
 		return 1
 	}
@@ -303,6 +328,7 @@ func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Con
 		out = env.Stderr
 	}
 	fmt.Fprintf(out, "braid perf: listening on %s\n", strings.Join(bound, ","))
+	ready(nil)
 	var mu sync.Mutex // serializes output lines
 	printf := func(format string, args ...any) {
 		fmt.Fprintf(env.Stdout, time.Now().Format("15:04:05")+" "+format+"\n", args...)

@@ -12,8 +12,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/braid-hpc/braid/testbed/relay"
 )
@@ -554,10 +558,10 @@ func TestPerfIperfRefused(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
 		}
 	}
-	for _, args := range [][]string{{"-s", "-D"}, {"-s", "-I", "p.pid"}} {
-		code, out, errs := runCmd(t, 10*time.Second, append([]string{"perf"}, args...)...)
-		if code != 2 || out != "" || !strings.Contains(errs, "nohup") {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
+	for _, args := range [][]string{{"-c", "127.0.0.1:1", "-D"}, {"-c", "127.0.0.1:1", "-I", "p.pid"}} {
+		code, _, errs := runCmd(t, 10*time.Second, append([]string{"perf"}, args...)...)
+		if code != 2 || !strings.Contains(errs, "server flag") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
 		}
 	}
 	t.Setenv("BRAID_KEY", "")
@@ -707,12 +711,9 @@ func TestPerfIperfScript(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "braid")
+	bin := builtBraid(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/braid-hpc/braid/cmd/braid").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -766,4 +767,126 @@ func TestPerfIperfScript(t *testing.T) {
 	if srv := read("server.log"); strings.Count(srv, "bulk from") != 6 {
 		t.Errorf("server log has not 6 tests:\n%s", srv)
 	}
+}
+
+var built struct {
+	sync.Mutex
+	path string
+}
+
+// builtBraid builds the braid command once per test binary, for tests that
+// run it as a user would (a shell script, a daemon).
+func builtBraid(t *testing.T) string {
+	t.Helper()
+	built.Lock()
+	defer built.Unlock()
+	if built.path != "" {
+		return built.path
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("go is not installed")
+	}
+	dir, err := os.MkdirTemp("", "braid-cli-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "braid")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/braid-hpc/braid/cmd/braid").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	built.path = bin
+	return bin
+}
+
+// iperf3 -D and -I: the server goes to the background in its own
+// session, the command returns once it listens, the pid file names it and
+// is removed when it ends on SIGTERM; a second server on the same port,
+// or with the same pid file, fails at once with the reason.
+func TestPerfDaemon(t *testing.T) {
+	checkLeaks(t)
+	bin := builtBraid(t)
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	pidFile, logFile := filepath.Join(dir, "perf.pid"), filepath.Join(dir, "perf.log")
+	run := func(args ...string) (int, string) {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, append([]string{"perf"}, args...)...)
+		cmd.Env = append(os.Environ(), "BRAID_KEY="+testKey)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, string(out)
+	}
+	began := time.Now()
+	if code, out := run("-s", "-D", "-I", pidFile, "-B", "127.0.0.1", "-p", port, "--logfile", logFile); code != 0 || out != "" {
+		t.Fatalf("perf -s -D: exit %d: %s", code, out)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("no pid file after -D returned: %v", err)
+	}
+	pid := atoi(t, strings.TrimSpace(string(b)))
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = proc.Kill()
+		}
+	})
+	if sid, err := unix.Getsid(pid); err != nil || sid != pid {
+		t.Errorf("daemon %d: session %d (%v), want its own session", pid, sid, err)
+	}
+	// It listens as soon as -D returned: a client test runs at once.
+	if code, out := run("-c", "127.0.0.1", "-p", port, "-t", "0.5", "-l", "64K"); code != 0 || !strings.Contains(out, "throughput:") {
+		t.Errorf("client against the daemon: exit %d: %s", code, out)
+	}
+	if code, out := run("-s", "-D", "-I", pidFile, "-B", "127.0.0.1", "-p", port); code != 1 || !strings.Contains(out, fmt.Sprintf("process %d is running", pid)) {
+		t.Errorf("a second -D with the same pid file: exit %d: %s", code, out)
+	}
+	if code, out := run("-s", "-D", "-B", "127.0.0.1", "-p", port); code != 1 || !strings.Contains(out, "address already in use") {
+		t.Errorf("a second -D on the same port: exit %d: %s", code, out)
+	}
+	if err := proc.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(pidFile); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid file still there 10s after SIGTERM")
+		}
+	}
+	log, _ := os.ReadFile(logFile)
+	if !strings.Contains(string(log), "listening on 127.0.0.1:"+port) || !strings.Contains(string(log), "bulk from 127.0.0.1") {
+		t.Errorf("daemon's --logfile:\n%s", log)
+	}
+	t.Logf("-D returned and the daemon served a test within %v", time.Since(began))
+}
+
+// TestMain removes the braid that builtBraid built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	built.Lock()
+	if built.path != "" {
+		_ = os.RemoveAll(filepath.Dir(built.path))
+	}
+	built.Unlock()
+	os.Exit(code)
 }

@@ -59,8 +59,8 @@ func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
 		nodelay:        fs.BoolP("no-delay", "N", false, "accepted: braid's TCP channels always set TCP_NODELAY (Go's default)"),
 		forceflush:     fs.Bool("forceflush", false, "accepted: braid perf writes every line as it is printed, unbuffered"),
 		udp:            fs.BoolP("udp", "u", false, "refused: braid measures reliable streams; there is no UDP test"),
-		daemon:         fs.BoolP("daemon", "D", false, "refused: run the server in the background with your shell or service manager (nohup braid perf -s --logfile F &, or a systemd unit)"),
-		pidfile:        fs.StringP("pidfile", "I", "", "refused, as -D/--daemon: your shell or service manager knows the server's pid ($!)"),
+		daemon:         fs.BoolP("daemon", "D", false, "server: run in the background, detached from the terminal (output to --logfile, else discarded); the command returns once the server listens, as iperf3 -D"),
+		pidfile:        fs.StringP("pidfile", "I", "", "server: write the server's pid to `file`, removed when it exits (SIGTERM or SIGINT); refused while the file names a running process, as iperf3 -I"),
 		congestion:     fs.StringP("congestion", "C", "", "client: the TCP congestion control `algorithm` of every data channel, at both ends (TCP_CONGESTION; see /proc/sys/net/ipv4/tcp_available_congestion_control), as iperf3 -C; tcp and mptcp channels (default: the system's)"),
 		bitrate:        fs.StringP("bitrate", "b", "0", "bulk: pace the sender (the client, with -R the server) to this `rate` in bits per second over all streams, k/M/G suffixes (powers of 1000, as iperf3); 0: unlimited"),
 		omit:           fs.Float64P("omit", "O", 0, "client: run a warm-up of this many `seconds` first and leave it out of the totals (its intervals are marked omitted; the measured intervals count from its end), as iperf3 -O"),
@@ -78,12 +78,17 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 		name, why string
 	}{
 		{"udp", "braid measures reliable streams (every path a TCP, MPTCP or SCTP channel); there is no UDP test"},
-		{"daemon", "Go programs cannot fork: run the server in the background with your shell or service manager, e.g. nohup braid perf -s --logfile perf.log & echo $! > perf.pid"},
-		{"pidfile", "goes with -D/--daemon, which braid perf does not have: the shell's $! is the server's pid (nohup braid perf -s & echo $! > perf.pid)"},
 	}
 	for _, r := range refused {
 		if fs.Changed(r.name) {
 			return fmt.Errorf("--%s: %s", r.name, r.why)
+		}
+	}
+	if !server {
+		for _, name := range []string{"daemon", "pidfile"} {
+			if fs.Changed(name) {
+				return fmt.Errorf("--%s is a server flag: it goes with -s", name)
+			}
 		}
 	}
 	if server {
