@@ -136,6 +136,11 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		defer f.Close()
 		env = &Env{Stdout: f, Stderr: f}
 	}
+	if fs.Changed("timestamps") && !*asJSON {
+		// As iperf3 --timestamps: the time of each line, before its title.
+		format := *ix.timestamps
+		env = &Env{Stdout: &titleWriter{w: env.Stdout, prefixOf: func() string { return strftime(time.Now(), format) }}, Stderr: env.Stderr}
+	}
 	if *ix.title != "" && !*asJSON {
 		env = &Env{Stdout: &titleWriter{w: env.Stdout, prefix: *ix.title + ":  "}, Stderr: env.Stderr}
 	}
@@ -263,7 +268,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		}
 	}
 	rep, ip, err := perf.Run(ctx, o)
-	ip.Title = *ix.title
+	ip.Title, ip.ExtraData = *ix.title, *ix.extraData
 	if *asJSON {
 		// Like iperf3 -J, a failure is a JSON object too, with "error".
 		if perr := printJSON(env.Stdout, ip); perr != nil && err == nil {

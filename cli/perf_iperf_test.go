@@ -344,7 +344,8 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 	// (omit, omitted intervals); --get-server-output from servers that
 	// print text (server_output_text).
 	for _, args := range [][]string{{"-t", "1", "-P", "2"}, {"-n", "10M", "-b", "40M"}, {"-b", "50M", "-t", "1"},
-		{"-t", "1", "-O", "1", "-b", "100M"}, {"-t", "1", "--get-server-output"}, {"-t", "1", "-C", "reno", "-w", "256K"}} {
+		{"-t", "1", "-O", "1", "-b", "100M"}, {"-t", "1", "--get-server-output"}, {"-t", "1", "-C", "reno", "-w", "256K"},
+		{"-t", "1", "-S", "0x28", "--extra-data", "run 7"}} {
 		var want []byte
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			want, err = exec.CommandContext(ctx, bin, append([]string{"-c", "127.0.0.1", "-p", port, "-J"}, args...)...).Output()
@@ -379,6 +380,7 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 					Bytes         int64   `json:"bytes"`
 					TargetBitrate int64   `json:"target_bitrate"`
 					Omit          float64 `json:"omit"`
+					Tos           int     `json:"tos"`
 				} `json:"test_start"`
 				SockBufsize int `json:"sock_bufsize"`
 			} `json:"start"`
@@ -537,6 +539,13 @@ func TestPerfIperfRefused(t *testing.T) {
 		{[]string{"-w", "0"}, "--window"},
 		{[]string{"-C", "reno", "--transport", "sctp-udp"}, "set TCP sockets"},
 		{[]string{"-w", "256K", "--tcp-baseline"}, "not on --tcp-baseline"},
+		{[]string{"--cport", "5000"}, "cannot honour it: a test opens a control and a data session"},
+		{[]string{"-F", "data.bin"}, "braid send"},
+		{[]string{"--username", "u"}, "cluster key"},
+		{[]string{"--dont-fragment"}, "UDP tests"},
+		{[]string{"-S", "300"}, "--tos"},
+		{[]string{"--dscp", "zz"}, "--dscp"},
+		{[]string{"-S", "8", "--dscp", "ef"}, "not both"},
 		{[]string{"-f", "x"}, "--format"},
 		{[]string{"-6"}, "is not IPv6"},
 		{[]string{"-4", "-6"}, "exclude"},
@@ -701,6 +710,7 @@ $IPERF3 -c 127.0.0.1 -p $PORT -t 1 -O 1 -i 0.5 -b 40M -J | python3 -c 'import js
 $IPERF3 -c 127.0.0.1 -p $PORT -t 1 -l 64K --get-server-output > server-output.txt
 $IPERF3 -c 127.0.0.1 -p $PORT -t 1 -C reno -w 128K -J | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["end"]["sender_tcp_congestion"], d["end"]["receiver_tcp_congestion"], d["start"]["sock_bufsize"])' > congestion.txt
 $IPERF3 -c 127.0.0.1 -p $PORT -t 1 -C no-such-cc -J > badcc.json || echo "exit $?" > badcc.txt
+$IPERF3 -c 127.0.0.1 -p $PORT -t 1 --timestamps='%s ' --dscp af11 > timestamps.txt
 `
 
 func TestPerfIperfScript(t *testing.T) {
@@ -764,8 +774,15 @@ func TestPerfIperfScript(t *testing.T) {
 		!strings.Contains(badcc.Error, "this kernel has") || read("badcc.txt") != "exit 1\n" {
 		t.Errorf("-C no-such-cc -J: %v, %+v, %s", err, badcc, read("badcc.txt"))
 	}
-	if srv := read("server.log"); strings.Count(srv, "bulk from") != 6 {
-		t.Errorf("server log has not 6 tests:\n%s", srv)
+	now := time.Now().Unix()
+	for _, line := range strings.Split(strings.TrimSpace(read("timestamps.txt")), "\n") {
+		var ts int64
+		if _, err := fmt.Sscan(line, &ts); err != nil || ts < now-120 || ts > now+1 {
+			t.Errorf("--timestamps='%%s ': line %q does not start with the time", line)
+		}
+	}
+	if srv := read("server.log"); strings.Count(srv, "bulk from") != 7 {
+		t.Errorf("server log has not 7 tests:\n%s", srv)
 	}
 }
 

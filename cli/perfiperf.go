@@ -8,7 +8,9 @@ import (
 	"net"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -42,6 +44,41 @@ type iperfFlags struct {
 	blockcount                          *string
 	omit                                *float64
 	serverOutput                        *bool
+	tos, dscp, timestamps, extraData    *string
+	repeating                           *bool
+	refused                             []refusedFlag
+}
+
+// refusedFlag is an iperf3 flag braid perf cannot honour: it is parsed,
+// hidden from --help, and fails with why, not with "unknown flag".
+type refusedFlag struct {
+	name, short string
+	value       bool // takes a value
+	why         string
+}
+
+var refusedIperf = []refusedFlag{
+	{"file", "F", true, "braid perf sends a generated pattern; to move a file over every path use braid send and braid recv"},
+	{"affinity", "A", true, "Go runs its goroutines on threads that cannot be pinned one by one; pin the whole process with taskset -c N braid perf ..."},
+	{"bind-dev", "", true, "bind each path to its device's address with -B ADDRESS,... (one per path)"},
+	{"rcv-timeout", "", true, "braid detects a silent peer on each path (PathTimeout, 500 ms, then failover to the other paths) and ends a session whose paths all stay down for 30 s"},
+	{"snd-timeout", "", true, "braid detects a silent peer on each path (PathTimeout, 500 ms, then failover to the other paths) and ends a session whose paths all stay down for 30 s"},
+	{"idle-timeout", "", true, "a braid perf server runs each test in its own goroutine with its own time bounds, so no stuck test holds it; stop it with SIGTERM"},
+	{"server-bitrate-limit", "", true, "a braid perf server does not police rates; pace the sender with -b on the client"},
+	{"username", "", true, "braid authenticates both hosts with the cluster key (BRAID_KEY or --key-file) in a Noise handshake; there are no user names or RSA keys"},
+	{"rsa-public-key-path", "", true, "braid authenticates both hosts with the cluster key (BRAID_KEY or --key-file) in a Noise handshake; there are no user names or RSA keys"},
+	{"rsa-private-key-path", "", true, "braid authenticates both hosts with the cluster key (BRAID_KEY or --key-file) in a Noise handshake; there are no user names or RSA keys"},
+	{"authorized-users-path", "", true, "braid authenticates both hosts with the cluster key (BRAID_KEY or --key-file) in a Noise handshake; there are no user names or RSA keys"},
+	{"time-skew-threshold", "", true, "braid authenticates both hosts with the cluster key (BRAID_KEY or --key-file) in a Noise handshake; there are no user names or RSA keys"},
+	{"xbind", "X", true, "braid's multi-homing is its paths: give the server's address on each network with -c A,B and the local ones with -B X,Y"},
+	{"nstreams", "", true, "braid's streams are -P/--parallel (on SCTP channels each path also has --lanes SCTP streams)"},
+	{"pacing-timer", "", true, "braid paces the sender in user space with -b; it does not use the fq qdisc's socket pacing"},
+	{"fq-rate", "", true, "braid paces the sender in user space with -b; it does not use the fq qdisc's socket pacing"},
+	{"cport", "", true, "a test opens a control and a data session, each with one connection per path, so one source port cannot serve them; pin the source addresses with -B"},
+	{"set-mss", "M", true, "braid sets socket options once its channels are connected, and the kernel fixes the MSS at connect; set it per route with ip route ... advmss N"},
+	{"flowlabel", "L", true, "braid does not set IPv6 flow labels"},
+	{"udp-counters-64bit", "", false, "it applies to UDP tests; braid measures reliable streams (no -u)"},
+	{"dont-fragment", "", false, "it applies to UDP tests; braid measures reliable streams (no -u)"},
 }
 
 func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
@@ -66,8 +103,26 @@ func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
 		omit:           fs.Float64P("omit", "O", 0, "client: run a warm-up of this many `seconds` first and leave it out of the totals (its intervals are marked omitted; the measured intervals count from its end), as iperf3 -O"),
 		bytes:          fs.StringP("bytes", "n", "", "bulk: send this many `bytes` (K/M/G suffixes, powers of 1024), rounded up to whole --length messages, instead of for --time"),
 		blockcount:     fs.StringP("blockcount", "k", "", "bulk: send this many --length `messages` (iperf3's blocks) instead of for --time"),
+		tos:            fs.StringP("tos", "S", "", "client: the IP type of service `byte` (0-255; 0x and 0 prefixes for hex and octal) of every data channel at both ends (IP_TOS, IPV6_TCLASS), as iperf3 -S"),
+		dscp:           fs.String("dscp", "", "client: the DSCP `value` (0-63, or a name such as ef, af11, cs1) of every data channel at both ends, the upper 6 bits of the type of service byte, as iperf3 --dscp"),
+		timestamps:     fs.String("timestamps", "", "prefix every text line with the time in this strftime `format` (default \"%c \"), as iperf3 --timestamps"),
+		extraData:      fs.String("extra-data", "", "client: put this `string` in the JSON report as \"extra_data\", as iperf3"),
+		repeating:      fs.Bool("repeating-payload", false, "accepted: braid's payload is a fixed pseudo-random pattern, and nothing on braid's paths compresses it"),
 		serverOutput:   fs.Bool("get-server-output", false, "client: print the server's own report of the test after the client's (-J: \"server_output_json\" from a server run with -J, else \"server_output_text\"), as iperf3"),
 	}
+	fs.Lookup("timestamps").NoOptDefVal = "%c "
+	alias(fs, "bind", "from", "")
+	for _, r := range refusedIperf {
+		var fl *pflag.Flag
+		if r.value {
+			fs.StringP(r.name, r.short, "", "refused: "+r.why)
+		} else {
+			fs.BoolP(r.name, r.short, false, "refused: "+r.why)
+		}
+		fl = fs.Lookup(r.name)
+		fl.Hidden = true
+	}
+	f.refused = refusedIperf
 	return f
 }
 
@@ -84,6 +139,11 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 			return fmt.Errorf("--%s: %s", r.name, r.why)
 		}
 	}
+	for _, r := range f.refused {
+		if fs.Changed(r.name) {
+			return fmt.Errorf("--%s is iperf3's and braid perf cannot honour it: %s", r.name, r.why)
+		}
+	}
 	if !server {
 		for _, name := range []string{"daemon", "pidfile"} {
 			if fs.Changed(name) {
@@ -92,7 +152,7 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 		}
 	}
 	if server {
-		for _, name := range []string{"omit", "get-server-output", "congestion", "window"} {
+		for _, name := range []string{"omit", "get-server-output", "congestion", "window", "tos", "dscp", "extra-data"} {
 			if fs.Changed(name) {
 				return fmt.Errorf("--%s is a client flag: give it to the client (-c), which tells the server", name)
 			}
@@ -108,6 +168,22 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 			return fmt.Errorf("--window %q: want a socket buffer size in bytes such as 256K, at most 1G", *f.window)
 		}
 		f.socket.Buffer = int(n)
+	}
+	switch {
+	case fs.Changed("tos") && fs.Changed("dscp"):
+		return errors.New("give -S/--tos or --dscp, not both")
+	case fs.Changed("tos"):
+		n, err := strconv.ParseInt(*f.tos, 0, 64)
+		if err != nil || n < 0 || n > 255 {
+			return fmt.Errorf("--tos %q: want a byte, 0-255 (0x.. hex, 0.. octal)", *f.tos)
+		}
+		f.socket.TOS = int(n)
+	case fs.Changed("dscp"):
+		d, err := parseDSCP(*f.dscp)
+		if err != nil {
+			return fmt.Errorf("--dscp: %v", err)
+		}
+		f.socket.TOS = d << 2
 	}
 	if err := f.socket.Check(); err != nil {
 		return fmt.Errorf("--congestion: %v", err)
@@ -200,12 +276,14 @@ var rateUnits = map[string]rateUnit{
 // of converts mbps to the unit.
 func (u rateUnit) of(mbps float64) float64 { return mbps * u.perM }
 
-// titleWriter prefixes every line written through it, as iperf3 -T.
+// titleWriter prefixes every line written through it, as iperf3 -T and
+// --timestamps.
 type titleWriter struct {
-	mu     sync.Mutex
-	w      io.Writer
-	prefix string
-	mid    bool // inside a line
+	mu       sync.Mutex
+	w        io.Writer
+	prefix   string
+	prefixOf func() string // if set, the prefix of each line as it starts
+	mid      bool          // inside a line
 }
 
 func (t *titleWriter) Write(p []byte) (int, error) {
@@ -214,6 +292,9 @@ func (t *titleWriter) Write(p []byte) (int, error) {
 	var b bytes.Buffer
 	for _, c := range p {
 		if !t.mid {
+			if t.prefixOf != nil {
+				b.WriteString(t.prefixOf())
+			}
 			b.WriteString(t.prefix)
 			t.mid = true
 		}
@@ -255,4 +336,63 @@ func (f *iperfFlags) byteCount(fs *pflag.FlagSet, size int64) (int64, error) {
 		return k * size, nil
 	}
 	return 0, nil
+}
+
+// dscpNames are the DSCP names iperf3 accepts (RFC 2474, 2597, 3246).
+var dscpNames = map[string]int{
+	"cs0": 0, "cs1": 8, "cs2": 16, "cs3": 24, "cs4": 32, "cs5": 40, "cs6": 48, "cs7": 56,
+	"af11": 10, "af12": 12, "af13": 14, "af21": 18, "af22": 20, "af23": 22,
+	"af31": 26, "af32": 28, "af33": 30, "af41": 34, "af42": 36, "af43": 38,
+	"ef": 46, "va": 44, "le": 1,
+}
+
+// parseDSCP parses a DSCP value, 0-63 or a name.
+func parseDSCP(s string) (int, error) {
+	if d, ok := dscpNames[strings.ToLower(s)]; ok {
+		return d, nil
+	}
+	n, err := strconv.ParseInt(s, 0, 64)
+	if err != nil || n < 0 || n > 63 {
+		return 0, fmt.Errorf("%q: want 0-63 or a name such as ef, af11, cs1", s)
+	}
+	return int(n), nil
+}
+
+// strftime formats t as C's strftime does with format, for the
+// directives iperf3 users write (%c, %F %T, %s, ...); an unknown
+// directive is copied as is.
+func strftime(t time.Time, format string) string {
+	layouts := map[byte]string{
+		'a': "Mon", 'A': "Monday", 'b': "Jan", 'h': "Jan", 'B': "January", 'c': "Mon Jan _2 15:04:05 2006",
+		'd': "02", 'e': "_2", 'H': "15", 'I': "03", 'j': "002", 'm': "01", 'M': "04", 'p': "PM",
+		'S': "05", 'y': "06", 'Y': "2006", 'Z': "MST", 'z': "-0700", 'T': "15:04:05", 'F': "2006-01-02",
+		'D': "01/02/06", 'R': "15:04", 'r': "03:04:05 PM", 'x': "01/02/06", 'X': "15:04:05",
+	}
+	var b strings.Builder
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if c != '%' || i+1 == len(format) {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		switch d := format[i]; d {
+		case '%':
+			b.WriteByte('%')
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case 's':
+			b.WriteString(strconv.FormatInt(t.Unix(), 10))
+		default:
+			if l, ok := layouts[d]; ok {
+				b.WriteString(t.Format(l))
+			} else {
+				b.WriteByte('%')
+				b.WriteByte(d)
+			}
+		}
+	}
+	return b.String()
 }

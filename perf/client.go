@@ -71,7 +71,7 @@ func (o *Options) testStart() IperfTestStart {
 	if o.Reverse {
 		t.Reverse = 1
 	}
-	t.TargetBitrate, t.Bytes, t.Omit = o.Bitrate, o.Bytes, o.Omit
+	t.TargetBitrate, t.Bytes, t.Omit, t.Tos = o.Bitrate, o.Bytes, o.Omit, o.Socket.TOS
 	if o.Mode == "pingpong" {
 		t.Blocks = int64(o.Count)
 	}

@@ -31,6 +31,8 @@ type IperfReport struct {
 	Error     string          `json:"error,omitempty"`
 	// Title is the client's -T/--title, as iperf3 writes it.
 	Title string `json:"title,omitempty"`
+	// ExtraData is the client's --extra-data, as iperf3 writes it.
+	ExtraData string `json:"extra_data,omitempty"`
 	// The server's own report of the test, with --get-server-output: its
 	// JSON when the server prints JSON (-J), else its text, as iperf3.
 	ServerOutputJSON *IperfReport `json:"server_output_json,omitempty"`

@@ -40,6 +40,16 @@ func TestSocketOptions(t *testing.T) {
 	if got := s.SocketInfo().Congestion; got != "cubic" {
 		t.Errorf("server after SetSocketOptions: %q, want cubic", got)
 	}
+	// TOS (iperf3 -S).
+	if err := c.SetSocketOptions(channel.SocketOptions{TOS: 0x28}); err != nil {
+		t.Fatal(err)
+	}
+	if i := c.SocketInfo(); i.TOS != 0x28 {
+		t.Errorf("client after TOS 0x28: %+v", i)
+	}
+	if err := c.SetSocketOptions(channel.SocketOptions{TOS: 256}); err == nil || !strings.Contains(err.Error(), "TOS 256") {
+		t.Errorf("TOS 256: %v", err)
+	}
 	// Data still flows with the options set.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

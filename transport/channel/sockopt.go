@@ -19,6 +19,9 @@ type SocketOptions struct {
 	// the kernel doubles it and caps it at net.core.wmem_max/rmem_max.
 	// 0: the kernel's autotuning.
 	Buffer int `json:"buffer,omitempty"`
+	// TOS sets the IP type of service byte (IP_TOS, or IPV6_TCLASS on
+	// IPv6): DSCP in its upper 6 bits; 0: none.
+	TOS int `json:"tos,omitempty"`
 }
 
 // IsZero reports whether o changes nothing.
@@ -31,6 +34,9 @@ const MaxBuffer = 1 << 30
 func (o SocketOptions) Check() error {
 	if o.Buffer < 0 || o.Buffer > MaxBuffer {
 		return fmt.Errorf("socket buffer %d bytes out of range 0..%d", o.Buffer, MaxBuffer)
+	}
+	if o.TOS < 0 || o.TOS > 255 {
+		return fmt.Errorf("TOS %d out of range 0..255", o.TOS)
 	}
 	if len(o.Congestion) > 15 || strings.ContainsAny(o.Congestion, " /\x00") {
 		return fmt.Errorf("congestion control %q: not an algorithm name", o.Congestion)
@@ -49,7 +55,7 @@ func (o SocketOptions) Apply(c net.Conn) error {
 	}
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
-		return fmt.Errorf("socket options (congestion control, buffer size) apply to tcp and mptcp channels, not to this %T", c)
+		return fmt.Errorf("socket options (congestion control, buffer size, TOS) apply to tcp and mptcp channels, not to this %T", c)
 	}
 	if o.Buffer > 0 {
 		if err := tc.SetReadBuffer(o.Buffer); err != nil {
@@ -57,6 +63,11 @@ func (o SocketOptions) Apply(c net.Conn) error {
 		}
 		if err := tc.SetWriteBuffer(o.Buffer); err != nil {
 			return fmt.Errorf("SO_SNDBUF %d: %w", o.Buffer, err)
+		}
+	}
+	if o.TOS != 0 {
+		if err := setTOS(tc, o.TOS); err != nil {
+			return err
 		}
 	}
 	if o.Congestion != "" {
@@ -77,6 +88,7 @@ type SocketInfo struct {
 	SendBuffer       int    // SO_SNDBUF as the kernel reports it; 0 where unknown
 	ReceiveBuffer    int    // SO_RCVBUF
 	MaxSegmentSize   int    // TCP_MAXSEG; 0 where unknown
+	TOS              int    // IP_TOS or IPV6_TCLASS
 	IsTCPOrMultipath bool   // c is a TCP or MPTCP connection
 }
 

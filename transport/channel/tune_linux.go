@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"fmt"
 	"net"
 	"syscall"
 	"time"
@@ -108,6 +109,39 @@ func socketInfo(c *net.TCPConn) SocketInfo {
 		if n, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG); err == nil {
 			i.MaxSegmentSize = n
 		}
+		if a, ok := c.LocalAddr().(*net.TCPAddr); ok && a.IP.To4() == nil {
+			if n, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_TCLASS); err == nil {
+				i.TOS = n
+			}
+		} else if n, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS); err == nil {
+			i.TOS = n
+		}
 	})
 	return i
+}
+
+// setTOS sets the type of service byte (IP_TOS, or IPV6_TCLASS on an
+// IPv6 socket) on c.
+func setTOS(c *net.TCPConn, tos int) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	v6 := false
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok && a.IP.To4() == nil {
+		v6 = true
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		lvl, opt, name := unix.IPPROTO_IP, unix.IP_TOS, "IP_TOS"
+		if v6 {
+			lvl, opt, name = unix.IPPROTO_IPV6, unix.IPV6_TCLASS, "IPV6_TCLASS"
+		}
+		if err := unix.SetsockoptInt(int(fd), lvl, opt, tos); err != nil {
+			serr = fmt.Errorf("%s %d: %w", name, tos, err)
+		}
+	}); err != nil {
+		return err
+	}
+	return serr
 }

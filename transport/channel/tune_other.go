@@ -30,3 +30,8 @@ func setCongestion(c *net.TCPConn, name string) error {
 
 // socketInfo knows nothing where the socket options are missing.
 func socketInfo(*net.TCPConn) SocketInfo { return SocketInfo{} }
+
+// setTOS is refused where the socket option is not known here.
+func setTOS(c *net.TCPConn, tos int) error {
+	return errors.New("IP_TOS is set on Linux only")
+}
