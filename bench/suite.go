@@ -54,6 +54,7 @@ func Experiments() []Experiment {
 		{"equal", (*Suite).equal},
 		{"hetero", (*Suite).hetero},
 		{"gigabit", (*Suite).gigabit},
+		{"gigabit4", (*Suite).gigabit4},
 		{"sweep", (*Suite).sweep},
 		{"basic", (*Suite).basicVsEnhanced},
 		{"failover", (*Suite).failover},
@@ -274,34 +275,47 @@ func sizeName(n int) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-func (s *Suite) gigabit(ctx context.Context) error {
-	sec := s.section("2 x 1000 Mbit/s (CPU-bound on 2 cores)", "CPU time is the whole process (sender and receiver) per GB delivered.")
-	t := sec.table(text("run", "run"), numCol("mbps", "Mbit/s", "Mbit/s", "%.1f"), numCol("ratio", "ratio to 2 TCP by hand", "", "%.3f"),
+func (s *Suite) gigabit(ctx context.Context) error  { return s.gigabitK(ctx, 2) }
+func (s *Suite) gigabit4(ctx context.Context) error { return s.gigabitK(ctx, 4) }
+
+// gigabitK measures bulk over k paths of 1000 Mbit/s: k plain TCP
+// connections striped by hand against braid, encrypted and plaintext.
+func (s *Suite) gigabitK(ctx context.Context, k int) error {
+	sec := s.section(fmt.Sprintf("%d x 1000 Mbit/s (CPU-bound on 2 cores)", k), "CPU time is the whole process (sender and receiver) per GB delivered.")
+	t := sec.table(text("run", "run"), numCol("mbps", "Mbit/s", "Mbit/s", "%.1f"), numCol("ratio", fmt.Sprintf("ratio to %d TCP by hand", k), "", "%.3f"),
 		numCol("cpu_s_per_gb", "CPU s per GB", "s/GB", "%.2f"))
-	return withBed(ctx, []int64{1000e6, 1000e6}, func(bed *testbed.Bed) error {
+	links := make([]int64, k)
+	for i := range links {
+		links[i] = 1000e6
+	}
+	return withBed(ctx, links, func(bed *testbed.Bed) error {
 		c0 := cpuTime()
-		tr, err := (&TCP{Bed: bed, Nets: seq(2)}).Bulk(ctx, s.Duration)
+		tr, err := (&TCP{Bed: bed, Nets: seq(k)}).Bulk(ctx, s.Duration)
 		if err != nil {
 			return err
 		}
 		tcpCPU := (cpuTime() - c0).Seconds() / (tr.Mbps * tr.Elapsed.Seconds() / 8 / 1e3)
 		c0 = cpuTime()
-		br, err := (&Braid{Bed: bed, Nets: seq(2)}).Bulk(ctx, 1<<20, 1, s.Duration)
+		br, err := (&Braid{Bed: bed, Nets: seq(k)}).Bulk(ctx, 1<<20, 1, s.Duration)
 		if err != nil {
 			return err
 		}
 		braidCPU := (cpuTime() - c0).Seconds() / (br.Mbps * br.Elapsed.Seconds() / 8 / 1e3)
 		c0 = cpuTime()
-		pl, err := (&Braid{Bed: bed, Nets: seq(2), Config: transport.Config{InsecurePlaintext: true}}).Bulk(ctx, 1<<20, 1, s.Duration)
+		pl, err := (&Braid{Bed: bed, Nets: seq(k), Config: transport.Config{InsecurePlaintext: true}}).Bulk(ctx, 1<<20, 1, s.Duration)
 		if err != nil {
 			return err
 		}
 		plainCPU := (cpuTime() - c0).Seconds() / (pl.Mbps * pl.Elapsed.Seconds() / 8 / 1e3)
-		t.add("2 plain TCP connections, striped by hand", tr.Mbps, 1.0, tcpCPU)
-		t.add("braid, 2 paths (encrypted)", br.Mbps, br.Mbps/tr.Mbps, braidCPU)
-		t.add("braid, 2 paths, --insecure-plaintext", pl.Mbps, pl.Mbps/tr.Mbps, plainCPU)
+		t.add(fmt.Sprintf("%d plain TCP connections, striped by hand", k), tr.Mbps, 1.0, tcpCPU)
+		t.add(fmt.Sprintf("braid, %d paths (encrypted)", k), br.Mbps, br.Mbps/tr.Mbps, braidCPU)
+		t.add(fmt.Sprintf("braid, %d paths, --insecure-plaintext", k), pl.Mbps, pl.Mbps/tr.Mbps, plainCPU)
 		sec.finding("Encrypted / plaintext: %.3f of the throughput, %.2fx the CPU per byte.", br.Mbps/pl.Mbps, braidCPU/plainCPU)
-		s.logf("gigabit tcp=%.1f braid=%.1f plaintext=%.1f", tr.Mbps, br.Mbps, pl.Mbps)
+		name := "gigabit"
+		if k != 2 {
+			name = fmt.Sprintf("gigabit%d", k)
+		}
+		s.logf("%s tcp=%.1f braid=%.1f plaintext=%.1f", name, tr.Mbps, br.Mbps, pl.Mbps)
 		return nil
 	})
 }
