@@ -73,7 +73,8 @@ them. -C/--congestion and -w/--window set the
 congestion control and the socket buffers of every data channel at both
 ends (tcp and mptcp channels). -Z, -N and --forceflush are accepted:
 braid's bulk senders always write without a copy, its TCP channels always
-set TCP_NODELAY, output is never buffered. -O/--omit
+set TCP_NODELAY, output is never buffered. --bidir runs
+a bulk test both ways at once. -O/--omit
 runs a warm-up first and leaves it out of the totals; --get-server-output
 prints the server's report of the test after the client's. -D/--daemon
 runs the server in the background (the command returns once it listens)
@@ -113,6 +114,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	interval := fs.Float64P("interval", "i", 1, "`seconds` between interval reports (0: none)")
 	count := fs.Int("count", 100, "pingpong: round trips per stream (0: as many as --time allows)")
 	reverse := fs.BoolP("reverse", "R", false, "bulk: the server sends, the client receives")
+	bidir := fs.Bool("bidir", false, "bulk: both directions at once, --parallel streams each way, as iperf3 --bidir (the summary and -J give each direction)")
 	baseline := fs.Bool("tcp-baseline", false, "measure k plain TCP connections striped by hand instead of braid")
 	asJSON := fs.BoolP("json", "J", false, "print one JSON object shaped like iperf3's -J output instead of text")
 	ix := addIperfFlags(fs)
@@ -229,7 +231,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	o := &perf.Options{Config: cfg, Mode: *mode, Seconds: *seconds, Streams: *streams, Count: *count,
 		Reverse: *reverse, Baseline: *baseline, Interval: *interval,
 		ConnectTimeout: time.Duration(*ix.connectTimeout) * time.Millisecond, Bitrate: ix.bps,
-		Omit: *ix.omit, ServerOutput: *ix.serverOutput, Socket: ix.socket}
+		Omit: *ix.omit, ServerOutput: *ix.serverOutput, Socket: ix.socket, Bidir: *bidir}
 	if o.Paths, err = dialPaths(*client, *from, *port); err == nil {
 		err = ix.family(o.Paths)
 	}
@@ -383,6 +385,9 @@ func perfTestLine(t *perf.Test) string {
 	if h.Baseline {
 		kind += " tcp-baseline"
 	}
+	if h.Bidir {
+		kind += " bidir (client -> server below)"
+	}
 	what := fmt.Sprintf("%s from %s: %s, %s, %s", kind, t.Peer, plural(h.Paths, "path", "paths"),
 		plural(h.Streams, "stream", "streams"), formatBytes(h.Size))
 	if h.Mode == "pingpong" {
@@ -447,8 +452,15 @@ func printPerfSummary(w io.Writer, r *perf.Report, u rateUnit) {
 		if r.Reverse {
 			who = "receiver (client)"
 		}
+		if r.Bidir != nil {
+			who = "client -> server, at the server"
+		}
 		fmt.Fprintf(w, "throughput: %.1f %s  (%s in %d messages over %.2f s, %s)\n",
 			u.of(r.ThroughputMbps), u.name, formatBytes(r.Bytes), r.Messages, r.Seconds, who)
+		if b := r.Bidir; b != nil {
+			fmt.Fprintf(w, "throughput: %.1f %s  (%s in %d messages over %.2f s, server -> client, at the client)\n",
+				u.of(b.ThroughputMbps), u.name, formatBytes(b.Bytes), b.Messages, b.Seconds)
+		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "PATH\tLOCAL\tREMOTE\tBYTES\t"+strings.ToUpper(u.name)+"\tSTATE\tFAILOVERS\tRETRANSMITTED\t")

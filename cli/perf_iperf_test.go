@@ -306,13 +306,13 @@ func jsonKeys(t *testing.T, doc []byte) []string {
 // no counterpart in a braid session.
 var iperf3Only = []string{
 	"start.target_bitrate",
-	"start.test_start.bidir", "start.test_start.fqrate", "start.test_start.interval", "start.fq_rate", "start.accepted_connection",
+	"start.test_start.fqrate", "start.test_start.interval", "start.fq_rate", "start.accepted_connection",
 	"intervals.[].streams.[].snd_cwnd", "intervals.[].streams.[].snd_wnd", "intervals.[].streams.[].rtt",
 	"intervals.[].streams.[].rttvar", "intervals.[].streams.[].pmtu", "intervals.[].streams.[].retransmits",
-	"intervals.[].sum.retransmits", "intervals.[].sum_bidir_reverse",
+	"intervals.[].sum.retransmits",
 	"end.streams.[].sender.max_snd_cwnd", "end.streams.[].sender.max_snd_wnd", "end.streams.[].sender.max_rtt",
 	"end.streams.[].sender.min_rtt", "end.streams.[].sender.mean_rtt", "end.streams.[].sender.retransmits",
-	"end.sum_sent_bidir_reverse", "end.sum_received_bidir_reverse", "end.sum",
+	"end.sum",
 }
 
 // Against a real iperf3 on loopback: every key of iperf3 -J that does not
@@ -345,7 +345,7 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 	// print text (server_output_text).
 	for _, args := range [][]string{{"-t", "1", "-P", "2"}, {"-n", "10M", "-b", "40M"}, {"-b", "50M", "-t", "1"},
 		{"-t", "1", "-O", "1", "-b", "100M"}, {"-t", "1", "--get-server-output"}, {"-t", "1", "-C", "reno", "-w", "256K"},
-		{"-t", "1", "-S", "0x28", "--extra-data", "run 7"}} {
+		{"-t", "1", "-S", "0x28", "--extra-data", "run 7"}, {"-t", "1", "--bidir", "-P", "2"}} {
 		var want []byte
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			want, err = exec.CommandContext(ctx, bin, append([]string{"-c", "127.0.0.1", "-p", port, "-J"}, args...)...).Output()
@@ -546,6 +546,7 @@ func TestPerfIperfRefused(t *testing.T) {
 		{[]string{"-S", "300"}, "--tos"},
 		{[]string{"--dscp", "zz"}, "--dscp"},
 		{[]string{"-S", "8", "--dscp", "ef"}, "not both"},
+		{[]string{"--bidir", "-R"}, "--bidir runs a bulk test both ways"},
 		{[]string{"-f", "x"}, "--format"},
 		{[]string{"-6"}, "is not IPv6"},
 		{[]string{"-4", "-6"}, "exclude"},
@@ -711,6 +712,7 @@ $IPERF3 -c 127.0.0.1 -p $PORT -t 1 -l 64K --get-server-output > server-output.tx
 $IPERF3 -c 127.0.0.1 -p $PORT -t 1 -C reno -w 128K -J | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["end"]["sender_tcp_congestion"], d["end"]["receiver_tcp_congestion"], d["start"]["sock_bufsize"])' > congestion.txt
 $IPERF3 -c 127.0.0.1 -p $PORT -t 1 -C no-such-cc -J > badcc.json || echo "exit $?" > badcc.txt
 $IPERF3 -c 127.0.0.1 -p $PORT -t 1 --timestamps='%s ' --dscp af11 > timestamps.txt
+$IPERF3 -c 127.0.0.1 -p $PORT -t 1 -l 64K --bidir > bidir.txt
 `
 
 func TestPerfIperfScript(t *testing.T) {
@@ -781,8 +783,11 @@ func TestPerfIperfScript(t *testing.T) {
 			t.Errorf("--timestamps='%%s ': line %q does not start with the time", line)
 		}
 	}
-	if srv := read("server.log"); strings.Count(srv, "bulk from") != 7 {
-		t.Errorf("server log has not 7 tests:\n%s", srv)
+	if b := read("bidir.txt"); !strings.Contains(b, "client -> server, at the server") || !strings.Contains(b, "server -> client, at the client") {
+		t.Errorf("--bidir summary:\n%s", b)
+	}
+	if srv := read("server.log"); strings.Count(srv, "bulk from") != 8 {
+		t.Errorf("server log has not 8 tests:\n%s", srv)
 	}
 }
 

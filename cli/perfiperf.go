@@ -152,7 +152,7 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 		}
 	}
 	if server {
-		for _, name := range []string{"omit", "get-server-output", "congestion", "window", "tos", "dscp", "extra-data"} {
+		for _, name := range []string{"omit", "get-server-output", "congestion", "window", "tos", "dscp", "extra-data", "bidir"} {
 			if fs.Changed(name) {
 				return fmt.Errorf("--%s is a client flag: give it to the client (-c), which tells the server", name)
 			}

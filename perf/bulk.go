@@ -280,9 +280,10 @@ func (c clockCounter) Write(p []byte) (int, error) {
 
 // testOver reports whether err ended a bulk test's wait normally: actx,
 // the wait bounded by the test's clock (derived from ctx), ran out, or
-// the peer closed the data session.
+// the data session was closed, by the peer or (in a --bidir test) by this
+// side's other direction, whose receiver's clock ran out.
 func testOver(ctx, actx context.Context, err error) bool {
-	return (ctx.Err() == nil && actx.Err() != nil) || errors.Is(err, transport.ErrPeerClosed)
+	return (ctx.Err() == nil && actx.Err() != nil) || errors.Is(err, transport.ErrPeerClosed) || errors.Is(err, transport.ErrClosed)
 }
 
 // endData closes a test's data session at once: what is still queued is

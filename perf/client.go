@@ -47,6 +47,10 @@ type Options struct {
 	// iperf3 --get-server-output: the IperfReport's ServerOutputJSON or
 	// ServerOutputText.
 	ServerOutput bool
+	// Bidir runs a bulk test both ways at once, Streams streams each way,
+	// as iperf3 --bidir: Report.Bidir and the IperfReport's *_bidir_reverse
+	// sums hold the server-to-client direction.
+	Bidir bool
 	// Socket is set on the data session's channel sockets at both ends,
 	// as iperf3 -C (congestion control) and -w (socket buffers) set them.
 	Socket channel.SocketOptions
@@ -71,6 +75,9 @@ func (o *Options) testStart() IperfTestStart {
 	if o.Reverse {
 		t.Reverse = 1
 	}
+	if o.Bidir {
+		t.Bidir = 1
+	}
 	t.TargetBitrate, t.Bytes, t.Omit, t.Tos = o.Bitrate, o.Bytes, o.Omit, o.Socket.TOS
 	if o.Mode == "pingpong" {
 		t.Blocks = int64(o.Count)
@@ -81,7 +88,7 @@ func (o *Options) testStart() IperfTestStart {
 func (o *Options) hello() Hello {
 	h := Hello{Version: Version, Mode: o.Mode, Size: o.Size, Seconds: o.Seconds, Streams: o.Streams,
 		Count: o.Count, Reverse: o.Reverse, Baseline: o.Baseline, Paths: len(o.Paths), Bitrate: o.Bitrate, Bytes: o.Bytes,
-		Omit: o.Omit, ServerOutput: o.ServerOutput, Socket: o.Socket}
+		Omit: o.Omit, ServerOutput: o.ServerOutput, Socket: o.Socket, Bidir: o.Bidir}
 	if o.Mode == "bulk" {
 		h.Count = 0
 	}
@@ -248,7 +255,7 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 		var out []int64
 		for _, p := range sess.Stats() {
 			switch {
-			case o.Mode == "pingpong":
+			case o.Mode == "pingpong" || o.Bidir:
 				out = append(out, p.BytesSent+p.BytesReceived)
 			case o.Reverse:
 				out = append(out, p.BytesReceived)
@@ -270,9 +277,15 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 		})
 		defer t.Stop()
 	}
-	ctr := &streamCounter{}
-	sampler := startSampler(ctr, !o.Reverse, time.Duration(o.Interval*float64(time.Second)), o.omit())
+	ctr, rctr := &streamCounter{}, &streamCounter{}
+	period := time.Duration(o.Interval * float64(time.Second))
+	sampler := startSampler(ctr, !o.Reverse, period, o.omit())
+	var rsampler *streamSampler
+	if o.Bidir {
+		rsampler = startSampler(rctr, false, period, o.omit())
+	}
 	var (
+		rev     bulkRecvResult
 		res     Result
 		err     error
 		elapsed time.Duration
@@ -291,11 +304,28 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 		bytes, msgs, elapsed = r.bytes, r.msgs, time.Duration(r.seconds*float64(time.Second))
 		// The per-path figures are what arrived by the end of the test.
 		atEnd = r.paths
+	case o.Bidir:
+		// Both ways at once: the server's streams arrive as this side
+		// opens its own; whichever receiver's clock ends first closes
+		// the data session, which ends the other direction too.
+		var rerr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			rev, rerr = bulkReceive(ctx, sess, o.Streams, o.omit(), o.duration(), rctr)
+		}()
+		sent, err = bulkSend(ctx, sess, o.Streams, o.Size, o.omit(), o.duration(), o.Bitrate, o.Bytes, ctr)
+		<-done
+		err = errors.Join(err, rerr)
+		atEnd = sent.paths
 	default:
 		sent, err = bulkSend(ctx, sess, o.Streams, o.Size, o.omit(), o.duration(), o.Bitrate, o.Bytes, ctr)
 		atEnd = sent.paths
 	}
 	ip.Intervals = sampler.stop()
+	if rsampler != nil {
+		ip.Intervals = mergeBidir(ip.Intervals, rsampler.stop())
+	}
 	if err == nil {
 		err = ctl.ReadJSONWhileBusy(ctx, ctrl, ctl.SessionMoving(sess), 30*time.Second, &res)
 	}
@@ -319,6 +349,9 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 		rep.Bytes, rep.Messages, rep.Seconds = res.Bytes, res.Messages, res.Seconds
 	}
 	rep.ThroughputMbps = ctl.Mbps(rep.Bytes, rep.Seconds)
+	if o.Bidir {
+		rep.Bidir = &Bidir{Bytes: rev.bytes, Messages: rev.msgs, Seconds: rev.seconds, ThroughputMbps: ctl.Mbps(rev.bytes, rev.seconds)}
+	}
 	if o.Mode == "pingpong" {
 		rep.ThroughputMbps = ctl.Mbps(2*rep.Bytes, rep.Seconds)
 	}
@@ -329,6 +362,21 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 	rep.setBraidPaths(o, before.paths, paths, &res)
 	ids, counts := ctr.since()
 	ip.End = o.IperfEnd(rep, &res, sent, ids, counts)
+	if o.Bidir && res.Rev != nil {
+		// The server-to-client direction: its sender is the server.
+		theirs := map[int]int64{}
+		for _, s := range res.Rev.StreamBytes {
+			theirs[s.ID] = s.Bytes
+		}
+		rids, rcounts := rctr.since()
+		for i, id := range rids {
+			ip.End.Streams = append(ip.End.Streams, IperfEndStream{Sender: streamSpan(id, res.Rev.Seconds, theirs[id], false),
+				Receiver: streamSpan(id, rev.seconds, rcounts[i], false)})
+		}
+		ss, sr := span(0, res.Rev.Seconds, res.Rev.Bytes, false), span(0, rev.seconds, rev.bytes, false)
+		ss.Retransmits = &res.Rev.Retransmits
+		ip.End.SumSentBidirReverse, ip.End.SumReceivedBidirReverse = &ss, &sr
+	}
 	if ip.congestion != "" {
 		// As iperf3: the sender's and the receiver's algorithm.
 		ip.End.SenderCongestion, ip.End.ReceiverCongestion = ip.congestion, res.Congestion

@@ -93,6 +93,7 @@ type IperfTestStart struct {
 	Bytes      int64   `json:"bytes"`
 	Blocks     int64   `json:"blocks"` // pingpong: round trips per stream
 	Reverse    int     `json:"reverse"`
+	Bidir      int     `json:"bidir"`
 	Tos        int     `json:"tos"`
 	// TargetBitrate is -b: the bulk sender's pace in bits per second,
 	// 0 for unlimited.
@@ -121,6 +122,22 @@ type IperfSpan struct {
 type IperfInterval struct {
 	Streams []IperfSpan `json:"streams"`
 	Sum     IperfSpan   `json:"sum"`
+	// SumBidirReverse is the server-to-client direction of a --bidir
+	// test, whose streams are in Streams too (sender false).
+	SumBidirReverse *IperfSpan `json:"sum_bidir_reverse,omitempty"`
+}
+
+// mergeBidir joins the intervals of a --bidir test's two directions, as
+// iperf3 reports them: every stream in Streams, the reverse direction's
+// sum in SumBidirReverse.
+func mergeBidir(fwd, rev []IperfInterval) []IperfInterval {
+	n := min(len(fwd), len(rev))
+	out := make([]IperfInterval, n)
+	for i := range n {
+		r := rev[i].Sum
+		out[i] = IperfInterval{Streams: append(fwd[i].Streams, rev[i].Streams...), Sum: fwd[i].Sum, SumBidirReverse: &r}
+	}
+	return out
 }
 
 // IperfEndStream is one stream's totals, as sent and as received.
@@ -135,6 +152,9 @@ type IperfEnd struct {
 	SumSent     *IperfSpan       `json:"sum_sent,omitempty"`
 	SumReceived *IperfSpan       `json:"sum_received,omitempty"`
 	CPU         *IperfCPU        `json:"cpu_utilization_percent,omitempty"`
+	// The server-to-client direction of a --bidir test.
+	SumSentBidirReverse     *IperfSpan `json:"sum_sent_bidir_reverse,omitempty"`
+	SumReceivedBidirReverse *IperfSpan `json:"sum_received_bidir_reverse,omitempty"`
 	// The congestion control of the sender's and the receiver's data
 	// channels (iperf3 -C), for TCP channels.
 	SenderCongestion   string `json:"sender_tcp_congestion,omitempty"`

@@ -76,6 +76,9 @@ type Hello struct {
 	// ServerOutput asks the server to send its own report of the test
 	// after the client's Summary (iperf3 --get-server-output).
 	ServerOutput bool `json:"server_output,omitempty"`
+	// Bidir runs a bulk test in both directions at once (iperf3
+	// --bidir): Streams streams each way.
+	Bidir bool `json:"bidir,omitempty"`
 	// Socket is set on the data session's channel sockets at both ends
 	// (iperf3 -C, -w).
 	Socket channel.SocketOptions `json:"socket,omitzero"`
@@ -108,6 +111,8 @@ func (h *Hello) validate() error {
 		return fmt.Errorf("omit %v s: a test ended by a byte count has no warm-up to omit", h.Omit)
 	case h.Omit > 0 && h.Baseline:
 		return fmt.Errorf("omit %v s: --tcp-baseline has no warm-up to omit", h.Omit)
+	case h.Bidir && (h.Mode != "bulk" || h.Reverse || h.Baseline || h.Bytes > 0):
+		return errors.New("--bidir runs a bulk test both ways for a time: not with pingpong, --reverse, --tcp-baseline or a byte count")
 	case h.Socket.Check() != nil:
 		return h.Socket.Check()
 	case !h.Socket.IsZero() && h.Baseline:
@@ -166,6 +171,8 @@ type Result struct {
 	// StreamBytes counts payload per stream: received (bulk), sent
 	// (reverse) or echoed (pingpong).
 	StreamBytes []StreamBytes `json:"stream_bytes,omitempty"`
+	// Rev is what the server sent in a --bidir test.
+	Rev *Sent `json:"rev,omitempty"`
 	// Congestion is the congestion control of the server's first data
 	// channel, for a TCP channel.
 	Congestion string `json:"congestion,omitempty"`
@@ -187,6 +194,18 @@ type Result struct {
 type ServerOutput struct {
 	JSON *IperfReport `json:"json,omitempty"`
 	Text string       `json:"text,omitempty"`
+}
+
+// Sent is what a bulk sender wrote: payload, whole messages, and the
+// seconds from its start to the receiver's closing; per stream.
+type Sent struct {
+	Bytes       int64         `json:"bytes"`
+	Messages    int64         `json:"messages"`
+	Seconds     float64       `json:"seconds"`
+	StreamBytes []StreamBytes `json:"stream_bytes,omitempty"`
+	// Retransmits counts the bytes the sender sent again on another path
+	// after a path failed.
+	Retransmits int64 `json:"retransmits"`
 }
 
 // StreamBytes is one stream's payload.

@@ -40,6 +40,9 @@ type Report struct {
 
 	// Round trips, in pingpong mode only.
 	*PingPong
+	// Bidir is the server-to-client direction of a --bidir test; the
+	// figures above are the client-to-server one.
+	Bidir *Bidir `json:"bidir,omitempty"`
 
 	CPUUser float64 `json:"cpu_user_s"` // the client process over the test
 	CPUSys  float64 `json:"cpu_sys_s"`
@@ -49,6 +52,14 @@ type Report struct {
 
 	// sent is the payload sent per plain TCP connection of a baseline test.
 	sent []int64
+}
+
+// Bidir is what the client received in a --bidir test.
+type Bidir struct {
+	Bytes          int64   `json:"bytes"`
+	Messages       int64   `json:"messages"`
+	Seconds        float64 `json:"seconds"`
+	ThroughputMbps float64 `json:"throughput_mbps"`
 }
 
 // PingPong holds the round-trip figures of a pingpong test. It is
@@ -130,7 +141,7 @@ func (r *Report) setBraidPaths(o *Options, before, after []transport.PathStats, 
 		q := b[p.ID]
 		var n int64
 		switch {
-		case o.Mode == "pingpong":
+		case o.Mode == "pingpong" || o.Bidir:
 			n = p.BytesSent - q.BytesSent + p.BytesReceived - q.BytesReceived
 		case o.Reverse:
 			n = p.BytesReceived - q.BytesReceived
@@ -139,7 +150,7 @@ func (r *Report) setBraidPaths(o *Options, before, after []transport.PathStats, 
 		}
 		dup := p.Duplicated - q.Duplicated
 		switch {
-		case o.Mode == "pingpong":
+		case o.Mode == "pingpong" || o.Bidir:
 			n -= dup + p.DupReceived - q.DupReceived
 		case o.Reverse:
 			dup = p.DupReceived - q.DupReceived

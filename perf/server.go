@@ -309,6 +309,31 @@ func (s *Server) data(ctx context.Context, sess *transport.Session, h *Hello, ct
 			return nil, err
 		}
 		return &Result{Bytes: r.bytes, Messages: r.msgs, Seconds: r.seconds, at: sess.Stats()}, nil
+	case h.Mode == "bulk" && h.Bidir:
+		rctr := &streamCounter{}
+		var (
+			sent bulkSendResult
+			serr error
+		)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sent, serr = bulkSend(hctx, sess, h.Streams, h.Size, h.omit(), h.duration(), h.Bitrate, 0, rctr)
+		}()
+		r, err := bulkReceive(hctx, sess, h.Streams, h.omit(), h.duration(), ctr)
+		<-done
+		if err := errors.Join(err, serr); err != nil {
+			return nil, err
+		}
+		rev := &Sent{Bytes: sent.bytes, Messages: sent.msgs, Seconds: sent.seconds}
+		for _, p := range sent.paths { // the data session is the test's own
+			rev.Retransmits += p.Retransmitted
+		}
+		ids, counts := rctr.since()
+		for i, id := range ids {
+			rev.StreamBytes = append(rev.StreamBytes, StreamBytes{ID: id, Bytes: counts[i]})
+		}
+		return &Result{Bytes: r.bytes, Messages: r.msgs, Seconds: r.seconds, at: r.paths, Rev: rev}, nil
 	case h.Mode == "bulk":
 		r, err := bulkReceive(hctx, sess, h.Streams, h.omit(), h.duration(), ctr)
 		if err != nil {
