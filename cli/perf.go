@@ -386,7 +386,7 @@ func perfTestLine(t *perf.Test) string {
 		kind += " tcp-baseline"
 	}
 	if h.Bidir {
-		kind += " bidir (client -> server below)"
+		kind += " bidir, client -> server,"
 	}
 	what := fmt.Sprintf("%s from %s: %s, %s, %s", kind, t.Peer, plural(h.Paths, "path", "paths"),
 		plural(h.Streams, "stream", "streams"), formatBytes(h.Size))

@@ -786,7 +786,7 @@ func TestPerfIperfScript(t *testing.T) {
 	if b := read("bidir.txt"); !strings.Contains(b, "client -> server, at the server") || !strings.Contains(b, "server -> client, at the client") {
 		t.Errorf("--bidir summary:\n%s", b)
 	}
-	if srv := read("server.log"); strings.Count(srv, "bulk from") != 8 {
+	if srv := read("server.log"); strings.Count(srv, " from 127.0.0.1:") != 8 {
 		t.Errorf("server log has not 8 tests:\n%s", srv)
 	}
 }
