@@ -116,6 +116,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	reverse := fs.BoolP("reverse", "R", false, "bulk: the server sends, the client receives")
 	bidir := fs.Bool("bidir", false, "bulk: both directions at once, --parallel streams each way, as iperf3 --bidir (the summary and -J give each direction)")
 	baseline := fs.Bool("tcp-baseline", false, "measure k plain TCP connections striped by hand instead of braid")
+	sctp := fs.Bool("sctp", false, "as iperf3 --sctp: kernel SCTP channels, the same as --transport sctp (--transport sctp-udp runs SCTP in user space where the kernel has none)")
 	asJSON := fs.BoolP("json", "J", false, "print one JSON object shaped like iperf3's -J output instead of text")
 	ix := addIperfFlags(fs)
 	obs := addObsFlags(fs, "perf server (-s)")
@@ -175,6 +176,12 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	}
 	if !(*interval >= 0 && *interval <= perf.MaxSeconds) {
 		return fail(2, "--interval %v: want seconds, 0 for none", *interval)
+	}
+	if *sctp {
+		if fs.Changed("transport") && *sf.transport != "sctp" {
+			return fail(2, "--sctp is --transport sctp: not with --transport %s", *sf.transport)
+		}
+		*sf.transport = "sctp"
 	}
 	cfg, err := sf.config(env)
 	if err != nil {

@@ -547,6 +547,7 @@ func TestPerfIperfRefused(t *testing.T) {
 		{[]string{"--dscp", "zz"}, "--dscp"},
 		{[]string{"-S", "8", "--dscp", "ef"}, "not both"},
 		{[]string{"--bidir", "-R"}, "--bidir runs a bulk test both ways"},
+		{[]string{"--sctp", "--transport", "tcp"}, "--sctp is --transport sctp"},
 		{[]string{"-f", "x"}, "--format"},
 		{[]string{"-6"}, "is not IPv6"},
 		{[]string{"-4", "-6"}, "exclude"},
