@@ -123,7 +123,7 @@ func TestCompletion(t *testing.T) {
 				// A unique match is inserted into the command line.
 				for _, tc := range []struct{ line, want string }{
 					{"braid pe", "buffer: braid perf \n"},
-					{"braid perf --tim", "buffer: braid perf --time \n"},
+					{"braid perf --rev", "buffer: braid perf --reverse \n"},
 					{"braid token cr", "buffer: braid token create \n"},
 				} {
 					if got := complete(tc.line); !strings.Contains(got, tc.want) {
