@@ -230,6 +230,11 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		helpHint(env, fs.Name())
 		return code
 	}
+	if fs.Changed("affinity") {
+		if err := pinProcess(*ix.affinity); err != nil {
+			return fail(2, "%v", err)
+		}
+	}
 	stopObs, err := obs.start(cfg.Logger, nil)
 	if err != nil {
 		return fail(1, "%v", err)

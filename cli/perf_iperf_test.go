@@ -548,6 +548,8 @@ func TestPerfIperfRefused(t *testing.T) {
 		{[]string{"-S", "8", "--dscp", "ef"}, "not both"},
 		{[]string{"--bidir", "-R"}, "--bidir runs a bulk test both ways"},
 		{[]string{"--sctp", "--transport", "tcp"}, "--sctp is --transport sctp"},
+		{[]string{"-A", "1,0"}, "pin it with taskset"},
+		{[]string{"-A", "x"}, "want a CPU number"},
 		{[]string{"-f", "x"}, "--format"},
 		{[]string{"-6"}, "is not IPv6"},
 		{[]string{"-4", "-6"}, "exclude"},
@@ -714,6 +716,11 @@ $IPERF3 -c 127.0.0.1 -p $PORT -t 1 -C reno -w 128K -J | python3 -c 'import json,
 $IPERF3 -c 127.0.0.1 -p $PORT -t 1 -C no-such-cc -J > badcc.json || echo "exit $?" > badcc.txt
 $IPERF3 -c 127.0.0.1 -p $PORT -t 1 --timestamps='%s ' --dscp af11 > timestamps.txt
 $IPERF3 -c 127.0.0.1 -p $PORT -t 1 -l 64K --bidir > bidir.txt
+$IPERF3 -c 127.0.0.1 -p $PORT -t 2 -i 0 -l 64K -A 0 > affinity.txt &
+CLIENT=$!
+sleep 1
+cat /proc/$CLIENT/task/*/status | grep Cpus_allowed_list | sort -u > affinity-mask.txt
+wait $CLIENT
 `
 
 func TestPerfIperfScript(t *testing.T) {
@@ -787,8 +794,11 @@ func TestPerfIperfScript(t *testing.T) {
 	if b := read("bidir.txt"); !strings.Contains(b, "client -> server, at the server") || !strings.Contains(b, "server -> client, at the client") {
 		t.Errorf("--bidir summary:\n%s", b)
 	}
-	if srv := read("server.log"); strings.Count(srv, " from 127.0.0.1:") != 8 {
-		t.Errorf("server log has not 8 tests:\n%s", srv)
+	if m := read("affinity-mask.txt"); m != "Cpus_allowed_list:\t0\n" || !strings.Contains(read("affinity.txt"), "throughput:") {
+		t.Errorf("-A 0: every thread's CPUs %q, want 0 only; output:\n%s", m, read("affinity.txt"))
+	}
+	if srv := read("server.log"); strings.Count(srv, " from 127.0.0.1:") != 9 {
+		t.Errorf("server log has not 9 tests:\n%s", srv)
 	}
 }
 

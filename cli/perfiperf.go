@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/braid-hpc/braid/perf"
 	"github.com/braid-hpc/braid/transport"
@@ -46,6 +48,7 @@ type iperfFlags struct {
 	serverOutput                        *bool
 	tos, dscp, timestamps, extraData    *string
 	repeating                           *bool
+	affinity                            *string
 	refused                             []refusedFlag
 }
 
@@ -59,7 +62,6 @@ type refusedFlag struct {
 
 var refusedIperf = []refusedFlag{
 	{"file", "F", true, "braid perf sends a generated pattern; to move a file over every path use braid send and braid recv"},
-	{"affinity", "A", true, "Go runs its goroutines on threads that cannot be pinned one by one; pin the whole process with taskset -c N braid perf ..."},
 	{"bind-dev", "", true, "bind each path to its device's address with -B ADDRESS,... (one per path)"},
 	{"rcv-timeout", "", true, "braid detects a silent peer on each path (PathTimeout, 500 ms, then failover to the other paths) and ends a session whose paths all stay down for 30 s"},
 	{"snd-timeout", "", true, "braid detects a silent peer on each path (PathTimeout, 500 ms, then failover to the other paths) and ends a session whose paths all stay down for 30 s"},
@@ -107,6 +109,7 @@ func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
 		dscp:           fs.String("dscp", "", "client: the DSCP `value` (0-63, or a name such as ef, af11, cs1) of every data channel at both ends, the upper 6 bits of the type of service byte, as iperf3 --dscp"),
 		timestamps:     fs.String("timestamps", "", "prefix every text line with the time in this strftime `format` (default \"%c \"), as iperf3 --timestamps"),
 		extraData:      fs.String("extra-data", "", "client: put this `string` in the JSON report as \"extra_data\", as iperf3"),
+		affinity:       fs.StringP("affinity", "A", "", "pin this braid perf process (every thread) to CPU `n`, as iperf3 -A n; the server's half (-A n,m) is refused: a braid perf server runs tests concurrently, pin it with taskset"),
 		repeating:      fs.Bool("repeating-payload", false, "accepted: braid's payload is a fixed pseudo-random pattern, and nothing on braid's paths compresses it"),
 		serverOutput:   fs.Bool("get-server-output", false, "client: print the server's own report of the test after the client's (-J: \"server_output_json\" from a server run with -J, else \"server_output_text\"), as iperf3"),
 	}
@@ -395,4 +398,32 @@ func strftime(t time.Time, format string) string {
 		}
 	}
 	return b.String()
+}
+
+// pinProcess pins every thread of this process to CPU n (iperf3 -A): Go
+// threads made later are cloned from pinned ones and inherit the mask.
+func pinProcess(spec string) error {
+	if strings.Contains(spec, ",") {
+		return fmt.Errorf("--affinity %q: the server's CPU (n,m) is not set from the client: a braid perf server runs tests concurrently; pin it with taskset -c M braid perf -s", spec)
+	}
+	n, err := strconv.Atoi(spec)
+	if err != nil || n < 0 || n >= 1024 {
+		return fmt.Errorf("--affinity %q: want a CPU number", spec)
+	}
+	var set unix.CPUSet
+	set.Set(n)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return fmt.Errorf("--affinity: %w", err)
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("--affinity %d: %w (this host's CPUs: 0-%d)", n, err, runtime.NumCPU()-1)
+		}
+	}
+	return nil
 }
