@@ -269,7 +269,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		return fail(2, "--bytes/--blockcount end braid's bulk tests only (not --tcp-baseline)")
 	}
 	if !o.Socket.IsZero() && cfg.Transport != "" && cfg.Transport != "tcp" && cfg.Transport != "mptcp" {
-		return fail(2, "-C/--congestion and -w/--window set TCP sockets: the %s channels have none (use --transport tcp or mptcp)", cfg.Transport)
+		return fail(2, "-C, -w, -M, -S and --dscp set TCP sockets: the %s channels have none (use --transport tcp or mptcp)", cfg.Transport)
 	}
 	if o.Bitrate > 0 && (o.Mode != "bulk" || o.Baseline) {
 		return fail(2, "--bitrate paces braid's bulk senders only (not pingpong or --tcp-baseline)")

@@ -345,7 +345,7 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 	// print text (server_output_text).
 	for _, args := range [][]string{{"-t", "1", "-P", "2"}, {"-n", "10M", "-b", "40M"}, {"-b", "50M", "-t", "1"},
 		{"-t", "1", "-O", "1", "-b", "100M"}, {"-t", "1", "--get-server-output"}, {"-t", "1", "-C", "reno", "-w", "256K"},
-		{"-t", "1", "-S", "0x28", "--extra-data", "run 7"}, {"-t", "1", "--bidir", "-P", "2"}} {
+		{"-t", "1", "-S", "0x28", "--extra-data", "run 7"}, {"-t", "1", "--bidir", "-P", "2"}, {"-t", "1", "-M", "1000"}} {
 		var want []byte
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			want, err = exec.CommandContext(ctx, bin, append([]string{"-c", "127.0.0.1", "-p", port, "-J"}, args...)...).Output()
@@ -383,6 +383,7 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 					Tos           int     `json:"tos"`
 				} `json:"test_start"`
 				SockBufsize int `json:"sock_bufsize"`
+				TCPMSS      int `json:"tcp_mss"`
 			} `json:"start"`
 			Intervals []struct {
 				Sum struct {
@@ -396,7 +397,7 @@ func TestPerfKeysMatchIperf3(t *testing.T) {
 			} `json:"end"`
 		}
 		var w, g testStart
-		if json.Unmarshal(want, &w) != nil || json.Unmarshal([]byte(got), &g) != nil || w.Start.TestStart != g.Start.TestStart || w.Start.SockBufsize != g.Start.SockBufsize {
+		if json.Unmarshal(want, &w) != nil || json.Unmarshal([]byte(got), &g) != nil || w.Start.TestStart != g.Start.TestStart || w.Start.SockBufsize != g.Start.SockBufsize || w.Start.TCPMSS != g.Start.TCPMSS {
 			t.Errorf("%v: test_start bytes/target_bitrate/omit, sock_bufsize: iperf3 %+v, braid %+v", args, w.Start, g.Start)
 		}
 		omitted := func(r testStart) (n int) {
@@ -550,6 +551,7 @@ func TestPerfIperfRefused(t *testing.T) {
 		{[]string{"--sctp", "--transport", "tcp"}, "--sctp is --transport sctp"},
 		{[]string{"-A", "1,0"}, "pin it with taskset"},
 		{[]string{"-A", "x"}, "want a CPU number"},
+		{[]string{"-M", "10"}, "MSS 10 out of range"},
 		{[]string{"-f", "x"}, "--format"},
 		{[]string{"-6"}, "is not IPv6"},
 		{[]string{"-4", "-6"}, "exclude"},

@@ -49,6 +49,7 @@ type iperfFlags struct {
 	tos, dscp, timestamps, extraData    *string
 	repeating                           *bool
 	affinity                            *string
+	mss                                 *int
 	refused                             []refusedFlag
 }
 
@@ -77,7 +78,6 @@ var refusedIperf = []refusedFlag{
 	{"pacing-timer", "", true, "braid paces the sender in user space with -b; it does not use the fq qdisc's socket pacing"},
 	{"fq-rate", "", true, "braid paces the sender in user space with -b; it does not use the fq qdisc's socket pacing"},
 	{"cport", "", true, "a test opens a control and a data session, each with one connection per path, so one source port cannot serve them; pin the source addresses with -B"},
-	{"set-mss", "M", true, "braid sets socket options once its channels are connected, and the kernel fixes the MSS at connect; set it per route with ip route ... advmss N"},
 	{"flowlabel", "L", true, "braid does not set IPv6 flow labels"},
 	{"udp-counters-64bit", "", false, "it applies to UDP tests; braid measures reliable streams (no -u)"},
 	{"dont-fragment", "", false, "it applies to UDP tests; braid measures reliable streams (no -u)"},
@@ -109,6 +109,7 @@ func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
 		dscp:           fs.String("dscp", "", "client: the DSCP `value` (0-63, or a name such as ef, af11, cs1) of every data channel at both ends, the upper 6 bits of the type of service byte, as iperf3 --dscp"),
 		timestamps:     fs.String("timestamps", "", "prefix every text line with the time in this strftime `format` (default \"%c \"), as iperf3 --timestamps"),
 		extraData:      fs.String("extra-data", "", "client: put this `string` in the JSON report as \"extra_data\", as iperf3"),
+		mss:            fs.IntP("set-mss", "M", 0, "client: the TCP maximum segment `size` of every data channel (TCP_MAXSEG, set before it connects: the server sends with it too), as iperf3 -M; tcp and mptcp channels"),
 		affinity:       fs.StringP("affinity", "A", "", "pin this braid perf process (every thread) to CPU `n`, as iperf3 -A n; the server's half (-A n,m) is refused: a braid perf server runs tests concurrently, pin it with taskset"),
 		repeating:      fs.Bool("repeating-payload", false, "accepted: braid's payload is a fixed pseudo-random pattern, and nothing on braid's paths compresses it"),
 		serverOutput:   fs.Bool("get-server-output", false, "client: print the server's own report of the test after the client's (-J: \"server_output_json\" from a server run with -J, else \"server_output_text\"), as iperf3"),
@@ -155,7 +156,7 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 		}
 	}
 	if server {
-		for _, name := range []string{"omit", "get-server-output", "congestion", "window", "tos", "dscp", "extra-data", "bidir"} {
+		for _, name := range []string{"omit", "get-server-output", "congestion", "window", "tos", "dscp", "extra-data", "bidir", "set-mss"} {
 			if fs.Changed(name) {
 				return fmt.Errorf("--%s is a client flag: give it to the client (-c), which tells the server", name)
 			}
@@ -165,6 +166,7 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 		return fmt.Errorf("--omit %v: want the seconds of warm-up to leave out, 0 for none", *f.omit)
 	}
 	f.socket.Congestion = *f.congestion
+	f.socket.MSS = *f.mss
 	if fs.Changed("window") {
 		n, err := parseSize(*f.window)
 		if err != nil || n < 1 || n > channel.MaxBuffer {
@@ -189,7 +191,7 @@ func (f *iperfFlags) check(fs *pflag.FlagSet, server bool) error {
 		f.socket.TOS = d << 2
 	}
 	if err := f.socket.Check(); err != nil {
-		return fmt.Errorf("--congestion: %v", err)
+		return fmt.Errorf("-C/-w/-M/-S: %v", err)
 	}
 	if *f.ipv4 && *f.ipv6 {
 		return errors.New("-4 and -6 exclude each other")

@@ -232,6 +232,9 @@ func braidData(ctx context.Context, o *Options, ctrl *transport.Stream, ready *R
 	}
 	if si := sess.SocketInfo(); si.IsTCPOrMultipath {
 		ip.Start.TCPMSSDefault, ip.Start.SockBufsize = si.MaxSegmentSize, o.Socket.Buffer
+		if o.Socket.MSS > 0 {
+			ip.Start.TCPMSSDefault, ip.Start.TCPMSS = 0, o.Socket.MSS
+		}
 		ip.Start.SndbufActual, ip.Start.RcvbufActual = si.SendBuffer, si.ReceiveBuffer
 		ip.congestion = si.Congestion
 	}

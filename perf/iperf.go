@@ -56,6 +56,7 @@ type IperfStart struct {
 	// socket: MSS, the -w asked for and the buffers the kernel gave.
 	// Absent for channels that are not TCP.
 	TCPMSSDefault int            `json:"tcp_mss_default,omitempty"`
+	TCPMSS        int            `json:"tcp_mss,omitempty"` // -M, instead of tcp_mss_default
 	SockBufsize   int            `json:"sock_bufsize"`
 	SndbufActual  int            `json:"sndbuf_actual,omitempty"`
 	RcvbufActual  int            `json:"rcvbuf_actual,omitempty"`

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/internal/accept"
+	"github.com/braid-hpc/braid/transport/channel"
 	"github.com/braid-hpc/braid/transport/internal/wire"
 )
 
@@ -359,7 +360,7 @@ func Dial(ctx context.Context, paths []Path, cfg *Config) (*Session, error) {
 }
 
 func dialPathVerdict(ctx context.Context, cfg *Config, id [wire.SessionIDLen]byte, pathID int, local, remote string, rejoin bool) (net.Conn, wire.Verdict, error) {
-	conn, err := cfg.Channel.Dial(ctx, local, remote)
+	conn, err := cfg.Channel.Dial(channel.WithSocketOptions(ctx, cfg.Socket), local, remote)
 	if err != nil {
 		return nil, wire.Verdict{}, &PathError{Path: pathID, Local: local, Remote: remote, Op: "dial", Err: err}
 	}

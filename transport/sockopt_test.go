@@ -92,3 +92,23 @@ func TestSocketOptionsNotTCP(t *testing.T) {
 		t.Errorf("zero options on a non-TCP conn: %v", err)
 	}
 }
+
+// MSS (iperf3 -M) is set when a channel is dialed, before it connects, so
+// the dialer announces it and both ends send segments of at most MSS.
+func TestSocketOptionsMSS(t *testing.T) {
+	if _, err := os.Stat("/proc/sys/net/ipv4/tcp_congestion_control"); err != nil {
+		t.Skip("no TCP_MAXSEG here (not Linux)")
+	}
+	c, s := pair(t, 2, func(cfg *Config) { cfg.Socket = channel.SocketOptions{MSS: 1000} })
+	for name, sess := range map[string]*Session{"client": c, "server": s} {
+		if i := sess.SocketInfo(); i.MaxSegmentSize == 0 || i.MaxSegmentSize > 1000 {
+			t.Errorf("%s: MSS %d, want at most 1000", name, i.MaxSegmentSize)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	roundTrip(t, ctx, c, s)
+	if err := (channel.SocketOptions{MSS: 10}).Check(); err == nil || !strings.Contains(err.Error(), "MSS 10") {
+		t.Errorf("MSS 10: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -19,6 +20,12 @@ type SocketOptions struct {
 	// the kernel doubles it and caps it at net.core.wmem_max/rmem_max.
 	// 0: the kernel's autotuning.
 	Buffer int `json:"buffer,omitempty"`
+	// MSS, if not 0, is the TCP maximum segment size (TCP_MAXSEG) a
+	// dialed channel announces and sends with, so both directions use
+	// segments of at most MSS bytes. The kernel fixes it at connect: it
+	// is set when the channel is dialed (Dial with a context from
+	// WithSocketOptions) and ignored by Apply and by accepted channels.
+	MSS int `json:"mss,omitempty"`
 	// TOS sets the IP type of service byte (IP_TOS, or IPV6_TCLASS on
 	// IPv6): DSCP in its upper 6 bits; 0: none.
 	TOS int `json:"tos,omitempty"`
@@ -27,6 +34,23 @@ type SocketOptions struct {
 // IsZero reports whether o changes nothing.
 func (o SocketOptions) IsZero() bool { return o == SocketOptions{} }
 
+type dialOptionsKey struct{}
+
+// WithSocketOptions returns a context whose dials of TCP and MPTCP
+// channels set o's dial-time options (MSS) before they connect.
+func WithSocketOptions(ctx context.Context, o SocketOptions) context.Context {
+	if o.MSS == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, dialOptionsKey{}, o)
+}
+
+// dialOptions returns the options of WithSocketOptions.
+func dialOptions(ctx context.Context) SocketOptions {
+	o, _ := ctx.Value(dialOptionsKey{}).(SocketOptions)
+	return o
+}
+
 // MaxBuffer bounds SocketOptions.Buffer.
 const MaxBuffer = 1 << 30
 
@@ -34,6 +58,9 @@ const MaxBuffer = 1 << 30
 func (o SocketOptions) Check() error {
 	if o.Buffer < 0 || o.Buffer > MaxBuffer {
 		return fmt.Errorf("socket buffer %d bytes out of range 0..%d", o.Buffer, MaxBuffer)
+	}
+	if o.MSS != 0 && (o.MSS < 88 || o.MSS > 65535) {
+		return fmt.Errorf("MSS %d out of range 88..65535", o.MSS)
 	}
 	if o.TOS < 0 || o.TOS > 255 {
 		return fmt.Errorf("TOS %d out of range 0..255", o.TOS)
@@ -47,6 +74,7 @@ func (o SocketOptions) Check() error {
 // Apply sets o on c's socket. c must be a TCP or MPTCP channel's
 // connection unless o is zero.
 func (o SocketOptions) Apply(c net.Conn) error {
+	o.MSS = 0 // set at dial time only
 	if o.IsZero() {
 		return nil
 	}

@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -36,6 +37,9 @@ func (t TCP) Dial(ctx context.Context, local, remote string) (net.Conn, error) {
 		d.LocalAddr = la
 	}
 	d.SetMultipathTCP(t.Multipath)
+	if mss := dialOptions(ctx).MSS; mss > 0 {
+		d.Control = func(_, _ string, raw syscall.RawConn) error { return setMSS(raw, mss) }
+	}
 	c, err := d.DialContext(ctx, "tcp", remote)
 	if err != nil {
 		return nil, err

@@ -145,3 +145,17 @@ func setTOS(c *net.TCPConn, tos int) error {
 	}
 	return serr
 }
+
+// setMSS sets TCP_MAXSEG on a socket before it connects.
+func setMSS(raw syscall.RawConn, mss int) error {
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG, mss)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("TCP_MAXSEG %d: %w", mss, serr)
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ package channel
 import (
 	"errors"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -35,3 +36,6 @@ func socketInfo(*net.TCPConn) SocketInfo { return SocketInfo{} }
 func setTOS(c *net.TCPConn, tos int) error {
 	return errors.New("IP_TOS is set on Linux only")
 }
+
+// setMSS is refused where TCP_MAXSEG is not known here.
+func setMSS(raw syscall.RawConn, mss int) error { return errors.New("TCP_MAXSEG is set on Linux only") }
