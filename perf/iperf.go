@@ -322,13 +322,9 @@ func (s *streamSampler) run() {
 	defer close(s.done)
 	t := time.NewTicker(s.period)
 	defer t.Stop()
-	var warmup <-chan time.Time
-	omitting := s.omit > 0
-	if omitting {
-		w := time.NewTimer(s.omit)
-		defer w.Stop()
-		warmup = w.C
-	}
+	warmup, stop := warmupTimer(s.omit)
+	defer stop()
+	omitting := warmup != nil
 	prev := map[int]int64{}
 	start, last := s.start, s.start
 	record := func(now time.Time) {
@@ -372,6 +368,16 @@ func (s *streamSampler) run() {
 			record(now)
 		}
 	}
+}
+
+// warmupTimer returns a channel that fires when an omitted warm-up of
+// omit ends (iperf3 -O), nil for none, and the func that stops it.
+func warmupTimer(omit time.Duration) (<-chan time.Time, func()) {
+	if omit <= 0 {
+		return nil, func() {}
+	}
+	w := time.NewTimer(omit)
+	return w.C, func() { w.Stop() }
 }
 
 // stop ends sampling and returns the intervals.

@@ -224,13 +224,9 @@ func (iv *intervals) run() {
 	defer close(iv.done)
 	t := time.NewTicker(iv.period)
 	defer t.Stop()
-	var warmup <-chan time.Time
-	omitting := iv.omit > 0
-	if omitting {
-		w := time.NewTimer(iv.omit)
-		defer w.Stop()
-		warmup = w.C
-	}
+	warmup, stopWarmup := warmupTimer(iv.omit)
+	defer stopWarmup()
+	omitting := warmup != nil
 	prev := iv.meter()
 	var prevRounds, prevSum int64
 	start := time.Now()
