@@ -44,7 +44,7 @@ var may = map[string][]string{
 	"worker": {"api", "client", "ops", "transport", "transport/...", "wasm", "internal/accept", "internal/metrics"},
 	// The applications on a braid session: library code below the CLI.
 	"xfer":   {"transport", "internal/ctl", "internal/outfile"},
-	"perf":   {"transport", "internal/accept", "internal/ctl", "internal/metrics"},
+	"perf":   {"transport", "transport/channel", "internal/accept", "internal/ctl", "internal/metrics"},
 	"server": {"api", "internal/accept", "internal/metrics", "ops", "sched", "store", "transport", "transport/...", "wasm"},
 }
 
