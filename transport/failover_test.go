@@ -166,12 +166,19 @@ func testBlackhole(t *testing.T, tr string) {
 	waitFor(t, "path 0 declared down", 3*time.Second, func() bool { return c.Stats()[0].State == "down" })
 	relays[0].Blackhole(false)
 	waitFor(t, "path 0 to rejoin", 10*time.Second, func() bool { return c.Stats()[0].State == "up" })
-	// The path that came back carries traffic again.
+	// The path that came back carries traffic again. Its new channel
+	// starts cold (slow start, no rate yet) beside two warm ones, so on a
+	// loaded machine one 8 MiB transfer may leave it little; a few are
+	// allowed.
 	before := c.Stats()[0].BytesSent
-	transfer(t, c, s, 8<<20, 1<<20, 0, nil)
-	if after := c.Stats()[0].BytesSent; after-before < 256<<10 {
-		t.Errorf("rejoined path carried %d bytes of 8 MiB", after-before)
+	var carried int64
+	for round := 1; round <= 4; round++ {
+		transfer(t, c, s, 8<<20, 1<<20, 0, nil)
+		if carried = c.Stats()[0].BytesSent - before; carried >= 256<<10 {
+			return
+		}
 	}
+	t.Errorf("rejoined path carried %d bytes of 4 x 8 MiB", carried)
 }
 
 func TestAllPathsDownThenBack(t *testing.T) {
