@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/testbed/relay"
+	"github.com/braid-hpc/braid/transport/internal/wire"
 )
 
 // TestHeterogeneousPingPong echoes messages over paths of very different
@@ -94,7 +95,12 @@ func TestPlanStripesWhenItPays(t *testing.T) {
 		stripe bool
 	}{
 		{"2 x 100 Mbit/s, 1 KB", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(100*mbit, 200*time.Microsecond)}, 1 << 10, 0, false},
-		{"2 x 100 Mbit/s, 8 KB", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(100*mbit, 200*time.Microsecond)}, 8 << 10, 0, false},
+		{"2 x 100 Mbit/s, 4 KB", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(100*mbit, 200*time.Microsecond)}, 4 << 10, 0, false},
+		{"2 x 100 Mbit/s, 8 KB", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(100*mbit, 200*time.Microsecond)}, 8 << 10, 4 << 10, true},
+		{"2 x 100 Mbit/s, 16 KB", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(100*mbit, 200*time.Microsecond)}, 16 << 10, 4 << 10, true},
+		{"2 x 1 Gbit/s, 8 KB", Config{}, []*path{up(1000*mbit, 50*time.Microsecond), up(1000*mbit, 50*time.Microsecond)}, 8 << 10, 0, false},
+		{"2 x 1 Gbit/s, 64 KB", Config{}, []*path{up(1000*mbit, 50*time.Microsecond), up(1000*mbit, 50*time.Microsecond)}, 64 << 10, 8 << 10, true},
+		{"loopback-fast paths, 64 KB", Config{}, []*path{up(4e9, 10*time.Microsecond), up(4e9, 10*time.Microsecond)}, 64 << 10, 0, false},
 		{"2 x 100 Mbit/s, 64 KB", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(100*mbit, 200*time.Microsecond)}, 64 << 10, 8 << 10, true},
 		{"2 x 100 Mbit/s, 1 MB", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(100*mbit, 200*time.Microsecond)}, 1 << 20, 25000, true},
 		{"100 + 1 Mbit/s, 64 KB", Config{}, []*path{up(100*mbit, 200*time.Microsecond), up(1*mbit, 200*time.Microsecond)}, 64 << 10, 0, false},
@@ -113,5 +119,35 @@ func TestPlanStripesWhenItPays(t *testing.T) {
 		if (got > 0) != tc.stripe || (tc.stripe && got != tc.want) {
 			t.Errorf("%s: plan(%d) = %d, want striped=%v in fragments of %d", tc.name, tc.size, got, tc.stripe, tc.want)
 		}
+	}
+}
+
+// TestBurstRate checks the rate a ping-pong of whole messages teaches a
+// path: an 8 KiB message acknowledged 760 us after it left, on a path whose
+// round trip is 100 us, says about 12.4 MB/s (100 Mbit/s), which is what
+// lets the next 8 KB message stripe; a 4 KiB burst (half of a striped 8 KB
+// message, which a shaper's bucket lets through at once) teaches nothing.
+func TestBurstRate(t *testing.T) {
+	t0 := time.Now()
+	burst := func(n int) *path {
+		p := &path{minRTT: 100 * time.Microsecond, dwinStart: t0, inflight: 1, unackedBytes: int64(n)}
+		p.sampleDelivery([]txRef{{seg: &txSeg{ref: wire.SegmentRef{Len: uint32(n)}}, idx: -1}}, t0.Add(760*time.Microsecond))
+		return p
+	}
+	if r := burst(8 << 10).planRate(); r < 12e6 || r > 13e6 {
+		t.Errorf("8 KiB acknowledged after 760 us with a 100 us round trip: rate %.0f B/s, want about 12.4e6", r)
+	}
+	if r := burst(4 << 10).planRate(); r != 0 {
+		t.Errorf("a 4 KiB burst gave a rate of %.0f B/s, want none", r)
+	}
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	p0, p1 := burst(8<<10), burst(8<<10)
+	p0.conn, p1.conn = c1, c1
+	s := &Session{cfg: &Config{}, paths: []*path{p0, p1}}
+	s.pathsChanged()
+	if got := s.plan(8 << 10); got != 4<<10 {
+		t.Errorf("after 8 KiB bursts at 100 Mbit/s on both paths, plan(8 KiB) = %d, want 4 KiB fragments", got)
 	}
 }

@@ -158,8 +158,12 @@ func (p *path) sampleMinRTT(rtt time.Duration, now time.Time) {
 	}
 }
 
-// burstMin is the least a burst must carry for its rate to count.
-const burstMin = 16 << 10
+// burstMin is the least a burst must carry for its rate to count: one
+// whole message of 8 KiB (the smallest that striping can speed up), but
+// not the 4 KiB halves of one striped over two paths, which on a shaped
+// link leave mostly in the shaper's bucket and would read as faster than
+// the link, so that the next message goes whole again.
+const burstMin = 8 << 10
 
 // sampleBurst estimates the rate of a path that never stays busy for a
 // full delivery window (messages of tens of KB, sent one at a time): when

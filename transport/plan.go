@@ -16,14 +16,16 @@ import (
 const (
 	fragTime     = 2 * time.Millisecond
 	fragsPerPath = 4
-	// minFragment is the floor of the rate rule, minStripeFragment that
-	// of the share rule.
-	minFragment       = 4 << 10
-	minStripeFragment = 1 << 10
-	// minShare is the least each path must get of a striped segment: a
-	// smaller share saves less than its frames and wake-ups cost (and on
-	// shaped links, a few KB leave in one burst anyway).
-	minShare = 8 << 10
+	// minFragment is the floor of the rate rule.
+	minFragment = 4 << 10
+	// minShare is the least each path must get of a striped segment (a
+	// smaller share saves less than its frames and wake-ups cost, and on
+	// shaped links a few KB leave in one burst anyway), and the floor of
+	// the share rule: a segment of a few shares goes as one fragment per
+	// path, not fragsPerPath smaller ones (an 8 KB message over two 100
+	// Mbit/s paths: 0.45-0.48 ms round trips in 4 KiB fragments, 0.57-0.78
+	// ms in 1 KiB ones).
+	minShare = 4 << 10
 	// maxFragment bounds fragments when Config.FragmentSize is zero;
 	// defaultFragment applies while no live path's rate is known.
 	maxFragment     = 1 << 20
@@ -31,8 +33,13 @@ const (
 	// stripeCost is what striping a segment costs over sending it whole:
 	// the frames that steer it, a wake-up of every path's writer and
 	// reader, and the wait for the last of them. A segment is striped when
-	// that delivers it sooner by more than this.
-	stripeCost = 400 * time.Microsecond
+	// that delivers it sooner by more than this. Measured on loopback,
+	// where striping saves nothing (BenchmarkPingPong/size=8KiB, whole
+	// against striped=4KiB), the cost is about 15 us a message; this is
+	// that with room for a loaded host, so that an 8 KB message stripes
+	// over two 100 Mbit/s paths (saving about 300 us) but not over fast
+	// ones.
+	stripeCost = 100 * time.Microsecond
 )
 
 // fragBound returns the largest fragment for a segment striped now: the
@@ -88,7 +95,7 @@ func (s *Session) plan(n int) int {
 	}
 	k := fragsPerPath * len(live)
 	frag := ((n+k-1)/k + 511) &^ 511
-	return min(bound, max(frag, minStripeFragment))
+	return min(bound, max(frag, minShare))
 }
 
 // stripeSaves reports whether a segment of n bytes striped over the live
