@@ -124,7 +124,7 @@ var sctpKnobs = []sctpKnob{
 	},
 	{
 		name: "sctp-sndbuf", kind: "size",
-		usage:    "socket send buffer asked of the kernel (SO_SNDBUF, doubled by Linux, capped by net.core.wmem_max). sctp: the SCTP socket's (kernel default); sctp-udp: the UDP socket's, pion's only backpressure (default 64K)",
+		usage:    "socket send buffer asked of the kernel (SO_SNDBUF, doubled by Linux, capped by net.core.wmem_max). sctp: the SCTP socket's (kernel default); sctp-udp: the UDP socket's, pion's only backpressure (default: about 10 ms of the send rate, 64K-1M; 64K on a listener)",
 		udpField: "SendBuffer", kernField: "SendBuffer",
 		udp:  func(c *sctpudp.Config, v string) (err error) { c.SendBuffer, err = sizeArg(v); return },
 		kern: func(c *ksctp.Config, v string) (err error) { c.SendBuffer, err = sizeArg(v); return },

@@ -21,6 +21,9 @@ type Assoc struct {
 	laddr net.Addr
 	raddr net.Addr
 	main  *Stream
+	// sendBuffer reports a tuned socket send buffer (a dialed association
+	// with Config.SendBuffer zero); nil: the fixed one.
+	sendBuffer func() int
 
 	mu      sync.Mutex
 	streams map[*Stream]struct{} // every Stream handed out, for Close
@@ -202,13 +205,18 @@ func (as *Assoc) Interleaved() bool {
 // Stats returns what the association has sent and received, in bytes of
 // SCTP packets, its smoothed round-trip time, congestion window and MTU.
 func (as *Assoc) Stats() Stats {
-	return Stats{
+	st := Stats{
 		BytesSent:     as.a.BytesSent(),
 		BytesReceived: as.a.BytesReceived(),
 		SRTT:          time.Duration(as.a.SRTT() * float64(time.Millisecond)),
 		CWND:          as.a.CWND(),
 		MTU:           int(as.a.MTU()),
+		SendBuffer:    as.cfg.fixedSendBuffer(),
 	}
+	if as.sendBuffer != nil {
+		st.SendBuffer = as.sendBuffer()
+	}
+	return st
 }
 
 // Stats are counters of one association.
@@ -218,6 +226,9 @@ type Stats struct {
 	SRTT          time.Duration // smoothed round-trip time
 	CWND          uint32        // congestion window, bytes
 	MTU           int           // largest packet sent: Config.MTU or the path's
+	// SendBuffer is the UDP socket's send buffer as asked of the kernel:
+	// Config.SendBuffer, or the size tuned to the send rate.
+	SendBuffer int
 }
 
 func (as *Assoc) opError(op string, err error) error {

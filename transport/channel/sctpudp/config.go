@@ -24,12 +24,20 @@ const (
 	defaultHandshakeTimeout = 10 * time.Second
 	defaultLinger           = 2 * time.Second
 	defaultBacklog          = 128
-	defaultSendBuffer       = 64 << 10
 	defaultReceiveBuffer    = 4 << 20
 	defaultRTOMax           = 3 * time.Second
 	minRTOMax               = 10 * time.Millisecond
 	maxRTOMax               = 24 * time.Hour
 )
+
+// fixedSendBuffer is the send buffer of a socket that is not tuned: the
+// listener's, or any with Config.SendBuffer set.
+func (c *Config) fixedSendBuffer() int {
+	if c.SendBuffer > 0 {
+		return c.SendBuffer
+	}
+	return autoSendMin
+}
 
 // Config tunes an sctp-udp channel. The zero value works.
 type Config struct {
@@ -57,8 +65,11 @@ type Config struct {
 	// local qdisc and device, and so is the only backpressure pion gets
 	// from a slow link: a buffer larger than the link's queue lets a burst
 	// overflow that queue and lose hundreds of packets at once, which
-	// pion's loss recovery handles badly (docs/benchmarks.md, "sctp-udp
-	// bulk on tbf links"). Zero means 64 KiB.
+	// pion's loss recovery handles badly (docs/sctp.md, "sctp-udp bulk on
+	// tbf links"). Zero sizes it to the rate: a dialed association's socket
+	// holds about 10 ms of what it has been sending, from 64 KiB (up to
+	// about 50 Mbit/s) to 1 MiB (sndbuf.go); a listener's socket, which
+	// all its associations share, has 64 KiB.
 	SendBuffer int
 
 	// ReceiveBuffer is the UDP socket's receive buffer asked of the kernel
@@ -155,9 +166,6 @@ func (c Config) populate() (Config, error) {
 	}
 	if c.Backlog < 0 {
 		return c, fmt.Errorf("sctpudp: negative Backlog %d", c.Backlog)
-	}
-	if c.SendBuffer == 0 {
-		c.SendBuffer = defaultSendBuffer
 	}
 	if c.ReceiveBuffer == 0 {
 		c.ReceiveBuffer = defaultReceiveBuffer

@@ -53,9 +53,12 @@
 // own send buffer instead (pion's non-blocking writes), so that a stream of
 // small messages is not held up by a busy one.
 //
-// The UDP socket's send buffer (Config.SendBuffer, 64 KiB) is kept small on
-// purpose: it is the only backpressure pion gets from a slow link, and a
-// large one lets pion's bursts overflow the link's queue.
+// The UDP socket's send buffer (Config.SendBuffer) is the only
+// backpressure pion gets from a slow link: too large, and pion's bursts
+// overflow the link's queue; too small, and the link idles whenever the
+// sender waits for a core. By default a dialed association's socket holds
+// about 10 ms of the rate it sends at (64 KiB to 1 MiB, sndbuf.go); a
+// listener's, shared by its associations, 64 KiB.
 //
 // Since pion v1.12 an association negotiates RFC 8260 user message
 // interleaving (I-DATA chunks) when both ends offer it, as two braid ends

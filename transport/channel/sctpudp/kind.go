@@ -46,7 +46,11 @@ func (k Kind) Dial(ctx context.Context, local, remote string) (net.Conn, error) 
 	}
 	uc := &udpConn{UDPConn: c.(*net.UDPConn)}
 	_ = uc.SetReadBuffer(cfg.ReceiveBuffer)
-	_ = uc.SetWriteBuffer(cfg.SendBuffer)
+	if cfg.SendBuffer > 0 {
+		_ = uc.SetWriteBuffer(cfg.SendBuffer)
+	} else {
+		uc.tuner = newSendTuner(uc.SetWriteBuffer)
+	}
 
 	hctx, cancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
 	defer cancel()
@@ -62,6 +66,9 @@ func (k Kind) Dial(ctx context.Context, local, remote string) (net.Conn, error) 
 	if err != nil {
 		_ = a.Close()
 		return nil, err
+	}
+	if uc.tuner != nil {
+		as.sendBuffer = uc.tuner.size
 	}
 	cfg.Logger.Debug("sctp-udp: association up", "path", remote, "local", uc.LocalAddr().String())
 	return as.main, nil

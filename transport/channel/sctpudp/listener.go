@@ -48,7 +48,7 @@ func listen(ctx context.Context, cfg *Config, addr string) (*listener, error) {
 		Backlog:         cfg.Backlog,
 		AcceptFilter:    isInit,
 		ReadBufferSize:  cfg.ReceiveBuffer,
-		WriteBufferSize: cfg.SendBuffer,
+		WriteBufferSize: cfg.fixedSendBuffer(),
 	}
 	ul, err := lc.Listen("udp", laddr)
 	if err != nil {

@@ -124,7 +124,7 @@ func TestConfigPopulate(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("populate(%+v) error %v, want ok=%v", tc.cfg, err, tc.ok)
 			}
-			if tc.ok && (c.MaxMessageSize == 0 || c.MaxReceiveBuffer == 0 || c.SendBuffer == 0 || c.ReceiveBuffer == 0 || c.Logger == nil) {
+			if tc.ok && (c.MaxMessageSize == 0 || c.MaxReceiveBuffer == 0 || c.ReceiveBuffer == 0 || c.Logger == nil) {
 				t.Fatalf("populate left zero fields: %+v", c)
 			}
 		})

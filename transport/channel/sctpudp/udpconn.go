@@ -5,16 +5,19 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // udpConn is the dialer's connected UDP socket as pion sees it. Read after
 // Close reports io.EOF, so an association that ends by a SHUTDOWN (which
 // closes this conn) ends its streams with io.EOF rather than "use of closed
 // network connection". The first other read error is kept, so a refused
-// handshake can say "connection refused".
+// handshake can say "connection refused". With tuner set, writes size the
+// socket's send buffer (sndbuf.go).
 type udpConn struct {
 	*net.UDPConn
 	closed atomic.Bool
+	tuner  *sendTuner
 
 	mu    sync.Mutex
 	first error
@@ -31,6 +34,14 @@ func (c *udpConn) Read(p []byte) (int, error) {
 			c.first = err
 		}
 		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *udpConn) Write(p []byte) (int, error) {
+	n, err := c.UDPConn.Write(p)
+	if c.tuner != nil && n > 0 {
+		c.tuner.wrote(n, time.Now())
 	}
 	return n, err
 }
