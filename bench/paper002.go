@@ -283,7 +283,9 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, 
 			continue
 		}
 		tp.add(c.Carrier, kindPeer, x, xl, c.Mbps)
-		cpu.add(c.Carrier, kindPeer, x, xl, c.CPU)
+		if c.Mbps > 0 { // a run that moved nothing has no CPU per byte
+			cpu.add(c.Carrier, kindPeer, x, xl, c.CPU)
+		}
 		if c.Size == 12<<10 {
 			f9.add(c.Carrier, kindPeer, 0, "0%", c.Mbps)
 		}
@@ -324,7 +326,9 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, 
 		if k.loss == 0 {
 			x, xl := float64(k.size), sizeName(k.size)
 			ratio.add("kernel SCTP / TCP (UML)", kindPeer, x, xl, a.Mbps/b.Mbps)
-			cpuRatio.add("kernel SCTP / TCP (UML)", kindPeer, x, xl, a.CPU/b.CPU)
+			if a.Mbps > 0 {
+				cpuRatio.add("kernel SCTP / TCP (UML)", kindPeer, x, xl, a.CPU/b.CPU)
+			}
 		}
 	}
 	for name, byX := range map[string]map[int]float64{kTCP1: paper002[tcp1Layout.name], kSCTP1: paper002[sctp1Layout.name],

@@ -76,10 +76,28 @@ func udpCount(t testing.TB, b *Bed, from, to string, net_, n int) int {
 	return int(got.Load())
 }
 
+// udpReady sends a datagram from host from to host to over network net_
+// every 20 ms until one arrives (at most 5 s): a bed just made may still be
+// resolving its neighbours, and a burst sent meanwhile is dropped before
+// any loss rule sees it.
+func udpReady(t testing.TB, b *Bed, from, to string, net_ int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if udpCount(t, b, from, to, net_, 1) == 1 {
+			return
+		}
+	}
+	t.Fatalf("no datagram from %s to %s on network %d arrived within 5 s", from, to, net_)
+}
+
 func TestSetLoss(t *testing.T) {
 	skipNoNft(t)
 	b := upBed(t, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{}, {}}})
 	const n = 20000
+	udpReady(t, b, "a", "b", 0)
+	udpReady(t, b, "b", "a", 0)
+	udpReady(t, b, "a", "b", 1)
 
 	for _, tc := range []struct {
 		pct    float64
