@@ -31,6 +31,7 @@ func BenchmarkThroughput(b *testing.B) {
 		{"kind=sctp-udp/mtu=1452", Kind{Config: Config{MTU: 1452}}},
 		{"kind=sctp-udp/mtu=1452/sndbuf=4MiB", Kind{Config: Config{MTU: 1452, SendBuffer: 4 << 20}}},
 		{"kind=sctp-udp/mtu=path", Kind{}},
+		{"kind=sctp-udp/mtu=path/sndbuf=64KiB", Kind{Config: Config{SendBuffer: 64 << 10}}},
 		{"kind=sctp-udp/mtu=path/zerocsum", Kind{Config: Config{ZeroChecksum: true}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) { benchThroughput(b, bc.kind) })
