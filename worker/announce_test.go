@@ -19,6 +19,9 @@ type fakeServer struct {
 	updates int // PUT requests seen
 	threads int // threads of the last update accepted
 	beats   int
+
+	noFail     bool   // accept the first update too
+	onRegister func() // called while answering the registration
 }
 
 func (f *fakeServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
@@ -32,6 +35,9 @@ func (f *fakeServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	reg := api.Registration{Worker: "w1", HeartbeatMillis: 100, TimeoutMillis: 1000}
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == api.PathWorkers:
+		if f.onRegister != nil {
+			f.onRegister()
+		}
 		reply(http.StatusOK, reg)
 	case r.Method == http.MethodPut && r.URL.Path == api.PathWorkers+"/w1":
 		var in api.Register
@@ -39,7 +45,7 @@ func (f *fakeServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			reply(http.StatusBadRequest, api.Error{Message: err.Error()})
 			return
 		}
-		if f.updates++; f.updates == 1 {
+		if f.updates++; f.updates == 1 && !f.noFail {
 			reply(http.StatusInternalServerError, api.Error{Message: "database is locked"})
 			return
 		}
@@ -111,4 +117,38 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestSetThreadsWhileRegistering: threads changed while the registration
+// is on its way (so the server registered the old figures) are announced
+// at once, not at the next figures tick an hour away. It failed when the
+// announce loop took the SetThreads channel only after registering.
+func TestSetThreadsWhileRegistering(t *testing.T) {
+	f := &fakeServer{noFail: true}
+	var w *Worker
+	f.onRegister = func() {
+		if err := w.SetThreads(3); err != nil {
+			t.Error(err)
+		}
+	}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	var err error
+	w, err = New(Config{Servers: []string{srv.URL}, Key: testKey, InsecureHTTP: true, Threads: 2, Logger: quiet(),
+		RetryInterval: 20 * time.Millisecond, FiguresInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("worker did not stop")
+		}
+	}()
+	waitFor(t, "the threads set during registration", func() bool { _, th, _ := f.state(); return th == 3 })
 }

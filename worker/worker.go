@@ -133,6 +133,13 @@ func (w *Worker) SetThreads(n int) error {
 	return nil
 }
 
+// announceChan returns the channel SetThreads closes next.
+func (w *Worker) announceChan() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.announce
+}
+
 // IDs returns the ID each server gave the worker, by server URL, for the
 // servers it is registered with now.
 func (w *Worker) IDs() map[string]string {
@@ -360,6 +367,12 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 			delay = min(2*delay, 5*time.Second)
 		}
 	}
+	// next is the announce channel as it was before the figures last sent
+	// were read: a SetThreads after that read has closed it, so no change
+	// is lost between a registration and the loop below (taking the
+	// channel only at the top of each round would miss one made while
+	// registering).
+	next := w.announceChan()
 	if ok, err := register(); !ok {
 		return err
 	}
@@ -391,9 +404,6 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 	}
 	for {
 		hb := time.NewTimer(max(time.Duration(reg.HeartbeatMillis)*time.Millisecond, 10*time.Millisecond))
-		w.mu.Lock()
-		announce := w.announce
-		w.mu.Unlock()
 		var err error
 		announcing := false
 		select {
@@ -402,9 +412,10 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 			return nil
 		case <-hb.C:
 			_, err = c.Heartbeat(ctx, id, api.Heartbeat{Running: int(w.running.Load()), Load: loadAvg()})
-		case <-announce:
+		case <-next:
 			hb.Stop()
 			announcing = true
+			next = w.announceChan()
 			err = update(w.figures(), "announced new figures")
 		case <-retry:
 			hb.Stop()
@@ -425,6 +436,7 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 		case err == nil || ctx.Err() != nil:
 		case errors.Is(err, client.ErrNotFound):
 			log.Warn("the server does not know this worker any more; registering again", "worker", id)
+			next = w.announceChan()
 			if ok, err := register(); !ok {
 				return err
 			}
