@@ -20,8 +20,9 @@ type fakeServer struct {
 	threads int // threads of the last update accepted
 	beats   int
 
-	noFail     bool   // accept the first update too
-	onRegister func() // called while answering the registration
+	noFail     bool          // accept the first update too
+	onRegister func(*Worker) // called while answering the registration
+	w          *Worker       // the worker under test, for onRegister
 }
 
 func (f *fakeServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
@@ -36,7 +37,7 @@ func (f *fakeServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == api.PathWorkers:
 		if f.onRegister != nil {
-			f.onRegister()
+			f.onRegister(f.w)
 		}
 		reply(http.StatusOK, reg)
 	case r.Method == http.MethodPut && r.URL.Path == api.PathWorkers+"/w1":
@@ -72,25 +73,8 @@ func (f *fakeServer) state() (updates, threads, beats int) {
 // away), and meanwhile the heartbeats keep the server's interval.
 func TestAnnounceRetries(t *testing.T) {
 	f := &fakeServer{}
-	srv := httptest.NewServer(f)
-	defer srv.Close()
-	w, err := New(Config{Servers: []string{srv.URL}, Key: testKey, InsecureHTTP: true, Threads: 2, Logger: quiet(),
-		RetryInterval: 20 * time.Millisecond, FiguresInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("worker did not stop")
-		}
-	}()
-	waitFor(t, "registration", func() bool { return w.IDs()[srv.URL] == "w1" })
+	w, url := runWorker(t, f)
+	waitFor(t, "registration", func() bool { return w.IDs()[url] == "w1" })
 	if err := w.SetThreads(3); err != nil {
 		t.Fatal(err)
 	}
@@ -124,31 +108,38 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // at once, not at the next figures tick an hour away. It failed when the
 // announce loop took the SetThreads channel only after registering.
 func TestSetThreadsWhileRegistering(t *testing.T) {
-	f := &fakeServer{noFail: true}
-	var w *Worker
-	f.onRegister = func() {
+	f := &fakeServer{noFail: true, onRegister: func(w *Worker) {
 		if err := w.SetThreads(3); err != nil {
 			t.Error(err)
 		}
-	}
+	}}
+	runWorker(t, f)
+	waitFor(t, "the threads set during registration", func() bool { _, th, _ := f.state(); return th == 3 })
+}
+
+// runWorker runs a worker of 2 threads against f until the test ends, with
+// a 20 ms retry interval and figures ticks an hour apart, and returns it
+// with f's URL.
+func runWorker(t *testing.T, f *fakeServer) (*Worker, string) {
+	t.Helper()
 	srv := httptest.NewServer(f)
-	defer srv.Close()
-	var err error
-	w, err = New(Config{Servers: []string{srv.URL}, Key: testKey, InsecureHTTP: true, Threads: 2, Logger: quiet(),
+	t.Cleanup(srv.Close)
+	w, err := New(Config{Servers: []string{srv.URL}, Key: testKey, InsecureHTTP: true, Threads: 2, Logger: quiet(),
 		RetryInterval: 20 * time.Millisecond, FiguresInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.w = w
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
 			t.Error("worker did not stop")
 		}
-	}()
-	waitFor(t, "the threads set during registration", func() bool { _, th, _ := f.state(); return th == 3 })
+	})
+	return w, srv.URL
 }

@@ -21,9 +21,9 @@ type Assoc struct {
 	laddr net.Addr
 	raddr net.Addr
 	main  *Stream
-	// sendBuffer reports a tuned socket send buffer (a dialed association
-	// with Config.SendBuffer zero); nil: the fixed one.
-	sendBuffer func() int
+	// tuner sizes the socket's send buffer (a dialed association with
+	// Config.SendBuffer zero); nil: the buffer is fixed.
+	tuner *sendTuner
 
 	mu      sync.Mutex
 	streams map[*Stream]struct{} // every Stream handed out, for Close
@@ -213,8 +213,8 @@ func (as *Assoc) Stats() Stats {
 		MTU:           int(as.a.MTU()),
 		SendBuffer:    as.cfg.fixedSendBuffer(),
 	}
-	if as.sendBuffer != nil {
-		st.SendBuffer = as.sendBuffer()
+	if as.tuner != nil {
+		st.SendBuffer = as.tuner.size()
 	}
 	return st
 }

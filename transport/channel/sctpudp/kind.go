@@ -67,9 +67,7 @@ func (k Kind) Dial(ctx context.Context, local, remote string) (net.Conn, error) 
 		_ = a.Close()
 		return nil, err
 	}
-	if uc.tuner != nil {
-		as.sendBuffer = uc.tuner.size
-	}
+	as.tuner = uc.tuner
 	cfg.Logger.Debug("sctp-udp: association up", "path", remote, "local", uc.LocalAddr().String())
 	return as.main, nil
 }
