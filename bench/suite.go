@@ -55,6 +55,7 @@ func Experiments() []Experiment {
 		{"hetero", (*Suite).hetero},
 		{"gigabit", (*Suite).gigabit},
 		{"gigabit4", (*Suite).gigabit4},
+		{"links4", (*Suite).links4},
 		{"sweep", (*Suite).sweep},
 		{"basic", (*Suite).basicVsEnhanced},
 		{"failover", (*Suite).failover},
@@ -275,18 +276,28 @@ func sizeName(n int) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-func (s *Suite) gigabit(ctx context.Context) error  { return s.gigabitK(ctx, 2) }
-func (s *Suite) gigabit4(ctx context.Context) error { return s.gigabitK(ctx, 4) }
+func (s *Suite) gigabit(ctx context.Context) error  { return s.stripedK(ctx, "gigabit", 2, 1000e6) }
+func (s *Suite) gigabit4(ctx context.Context) error { return s.stripedK(ctx, "gigabit4", 4, 1000e6) }
 
-// gigabitK measures bulk over k paths of 1000 Mbit/s: k plain TCP
+// links4 is gigabit4 on links slow enough for the links, not the CPU that
+// emulates them, to set the pace: 4 x 250 Mbit/s.
+func (s *Suite) links4(ctx context.Context) error { return s.stripedK(ctx, "links4", 4, 250e6) }
+
+// stripedK measures bulk over k paths of rate bit/s each: k plain TCP
 // connections striped by hand against braid, encrypted and plaintext.
-func (s *Suite) gigabitK(ctx context.Context, k int) error {
-	sec := s.section(fmt.Sprintf("%d x 1000 Mbit/s (CPU-bound on 2 cores)", k), "CPU time is the whole process (sender and receiver) per GB delivered.")
+func (s *Suite) stripedK(ctx context.Context, name string, k int, rate int64) error {
+	title := fmt.Sprintf("%d x %d Mbit/s", k, rate/1e6)
+	if rate >= 1000e6 {
+		title += " (CPU-bound on 2 cores)"
+	} else {
+		title += " (link-bound)"
+	}
+	sec := s.section(title, "CPU time is the whole process (sender and receiver) per GB delivered.")
 	t := sec.table(text("run", "run"), numCol("mbps", "Mbit/s", "Mbit/s", "%.1f"), numCol("ratio", fmt.Sprintf("ratio to %d TCP by hand", k), "", "%.3f"),
 		numCol("cpu_s_per_gb", "CPU s per GB", "s/GB", "%.2f"))
 	links := make([]int64, k)
 	for i := range links {
-		links[i] = 1000e6
+		links[i] = rate
 	}
 	return withBed(ctx, links, func(bed *testbed.Bed) error {
 		c0 := cpuTime()
@@ -311,10 +322,6 @@ func (s *Suite) gigabitK(ctx context.Context, k int) error {
 		t.add(fmt.Sprintf("braid, %d paths (encrypted)", k), br.Mbps, br.Mbps/tr.Mbps, braidCPU)
 		t.add(fmt.Sprintf("braid, %d paths, --insecure-plaintext", k), pl.Mbps, pl.Mbps/tr.Mbps, plainCPU)
 		sec.finding("Encrypted / plaintext: %.3f of the throughput, %.2fx the CPU per byte.", br.Mbps/pl.Mbps, braidCPU/plainCPU)
-		name := "gigabit"
-		if k != 2 {
-			name = fmt.Sprintf("gigabit%d", k)
-		}
 		s.logf("%s tcp=%.1f braid=%.1f plaintext=%.1f", name, tr.Mbps, br.Mbps, pl.Mbps)
 		return nil
 	})

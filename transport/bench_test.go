@@ -116,6 +116,8 @@ func processCPU() time.Duration {
 // force an 8 KiB message into two 4 KiB fragments, one per path: on
 // loopback, where striping saves nothing, their difference from the plain
 // 8 KiB case is what striping a small message costs (plan.go's stripeCost).
+// The impl=tcp cases echo over one plain TCP connection: what braid's
+// round trip adds to it is braid's cost per message.
 func BenchmarkPingPong(b *testing.B) {
 	type pcase struct {
 		name string
@@ -129,9 +131,14 @@ func BenchmarkPingPong(b *testing.B) {
 		{"size=64KiB", 64 << 10, nil},
 		{"size=1024KiB", 1 << 20, nil},
 	}
+	for _, size := range []int{1 << 10, 8 << 10} {
+		b.Run(fmt.Sprintf("impl=tcp/size=%dKiB", size>>10), func(b *testing.B) { tcpPingPong(b, size) })
+	}
+	plain := func(c *Config) { c.InsecurePlaintext = true }
+	cases = append(cases, pcase{"plain/size=1KiB", 1 << 10, plain}, pcase{"plain/size=8KiB", 8 << 10, plain})
 	for _, pc := range cases {
 		size := pc.size
-		b.Run(pc.name, func(b *testing.B) {
+		b.Run("impl=braid/"+pc.name, func(b *testing.B) {
 			c, s := pair(b, 2, pc.mod)
 			ctx := context.Background()
 			go func() {
@@ -150,7 +157,7 @@ func BenchmarkPingPong(b *testing.B) {
 			st, _ := c.OpenStream(ctx)
 			buf := make([]byte, size)
 			b.SetBytes(int64(size))
-			start := time.Now()
+			start, cpu0 := time.Now(), processCPU()
 			for b.Loop() {
 				st.WriteMessage(ctx, buf)
 				if _, err := st.ReadMessage(ctx); err != nil {
@@ -159,7 +166,52 @@ func BenchmarkPingPong(b *testing.B) {
 			}
 			rtt := time.Since(start).Seconds() / float64(b.N)
 			b.ReportMetric((8*float64(size)/1e6)/(rtt/2), "eff-Mbit/s")
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(c.StripeStats().Segments)/float64(b.N), "striped/op")
 		})
 	}
+}
+
+// tcpPingPong echoes size-byte messages over one loopback TCP connection.
+func tcpPingPong(b *testing.B, size int) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, size)
+		for {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, size)
+	b.SetBytes(int64(size))
+	start, cpu0 := time.Now(), processCPU()
+	for b.Loop() {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rtt := time.Since(start).Seconds() / float64(b.N)
+	b.ReportMetric((8*float64(size)/1e6)/(rtt/2), "eff-Mbit/s")
+	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
 }

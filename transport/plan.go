@@ -34,7 +34,7 @@ const (
 	// the frames that steer it, a wake-up of every path's writer and
 	// reader, and the wait for the last of them. A segment is striped when
 	// that delivers it sooner by more than this. Measured on loopback,
-	// where striping saves nothing (BenchmarkPingPong/size=8KiB, whole
+	// where striping saves nothing (BenchmarkPingPong/impl=braid/size=8KiB, whole
 	// against striped=4KiB), the cost is about 15 us a message; this is
 	// that with room for a loaded host, so that an 8 KB message stripes
 	// over two 100 Mbit/s paths (saving about 300 us) but not over fast
