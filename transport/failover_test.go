@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/testbed/relay"
 	"github.com/braid-hpc/braid/transport/internal/wire"
 )
@@ -146,7 +147,7 @@ func TestFailoverOnReset(t *testing.T) {
 			if st[1].Failovers == 0 {
 				t.Errorf("path 1 failovers = 0 after a reset: %+v", st[1])
 			}
-			waitFor(t, "path 1 to rejoin", 5*time.Second, func() bool { return c.Stats()[1].State == "up" })
+			testwait.For(t, "path 1 to rejoin", 5*time.Second, func() bool { return c.Stats()[1].State == "up" })
 			if c.Stats()[1].Reconnects == 0 {
 				t.Error("path 1 came back without counting a reconnect")
 			}
@@ -163,9 +164,9 @@ func TestFailoverOnSilentBlackhole(t *testing.T) {
 func testBlackhole(t *testing.T, tr string) {
 	c, s, relays := relayed(t, 3, func(c *Config) { c.Transport = tr })
 	transfer(t, c, s, 24<<20, 256<<10, 6<<20, func() { relays[0].Blackhole(true) })
-	waitFor(t, "path 0 declared down", 3*time.Second, func() bool { return c.Stats()[0].State == "down" })
+	testwait.For(t, "path 0 declared down", 3*time.Second, func() bool { return c.Stats()[0].State == "down" })
 	relays[0].Blackhole(false)
-	waitFor(t, "path 0 to rejoin", 10*time.Second, func() bool { return c.Stats()[0].State == "up" })
+	testwait.For(t, "path 0 to rejoin", 10*time.Second, func() bool { return c.Stats()[0].State == "up" })
 	// The path that came back carries traffic again. Its new channel
 	// starts cold (slow start, no rate yet) beside two warm ones, so on a
 	// loaded machine one 8 MiB transfer may leave it little; a few are
@@ -249,7 +250,7 @@ func testOvertake(t *testing.T, total, size int) {
 	// While the large message is in flight, small messages on the other
 	// stream must arrive before it completes.
 	sent0 := c.Stats()[0].BytesSent
-	waitFor(t, "the large message to be in flight", 10*time.Second, func() bool {
+	testwait.For(t, "the large message to be in flight", 10*time.Second, func() bool {
 		return c.Stats()[0].BytesSent-sent0 >= 1<<20
 	})
 	got := 0
@@ -465,7 +466,7 @@ func TestRejoinForgottenSession(t *testing.T) {
 func TestStateAfterClose(t *testing.T) {
 	c, _, relays := relayed(t, 2, nil)
 	relays[0].Blackhole(true)
-	waitFor(t, "path 0 declared down", 3*time.Second, func() bool { return c.Stats()[0].State == "down" })
+	testwait.For(t, "path 0 declared down", 3*time.Second, func() bool { return c.Stats()[0].State == "down" })
 	if st := c.Stats()[1].State; st != "up" {
 		t.Fatalf("path 1 is %q before the close, want up", st)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/transport/channel/ksctp"
 )
 
@@ -178,7 +179,7 @@ func TestKernelSCTPTamper(t *testing.T) {
 	if integrity != 1 {
 		t.Fatalf("the listener counts %d integrity failures, want 1 (%+v)", integrity, s.Stats())
 	}
-	waitFor(t, "the tampered path back up", 20*time.Second, func() bool {
+	testwait.For(t, "the tampered path back up", 20*time.Second, func() bool {
 		for _, p := range s.Stats() {
 			if p.State != "up" {
 				return false

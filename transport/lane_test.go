@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/transport/channel"
 	"github.com/braid-hpc/braid/transport/internal/wire"
 )
@@ -256,7 +257,7 @@ func holBody(t *testing.T, lanes int) {
 		gotA <- err
 	}()
 	// Wait until A's data went out (and was withheld) before B writes.
-	waitFor(t, "A's data to be withheld", 10*time.Second, func() bool { return proxy.heldSoFar() >= len(msgA) })
+	testwait.For(t, "A's data to be withheld", 10*time.Second, func() bool { return proxy.heldSoFar() >= len(msgA) })
 	const nB = 5
 	for i := range nB {
 		if err := b.WriteMessage(ctx, fmt.Appendf(nil, "b%d", i)); err != nil {

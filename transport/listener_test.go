@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/transport/channel"
 )
 
@@ -181,7 +182,7 @@ func TestListenerBoundsHandshakes(t *testing.T) {
 		}
 	}()
 	defer close(trickle)
-	waitFor(t, "3 channels handshaking", timeout/2, func() bool { return pendingOf(ln) == 3 })
+	testwait.For(t, "3 channels handshaking", timeout/2, func() bool { return pendingOf(ln) == 3 })
 	over, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +225,7 @@ func TestListenerCloseEndsHandshakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	waitFor(t, "the channel to start its handshake", 5*time.Second, func() bool { return pendingOf(ln) == 1 })
+	testwait.For(t, "the channel to start its handshake", 5*time.Second, func() bool { return pendingOf(ln) == 1 })
 	start := time.Now()
 	ln.Close()
 	if d := time.Since(start); d > 5*time.Second {

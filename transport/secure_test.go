@@ -14,6 +14,7 @@ import (
 
 	"github.com/flynn/noise"
 
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/testbed/relay"
 )
 
@@ -212,13 +213,13 @@ func TestTamper(t *testing.T) {
 				}
 				st := s.Stats()[0]
 				if mode == relay.TamperTruncate {
-					waitFor(t, "the cut path to reconnect", 10*time.Second, func() bool { return c.Stats()[0].Reconnects >= 1 })
+					testwait.For(t, "the cut path to reconnect", 10*time.Second, func() bool { return c.Stats()[0].Reconnects >= 1 })
 					return
 				}
 				if st.Integrity != 1 {
 					t.Fatalf("server path 0 counts %d integrity failures, want 1 (%+v)", st.Integrity, st)
 				}
-				waitFor(t, "path 0 back up", 10*time.Second, func() bool { return s.Stats()[0].State == "up" })
+				testwait.For(t, "path 0 back up", 10*time.Second, func() bool { return s.Stats()[0].State == "up" })
 				if !s.Stats()[0].Encrypted {
 					t.Fatal("path not reported as encrypted")
 				}
@@ -284,12 +285,12 @@ func TestIntegrityClosesSession(t *testing.T) {
 	for i := range maxIntegrityFailures {
 		// Alter the next record (a heartbeat, at least) of an established
 		// channel, not a handshake: that would be refused as ErrAuth.
-		waitFor(t, "the path to be up", 10*time.Second, func() bool {
+		testwait.For(t, "the path to be up", 10*time.Second, func() bool {
 			st := c.Stats()[0]
 			return st.State == "up" && st.Reconnects == int64(i)
 		})
 		r.Tamper(relay.ToTarget, relay.TamperFlip)
-		waitFor(t, "the integrity failure", 10*time.Second, func() bool { return s.integrityFailures.Load() == int64(i+1) })
+		testwait.For(t, "the integrity failure", 10*time.Second, func() bool { return s.integrityFailures.Load() == int64(i+1) })
 	}
 	select {
 	case <-s.done:

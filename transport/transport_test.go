@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/testwait"
 	_ "github.com/braid-hpc/braid/transport/channel/sctpudp"
 )
 
@@ -57,7 +58,7 @@ func pair(tb testing.TB, k int, mod func(*Config)) (client, server *Session) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	waitFor(tb, fmt.Sprintf("the server to see %d paths up", k), 5*time.Second, func() bool { return len(upPaths(s)) >= k })
+	testwait.For(tb, fmt.Sprintf("the server to see %d paths up", k), 5*time.Second, func() bool { return len(upPaths(s)) >= k })
 	if n := len(upPaths(s)); n != k {
 		tb.Fatalf("server sees %d paths up, want %d", n, k)
 	}

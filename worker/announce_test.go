@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/internal/testwait"
 )
 
 // fakeServer answers a worker's control requests; it fails the first
@@ -74,11 +75,11 @@ func (f *fakeServer) state() (updates, threads, beats int) {
 func TestAnnounceRetries(t *testing.T) {
 	f := &fakeServer{}
 	w, url := runWorker(t, f)
-	waitFor(t, "registration", func() bool { return w.IDs()[url] == "w1" })
+	testwait.For(t, "registration", 10*time.Second, func() bool { return w.IDs()[url] == "w1" })
 	if err := w.SetThreads(3); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new threads after a failed announcement", func() bool { _, th, _ := f.state(); return th == 3 })
+	testwait.For(t, "the new threads after a failed announcement", 10*time.Second, func() bool { _, th, _ := f.state(); return th == 3 })
 	if updates, _, _ := f.state(); updates < 2 {
 		t.Errorf("%d updates, want the failed one and a retry", updates)
 	}
@@ -88,18 +89,6 @@ func TestAnnounceRetries(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if _, _, after := f.state(); after-before > 15 {
 		t.Errorf("%d heartbeats in 500 ms at a 100 ms interval", after-before)
-	}
-}
-
-// waitFor polls cond for up to 10s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -114,7 +103,7 @@ func TestSetThreadsWhileRegistering(t *testing.T) {
 		}
 	}}
 	runWorker(t, f)
-	waitFor(t, "the threads set during registration", func() bool { _, th, _ := f.state(); return th == 3 })
+	testwait.For(t, "the threads set during registration", 10*time.Second, func() bool { _, th, _ := f.state(); return th == 3 })
 }
 
 // runWorker runs a worker of 2 threads against f until the test ends, with

@@ -33,6 +33,7 @@ var may = map[string][]string{
 	"testbed/...":       {},
 	"internal/accept":   {},
 	"internal/leaktest": {},
+	"internal/testwait": {},
 	"internal/wasmtest": {},
 	"internal/metrics":  {"transport", "transport/..."},
 	"internal/ctl":      {"transport"},

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/transport/channel"
 )
 
@@ -180,16 +181,12 @@ func TestHOLProbe(t *testing.T) {
 				}
 			})
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
+		// Whatever arrived within a minute is reported below.
+		testwait.Until(60*time.Second, func() bool {
 			mu.Lock()
-			k := len(lat)
-			mu.Unlock()
-			if k == n {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			defer mu.Unlock()
+			return len(lat) == n
+		})
 		_ = c.Close()
 		_ = s.Close()
 		wg.Wait()

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/pion/transport/v5/udp"
+
+	"github.com/braid-hpc/braid/internal/testwait"
 )
 
 // failingUDP stands in for pion's UDP listener: its Accept fails n times,
@@ -54,16 +56,13 @@ func TestServeSurvivesAcceptErrors(t *testing.T) {
 		served: make(chan struct{}), slots: make(chan struct{}, 1), pending: map[net.Conn]struct{}{}}
 	l.wg.Add(1)
 	go l.serve()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	calls := func() int {
 		ul.mu.Lock()
-		calls := ul.calls
-		ul.mu.Unlock()
-		if calls == 5 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d accepts after 4 failures, want 5", calls)
-		}
+		defer ul.mu.Unlock()
+		return ul.calls
+	}
+	if !testwait.Until(5*time.Second, func() bool { return calls() == 5 }) {
+		t.Fatalf("%d accepts after 4 failures, want 5", calls())
 	}
 	select {
 	case <-l.served:

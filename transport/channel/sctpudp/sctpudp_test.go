@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/transport/channel"
 )
 
@@ -31,11 +32,8 @@ func checkLeaks(t testing.TB) {
 	t.Helper()
 	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if n := runtime.NumGoroutine(); n > before {
+		if !testwait.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+			n := runtime.NumGoroutine()
 			buf := make([]byte, 1<<20)
 			buf = buf[:runtime.Stack(buf, true)]
 			t.Errorf("goroutines: %d before, %d after\n%s", before, n, buf)

@@ -1,0 +1,36 @@
+// Package testwait is the one way braid's tests wait for something that
+// happens on its own (a path coming up, a registration, goroutines ending):
+// poll a condition, and fail the test naming what did not happen. Waits on
+// timers alone use testing/synctest instead.
+package testwait
+
+import (
+	"testing"
+	"time"
+)
+
+// Interval is how often For polls.
+const Interval = 5 * time.Millisecond
+
+// For polls cond every Interval until it holds, and fails the test, naming
+// what, if it does not within d.
+func For(tb testing.TB, what string, d time.Duration, cond func() bool) {
+	tb.Helper()
+	if !Until(d, cond) {
+		tb.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+}
+
+// Until polls cond every Interval until it holds or d has passed, and
+// reports whether it held: for a caller that reports the failure itself,
+// with what it found.
+func Until(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(Interval)
+	}
+	return true
+}

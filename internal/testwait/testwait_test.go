@@ -1,0 +1,49 @@
+package testwait
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestUntil(t *testing.T) {
+	var n atomic.Int32
+	go func() {
+		time.Sleep(20 * time.Millisecond) // something that happens on its own, later
+		n.Store(1)
+	}()
+	if !Until(5*time.Second, func() bool { return n.Load() == 1 }) {
+		t.Fatal("Until gave up on a condition that came true")
+	}
+	start := time.Now()
+	if Until(30*time.Millisecond, func() bool { return false }) {
+		t.Fatal("Until reported a condition that never held")
+	}
+	if el := time.Since(start); el < 30*time.Millisecond {
+		t.Fatalf("Until gave up after %v, before its 30ms", el)
+	}
+}
+
+// fakeTB records Fatalf instead of ending the test.
+type fakeTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fakeTB) Helper()                           {}
+func (f *fakeTB) Fatalf(format string, args ...any) { f.msg = fmt.Sprintf(format, args...) }
+
+func TestForNamesWhat(t *testing.T) {
+	f := &fakeTB{TB: t}
+	For(f, "the thing", 10*time.Millisecond, func() bool { return false })
+	if !strings.Contains(f.msg, "waiting for the thing") {
+		t.Fatalf("For on a condition that never held failed with %q, want it to name what it waited for", f.msg)
+	}
+	f.msg = ""
+	For(f, "the thing", time.Second, func() bool { return true })
+	if f.msg != "" {
+		t.Fatalf("For failed on a condition that held: %q", f.msg)
+	}
+}
