@@ -28,6 +28,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/testwait"
 )
 
 // bigSide is the side of the big image: 11584 x 11584 is just under
@@ -128,15 +129,13 @@ func bigImageRSS(t *testing.T, format string) {
 	url := "http://" + addr
 	wrk := start("worker", "worker", "--server", url, "--threads", "2", "--name", "w1")
 	c := client.New(url, client.WithKey([]byte(key)))
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		h, err := c.Health(ctx)
-		if err == nil && h.Workers == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			logTail(t, dir)
-			t.Fatalf("no worker registered within 30s: %v", err)
-		}
+	if !testwait.Until(30*time.Second, func() bool {
+		var h api.Health
+		h, err = c.Health(ctx)
+		return err == nil && h.Workers == 1
+	}) {
+		logTail(t, dir)
+		t.Fatalf("no worker registered within 30s: %v", err)
 	}
 	f, err := os.Open(img)
 	if err != nil {

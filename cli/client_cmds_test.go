@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/ops"
 )
 
@@ -44,20 +45,22 @@ func (p *braidProc) waitOutput(t testing.TB, re *regexp.Regexp) string {
 	t.Helper()
 	// A server starts in about a second; under the race detector on a
 	// loaded 2-core machine it took over 10.
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(p.out.String()); m != nil {
-			return m[1]
+	var m []string
+	if !testwait.Until(60*time.Second, func() bool {
+		if m = re.FindStringSubmatch(p.out.String()); m != nil {
+			return true
 		}
 		select {
 		case code := <-p.done:
 			p.done <- code
 			t.Fatalf("command exited with %d: %s", code, p.err.String())
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
+		return false
+	}) {
+		t.Fatalf("no output matching %v after 60s: %s", re, p.err.String())
 	}
-	t.Fatalf("no output matching %v after 60s: %s", re, p.err.String())
-	return ""
+	return m[1]
 }
 
 // TestClientCommands drives a server and a worker, both started with
@@ -70,16 +73,12 @@ func TestClientCommands(t *testing.T) {
 	t.Setenv("BRAID_SERVER", url)
 	wk := startBraid(t, "worker", "--threads", "2", "--listen", "127.0.0.1:0")
 	wk.waitOutput(t, regexp.MustCompile(`data plane on (\S+)`))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, out, _ := runBraid(t, 10*time.Second, "workers")
-		if strings.Contains(out, "w1") && strings.Contains(out, "true") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("worker did not register: %s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var out string
+	if !testwait.Until(10*time.Second, func() bool {
+		_, out, _ = runBraid(t, 10*time.Second, "workers")
+		return strings.Contains(out, "w1") && strings.Contains(out, "true")
+	}) {
+		t.Fatalf("worker did not register: %s", out)
 	}
 
 	img := filepath.Join(dir, "in.png")
@@ -289,16 +288,12 @@ func TestTokenCommands(t *testing.T) {
 	clientTok, clientJoin := create("client", "ci")
 	wk := startBraid(t, "worker", "--threads", "1", "--listen", "127.0.0.1:0", "--key-file", key, "--token", workerJoin)
 	wk.waitOutput(t, regexp.MustCompile(`data plane on (\S+)`))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, out, _ := runBraid(t, 10*time.Second, "workers", "--token", clientJoin)
-		if strings.Contains(out, "w1") && strings.Contains(out, "true") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("worker did not register with its token: %s %s", out, wk.err.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	var out string
+	if !testwait.Until(10*time.Second, func() bool {
+		_, out, _ = runBraid(t, 10*time.Second, "workers", "--token", clientJoin)
+		return strings.Contains(out, "w1") && strings.Contains(out, "true")
+	}) {
+		t.Fatalf("worker did not register with its token: %s %s", out, wk.err.String())
 	}
 	for _, tt := range []struct {
 		args []string

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/braid-hpc/braid/internal/testwait"
 )
 
 // testKey is the cluster key of the in-process tests.
@@ -73,23 +75,25 @@ func (b *bg) wait(t testing.TB, d time.Duration) int {
 // its addresses.
 func (b *bg) listening(t testing.TB) string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var addrs string
+	if !testwait.Until(10*time.Second, func() bool {
 		for _, line := range strings.Split(b.out.String(), "\n") {
 			if _, rest, ok := strings.Cut(line, "listening on "); ok {
-				addrs, _, _ := strings.Cut(rest, " ")
-				return strings.TrimSuffix(addrs, ",")
+				addrs, _, _ = strings.Cut(rest, " ")
+				return true
 			}
 		}
 		select {
 		case code := <-b.done:
 			b.done <- code
 			t.Fatalf("server exited with %d before listening: %s", code, b.err.String())
-		case <-time.After(10 * time.Millisecond):
+		default:
 		}
+		return false
+	}) {
+		t.Fatalf("server not listening after 10s: %s", b.err.String())
 	}
-	t.Fatalf("server not listening after 10s: %s", b.err.String())
-	return ""
+	return strings.TrimSuffix(addrs, ",")
 }
 
 // runCmd runs braid with args to completion within d.
@@ -111,13 +115,12 @@ func checkLeaks(t testing.TB) {
 	t.Helper()
 	t.Cleanup(func() {
 		var leaked []string
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if !testwait.Until(5*time.Second, func() bool {
 			leaked = leakedGoroutines()
-			if len(leaked) == 0 {
-				return
-			}
+			return len(leaked) == 0
+		}) {
+			t.Errorf("%d goroutines leaked, e.g.:\n%s", len(leaked), leaked[0])
 		}
-		t.Errorf("%d goroutines leaked, e.g.:\n%s", len(leaked), leaked[0])
 	})
 }
 

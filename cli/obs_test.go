@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/braid-hpc/braid/internal/metrics/metricstest"
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/perf"
 )
 
@@ -76,8 +77,7 @@ func TestPerfServerMetrics(t *testing.T) {
 		done <- result{code, out.String(), errb.String()}
 	}()
 	// While the test runs, both of its paths are up and carry bytes.
-	live := false
-	for deadline := time.Now().Add(5 * time.Second); !live && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	live := testwait.Until(5*time.Second, func() bool {
 		fams := scrapeMetrics(t, murl)
 		// A test is two sessions: its control session and the data
 		// session that carries the bytes.
@@ -85,8 +85,8 @@ func TestPerfServerMetrics(t *testing.T) {
 		p1 := metricstest.Max(fams, "braid_path_received_bytes_total", map[string]string{"path": "1"})
 		up := metricstest.Max(fams, "braid_path_up", map[string]string{"path": "1"})
 		n, _ := metricstest.Value(fams, "braid_perf_sessions", nil)
-		live = p0 > 0 && p1 > 0 && up == 1 && n == 2
-	}
+		return p0 > 0 && p1 > 0 && up == 1 && n == 2
+	})
 	if !live {
 		t.Error("no scrape during the test showed its two sessions, with two paths up and receiving")
 	}
@@ -105,12 +105,11 @@ func TestPerfServerMetrics(t *testing.T) {
 	}
 	// The server books the test once its result is sent.
 	var fams map[string]*dto.MetricFamily
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	testwait.Until(5*time.Second, func() bool {
 		fams = scrapeMetrics(t, murl)
-		if n, _ := metricstest.Value(fams, "braid_perf_tests_total", map[string]string{"mode": "bulk", "result": "ok"}); n == 1 {
-			break
-		}
-	}
+		n, _ := metricstest.Value(fams, "braid_perf_tests_total", map[string]string{"mode": "bulk", "result": "ok"})
+		return n == 1
+	})
 	if n, _ := metricstest.Value(fams, "braid_perf_tests_total", map[string]string{"mode": "bulk", "result": "ok"}); n != 1 {
 		t.Errorf("braid_perf_tests_total{mode=bulk,result=ok} = %v, want 1", n)
 	}
@@ -164,16 +163,14 @@ func TestServerWorkerObsFlags(t *testing.T) {
 	wk.waitOutput(t, regexp.MustCompile(`(lending) 3 threads`))
 
 	var live, threads, sessions float64
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	testwait.Until(10*time.Second, func() bool {
 		sf := scrapeMetrics(t, "http://127.0.0.1:"+strconv.Itoa(sport)+"/metrics")
 		wf := scrapeMetrics(t, "http://127.0.0.1:"+strconv.Itoa(wport)+"/metrics")
 		live, _ = metricstest.Value(sf, "braid_workers", map[string]string{"state": "live"})
 		threads, _ = metricstest.Value(wf, "braid_threads", nil)
 		sessions, _ = metricstest.Value(wf, "braid_sessions", nil)
-		if live == 1 && sessions == 1 {
-			break
-		}
-	}
+		return live == 1 && sessions == 1
+	})
 	if live != 1 || threads != 3 || sessions != 1 {
 		t.Errorf("server: %v live workers, want 1; worker: %v threads, %v sessions, want 3 and 1", live, threads, sessions)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/testbed/relay"
 )
 
@@ -82,10 +83,11 @@ type iperf3JSON struct {
 // listeningOn waits for a server's "listening on" line in out.
 func listeningOn(t testing.TB, b *bg, out *syncBuffer) string {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	var addrs string
+	if !testwait.Until(10*time.Second, func() bool {
 		if _, rest, ok := strings.Cut(out.String(), "listening on "); ok {
-			addrs, _, _ := strings.Cut(rest, "\n")
-			return addrs
+			addrs, _, _ = strings.Cut(rest, "\n")
+			return true
 		}
 		select {
 		case code := <-b.done:
@@ -93,9 +95,11 @@ func listeningOn(t testing.TB, b *bg, out *syncBuffer) string {
 			t.Fatalf("server exited with %d: %s", code, b.err.String())
 		default:
 		}
+		return false
+	}) {
+		t.Fatalf("server not listening after 10s: %s", b.err.String())
 	}
-	t.Fatalf("server not listening after 10s: %s", b.err.String())
-	return ""
+	return addrs
 }
 
 // A script written for iperf3 reads braid perf -J the same way, on the
@@ -173,18 +177,17 @@ func TestPerfIperfJSON(t *testing.T) {
 			}
 			// The server's object for the same test.
 			var s iperf3JSON
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				if all := srv.out.String(); strings.Count(all, `"start"`) > before {
-					dec := json.NewDecoder(strings.NewReader(all))
-					for dec.More() {
-						if err := dec.Decode(&s); err != nil {
-							t.Fatalf("server stdout: %v\n%s", err, all)
-						}
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no JSON from perf -s -J: %s", srv.err.String())
+			var all string
+			if !testwait.Until(10*time.Second, func() bool {
+				all = srv.out.String()
+				return strings.Count(all, `"start"`) > before
+			}) {
+				t.Fatalf("no JSON from perf -s -J: %s", srv.err.String())
+			}
+			dec := json.NewDecoder(strings.NewReader(all))
+			for dec.More() {
+				if err := dec.Decode(&s); err != nil {
+					t.Fatalf("server stdout: %v\n%s", err, all)
 				}
 			}
 			if s.Error != "" || s.End.SumReceived.Bytes != e.SumReceived.Bytes || s.End.SumSent.Bytes != e.SumSent.Bytes ||
@@ -900,14 +903,10 @@ func TestPerfDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped = true
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(pidFile); os.IsNotExist(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid file still there 10s after SIGTERM")
-		}
-	}
+	testwait.For(t, "the pid file to go after SIGTERM", 10*time.Second, func() bool {
+		_, err := os.Stat(pidFile)
+		return os.IsNotExist(err)
+	})
 	log, _ := os.ReadFile(logFile)
 	if !strings.Contains(string(log), "listening on 127.0.0.1:"+port) || !strings.Contains(string(log), "bulk from 127.0.0.1") {
 		t.Errorf("daemon's --logfile:\n%s", log)

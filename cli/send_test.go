@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/internal/ctl"
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/transport"
 	"github.com/braid-hpc/braid/xfer"
 )
@@ -214,17 +215,14 @@ func TestRecvRefuses(t *testing.T) {
 	// A sender that goes away mid-file leaves nothing behind.
 	h := xfer.Header{Version: xfer.Version, Name: "partial", Size: 1 << 20, Mode: 0o644}
 	_, sess := rawFile(t, addr, h, make([]byte, 300<<10), nil)
+	// Both waits share one 5s budget.
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) && len(dirNames(t, dst)) != 2 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(time.Until(deadline), func() bool { return len(dirNames(t, dst)) == 2 })
 	if names := dirNames(t, dst); len(names) != 2 {
 		t.Fatalf("no temporary file while receiving: %v", names)
 	}
 	sess.Close()
-	for time.Now().Before(deadline) && len(dirNames(t, dst)) != 1 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(time.Until(deadline), func() bool { return len(dirNames(t, dst)) == 1 })
 	if names := dirNames(t, dst); len(names) != 1 {
 		t.Errorf("after the sender went away the directory holds %v", names)
 	}
@@ -331,15 +329,15 @@ func TestRecvJSON(t *testing.T) {
 	files := writeFiles(t, src, map[string]int{"a.bin": 3 << 20, "b.txt": 100})
 	rx := start(t, "recv", "--listen", "127.0.0.1:0", "--dir", dst, "-1", "-J", "--progress")
 	var listening recvEvent
-	for deadline := time.Now().Add(10 * time.Second); listening.Event == ""; time.Sleep(10 * time.Millisecond) {
+	if !testwait.Until(10*time.Second, func() bool {
 		if line, _, ok := strings.Cut(rx.out.String(), "\n"); ok {
 			if err := json.Unmarshal([]byte(line), &listening); err != nil {
 				t.Fatalf("first line %q: %v", line, err)
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("recv -J printed nothing: %s", rx.err.String())
-		}
+		return listening.Event != ""
+	}) {
+		t.Fatalf("recv -J printed nothing: %s", rx.err.String())
 	}
 	if listening.Event != "listening" || len(listening.Addrs) != 1 || listening.Dir != dst {
 		t.Fatalf("first event %+v", listening)

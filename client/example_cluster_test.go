@@ -12,6 +12,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/worker"
 )
@@ -42,13 +43,11 @@ func startCluster() (url string, key []byte, stop func()) {
 	wkDone := make(chan error, 1)
 	go func() { wkDone <- w.Run(wctx) }()
 	c := client.New(srv.URL(), client.WithKey(key))
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if h, err := c.Health(ctx); err == nil && h.Workers == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			log.Fatal("the worker did not register within 10s")
-		}
+	if !testwait.Until(10*time.Second, func() bool {
+		h, err := c.Health(ctx)
+		return err == nil && h.Workers == 1
+	}) {
+		log.Fatal("the worker did not register within 10s")
 	}
 	return srv.URL(), key, func() {
 		// The worker first: it deregisters while the server still

@@ -15,6 +15,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/worker"
 )
@@ -161,16 +162,13 @@ func (c *cluster) addWorker(threads int, mod func(*worker.Config)) *testWorker {
 // waitWorkers waits until the server has n live workers.
 func (c *cluster) waitWorkers(n int) {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		h, err := c.c.Health(context.Background())
-		if err == nil && h.Workers == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("server has %d live workers after 10s, want %d (err %v)", h.Workers, n, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var h api.Health
+	var err error
+	if !testwait.Until(10*time.Second, func() bool {
+		h, err = c.c.Health(context.Background())
+		return err == nil && h.Workers == n
+	}) {
+		c.t.Fatalf("server has %d live workers after 10s, want %d (err %v)", h.Workers, n, err)
 	}
 }
 

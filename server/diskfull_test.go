@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/store"
@@ -167,16 +168,11 @@ func TestDiskFull(t *testing.T) {
 			// Room again: the end reaches the store.
 			d.blobsFull.Store(false)
 			d.dbFull.Store(false)
-			deadline := time.Now().Add(15 * time.Second)
-			for {
+			if !testwait.Until(15*time.Second, func() bool {
 				st, err = c.c.Status(t.Context(), st.Job)
-				if err == nil && !strings.Contains(st.Error, "not yet recorded") {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the job's end was not recorded 15s after the disk had room: %+v, %v", st, err)
-				}
-				time.Sleep(20 * time.Millisecond)
+				return err == nil && !strings.Contains(st.Error, "not yet recorded")
+			}) {
+				t.Fatalf("the job's end was not recorded 15s after the disk had room: %+v, %v", st, err)
 			}
 			c.stopServer()
 			if j := storedState(t, c.cfg.Data, st.Job); j.State != store.JobFailed || j.Running != 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/store"
@@ -46,20 +47,18 @@ func slowBlur(d time.Duration) func(*worker.Config) {
 // waitDone waits until a job has at least n units done.
 func (c *cluster) waitDone(id uint64, n int) api.JobStatus {
 	c.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		st, err := c.c.Status(context.Background(), id)
+	var st api.JobStatus
+	if !testwait.Until(15*time.Second, func() bool {
+		var err error
+		st, err = c.c.Status(context.Background(), id)
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		if st.Units.Done >= n || st.State.Final() {
-			return st
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("job %d: %d units done after 15s, want %d", id, st.Units.Done, n)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return st.Units.Done >= n || st.State.Final()
+	}) {
+		c.t.Fatalf("job %d: %d units done after 15s, want %d", id, st.Units.Done, n)
 	}
+	return st
 }
 
 // checkExactlyOnce opens the stopped server's store and checks that every
@@ -379,16 +378,11 @@ func TestFigures(t *testing.T) {
 	if err := tw.w.SetThreads(3); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testwait.Until(10*time.Second, func() bool {
 		w, err = c.c.Worker(t.Context(), "w1", false)
-		if err == nil && w.Threads == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server sees %+v, %v; want 3 threads", w, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return err == nil && w.Threads == 3
+	}) {
+		t.Fatalf("server sees %+v, %v; want 3 threads", w, err)
 	}
 	// A stream reaches the worker with its first unit, so run jobs with
 	// more units than two streams keep in flight until all three are seen.

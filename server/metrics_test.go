@@ -13,6 +13,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/internal/metrics/metricstest"
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/testbed/relay"
 	"github.com/braid-hpc/braid/transport"
@@ -194,12 +195,9 @@ func TestMetricsPathDown(t *testing.T) {
 	tok := "Bearer " + api.Token(testKey)
 	wait := func(what string, ok func(fams map[string]*dto.MetricFamily) bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if ok(scrape(t, c.hc, c.srv.URL()+api.PathMetrics, tok)) {
-				return
-			}
-		}
-		t.Fatalf("metrics did not show %s within 10s", what)
+		testwait.For(t, "metrics to show "+what, 10*time.Second, func() bool {
+			return ok(scrape(t, c.hc, c.srv.URL()+api.PathMetrics, tok))
+		})
 	}
 	up := func(fams map[string]*dto.MetricFamily, path string) float64 {
 		v, _ := metricstest.Value(fams, "braid_path_up", map[string]string{"peer": wid, "path": path})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/worker"
@@ -209,20 +210,16 @@ func (c *cluster) blobSet() map[string]bool {
 // want.
 func (c *cluster) waitBlobs(what string, want ...string) {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := c.blobSet()
+	var got map[string]bool
+	if !testwait.Until(10*time.Second, func() bool {
+		got = c.blobSet()
 		same := len(got) == len(want)
 		for _, id := range want {
 			same = same && got[id]
 		}
-		if same {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("%s: the server holds %d blobs %v, want %v", what, len(got), got, want)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return same
+	}) {
+		c.t.Fatalf("%s: the server holds %d blobs %v, want %v", what, len(got), got, want)
 	}
 }
 
@@ -280,20 +277,15 @@ func TestRetention(t *testing.T) {
 	}
 	noop := c.run(api.JobRequest{Op: "noop", Input: in}) // its output is the upload
 
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testwait.Until(10*time.Second, func() bool {
 		var err error
 		st, err = c.c.Status(t.Context(), st.Job)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !st.OutputExpired.IsZero() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("output not expired 10s after a retention of %v: %+v", retain, st)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return !st.OutputExpired.IsZero()
+	}) {
+		t.Fatalf("output not expired 10s after a retention of %v: %+v", retain, st)
 	}
 	if st.State != api.JobDone || st.Output == "" || !st.OutputExpires.IsZero() {
 		t.Errorf("expired job: %s, output %q, expires %v; want done with its output id and no expiry", st.State, st.Output, st.OutputExpires)
@@ -313,16 +305,12 @@ func TestRetention(t *testing.T) {
 		t.Errorf("job on an expired output: %v, want 410", err)
 	}
 	// The noop's output expired too, but its bytes are an upload.
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		s2, err := c.c.Status(t.Context(), noop.Job)
-		if err == nil && !s2.OutputExpired.IsZero() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("noop output not expired: %+v, %v", s2, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var s2 api.JobStatus
+	if !testwait.Until(10*time.Second, func() bool {
+		s2, err = c.c.Status(t.Context(), noop.Job)
+		return err == nil && !s2.OutputExpired.IsZero()
+	}) {
+		t.Fatalf("noop output not expired: %+v, %v", s2, err)
 	}
 	c.waitBlobs("after the outputs expired", in)
 }

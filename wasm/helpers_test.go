@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/braid-hpc/braid/internal/testwait"
 )
 
 // requireEnv makes missing clang or wasi-libc a failure instead of a skip.
@@ -71,11 +73,11 @@ func TestMain(m *testing.M) {
 // checkLeaks waits up to wait for goroutines of this package or of wazero
 // to end, and reports those left.
 func checkLeaks(wait time.Duration) error {
-	deadline := time.Now().Add(wait)
-	for {
+	var leaked []string
+	if !testwait.Until(wait, func() bool {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
+		leaked = nil
 		for _, g := range strings.Split(string(buf), "\n\n") {
 			if strings.Contains(g, "checkLeaks") {
 				continue
@@ -84,14 +86,11 @@ func checkLeaks(wait time.Duration) error {
 				leaked = append(leaked, g)
 			}
 		}
-		if len(leaked) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("leaked %d goroutines:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return len(leaked) == 0
+	}) {
+		return fmt.Errorf("leaked %d goroutines:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 	}
+	return nil
 }
 
 // buildAll compiles every test module into buildDir, as many at once as

@@ -13,6 +13,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/testwait"
 )
 
 // emptyCommand is the smallest WASI command: a memory and a _start that
@@ -61,16 +62,10 @@ func TestPrefetch(t *testing.T) {
 		defer close(done)
 		m.prefetch(ctx)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := m.engine.Lookup(hash); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the module was not loaded within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, "the module to be loaded", 10*time.Second, func() bool {
+		_, ok := m.engine.Lookup(hash)
+		return ok
+	})
 	cancel()
 	<-done
 	if n := downloads.Load(); n != 1 {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/wasm"
@@ -444,16 +445,13 @@ func (c *cluster) startWorker(b *testing.B, threads int) (stop func()) {
 // waitWorkers waits until the server has n live workers.
 func (c *cluster) waitWorkers(b *testing.B, n int) {
 	b.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		h, err := c.c.Health(context.Background())
-		if err == nil && h.Workers == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("server has %d live workers after 10s, want %d (err %v)", h.Workers, n, err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var h api.Health
+	var err error
+	if !testwait.Until(10*time.Second, func() bool {
+		h, err = c.c.Health(context.Background())
+		return err == nil && h.Workers == n
+	}) {
+		b.Fatalf("server has %d live workers after 10s, want %d (err %v)", h.Workers, n, err)
 	}
 }
 

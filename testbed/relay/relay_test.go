@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/testbed/relay"
 )
 
@@ -33,21 +34,19 @@ func TestMain(m *testing.M) {
 // relayGoroutines waits up to d for the relay's goroutines to end and
 // returns the stacks of those left.
 func relayGoroutines(d time.Duration) string {
-	deadline := time.Now().Add(d)
-	for {
+	var left []string
+	testwait.Until(d, func() bool {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
-		var left []string
+		left = nil
 		for _, g := range strings.Split(string(buf), "\n\n") {
 			if strings.Contains(g, "braid/testbed/relay.") {
 				left = append(left, g)
 			}
 		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			return strings.Join(left, "\n\n")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(left) == 0
+	})
+	return strings.Join(left, "\n\n")
 }
 
 // echoTCP starts a TCP echo server on loopback; accepted counts its
