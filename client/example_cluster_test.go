@@ -128,6 +128,8 @@ func ExampleClient_Units() {
 			log.Fatalf("unit %d came back before it was sent", u.Unit)
 		}
 	}
+	// checksum is a two-level job: the 3 chunk units asked for, and one
+	// that combines their sums.
 	fmt.Println(len(tl.Units), "tries kept for", job.Units.Total, "units, on", len(workers), "worker")
 	// Output:
 	// 4 tries kept for 4 units, on 1 worker
