@@ -352,14 +352,23 @@ func TestRoundRobinTakesPathsInTurn(t *testing.T) {
 			t.Fatalf("message %d: %d bytes, %v", i, len(m), err)
 		}
 	}
+	// Copies of frames that another path held too long (a loaded machine
+	// delays acknowledgements) are not the policy's placement: they are
+	// counted apart, as duplicated.
+	sent := func(after []PathStats, i int) int64 {
+		return after[i].BytesSent - before[i].BytesSent - (after[i].Duplicated - before[i].Duplicated)
+	}
+	// Half the payload each, give or take heartbeats and acks. A writer
+	// counts its bytes once its write returns, which can be after the
+	// peer has read them: wait for the counts to catch up.
+	want := int64(n / 2 * size)
 	after := c.Stats()
+	testwait.Until(5*time.Second, func() bool {
+		after = c.Stats()
+		return sent(after, 0) >= want && sent(after, 1) >= want
+	})
 	for i := range after {
-		// Copies of frames that another path held too long (a loaded
-		// machine delays acknowledgements) are not the policy's
-		// placement: they are counted apart, as duplicated.
-		got := after[i].BytesSent - before[i].BytesSent - (after[i].Duplicated - before[i].Duplicated)
-		// Half the payload each, give or take heartbeats and acks.
-		if want := int64(n / 2 * size); got < want || got > want+want/10 {
+		if got := sent(after, i); got < want || got > want+want/10 {
 			t.Errorf("path %d sent %d bytes, want about %d (half of the messages)", i, got, want)
 		}
 	}
