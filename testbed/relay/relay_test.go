@@ -239,10 +239,7 @@ func TestTCPHalfCloseAndClose(t *testing.T) {
 	if err != nil || string(got) != "last words" {
 		t.Fatalf("after half-close: %q, %v", got, err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for r.Conns() != 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(5*time.Second, func() bool { return r.Conns() == 0 })
 	if n := r.Conns(); n != 0 {
 		t.Errorf("Conns = %d after both sides closed", n)
 	}
@@ -468,9 +465,7 @@ func TestUDPLossPerDirectionAndBlackhole(t *testing.T) {
 	if _, err := udpEcho(c, 4, 300*time.Millisecond); err == nil {
 		t.Fatal("echo through a blackhole")
 	}
-	for deadline := time.Now().Add(10 * time.Second); r.Stats(relay.ToTarget).Dropped < 2 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(10*time.Second, func() bool { return r.Stats(relay.ToTarget).Dropped >= 2 })
 	r.Blackhole(false)
 	r.SetDelay(0)
 	if _, err := udpEcho(c, 5, 5*time.Second); err != nil {
