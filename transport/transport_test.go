@@ -362,7 +362,7 @@ func TestRoundRobinTakesPathsInTurn(t *testing.T) {
 	// counts its bytes once its write returns, which can be after the
 	// peer has read them: wait for the counts to catch up.
 	want := int64(n / 2 * size)
-	after := c.Stats()
+	var after []PathStats
 	testwait.Until(5*time.Second, func() bool {
 		after = c.Stats()
 		return sent(after, 0) >= want && sent(after, 1) >= want

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -119,16 +118,6 @@ func runWorker(t *testing.T, f *fakeServer) (*Worker, string) {
 		t.Fatal(err)
 	}
 	f.w = w
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("worker did not stop")
-		}
-	})
+	runForTest(t, w)
 	return w, srv.URL
 }

@@ -77,6 +77,13 @@ func startWorker(t *testing.T, threads int, reg *ops.Registry) *Worker {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runForTest(t, w)
+	return w
+}
+
+// runForTest runs w until the end of the test, and fails the test if it
+// does not stop within 10s of it.
+func runForTest(t *testing.T, w *Worker) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -88,7 +95,6 @@ func startWorker(t *testing.T, threads int, reg *ops.Registry) *Worker {
 			t.Error("worker did not stop")
 		}
 	})
-	return w
 }
 
 func dial(t *testing.T, w *Worker, key []byte) (*transport.Session, error) {
