@@ -9,11 +9,18 @@ import (
 	"time"
 )
 
-// Interval is how often For polls.
-const Interval = 5 * time.Millisecond
+// First and Most bound the pause between two polls: it starts at First and
+// doubles up to Most, so that a condition that holds soon is seen soon,
+// and one that is costly to check (an HTTP scrape, a command run) is not
+// checked hundreds of times a second through a long wait, loading the
+// very system the test waits on.
+const (
+	First = 5 * time.Millisecond
+	Most  = 50 * time.Millisecond
+)
 
-// For polls cond every Interval until it holds, and fails the test, naming
-// what, if it does not within d.
+// For polls cond until it holds, and fails the test, naming what, if it
+// does not within d.
 func For(tb testing.TB, what string, d time.Duration, cond func() bool) {
 	tb.Helper()
 	if !Until(d, cond) {
@@ -21,16 +28,15 @@ func For(tb testing.TB, what string, d time.Duration, cond func() bool) {
 	}
 }
 
-// Until polls cond every Interval until it holds or d has passed, and
-// reports whether it held: for a caller that reports the failure itself,
-// with what it found.
+// Until polls cond until it holds or d has passed, and reports whether it
+// held: for a caller that reports the failure itself, with what it found.
 func Until(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
-	for !cond() {
+	for pause := First; !cond(); pause = min(2*pause, Most) {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(Interval)
+		time.Sleep(pause)
 	}
 	return true
 }

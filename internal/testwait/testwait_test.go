@@ -24,6 +24,13 @@ func TestUntil(t *testing.T) {
 	if el := time.Since(start); el < 30*time.Millisecond {
 		t.Fatalf("Until gave up after %v, before its 30ms", el)
 	}
+	// A long wait checks a costly condition about 1/Most times a second,
+	// not 1/First.
+	var polls int
+	Until(500*time.Millisecond, func() bool { polls++; return false })
+	if polls > 25 {
+		t.Fatalf("%d polls in 500ms; the pause should grow to %v", polls, Most)
+	}
 }
 
 // fakeTB records Fatalf instead of ending the test.
