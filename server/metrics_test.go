@@ -188,10 +188,15 @@ func TestMetricsPathDown(t *testing.T) {
 		cfg.Advertise = []string{direct, r.Addr()}
 	})
 	c.waitWorkers(1)
+	// The server lists the worker before the worker has read its ID from
+	// the registration's answer.
 	var wid string
-	for _, id := range tw.w.IDs() {
-		wid = id
-	}
+	testwait.For(t, "the worker to learn its ID", 10*time.Second, func() bool {
+		for _, id := range tw.w.IDs() {
+			wid = id
+		}
+		return wid != ""
+	})
 	tok := "Bearer " + api.Token(testKey)
 	wait := func(what string, ok func(fams map[string]*dto.MetricFamily) bool) {
 		t.Helper()
