@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -98,6 +99,8 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	timeout := fs.Duration("worker-timeout", 0, "declare a worker dead after this long without heartbeat (default 5 heartbeats)")
 	inFlight := fs.Int("in-flight", 0, "units a stream holds at once for jobs that do not say (default 16)")
 	maxThreads := fs.Int("max-threads", 0, "most threads (streams) one worker may lend (default 1024)")
+	workerNets := fs.StringSlice("worker-networks", nil, "`CIDR`s whose addresses a worker registering with a worker token may give as its data plane, "+
+		"besides the address it connects from (comma-separated, e.g. 10.1.0.0/16,10.2.0.0/16); the server dials no other address for such workers")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data-plane paths to workers: tcp, mptcp, sctp or sctp-udp (workers must listen with the same)")
 	plain := plaintextFlag(fs)
 	durable := fs.Bool("durable", false, "sync unit results and every database commit to disk (slower; survives power loss)")
@@ -171,10 +174,19 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("server: --insecure-http serves no certificate; drop --tls-cert and --tls-key, or --insecure-http")
 		return 2
 	}
+	var nets []netip.Prefix
+	for _, n := range *workerNets {
+		p, err := netip.ParsePrefix(strings.TrimSpace(n))
+		if err != nil {
+			env.Errorf("server: --worker-networks %q: want a network in CIDR form such as 10.1.0.0/16", n)
+			return 2
+		}
+		nets = append(nets, p.Masked())
+	}
 	log := logger(env)
 	srv, err := server.New(server.Config{
 		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
-		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: log,
+		InFlight: *inFlight, MaxThreads: *maxThreads, WorkerNetworks: nets, Durable: *durable, Logger: log,
 		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
 		MaxBlob: upSize, MaxData: dataSize, Retain: keep, MaxConns: *maxConns,
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},

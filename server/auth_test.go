@@ -6,16 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/worker"
@@ -456,4 +461,116 @@ func TestWorkerTokenOwnsItsWorker(t *testing.T) {
 	if ws, _ := c.c.Workers(t.Context()); len(ws) != 1 {
 		t.Errorf("%d workers after the refused deregistration, want 1", len(ws))
 	}
+}
+
+// fakePeer listens on addr like a worker's data plane but answers every
+// channel with bytes that are no braid handshake. It counts channels and
+// the bytes the server sent on them.
+type fakePeer struct {
+	ln    net.Listener
+	conns atomic.Int64
+	bytes atomic.Int64
+}
+
+func newFakePeer(t *testing.T, addr string) *fakePeer {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakePeer{ln: ln}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.conns.Add(1)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				_, _ = c.Write(bytes.Repeat([]byte{0xAB}, 512))
+				n, _ := io.Copy(io.Discard, c)
+				f.bytes.Add(n)
+			}()
+		}
+	}()
+	return f
+}
+
+// TestWorkerAddressesOwned: a worker token may register only addresses
+// its connection could own: the server refuses, without dialing, an
+// address that is neither the registration's source nor inside
+// --worker-networks. Where it does dial (an allowed network, or the
+// cluster key's holder), a peer that does not answer as a braid worker
+// gets the first handshake message and nothing more.
+func TestWorkerAddressesOwned(t *testing.T) {
+	const helloLen = 6 + 48 // transport/internal/wire.HelloLen
+	c := newCluster(t, func(cfg *server.Config) { cfg.DialTimeout = 3 * time.Second })
+	tok, err := c.c.CreateToken(t.Context(), api.RoleWorker, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newFakePeer(t, "127.0.0.2:0") // another host's service, as far as the rule knows
+	reg := func(addr string) request {
+		b, _ := json.Marshal(api.Register{Name: "x", Addresses: []string{addr}, Threads: 1, Ops: []string{"noop"}})
+		return request{path: api.PathWorkers, body: b}
+	}
+	code, body := call(t, c, http.MethodPost, reg(other.ln.Addr().String()), "Bearer "+tok.Token)
+	if code != http.StatusForbidden || !strings.Contains(body, "--worker-networks") || !strings.Contains(body, "127.0.0.1") {
+		t.Errorf("worker token registering another address: %d %s; want 403 naming the source and --worker-networks", code, body)
+	}
+	if n := other.conns.Load(); n != 0 {
+		t.Errorf("the server opened %d channels to an address the worker could not own", n)
+	}
+	code, body = call(t, c, http.MethodPost, reg("localhost:7"), "Bearer "+tok.Token)
+	if code != http.StatusForbidden || !strings.Contains(body, "IP addresses") {
+		t.Errorf("worker token registering a host name: %d %s; want 403", code, body)
+	}
+
+	// The source address itself may be dialed (negative control: the rule
+	// is not "refuse everything"); the fake peer gets the hello only.
+	own := newFakePeer(t, "127.0.0.1:0")
+	code, body = call(t, c, http.MethodPost, reg(own.ln.Addr().String()), "Bearer "+tok.Token)
+	if code == http.StatusCreated || code == http.StatusForbidden {
+		t.Errorf("registering a non-braid peer at the source address: %d %s; want a dial failure", code, body)
+	}
+	// The cluster key's holder is trusted with any address.
+	code, _ = call(t, c, http.MethodPost, reg(other.ln.Addr().String()), "Bearer "+api.Token(testKey))
+	if code == http.StatusCreated || code == http.StatusForbidden {
+		t.Errorf("admin registering a non-braid peer: %d; want a dial failure", code)
+	}
+	for _, f := range []*fakePeer{own, other} {
+		if !testwait.Until(5*time.Second, func() bool { return f.conns.Load() > 0 && f.bytes.Load() >= helloLen }) {
+			t.Fatalf("the fake peer at %s saw %d channels and %d bytes", f.ln.Addr(), f.conns.Load(), f.bytes.Load())
+		}
+		// Each channel got one hello; none got more.
+		if got, most := f.bytes.Load(), f.conns.Load()*helloLen; got > most {
+			t.Errorf("a peer that is no braid worker at %s got %d bytes on %d channels, more than a hello each (%d)",
+				f.ln.Addr(), got, f.conns.Load(), most)
+		}
+	}
+}
+
+// TestWorkerNetworks: with --worker-networks, a worker token may register
+// addresses inside them besides its source address.
+func TestWorkerNetworks(t *testing.T) {
+	c := newCluster(t, func(cfg *server.Config) {
+		cfg.WorkerNetworks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	tok, err := c.c.CreateToken(t.Context(), api.RoleWorker, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.addWorker(1, func(cfg *worker.Config) {
+		cfg.Token = tok.Join
+		cfg.Listen = []string{"127.0.0.3:0"}
+	})
+	c.waitWorkers(1)
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/braid-hpc/braid/ops"
@@ -61,6 +62,14 @@ type Config struct {
 	// MaxThreads bounds the threads (and so streams) one worker may
 	// lend. Zero means 1024.
 	MaxThreads int
+	// WorkerNetworks are the networks whose addresses a worker that
+	// registers with a worker token may give besides the address it
+	// connected from (braid server --worker-networks). The server dials
+	// a worker's data plane only at addresses the registering connection
+	// could own: its own source address, or one inside these networks.
+	// Holders of the cluster key and admin tokens may give any address.
+	// Nil allows only the source address.
+	WorkerNetworks []netip.Prefix
 	// MaxBlob bounds the size of one upload (braid server --max-upload);
 	// a larger one is refused with 413. Zero means 16 GiB.
 	MaxBlob int64

@@ -323,6 +323,13 @@ func (s *Server) deleteBlob(w http.ResponseWriter, r *http.Request) error {
 	if len(users) > 0 {
 		return kindf(errConflict, "blob %s is used by unfinished jobs %s; cancel them or wait for them to finish", id, joinIDs(users))
 	}
+	kept, err := s.db.KeptOutputs(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if len(kept) > 0 {
+		return kindf(errConflict, "blob %s is the output of jobs %s, kept until their retention ends (braid server --retain); it cannot be deleted before", id, joinIDs(kept))
+	}
 	if used, err := s.db.ModuleUsed(r.Context(), id); err != nil {
 		return err
 	} else if used {
@@ -461,6 +468,12 @@ func (s *Server) postWorker(w http.ResponseWriter, r *http.Request) error {
 	if err := s.readJSON(w, r, "worker registration", &reg); err != nil {
 		return err
 	}
+	if err := s.checkRegister(&reg); err != nil {
+		return err
+	}
+	if err := s.checkOwned(&reg, caller(r), r.RemoteAddr); err != nil {
+		return err
+	}
 	ans, err := s.register(r.Context(), "", reg)
 	if err != nil {
 		return err
@@ -473,6 +486,12 @@ func (s *Server) postWorker(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) putWorker(w http.ResponseWriter, r *http.Request) error {
 	var reg api.Register
 	if err := s.readJSON(w, r, "worker registration", &reg); err != nil {
+		return err
+	}
+	if err := s.checkRegister(&reg); err != nil {
+		return err
+	}
+	if err := s.checkOwned(&reg, caller(r), r.RemoteAddr); err != nil {
 		return err
 	}
 	if err := s.owners.check(r.PathValue("id"), caller(r)); err != nil {

@@ -314,3 +314,36 @@ func TestRetention(t *testing.T) {
 	}
 	c.waitBlobs("after the outputs expired", in)
 }
+
+// TestDeleteKeptOutput: a blob that is the output of a done job, kept
+// until its retention ends, cannot be deleted, even when it is also an
+// upload (a noop's output is its input): the answer is 409 naming the
+// job, and the output stays fetchable. An upload no job keeps deletes.
+func TestDeleteKeptOutput(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(1, nil)
+	c.waitWorkers(1)
+	data := []byte("kept by a job's output\n")
+	in := c.put(data)
+	st := c.run(api.JobRequest{Op: "noop", Input: in})
+	if st.State != api.JobDone || st.Output != in {
+		t.Fatalf("noop job: %s, output %q; want done with output %s", st.State, st.Output, in)
+	}
+	err := c.c.DeleteBlob(t.Context(), in)
+	if !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("delete of a kept output: %v, want 409", err)
+	}
+	for _, want := range []string{"output of jobs " + strconv.FormatUint(st.Job, 10), "--retain"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("409 message %q does not say %q", err, want)
+		}
+	}
+	if got := c.get(st.Output); !bytes.Equal(got, data) {
+		t.Errorf("output after the refused delete: %q, want %q", got, data)
+	}
+	// Negative control: an upload nothing keeps is deleted.
+	other := c.put([]byte("nobody keeps this\n"))
+	if err := c.c.DeleteBlob(t.Context(), other); err != nil {
+		t.Fatalf("delete of a plain upload: %v", err)
+	}
+}

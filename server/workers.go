@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -62,6 +63,43 @@ func (s *Server) checkRegister(reg *api.Register) error {
 		if _, err := s.cfg.Ops.Lookup(op); err != nil {
 			s.log.Warn("worker offers an operation this server does not know; it gets units of it once a module of that name is added (braid op add)", "op", op)
 		}
+	}
+	return nil
+}
+
+// checkOwned refuses a registration whose data-plane addresses the
+// registering connection could not own, so that a worker token cannot
+// make the server dial somebody else's service: each address must be the
+// connection's source address or lie in --worker-networks. The cluster
+// key's holders and admin tokens are trusted with any address; so is a
+// registration made inside the server (no source).
+func (s *Server) checkOwned(reg *api.Register, who principal, source string) error {
+	if who.role == api.RoleAdmin || source == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(source)
+	if err != nil {
+		host = source
+	}
+	src, err := netip.ParseAddr(host)
+	if err != nil {
+		return kindf(errBadRequest, "registration: cannot tell the address it came from (%q)", source)
+	}
+	src = src.Unmap()
+	for _, a := range reg.Addresses {
+		h, _, _ := net.SplitHostPort(a) // checkRegister vetted the form
+		ip, err := netip.ParseAddr(h)
+		if err != nil {
+			return kindf(errForbidden, "registration: address %q: a worker token must give IP addresses, not names "+
+				"(the server dials only addresses the registering worker could own)", a)
+		}
+		ip = ip.Unmap()
+		if ip == src || slices.ContainsFunc(s.cfg.WorkerNetworks, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+			continue
+		}
+		return kindf(errForbidden, "registration: address %q is neither the address this registration came from (%s) "+
+			"nor inside the networks the server allows (braid server --worker-networks CIDR,...); "+
+			"the server dials only addresses the registering worker could own", a, src)
 	}
 	return nil
 }

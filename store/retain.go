@@ -61,6 +61,25 @@ func (s *SQLite) BlobKept(ctx context.Context, id string, except uint64) (string
 	return "", nil
 }
 
+// KeptOutputs returns the done jobs whose output is blob and not yet
+// expired, by ID: the blob must stay until their retention ends.
+func (s *SQLite) KeptOutputs(ctx context.Context, blob string) ([]uint64, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT id FROM jobs WHERE output = ? AND state = ? AND expired = 0 ORDER BY id", blob, JobDone)
+	if err != nil {
+		return nil, fmt.Errorf("store: jobs keeping blob %s: %w", blob, wrapDB(err))
+	}
+	defer rows.Close()
+	var out []uint64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("store: jobs keeping blob %s: %w", blob, err)
+		}
+		out = append(out, uint64(id))
+	}
+	return out, wrapDB(rows.Err())
+}
+
 // DueOutputs returns up to limit done jobs that finished before t and
 // whose output is not expired yet, oldest first.
 func (s *SQLite) DueOutputs(ctx context.Context, t time.Time, limit int) ([]Job, error) {
