@@ -97,6 +97,8 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	data := fs.String("data", "", "`directory` of the blobs and the job database (required)")
 	heartbeat := fs.Duration("heartbeat", time.Second, "how often workers send a heartbeat")
 	timeout := fs.Duration("worker-timeout", 0, "declare a worker dead after this long without heartbeat (default 5 heartbeats)")
+	dataTimeout := fs.Duration("data-plane-timeout", 0, "declare a worker dead when every path of its data-plane session has been down this long, "+
+		"whatever its heartbeats say (default 1.5s: a killed worker is noticed within 2s)")
 	inFlight := fs.Int("in-flight", 0, "units a stream holds at once for jobs that do not say (default 16)")
 	maxThreads := fs.Int("max-threads", 0, "most threads (streams) one worker may lend (default 1024)")
 	workerNets := fs.StringSlice("worker-networks", nil, "`CIDR`s whose addresses a worker registering with a worker token may give as its data plane, "+
@@ -185,7 +187,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	}
 	log := logger(env)
 	srv, err := server.New(server.Config{
-		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
+		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout, DataPlaneTimeout: *dataTimeout,
 		InFlight: *inFlight, MaxThreads: *maxThreads, WorkerNetworks: nets, Durable: *durable, Logger: log,
 		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
 		MaxBlob: upSize, MaxData: dataSize, Retain: keep, MaxConns: *maxConns,

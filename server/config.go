@@ -49,6 +49,14 @@ type Config struct {
 	// elsewhere, when it sent no heartbeat for this long. Zero means five
 	// heartbeat intervals.
 	WorkerTimeout time.Duration
+	// DataPlaneTimeout declares a worker dead, and runs its units
+	// elsewhere, when every path of its data-plane session has been down
+	// this long (a killed worker's channels end at once; a cut network
+	// falls silent for Transport's PathTimeout first), whatever its
+	// heartbeats say. It is the worker sessions' SessionTimeout, unless
+	// Transport sets one. Zero means 1.5s: with the default PathTimeout
+	// of 0.5s, a dead worker is noticed within 2s.
+	DataPlaneTimeout time.Duration
 	// DialTimeout bounds opening a session to a worker's data plane when
 	// it registers. Zero means 10s.
 	DialTimeout time.Duration
@@ -139,6 +147,7 @@ func (c *Config) populate() error {
 	setDefault(&c.HeartbeatInterval, time.Second)
 	setDefault(&c.WorkerTimeout, 5*c.HeartbeatInterval)
 	setDefault(&c.DialTimeout, 10*time.Second)
+	setDefault(&c.DataPlaneTimeout, 1500*time.Millisecond)
 	setDefault(&c.InFlight, 16)
 	setDefault(&c.MaxThreads, 1024)
 	setDefault(&c.MaxBlob, 16<<30)

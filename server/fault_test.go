@@ -535,3 +535,41 @@ func TestTamperedDataPlane(t *testing.T) {
 	}
 	t.Logf("the relay altered %d chunks; %d units ran again: %+v", r.Tampered(), st.Units.Retried, st.RetriedUnits)
 }
+
+// TestDeadWorkerNoticedByDataPlane: with the default transport settings
+// and heartbeats that would keep a worker alive for a minute, a worker
+// whose data plane falls silent is declared dead by its session (within
+// DataPlaneTimeout after its paths time out, 2s by default), and its job
+// finishes on the other worker. Before DataPlaneTimeout the session
+// waited the transport's 30s SessionTimeout: this test then failed.
+func TestDeadWorkerNoticedByDataPlane(t *testing.T) {
+	c := newCluster(t, func(cfg *server.Config) { cfg.WorkerTimeout = time.Minute })
+	r := c.addRelayedWorker(1, slowBlur(15*time.Millisecond))
+	c.addWorker(1, slowBlur(15*time.Millisecond))
+	c.waitWorkers(2)
+	st := c.submit(api.JobRequest{Op: "blur", Input: c.put(ops.SamplePNG(160, 120)), Tile: api.Tile{W: 40, H: 40}, Policy: api.PolicyEqual})
+	c.waitDone(st.Job, 2)
+	r.Blackhole(true)
+	cut := time.Now()
+	// Bounded well above the 2s default and far below both the minute
+	// of heartbeats and the transport's own 30s.
+	if !testwait.Until(10*time.Second, func() bool {
+		ws, err := c.c.Workers(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		live := 0
+		for _, w := range ws {
+			if w.Alive {
+				live++
+			}
+		}
+		return live == 1
+	}) {
+		t.Fatalf("the cut-off worker is still live %v after its data plane went silent", time.Since(cut).Round(time.Millisecond))
+	}
+	t.Logf("cut-off worker declared dead after %v", time.Since(cut).Round(time.Millisecond))
+	if st = c.wait(st.Job); st.State != api.JobDone {
+		t.Fatalf("job %s: %s", st.State, st.Error)
+	}
+}

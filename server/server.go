@@ -113,6 +113,9 @@ func New(cfg Config) (*Server, error) {
 		s.tcfg = *cfg.Transport
 	}
 	s.tcfg.Key = cfg.Key
+	if s.tcfg.SessionTimeout == 0 {
+		s.tcfg.SessionTimeout = cfg.DataPlaneTimeout
+	}
 	if s.tcfg.Logger == nil {
 		s.tcfg.Logger = cfg.Logger
 	}
