@@ -33,10 +33,15 @@
 // worker dies its units run elsewhere: dynamic jobs requeue them, static
 // plans share them among the surviving workers by the same policy.
 //
-// A Scheduler is safe for concurrent use. Stream loops wait on Changed:
+// A Scheduler is safe for concurrent use. Stream loops sleep on Wait,
+// which an event closes only for the streams it may give work to (the
+// stream whose slot freed, as many waiting streams as units became ready,
+// one idle stream for a possible backup copy, every stream when the
+// workers change), so the cost of a result does not grow with the number
+// of streams (BenchmarkResultCost). Changed is closed at every event:
 //
 //	for {
-//		changed := s.Changed()
+//		changed := s.Wait(worker, stream)
 //		a, ok := s.Next(worker, stream)
 //		if !ok {
 //			select { case <-changed: continue; case <-ctx.Done(): return }

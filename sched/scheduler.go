@@ -113,6 +113,34 @@ type Scheduler struct {
 	// completes, to tell how long a copy has been running.
 	events  uint64
 	changed chan struct{}
+
+	// idle and room list the streams waiting on their Wait channel that
+	// held no unit, or fewer than the largest job limit, when they began
+	// to wait: the only ones new work can wake. Streams waiting full
+	// wake when their own slot frees. Entries whose stream is no longer
+	// waiting are dropped lazily.
+	idle, room []waiter
+	// readied counts units made ready (queued for Next), a clock that
+	// tells an event how many streams it may have work for.
+	readied uint64
+	// streamsFor caches, by operation, how many streams run it; nil
+	// after a change of workers.
+	streamsFor map[opKey]int
+	nstreams   int
+}
+
+// opKey is what decides which workers run a unit.
+type opKey struct {
+	op     string
+	module bool
+}
+
+// waiter is a stream waiting on its Wait channel.
+type waiter struct {
+	w   *worker
+	idx int
+	st  *stream
+	ch  chan struct{} // st.wake when it began to wait
 }
 
 type worker struct {
@@ -126,6 +154,9 @@ type worker struct {
 type stream struct {
 	inFlight  map[uint64]Assignment // by Seq
 	headSince uint64
+	// wake is the channel Wait handed out, closed (and set to nil) when
+	// work the stream may take arrives.
+	wake chan struct{}
 }
 
 // head returns the Seq of the running unit, or 0 if the stream is empty.
@@ -188,8 +219,9 @@ func (q *queue) push(u *unit) {
 	q.items = append(q.items, u)
 }
 
-// take removes and returns the first queued unit for which ok is true.
-func (q *queue) take(ok func(*unit) bool) *unit {
+// take removes and returns the first queued unit for which ok is true;
+// with remove false it only returns it.
+func (q *queue) take(ok func(*unit) bool, remove bool) *unit {
 	for q.head < len(q.items) && !q.items[q.head].queued {
 		q.head++
 	}
@@ -199,7 +231,7 @@ func (q *queue) take(ok func(*unit) bool) *unit {
 	}
 	for i := q.head; i < len(q.items); i++ {
 		if u := q.items[i]; u.queued && ok(u) {
-			u.queued = false
+			u.queued = !remove
 			return u
 		}
 	}
@@ -231,6 +263,131 @@ func (s *Scheduler) notify() {
 	s.changed = make(chan struct{})
 }
 
+// Wait returns a channel that is closed when Next(worker, stream) may
+// return a unit where it did not: the stream's slot freed, units it may
+// take became ready, a backup copy became worth taking, or the workers
+// changed. Unlike Changed, an event wakes only the streams it may give
+// work to, so its cost does not grow with the number of streams. Take
+// it before calling Next, so no change is missed. For a stream the
+// scheduler does not know it is Changed.
+func (s *Scheduler) Wait(workerID string, stream int) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.workers[workerID]
+	if w == nil || stream < 0 || stream >= len(w.streams) {
+		return s.changed
+	}
+	st := w.streams[stream]
+	if st.wake != nil {
+		return st.wake
+	}
+	st.wake = make(chan struct{})
+	held := len(st.inFlight)
+	wt := waiter{w, stream, st, st.wake}
+	switch {
+	case held == 0:
+		s.idle = s.appendWaiter(s.idle, wt)
+	case held < s.maxLimit():
+		s.room = s.appendWaiter(s.room, wt)
+	}
+	return st.wake
+}
+
+// appendWaiter adds wt to list, first dropping stale entries when the
+// list has grown past twice the streams there are.
+func (s *Scheduler) appendWaiter(list []waiter, wt waiter) []waiter {
+	if len(list) > 2*s.nstreams+64 {
+		list = slices.DeleteFunc(list, func(x waiter) bool { return !s.waiting(x) })
+	}
+	return append(list, wt)
+}
+
+// waiting reports whether x is a current stream still waiting on the
+// channel it had when listed.
+func (s *Scheduler) waiting(x waiter) bool {
+	return x.st.wake == x.ch && s.workers[x.w.ID] == x.w && x.idx < len(x.w.streams) && x.w.streams[x.idx] == x.st
+}
+
+// maxLimit is the largest in-flight limit of the jobs: a stream holding
+// that many takes no unit until its own slot frees.
+func (s *Scheduler) maxLimit() int {
+	m := 0
+	for _, j := range s.jobs {
+		m = max(m, j.limit)
+	}
+	return m
+}
+
+func wakeStream(st *stream) {
+	if st.wake != nil {
+		close(st.wake)
+		st.wake = nil
+	}
+}
+
+// wakeAll wakes every waiting stream: after a change of workers, which
+// changes shares, plans and where failed units may go.
+func (s *Scheduler) wakeAll() {
+	for _, w := range s.workers {
+		for _, st := range w.streams {
+			wakeStream(st)
+		}
+	}
+	clear(s.idle)
+	clear(s.room)
+	s.idle, s.room = s.idle[:0], s.room[:0]
+}
+
+// wake runs after an event: it wakes freed's stream (nil for none), up
+// to ready waiting streams that Next would now give a unit, idle ones
+// first, and, if backup is set, one idle stream that runs op, which may
+// take a backup copy.
+func (s *Scheduler) wake(freed *Assignment, ready int, backup bool, op opKey) {
+	s.notify()
+	if freed != nil {
+		if w := s.workers[freed.Worker]; w != nil && freed.Stream >= 0 && freed.Stream < len(w.streams) {
+			wakeStream(w.streams[freed.Stream])
+		}
+	}
+	for _, list := range []*[]waiter{&s.idle, &s.room} {
+		if ready <= 0 {
+			break
+		}
+		keep := (*list)[:0]
+		for _, x := range *list {
+			if !s.waiting(x) {
+				continue
+			}
+			if ready > 0 && s.pick(x.w, x.idx) {
+				wakeStream(x.st)
+				ready--
+				continue
+			}
+			keep = append(keep, x)
+		}
+		clear((*list)[len(keep):])
+		*list = keep
+	}
+	if !backup || s.cfg.NoBackups {
+		return
+	}
+	keep := s.idle[:0]
+	woke := false
+	for _, x := range s.idle {
+		if !s.waiting(x) {
+			continue
+		}
+		if !woke && (x.w.ops[op.op] || op.module && x.w.ops[ModuleOps]) {
+			wakeStream(x.st)
+			woke = true
+			continue
+		}
+		keep = append(keep, x)
+	}
+	clear(s.idle[len(keep):])
+	s.idle = keep
+}
+
 // SetWorker adds a worker or updates one: its streams and operations.
 // Units in flight on streams it no longer has are lost and returned, with
 // any job failures that causes.
@@ -257,9 +414,20 @@ func (s *Scheduler) SetWorker(w Worker) ([]Assignment, []*UnitError) {
 	for len(ws.streams) < w.Streams {
 		ws.streams = append(ws.streams, &stream{inFlight: map[uint64]Assignment{}})
 	}
+	s.workersChanged()
 	errs := s.loseAll(lost)
 	s.notify()
+	s.wakeAll()
 	return lost, errs
+}
+
+// workersChanged drops what depends on the set of workers.
+func (s *Scheduler) workersChanged() {
+	s.streamsFor = nil
+	s.nstreams = 0
+	for _, w := range s.workers {
+		s.nstreams += len(w.streams)
+	}
 }
 
 // RemoveWorker forgets a dead or departed worker. Its units in flight are
@@ -277,9 +445,12 @@ func (s *Scheduler) RemoveWorker(id string) ([]Assignment, []*UnitError) {
 	var lost []Assignment
 	for _, st := range ws.streams {
 		lost = append(lost, st.assignments()...)
+		wakeStream(st)
 	}
+	s.workersChanged()
 	errs := s.loseAll(lost)
 	s.notify()
+	s.wakeAll()
 	return lost, errs
 }
 
@@ -360,6 +531,7 @@ func (s *Scheduler) AddJob(spec Job) error {
 	if j.remaining == 0 {
 		return fmt.Errorf("sched: job %d: %w", spec.ID, ErrJobComplete)
 	}
+	before, prevMax := s.readied, s.maxLimit()
 	s.jobs = append(s.jobs, j)
 	s.byID[j.id] = j
 	if j.policy.static() {
@@ -368,10 +540,15 @@ func (s *Scheduler) AddJob(spec Job) error {
 		for _, u := range j.units {
 			if !u.done && u.waiting == 0 {
 				j.ready.push(u)
+				s.readied++
 			}
 		}
 	}
-	s.notify()
+	if j.limit > prevMax {
+		// Streams that waited full may hold more of this job.
+		s.wakeAll()
+	}
+	s.wake(nil, int(s.readied-before), false, opKey{})
 	return nil
 }
 
@@ -433,6 +610,22 @@ func (s *Scheduler) Next(workerID string, stream int) (Assignment, bool) {
 	if w == nil || stream < 0 || stream >= len(w.streams) {
 		return Assignment{}, false
 	}
+	j, u, backup := s.find(w, stream, true)
+	if u == nil {
+		return Assignment{}, false
+	}
+	return s.dispatch(j, u, w, stream, backup), true
+}
+
+// pick reports whether Next would give the stream a unit now.
+func (s *Scheduler) pick(w *worker, stream int) bool {
+	_, u, _ := s.find(w, stream, false)
+	return u != nil
+}
+
+// find returns the unit Next gives the stream, and whether it is a
+// backup copy; with take false it leaves a ready unit queued.
+func (s *Scheduler) find(w *worker, stream int, take bool) (*job, *unit, bool) {
 	held := len(w.streams[stream].inFlight)
 	runs := func(u *unit) bool { return w.runs(u) && !s.avoid(u, w) }
 	for _, j := range s.jobs {
@@ -441,30 +634,30 @@ func (s *Scheduler) Next(workerID string, stream int) (Assignment, bool) {
 		}
 		q, ok := &j.ready, runs
 		if j.policy.static() {
-			if q = j.owned[workerID]; q == nil {
+			if q = j.owned[w.ID]; q == nil {
 				continue
 			}
 		} else {
 			ok = func(u *unit) bool { return runs(u) && held < s.share(j, u) }
 		}
-		if u := q.take(ok); u != nil {
-			return s.dispatch(j, u, w, stream, false), true
+		if u := q.take(ok, take); u != nil {
+			return j, u, false
 		}
 	}
 	// Only an idle stream takes a backup: it has nothing better to do,
 	// and a stream with work queued would not start the copy soon.
 	if s.cfg.NoBackups || held > 0 {
-		return Assignment{}, false
+		return nil, nil, false
 	}
 	for _, j := range s.jobs {
 		if j.policy.static() {
 			continue
 		}
 		if u := s.backupFor(j, w); u != nil {
-			return s.dispatch(j, u, w, stream, true), true
+			return j, u, true
 		}
 	}
-	return Assignment{}, false
+	return nil, nil, false
 }
 
 // share returns how many units a stream of a worker running op may hold
@@ -475,11 +668,18 @@ func (s *Scheduler) Next(workerID string, stream int) (Assignment, bool) {
 // units a slow stream did not take stay for the fast ones, and the few it
 // holds are what backup copies must cover.
 func (s *Scheduler) share(j *job, u *unit) int {
-	streams := 0
-	for _, w := range s.workers {
-		if w.runs(u) {
-			streams += len(w.streams)
+	k := opKey{u.op, u.module}
+	streams, cached := s.streamsFor[k]
+	if !cached {
+		for _, w := range s.workers {
+			if w.runs(u) {
+				streams += len(w.streams)
+			}
 		}
+		if s.streamsFor == nil {
+			s.streamsFor = map[opKey]int{}
+		}
+		s.streamsFor[k] = streams
 	}
 	share := (j.left[u.op] + streams - 1) / max(streams, 1)
 	return max(1, min(j.limit, share))
@@ -603,11 +803,15 @@ func (s *Scheduler) Done(a Assignment) (counted, jobDone bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.release(a)
-	defer s.notify()
+	before := s.readied
 	j, u, _ := s.lookup(a)
 	if j == nil || u.done {
+		s.wake(&a, 0, false, opKey{})
 		return false, false
 	}
+	// The next unit on a's stream starts now: an idle stream may want a
+	// backup copy of it.
+	defer func() { s.wake(&a, int(s.readied-before), !j.policy.static() && !jobDone, opKey{u.op, u.module}) }()
 	u.done = true
 	u.queued = false // a result from a copy thought lost may beat the requeued one
 	j.remaining--
@@ -632,8 +836,9 @@ func (s *Scheduler) Lost(a Assignment) *UnitError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.release(a)
+	before := s.readied
 	err := s.lose(a)
-	s.notify()
+	s.wake(&a, int(s.readied-before), false, opKey{})
 	return err
 }
 
@@ -662,7 +867,8 @@ func (s *Scheduler) Fail(a Assignment, cause error) (tries int, retried bool, er
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.release(a)
-	defer s.notify()
+	before := s.readied
+	defer func() { s.wake(&a, int(s.readied-before), false, opKey{}) }()
 	j, u, had := s.lookup(a)
 	if j == nil || u.done {
 		return 0, false, nil
@@ -699,6 +905,7 @@ func (s *Scheduler) enqueue(j *job, u *unit) {
 	}
 	if !j.policy.static() {
 		j.ready.push(u)
+		s.readied++
 		return
 	}
 	if !s.canRun(u.owner, u) {
@@ -711,6 +918,7 @@ func (s *Scheduler) enqueue(j *job, u *unit) {
 		j.owned[u.owner] = q
 	}
 	q.push(u)
+	s.readied++
 }
 
 func (s *Scheduler) canRun(worker string, u *unit) bool {

@@ -301,7 +301,7 @@ func (s *Server) runStream(ctx context.Context, p *peer, ps *pstream) {
 func (s *Server) send(ctx context.Context, p *peer, ps *pstream) {
 	var buf, scratch []byte
 	for ctx.Err() == nil {
-		changed := s.sched.Changed()
+		changed := s.sched.Wait(p.id, ps.idx)
 		a, ok := s.sched.Next(p.id, ps.idx)
 		if !ok {
 			select {
