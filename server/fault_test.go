@@ -431,11 +431,28 @@ func TestSilentWorker(t *testing.T) {
 			}()
 		}
 	}()
-	if _, err := c.c.Register(t.Context(), api.Register{Addresses: []string{ln.Addrs()[0].String()}, Threads: 2, Ops: []string{"blur"}}); err != nil {
+	reg, err := c.c.Register(t.Context(), api.Register{Addresses: []string{ln.Addrs()[0].String()}, Threads: 2, Ops: []string{"blur"}})
+	if err != nil {
 		t.Fatal(err)
 	}
+	// It sends heartbeats until both workers are live (however long the
+	// other takes to start on a busy machine), then falls silent.
+	hbStop, hbDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		for {
+			_, _ = c.c.Heartbeat(context.Background(), reg.Worker, api.Heartbeat{})
+			select {
+			case <-hbStop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
 	c.addWorker(1, nil)
 	c.waitWorkers(2)
+	close(hbStop)
+	<-hbDone
 	img := ops.SamplePNG(160, 160)
 	st := c.run(api.JobRequest{Op: "blur", Input: c.put(img), Tile: api.Tile{W: 40, H: 40}, Policy: api.PolicyEqual})
 	if st.State != api.JobDone || st.Units.Done != 16 {
