@@ -85,7 +85,11 @@ func newCluster(t testing.TB, mod func(*server.Config)) *cluster {
 		Key:               testKey,
 		HeartbeatInterval: 50 * time.Millisecond,
 		WorkerTimeout:     400 * time.Millisecond,
-		Logger:            testLogger(),
+		// The default (1.5s) can end the session of a worker that a
+		// loaded test machine starved of CPU; the tests of the default
+		// set it back.
+		DataPlaneTimeout: 5 * time.Second,
+		Logger:           testLogger(),
 	}
 	if mod != nil {
 		mod(&cfg)

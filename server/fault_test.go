@@ -560,7 +560,7 @@ func TestTamperedDataPlane(t *testing.T) {
 // finishes on the other worker. Before DataPlaneTimeout the session
 // waited the transport's 30s SessionTimeout: this test then failed.
 func TestDeadWorkerNoticedByDataPlane(t *testing.T) {
-	c := newCluster(t, func(cfg *server.Config) { cfg.WorkerTimeout = time.Minute })
+	c := newCluster(t, func(cfg *server.Config) { cfg.WorkerTimeout, cfg.DataPlaneTimeout = time.Minute, 0 })
 	r := c.addRelayedWorker(1, slowBlur(15*time.Millisecond))
 	c.addWorker(1, slowBlur(15*time.Millisecond))
 	c.waitWorkers(2)
