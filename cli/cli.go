@@ -65,7 +65,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			// braid help CMD [SUB]: the help of CMD (or of CMD SUB).
 			c, ok := commands[args[1]]
 			if !ok {
-				env.Errorf("help: unknown command %q", args[1])
+				env.Errorf("help: unknown command %q%s", args[1], didYouMean(args[1], topCommands(), ""))
 				fmt.Fprintln(stderr, "Run 'braid --help' for the list of commands.")
 				return 2
 			}
@@ -79,11 +79,20 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		env.Errorf("unknown command %q", args[0])
+		env.Errorf("unknown command %q%s", args[0], didYouMean(args[0], topCommands(), ""))
 		fmt.Fprintln(stderr, "Run 'braid --help' for the list of commands.")
 		return 2
 	}
 	return c.run(ctx, env, args[1:])
+}
+
+// topCommands returns the names of the commands.
+func topCommands() []string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	return names
 }
 
 func usage(w io.Writer) {
@@ -181,7 +190,7 @@ func parse(env *Env, fs *pflag.FlagSet, args []string, interspersed bool) int {
 		fs.Usage()
 		return 0
 	case err != nil:
-		return failUsage(env, fs.Name(), err)
+		return failUsage(env, fs.Name(), suggestFlag(fs, err))
 	}
 	fs.Visit(func(f *pflag.Flag) {
 		if f.Deprecated != "" {
@@ -189,6 +198,9 @@ func parse(env *Env, fs *pflag.FlagSet, args []string, interspersed bool) int {
 		}
 	})
 	if f := fs.Lookup("config"); f != nil && f.Annotations[configAnnotation] != nil {
+		for _, w := range envTypos(fs, os.Environ()) {
+			env.Errorf("warning: %s", w)
+		}
 		if err := applyConfig(fs, os.LookupEnv); err != nil {
 			env.Errorf("%s: %v", fs.Name(), err)
 			return 2

@@ -62,6 +62,16 @@ type compFlag struct {
 	long, short string
 	value       bool // takes a value
 	usage       string
+	choices     []string // the values it takes, if a fixed few
+}
+
+// choicesAnnotation lists the values a flag takes, for completion.
+const choicesAnnotation = "braid-choices"
+
+// withChoices marks flag name of fs as taking one of values, which the
+// completion scripts offer after it (instead of file names).
+func withChoices(fs *pflag.FlagSet, name string, values ...string) {
+	_ = fs.SetAnnotation(name, choicesAnnotation, values)
 }
 
 // completionSpec lists every command and subcommand with its real flags:
@@ -80,7 +90,8 @@ func completionSpec(ctx context.Context) []compCmd {
 			if f.Hidden {
 				return
 			}
-			fl = append(fl, compFlag{long: f.Name, short: f.Shorthand, value: f.NoOptDefVal == "", usage: shortUsage(f)})
+			fl = append(fl, compFlag{long: f.Name, short: f.Shorthand, value: f.NoOptDefVal == "", usage: shortUsage(f),
+				choices: f.Annotations[choicesAnnotation]})
 		})
 		return append(fl, compFlag{long: "help", short: "h", usage: "print the help"})
 	}
@@ -186,7 +197,18 @@ _braid() {
 				}
 			}
 		}
-		fmt.Fprintf(w, "    %s)\n        flags=\"%s\"\n        values=\"%s\" ;;\n", pattern, flagWords(c), strings.Join(values, " "))
+		var choices strings.Builder
+		for _, f := range c.flags {
+			if len(f.choices) > 0 {
+				names := "--" + f.long
+				if f.short != "" {
+					names += "|-" + f.short
+				}
+				fmt.Fprintf(&choices, "        case $prev in %s) COMPREPLY=($(compgen -W \"%s\" -- \"$cur\")); return ;; esac\n",
+					names, strings.Join(f.choices, " "))
+			}
+		}
+		fmt.Fprintf(w, "    %s)\n%s        flags=\"%s\"\n        values=\"%s\" ;;\n", pattern, choices.String(), flagWords(c), strings.Join(values, " "))
 	}
 	fmt.Fprint(w, `    esac
     # After a flag that takes a value: files, the likeliest value.
@@ -212,6 +234,9 @@ func writeZsh(w io.Writer, cmds []compCmd) {
 			arg := ""
 			if f.value {
 				arg = ":" + f.long + ":_files"
+				if len(f.choices) > 0 {
+					arg = ":" + f.long + ":(" + strings.Join(f.choices, " ") + ")"
+				}
 			}
 			if f.short != "" {
 				fmt.Fprintf(&b, " \\\n        '(-%s --%s)'{-%s,--%s}'[%s]%s'", f.short, f.long, f.short, f.long, f.usage, arg)
@@ -276,7 +301,10 @@ func writeFish(w io.Writer, cmds []compCmd) {
 			if f.short != "" {
 				line += " -s " + f.short
 			}
-			if f.value {
+			switch {
+			case len(f.choices) > 0:
+				line += " -x -a '" + strings.Join(f.choices, " ") + "'"
+			case f.value:
 				line += " -r -F"
 			}
 			fmt.Fprintf(w, "%s -d '%s'\n", line, f.usage)

@@ -140,6 +140,10 @@ func TestCompletion(t *testing.T) {
 				{"braid op ", "add", "perf"},
 				{"braid testbed exec --na", "--name", "--parallel"},
 				{"braid completion --h", "--help", "--json"},
+				// A flag of a few fixed values offers them, not files.
+				{"braid submit --policy pro", "proportional", "cli.go"},
+				{"braid submit --policy ", "dynamic", "cli.go"},
+				{"braid server --log-level w", "warn", "cli.go"},
 			} {
 				got := complete(tc.line)
 				if !strings.Contains(got, tc.want) || strings.Contains(got, tc.not) {

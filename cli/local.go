@@ -102,6 +102,7 @@ func runLocal(ctx context.Context, env *Env, args []string) int {
 	nWorkers := fs.Int("workers", 2, "number of `workers`")
 	threads := fs.Int("threads", 0, "threads each worker lends (default: half the CPUs, at least 1)")
 	policy := fs.String("policy", api.PolicyDynamic, "scheduling `policy`: equal, proportional or dynamic")
+	withChoices(fs, "policy", api.PolicyEqual, api.PolicyProportional, api.PolicyDynamic)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	module := fs.String("op", "", "run this WebAssembly module `FILE.wasm` instead of the blur (with --input)")
 	input := fs.String("input", "", "the input `file` of --op")

@@ -48,6 +48,7 @@ type receiver struct {
 	dir    string
 	json   bool       // print one JSON object per event instead of text
 	bars   bool       // draw progress on stderr
+	force  bool       // replace files of the same name
 	mu     sync.Mutex // serializes output lines
 	failed atomic.Int64
 	// drawing is held by the session whose progress is drawn: one at a
@@ -84,6 +85,7 @@ func runRecv(ctx context.Context, env *Env, args []string) int {
 	once := fset.BoolP("once", "1", false, "exit after the first sender is done")
 	asJSON := fset.BoolP("json", "J", false, "print one JSON object per line and event (listening, received, failed) instead of text")
 	showProgress := fset.Bool("progress", false, "draw progress on stderr even when it is not a terminal")
+	force := fset.BoolP("force", "f", false, "replace files of the same name in --dir (without it such a file is refused, and the sender told why)")
 	if code := parseFlags(env, fset, args); code >= 0 {
 		return code
 	}
@@ -122,7 +124,7 @@ func runRecv(ctx context.Context, env *Env, args []string) int {
 	for _, a := range ln.Addrs() {
 		bound = append(bound, a.String())
 	}
-	r := &receiver{env: env, dir: *dir, json: *asJSON, bars: *showProgress || isTerminal(env.Stderr)}
+	r := &receiver{env: env, dir: *dir, json: *asJSON, bars: *showProgress || isTerminal(env.Stderr), force: *force}
 	if r.json {
 		r.event(recvEvent{Event: "listening", Addrs: bound, Dir: *dir})
 	} else {
@@ -169,7 +171,7 @@ func (r *receiver) serve(ctx context.Context, sess *transport.Session) {
 		defer r.drawing.Unlock()
 		defer prog.stop()
 	}
-	x := &xfer.Receiver{Dir: r.dir, Done: r.received, Failed: r.fail}
+	x := &xfer.Receiver{Dir: r.dir, Done: r.received, Failed: r.fail, Overwrite: r.force}
 	x.Serve(ctx, sess, meter(prog))
 }
 

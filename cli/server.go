@@ -76,9 +76,11 @@ func parseRetention(s string) (time.Duration, error) {
 func logFlags(fs *pflag.FlagSet) func(env *Env) *slog.Logger {
 	verbose := fs.BoolP("verbose", "V", false, "log every unit and request (the same as --log-level debug); -V as in every braid command")
 	level := &logLevel{l: slog.LevelInfo}
-	fs.Var(level, "log-level", "log lines of this `level` and above: debug, info, warn or error (default info)")
+	fs.Var(level, "log-level", "log lines of this `level` and above: debug, info, warn or error")
+	withChoices(fs, "log-level", "debug", "info", "warn", "error")
 	format := logFormat("text")
 	fs.Var(&format, "log-format", "log `format`: text (key=value) or json (one object a line)")
+	withChoices(fs, "log-format", "text", "json")
 	return func(env *Env) *slog.Logger {
 		opts := &slog.HandlerOptions{Level: level.l}
 		if *verbose {

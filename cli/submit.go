@@ -66,6 +66,7 @@ the pipeline's id (pN, for status and wait) and its steps' job ids.
 	fs.Var(tileFlag{&tile}, "tile", "split an image into tiles of `WxH` pixels, e.g. 256x256")
 	repeat := fs.Int("repeat", 0, "process the whole job `N` times as independent units")
 	policy := fs.String("policy", api.PolicyDynamic, "scheduling `policy`: equal, proportional or dynamic")
+	withChoices(fs, "policy", api.PolicyEqual, api.PolicyProportional, api.PolicyDynamic)
 	inFlight := fs.Int("in-flight", 0, "units a stream may hold at once (0: the server's default)")
 	split := fs.String("split", "", "cut the input into units: whole, bytes:SIZE, lines:SIZE or tiles:WxH[+HALO] (default: the operation's)")
 	merge := fs.String("merge", "", "join the units' outputs: concat, tiles or reduce:OP (default: the operation's)")

@@ -130,8 +130,8 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("%v", err)
 		return 2
 	}
-	fmt.Fprintf(env.Stdout, "braid worker: data plane on %s, lending %d threads to %s\n",
-		strings.Join(w.Addrs(), ","), *threads, strings.Join(urls, ","))
+	fmt.Fprintf(env.Stdout, "braid worker: data plane on %s, lending %s to %s\n",
+		strings.Join(w.Addrs(), ","), plural(*threads, "thread", "threads"), strings.Join(urls, ","))
 	stop, err := obs.start(log, w.MetricsHandler())
 	if err != nil {
 		env.Errorf("worker: %v", err)

@@ -289,6 +289,9 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) error {
 	if errors.Is(err, store.ErrNotFound) {
 		return kindf(errNotFound, "no token with ID or name %q; see braid token list", ref)
 	}
+	if errors.Is(err, store.ErrConflict) {
+		return kindf(errConflict, "token %q is revoked already; nothing changed (braid token list shows when)", ref)
+	}
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,15 @@ type Receiver struct {
 	// Failed, if not nil, is called after each file refused or lost;
 	// peer names the sender. Nothing of the file is left in Dir.
 	Failed func(peer string, err error)
+	// Overwrite lets a file replace one of the same name in Dir. Without
+	// it such a file is refused, before its content travels when the
+	// name is taken already, and atomically at the end otherwise.
+	Overwrite bool
+}
+
+// errExists refuses a file whose name is taken in the directory.
+func (r *Receiver) errExists(name string) error {
+	return fmt.Errorf("%s already exists in %s; nothing was replaced (braid recv --force replaces files)", name, r.Dir)
 }
 
 // Serve receives the files of sess, each on its own stream, until the
@@ -86,6 +95,9 @@ func (r *Receiver) receive(ctx context.Context, sess *transport.Session, st *tra
 	}
 	if err := CheckName(h.Name); err != nil {
 		return refuse(err)
+	}
+	if _, err := os.Lstat(filepath.Join(r.Dir, h.Name)); err == nil && !r.Overwrite {
+		return refuse(r.errExists(h.Name))
 	}
 	start := time.Now()
 	if m != nil {
@@ -165,8 +177,18 @@ func (r *Receiver) write(ctx context.Context, st *transport.Stream, h *Header, m
 	if fi, err := os.Lstat(final); err == nil && !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("%s exists and is not a regular file", final)
 	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
-		return "", err
+	if r.Overwrite {
+		if err := os.Rename(tmp.Name(), final); err != nil {
+			return "", err
+		}
+	} else {
+		// A link fails where a file of the name appeared meanwhile.
+		if err := os.Link(tmp.Name(), final); errors.Is(err, fs.ErrExist) {
+			return "", r.errExists(h.Name)
+		} else if err != nil {
+			return "", err
+		}
+		_ = os.Remove(tmp.Name())
 	}
 	if d, err := os.Open(r.Dir); err == nil {
 		_ = d.Sync()

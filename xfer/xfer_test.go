@@ -153,3 +153,41 @@ func TestSendServe(t *testing.T) {
 		t.Error("../evil was written outside the directory")
 	}
 }
+
+// TestExistingFile: a file whose name is taken in the directory is
+// refused, telling the sender why, and the old file is left as it was;
+// with Overwrite it is replaced.
+func TestExistingFile(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	p := filepath.Join(src, "a.txt")
+	if err := os.WriteFile(p, []byte("new bytes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := []byte("old bytes, keep me\n")
+	if err := os.WriteFile(filepath.Join(dst, "a.txt"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, overwrite := range []bool{false, true} {
+		send, recv := pair(t)
+		r := &Receiver{Dir: dst, Overwrite: overwrite}
+		served := make(chan struct{})
+		go func() { r.Serve(t.Context(), recv, nil); close(served) }()
+		err := Send(t.Context(), send, &File{Path: p, Name: "a.txt"}, nil)
+		send.Close()
+		<-served
+		got, _ := os.ReadFile(filepath.Join(dst, "a.txt"))
+		if !overwrite {
+			if err == nil || !strings.Contains(err.Error(), "already exists") || !strings.Contains(err.Error(), "--force") {
+				t.Errorf("send over an existing file: %v, want a refusal naming --force", err)
+			}
+			if !bytes.Equal(got, old) {
+				t.Errorf("the existing file became %q", got)
+			}
+		} else if err != nil || string(got) != "new bytes\n" {
+			t.Errorf("with Overwrite: %v, file %q", err, got)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dst, ".braid-recv-*")); len(left) != 0 {
+			t.Errorf("temporary files left: %v", left)
+		}
+	}
+}
