@@ -320,3 +320,13 @@ func (l *lockedBuffer) Bytes() []byte {
 	defer l.mu.Unlock()
 	return bytes.Clone(l.b.Bytes())
 }
+
+// Release returns the UML kernel's release (its modules directory's
+// name), or "" where UML is not installed.
+func Release() string {
+	c, err := Config{}.populate()
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(c.Modules)
+}

@@ -14,7 +14,7 @@ import (
 // which installs it), and in -short runs: each boot takes a few seconds.
 func require(t *testing.T) {
 	t.Helper()
-	if os.Getenv("BRAID_IN_UML") == "1" {
+	if os.Getenv("BRAID_IN_VM") == "1" {
 		t.Skip("already inside UML")
 	}
 	err := Available()

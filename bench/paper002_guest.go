@@ -16,16 +16,18 @@ import (
 	"sync"
 	"time"
 
-	"github.com/braid-hpc/braid/internal/uml"
+	"github.com/braid-hpc/braid/internal/vmkernel"
 	"github.com/braid-hpc/braid/transport/channel"
 	"github.com/braid-hpc/braid/transport/channel/ksctp"
 )
 
 // Paper 002's kernel-SCTP rows. This kernel has no SCTP, so the run boots
-// User-Mode Linux (internal/uml), where kernel SCTP loads, and runs this
-// same executable inside it with guest002Env set: the guest measures kernel
-// TCP and kernel SCTP on its loopback and prints one JSON line per run,
-// which the host reads back.
+// a guest kernel (internal/vmkernel: User-Mode Linux where it boots, else
+// QEMU), where kernel SCTP loads, and runs this same executable inside it
+// with guest002Env set: the guest measures kernel TCP and kernel SCTP on
+// its loopback and prints one JSON line per run, which the host reads
+// back. The series carry the tag "(UML)" here; relabel002 renames them
+// for the backend that ran.
 
 // guest002Env, when set in the environment, makes any executable that
 // links this package run paper 002's guest side instead of its main (see
@@ -383,21 +385,19 @@ func kpump(ctx context.Context, sctp bool, conns, streams int, cfg ksctp.Config,
 	return pump(ctx, sk, writers, size, d)
 }
 
-// kernel002 boots User-Mode Linux, runs the guest side in it with this
-// executable (bin) and returns what it measured.
-func kernel002(ctx context.Context, bin string, g guestSpec) ([]kcase, time.Duration, error) {
-	if err := uml.Available(); err != nil {
-		return nil, 0, err
-	}
-	res, err := uml.Run(ctx, uml.Config{Env: []string{guest002Env + "=" + g.String()}}, bin)
+// kernel002 boots a guest kernel, runs the guest side in it with this
+// executable (bin) and returns what it measured, how long the guest ran
+// and its kernel release.
+func kernel002(ctx context.Context, bin string, g guestSpec) ([]kcase, time.Duration, string, error) {
+	res, err := vmkernel.Run(ctx, vmkernel.Config{Env: []string{guest002Env + "=" + g.String()}}, bin)
 	if err != nil {
 		if res != nil {
 			err = fmt.Errorf("%w: %s", err, lastLine(res.Output))
 		}
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	if res.ExitCode != 0 {
-		return nil, res.Elapsed, fmt.Errorf("the guest exited %d: %s", res.ExitCode, lastLine(res.Output))
+		return nil, res.Elapsed, res.Kernel, fmt.Errorf("the guest exited %d: %s", res.ExitCode, lastLine(res.Output))
 	}
 	var out []kcase
 	sc := bufio.NewScanner(bytes.NewReader(res.Output))
@@ -408,12 +408,12 @@ func kernel002(ctx context.Context, bin string, g guestSpec) ([]kcase, time.Dura
 		}
 		var c kcase
 		if err := json.Unmarshal([]byte(line), &c); err != nil {
-			return nil, res.Elapsed, fmt.Errorf("guest line %q: %w", line, err)
+			return nil, res.Elapsed, res.Kernel, fmt.Errorf("guest line %q: %w", line, err)
 		}
 		out = append(out, c)
 	}
 	if want := guestRuns(g); len(out) != want {
-		return out, res.Elapsed, fmt.Errorf("the guest measured %d runs, want %d: %s", len(out), want, lastLine(res.Output))
+		return out, res.Elapsed, res.Kernel, fmt.Errorf("the guest measured %d runs, want %d: %s", len(out), want, lastLine(res.Output))
 	}
-	return out, res.Elapsed, nil
+	return out, res.Elapsed, res.Kernel, nil
 }
