@@ -5,6 +5,7 @@
 //
 //	go run ./internal/vmkernel/vmrun -timeout 5m -- sh -c 'sysctl net.sctp.rto_min; ./ksctp.test -test.run TestEcho'
 //
+// vmrun -setup prepares QEMU's kernel ahead of the tests (.ci/run does).
 // The host's files are the guest's (read-only, but for a temp dir the
 // guest writes its output to), so binaries built here run there. The
 // BRAID_* variables pass into the guest.
@@ -25,11 +26,15 @@ func main() {
 	timeout := flag.Duration("timeout", 5*time.Minute, "kill the guest after this long (QEMU's one-time kernel setup included)")
 	mem := flag.String("mem", "", "guest memory, as 1024M or 2G; empty: 1024M")
 	dir := flag.String("dir", "", "working directory of the command; empty: the current one")
+	setup := flag.Bool("setup", false, "set up QEMU's kernel in its cache (once), say which backend runs and why, and exit")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: vmrun [flags] -- command [args...]\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if *setup {
+		os.Exit(doSetup(*timeout))
+	}
 	if flag.NArg() == 0 {
 		flag.Usage()
 		os.Exit(2)
@@ -55,6 +60,29 @@ func main() {
 		os.Exit(124)
 	}
 	os.Exit(res.ExitCode)
+}
+
+// doSetup runs QEMU's one-time setup and the backend choice.
+func doSetup(timeout time.Duration) int {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	kernel, took, err := vmkernel.Setup(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vmrun:", err)
+		return 1
+	}
+	if took > 0 {
+		fmt.Printf("vmrun: QEMU's kernel %s set up in %v\n", kernel, took.Round(time.Second))
+	} else {
+		fmt.Printf("vmrun: QEMU's kernel %s was set up already\n", kernel)
+	}
+	c, err := vmkernel.Choose(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vmrun:", err)
+		return 1
+	}
+	fmt.Println("vmrun: kernel tests run in", c.Reason)
+	return 0
 }
 
 // passEnv forwards the BRAID_* variables into the guest.
