@@ -108,8 +108,9 @@ exit $rc`
 			t.Errorf("inside %s, no %q:\n%s", res.Backend, want, out)
 		}
 	}
-	t.Logf("inside %s %s in %v: %d passed (subtests and -count included); skipped: %v",
-		res.Backend, res.Kernel, res.Elapsed.Round(time.Second), passed, names)
+	top := regexp.MustCompile(`(?m)^(== \w+|--- \w+: .*|ok .*|PASS)$`).FindAllString(out, -1)
+	t.Logf("inside %s %s in %v: %d passed (subtests and -count included); skipped: %v; by test:\n%s",
+		res.Backend, res.Kernel, res.Elapsed.Round(time.Second), passed, names, strings.Join(top, "\n"))
 }
 
 // TestKernelTestsListed: every test of this package that calls
@@ -125,6 +126,7 @@ func TestKernelTestsListed(t *testing.T) {
 	}
 	// A test that measures (it skips unless asked) need not be listed.
 	measure := regexp.MustCompile(`t\.Skip\("measurement`)
+	calls := regexp.MustCompile(`(?m)^\trequireKernel\(t\)$`)
 	fn := regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\) \{\n((?:\t.*\n|\n)*?)\}\n`)
 	found := 0
 	for _, f := range files {
@@ -134,7 +136,7 @@ func TestKernelTestsListed(t *testing.T) {
 		}
 		for _, m := range fn.FindAllStringSubmatch(string(src), -1) {
 			name, body := m[1], m[2]
-			if !strings.Contains(body, "requireKernel(t)") || measure.MatchString(body) {
+			if !calls.MatchString(body) || measure.MatchString(body) {
 				continue
 			}
 			found++
