@@ -108,7 +108,7 @@ exit $rc`
 			t.Errorf("inside %s, no %q:\n%s", res.Backend, want, out)
 		}
 	}
-	top := regexp.MustCompile(`(?m)^(== \w+|--- \w+: .*|ok .*|PASS)$`).FindAllString(out, -1)
+	top := regexp.MustCompile(`(?m)^( {0,4}--- \w+: .*|== \w+|PASS)$`).FindAllString(out, -1)
 	t.Logf("inside %s %s in %v: %d passed (subtests and -count included); skipped: %v; by test:\n%s",
 		res.Backend, res.Kernel, res.Elapsed.Round(time.Second), passed, names, strings.Join(top, "\n"))
 }
