@@ -54,6 +54,9 @@ func TestKernelSCTPInVM(t *testing.T) {
 	}
 	choice, err := vmkernel.Choose(t.Context())
 	if err != nil {
+		if errors.Is(err, vmkernel.ErrUnavailable) && os.Getenv("BRAID_REQUIRE_KSCTP") != "1" {
+			t.Skip(err) // UML installed but does not boot, and no QEMU
+		}
 		t.Fatal(err)
 	}
 	t.Logf("kernel: %s", choice.Reason)
