@@ -23,23 +23,26 @@ const module = "github.com/braid-hpc/braid"
 // packages it may import. Packages not listed may import anything
 // (commands, the CLI, benchmarks, examples).
 var may = map[string][]string{
-	"api":                   {},
-	"client":                {"api"},
-	"ops":                   {},
-	"store":                 {},
-	"stripe":                {},
-	"sched":                 {},
-	"wasm":                  {},
-	"testbed/...":           {},
-	"internal/accept":       {},
-	"internal/leaktest":     {},
-	"internal/testwait":     {},
-	"internal/wasmtest":     {},
-	"internal/metrics":      {"transport", "transport/..."},
-	"internal/ctl":          {"transport"},
-	"internal/outfile":      {},
-	"internal/uml":          {},
+	"api":               {},
+	"client":            {"api"},
+	"ops":               {},
+	"store":             {},
+	"stripe":            {},
+	"sched":             {},
+	"wasm":              {},
+	"testbed/...":       {},
+	"internal/accept":   {},
+	"internal/leaktest": {},
+	"internal/testwait": {},
+	"internal/wasmtest": {},
+	"internal/metrics":  {"transport", "transport/..."},
+	"internal/ctl":      {"transport"},
+	"internal/outfile":  {},
+	"internal/uml":      {},
+
+	// The guest-kernel harness and its command, over UML's backend.
 	"internal/vmkernel/...": {"internal/uml", "internal/vmkernel"},
+
 	"transport/...": {
 		"internal/accept", "stripe", "transport/channel", "transport/internal/wire",
 	},

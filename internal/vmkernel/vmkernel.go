@@ -197,18 +197,18 @@ func Installed() error {
 	}
 	var errs []string
 	if m != string(QEMU) {
-		if err := uml.Available(); err == nil {
+		err := uml.Available()
+		if err == nil {
 			return nil
-		} else {
-			errs = append(errs, err.Error())
 		}
+		errs = append(errs, err.Error())
 	}
 	if m != string(UML) {
-		if err := qemuInstalled(); err == nil {
+		err := qemuInstalled()
+		if err == nil {
 			return nil
-		} else {
-			errs = append(errs, err.Error())
 		}
+		errs = append(errs, err.Error())
 	}
 	return fmt.Errorf("%w (%s=%s): %s", ErrUnavailable, EnvBackend, m, strings.Join(errs, "; "))
 }
@@ -375,7 +375,7 @@ func Describe(b Backend, kernel string) string {
 	case UML:
 		return fmt.Sprintf("User-Mode Linux %s (Debian's linux.uml: the kernel runs as a host process with 1 CPU and HZ=100, so timers tick every 10 ms and every system call is a ptrace round trip: absolute throughput and CPU figures are far below a native kernel's)", kernel)
 	case QEMU:
-		return fmt.Sprintf("Debian's %s amd64 kernel under QEMU (%s, 2 virtual CPUs, HZ=250%s)", kernel, accelName(), accelNote())
+		return fmt.Sprintf("Debian's stock kernel %s under QEMU (%s, 2 virtual CPUs, HZ=250%s)", kernel, accelName(), accelNote())
 	}
 	return string(b)
 }
