@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The QEMU backend. Its one-time setup (about 30 s and 70 MB of download)
@@ -53,7 +55,7 @@ func cacheDir() string {
 		return d
 	}
 	const system = "/var/cache/braid-vm"
-	if err := os.MkdirAll(filepath.Dir(system), 0o755); err == nil && syscall.Access(filepath.Dir(system), 2 /* W_OK */) == nil {
+	if err := os.MkdirAll(filepath.Dir(system), 0o755); err == nil && unix.Access(filepath.Dir(system), unix.W_OK) == nil {
 		return system
 	}
 	if d, err := os.UserCacheDir(); err == nil {
@@ -455,11 +457,10 @@ func accelNote() string {
 
 // runQEMU boots the cached kernel under QEMU and runs argv.
 func runQEMU(ctx context.Context, cfg Config, argv []string) (*Result, error) {
-	kver, took, err := Setup(ctx)
+	kver, _, err := Setup(ctx)
 	if err != nil {
 		return nil, err
 	}
-	_ = took
 	qemu, err := lookPath("qemu-system-x86_64")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v: %s", ErrUnavailable, err, qemuInstall)
