@@ -309,7 +309,7 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, 
 		switch c.Table {
 		case tableFig8:
 			f8.add(c.Carrier, kindPeer, float64(c.Rcvbuf>>10), fmt.Sprintf("%d KB", c.Rcvbuf>>10), c.Mbps)
-			r.logf("002 "+tag+" rep %d Fig. 8 window %d KB %s: %.1f Mbit/s", c.Rep, c.Rcvbuf>>10, c.Carrier, c.Mbps)
+			r.logf("002 "+tag+" rep %d Fig. 8 window %d KB %s: %.1f Mbit/s", c.Rep, c.Rcvbuf>>10, retag(c.Carrier, tag), c.Mbps)
 			continue
 		case tableGBN:
 			xl := strconv.FormatFloat(c.Loss, 'g', -1, 64) + "%"
@@ -319,7 +319,7 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, 
 				sacks[k] = map[string]float64{}
 			}
 			sacks[k][c.Carrier] = c.Mbps
-			r.logf("002 "+tag+" rep %d Fig. 10 loss %s %s: %.1f Mbit/s", c.Rep, xl, c.Carrier, c.Mbps)
+			r.logf("002 "+tag+" rep %d Fig. 10 loss %s %s: %.1f Mbit/s", c.Rep, xl, retag(c.Carrier, tag), c.Mbps)
 			continue
 		case "Table 2":
 			f8.add(c.Carrier, kindPeer, float64(c.Rcvbuf>>10), fmt.Sprintf("%d KB", c.Rcvbuf>>10), c.Mbps)
@@ -327,7 +327,7 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, 
 		if c.Table == tableLoss {
 			xl := strconv.FormatFloat(c.Loss, 'g', -1, 64) + "%"
 			f9.add(c.Carrier, kindPeer, c.Loss, xl, c.Mbps)
-			r.logf("002 "+tag+" rep %d loss %s %s: %.1f Mbit/s", c.Rep, xl, c.Carrier, c.Mbps)
+			r.logf("002 "+tag+" rep %d loss %s %s: %.1f Mbit/s", c.Rep, xl, retag(c.Carrier, tag), c.Mbps)
 			continue
 		}
 		tp.add(c.Carrier, kindPeer, x, xl, c.Mbps)
@@ -337,7 +337,7 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, 
 		if c.Size == 12<<10 {
 			f9.add(c.Carrier, kindPeer, 0, "0%", c.Mbps)
 		}
-		r.logf("002 "+tag+" rep %d %s %s: %.1f Mbit/s, %.2f CPU s/GB", c.Rep, xl, c.Carrier, c.Mbps, c.CPU)
+		r.logf("002 "+tag+" rep %d %s %s: %.1f Mbit/s, %.2f CPU s/GB", c.Rep, xl, retag(c.Carrier, tag), c.Mbps, c.CPU)
 	}
 	for k, m := range sacks {
 		base := m[kSACK2]
