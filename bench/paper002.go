@@ -280,7 +280,7 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, 
 	}
 	pr.Emulated = append(pr.Emulated, emulated002(choice, kernel))
 	pr.Setup += fmt.Sprintf(" Kernel rows (%s): kernel TCP against kernel SCTP (braid's ksctp channels: no-delay, 4 MiB receive buffers, 256 KB for Table 2 on both carriers), "+
-		"the same sizes and layouts, then 12 KB over one connection and one association under netem loss of %s%% on the guest's loopback; %d run(s) of %v each after 300 ms of warm-up inside one %s boot of kernel %s (%s in all), %d repetition(s) interleaved.",
+		"the same sizes and layouts, then 12 KB over one connection and one association under netem loss of %s%% on the guest's loopback (switched on once the connections are up: a lost handshake packet would wait out SCTP's 3 s initial RTO); %d run(s) of %v each after 300 ms of warm-up inside one %s boot of kernel %s (%s in all), %d repetition(s) interleaved.",
 		tag, pcts(losses), len(runs), g.d, tag, kernel, el.Round(time.Second), g.reps)
 	var freqs []float64
 	for _, n := range g.sackFreqs() {
