@@ -28,7 +28,7 @@ var kernelTests = []string{"TestEcho", "TestMultihomed", "TestCloseEOF", "TestDe
 // tests and the transport package's kernel-SCTP session tests (the
 // multi-homed ones and the tamper test included). Under User-Mode Linux
 // (fast) it runs all of this package's tests three times, for steadiness
-// on one CPU; under QEMU with TCG only kernelTests, once. Inside, 
+// on one CPU; under QEMU with TCG only kernelTests, once. Inside,
 // BRAID_REQUIRE_KSCTP=1 turns any skip of a kernel-SCTP test into a
 // failure. The binaries are built on the host, without -race (the race
 // detector's shadow memory lies beyond UML's address space).
