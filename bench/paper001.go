@@ -98,7 +98,7 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 		slowCPU001, reps)
 	pr.Emulated = []string{
 		"The paper's four Core 2 Duo machines running Ubuntu VMs (Java server and workers, kernel SCTP) are emulated by namespaces on one 2-core machine: server, workers and client share both cores, so more streams than 2 cannot add CPU.",
-		"Kernel SCTP is not available here (only inside User-Mode Linux); braid's user-space SCTP over UDP stands in.",
+		"Kernel SCTP is not available here (only inside a guest kernel, User-Mode Linux or QEMU); braid's user-space SCTP over UDP stands in.",
 		"The paper's absolute times (Java web services on 2013 VMs) are 30-100 times braid's; only the relative figures (Figs. 7 and 10) compare.",
 	}
 	if r.Quick {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/braid-hpc/braid/internal/uml"
+	"github.com/braid-hpc/braid/internal/vmkernel"
 	"github.com/braid-hpc/braid/testbed"
 )
 
@@ -50,12 +50,12 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 		"Fig. 8 on the host: 128 B messages over one connection and one association with a receive window of 128 KB and of 256 KB (sctp-udp's MaxReceiveBuffer; SO_RCVBUF on TCP's receiving socket), no-delay on both (Go sets TCP_NODELAY; pion bundles only what is queued).", d, reps)
 	pr.Emulated = []string{
 		"The paper measures Linux kernel SCTP (LK-SCTP) against TCP on Gigabit NICs with hardware counters (CPI, path length, cache misses); here both ends share one 2-core machine over a veth pair, and only throughput and CPU time per byte are measured.",
-		"This kernel has no SCTP. The kernel-SCTP rows (\"(UML)\") run inside User-Mode Linux: the same braid executable booted as the guest's command, kernel SCTP (Linux's own, the paper's LK-SCTP) against kernel TCP on the guest's loopback, both ends on the guest's one CPU (HZ=100), so their absolute figures are far below the host's and only the SCTP / TCP ratios compare. " +
+		"This kernel has no SCTP. The kernel-SCTP rows run inside a guest kernel (internal/vmkernel), tagged by how it ran: \"(UML)\" for User-Mode Linux, \"(QEMU)\" for a stock Debian kernel under QEMU. The same braid executable is the guest's command: kernel SCTP (Linux's own, the paper's LK-SCTP) against kernel TCP on the guest's loopback, both ends in the guest, so their absolute figures are far below the host's and only the SCTP / TCP ratios compare (the kernel rows' own paragraph below says how far). " +
 			"On the host, braid's user-space SCTP over UDP (sctp-udp, pion/sctp) runs against the host kernel's TCP.",
 	}
 	pr.Emulated = append(pr.Emulated,
 		"Fig. 8: the figure's caption and Table 2 say 128-byte packets, the text \"around 128KB\" next to receive windows of 128 KB and 256 KB; read as 128-byte messages with 128 KB and 256 KB receive windows, which is what ran (no 128 KB messages). The paper's optimized LK-SCTP is not available: kernel SCTP is Linux's stock one with braid's ksctp settings (SCTP_NODELAY, the window as SO_RCVBUF, which Linux doubles); the paper gives no values for Fig. 8, only its claims.",
-		"Fig. 10: GBN was NOT reproduced. The paper's go-back-N is the authors' own modification of LK-SCTP; neither Linux SCTP nor pion/sctp can do it. What ran instead, inside User-Mode Linux: kernel SCTP, 12 KB messages over one association, with a SACK for every packet (sack_freq 1), the kernel's delayed SACK (every 2 packets) and a SACK every 7 packets (sack_freq 7, the paper's \"reduced SACK frequency\"), under netem loss on the guest's loopback. It compares acknowledgement rates under loss, not GBN's discard-and-resend against selective repeat.",
+		"Fig. 10: GBN was NOT reproduced. The paper's go-back-N is the authors' own modification of LK-SCTP; neither Linux SCTP nor pion/sctp can do it. What ran instead, inside the guest kernel: kernel SCTP, 12 KB messages over one association, with a SACK for every packet (sack_freq 1), the kernel's delayed SACK (every 2 packets) and a SACK every 7 packets (sack_freq 7, the paper's \"reduced SACK frequency\"), under netem loss on the guest's loopback. It compares acknowledgement rates under loss, not GBN's discard-and-resend against selective repeat.",
 	)
 	pr.Missing = []string{
 		"Figs. 6-7 (the effect of each LK-SCTP optimization on CPU, connection scaling over several NICs): not re-run; the knobs are measured in docs/sctp.md.",
@@ -76,7 +76,7 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 		Note: "The same pairs. The paper's ratios are its \"CPU unit\" (Table 1) and CPU utilization (Table 3), send side, at nearly equal throughput."})
 	f9 := pr.fig(&Figure{ID: "002-fig9", Title: "Fig. 9: throughput under random packet loss, 12 KB messages",
 		XLabel: "packet loss (%)", YLabel: "throughput (Mbit/s)", Unit: "Mbit/s", Higher: true,
-		Note: "Host: runs of 2 s at least; loss drawn per packet by nftables on both hosts' links (testbed.SetLoss, both directions). UML: netem loss on the guest's loopback (both directions). " +
+		Note: "Host: runs of 2 s at least; loss drawn per packet by nftables on both hosts' links (testbed.SetLoss, both directions). Kernel rows (UML or QEMU): netem loss on the guest's loopback (both directions). " +
 			"The 0% points are the Table 1 runs. The paper gives no values, only that SCTP does better than TCP at low drop rates and worse at high ones."})
 	f9r := pr.fig(&Figure{ID: "002-fig9-ratio", Title: "Fig. 9: SCTP over TCP under random packet loss, 12 KB messages",
 		XLabel: "packet loss (%)", YLabel: "SCTP / TCP throughput (ratio)", Unit: "ratio", Higher: true,
@@ -87,7 +87,7 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 			"The paper gives no values, only that SCTP and TCP are comparable, optimized SCTP's sending throughput above TCP's, and TCP ahead of optimized SCTP at a 128 KB window."})
 	f10 := pr.fig(&Figure{ID: "002-fig10", Title: "Fig. 10 (emulated): throughput under loss by SACK frequency, 12 KB messages, kernel SCTP",
 		XLabel: "packet loss (%)", YLabel: "throughput (Mbit/s)", Unit: "Mbit/s", Higher: true,
-		Note: "Not GBN: the paper's GBN against SACK is emulated by SACK frequencies of kernel SCTP inside User-Mode Linux (netem loss on the guest's loopback, both directions). " +
+		Note: "Not GBN: the paper's GBN against SACK is emulated by SACK frequencies of kernel SCTP inside the guest kernel (netem loss on the guest's loopback, both directions). " +
 			"The paper: GBN and SACK identical at low loss, GBN 25% above SACK at 2.5% (no other values)."})
 	f10r := pr.fig(&Figure{ID: "002-fig10-ratio", Title: "Fig. 10 (emulated): SACK frequency against the kernel's delayed SACK under loss",
 		XLabel: "packet loss (%)", YLabel: "throughput over sack_freq 2 (ratio)", Unit: "ratio", Higher: true,
@@ -194,7 +194,8 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 			tp.paper(name, float64(size), v)
 		}
 	}
-	if err := r.kernel002(ctx, pr, guestSpec{losses: losses, gbn: gbn, sacks: sacks}, tp, cpu, ratio, cpuRatio, f9, f9r, f8, f10, f10r); err != nil {
+	tag, err := r.kernel002(ctx, pr, guestSpec{losses: losses, gbn: gbn, sacks: sacks}, tp, cpu, ratio, cpuRatio, f9, f9r, f8, f10, f10r)
+	if err != nil {
 		return err
 	}
 	fig8Findings(pr, f8)
@@ -208,38 +209,85 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 	ratio.paper("throughput, SCTP / TCP", 2560, 1776.0/1705)
 	cpuRatio.paper("CPU per GB, SCTP / TCP", 12<<10, 143.2/62.4)
 	cpuRatio.paper("CPU per GB, SCTP / TCP", 2560, 198/79.2)
+	relabel002(pr, tag)
 	return nil
 }
 
-// kernel002 adds the kernel-SCTP rows, measured inside User-Mode Linux, to
-// the figures; where UML cannot run it says so in the report and the
-// host's rows stand alone. An error is returned only for a guest that
-// booted and failed.
-func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, tp, cpu, ratio, cpuRatio, f9, f9r, f8, f10, f10r *Figure) error {
+// kernelTag is the tag of the kernel rows' series for backend b: "UML"
+// or "QEMU".
+func kernelTag(b vmkernel.Backend) string {
+	if b == vmkernel.QEMU {
+		return "QEMU"
+	}
+	return "UML"
+}
+
+// relabel002 renames the kernel rows' series, which carry the tag "UML"
+// while they are measured, for the backend that measured them, in the
+// figures and the report's text.
+func relabel002(pr *PaperResult, tag string) {
+	if tag == "" || tag == "UML" {
+		return
+	}
+	for _, f := range pr.Figures {
+		for _, p := range f.Points {
+			p.Series, p.Name = retag(p.Series, tag), retag(p.Name, tag)
+		}
+		for i := range f.Compare {
+			f.Compare[i] = [2]string{retag(f.Compare[i][0], tag), retag(f.Compare[i][1], tag)}
+		}
+	}
+	for _, l := range [][]string{pr.Findings, pr.Missing} {
+		for i := range l {
+			l[i] = retag(l[i], tag)
+		}
+	}
+}
+
+// retag replaces the kernel rows' tag "UML" in s (as in "kernel SCTP, 1
+// association (UML)" and "(sack_freq 1, UML)") by tag.
+func retag(s, tag string) string {
+	return strings.NewReplacer(" (UML)", " ("+tag+")", ", UML)", ", "+tag+")").Replace(s)
+}
+
+// kernel002 adds the kernel-SCTP rows, measured inside a guest kernel
+// (internal/vmkernel: User-Mode Linux where it boots, else QEMU), to the
+// figures, and returns the tag of their series ("UML" or "QEMU"); where no
+// guest kernel can run it says so in the report and the host's rows stand
+// alone. An error is returned only for a guest that booted and failed.
+func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, tp, cpu, ratio, cpuRatio, f9, f9r, f8, f10, f10r *Figure) (string, error) {
 	g.d, g.reps = 2*time.Second, 3
 	if r.Quick {
 		g.d, g.reps = 300*time.Millisecond, 1
 	}
 	losses := g.losses
-	r.logf("002 kernel SCTP inside User-Mode Linux (%s)", g)
-	runs, el, err := kernel002(ctx, r.bin(), g)
-	if errors.Is(err, uml.ErrUnavailable) {
-		pr.Missing = append(pr.Missing, fmt.Sprintf("Kernel SCTP rows: not measured, User-Mode Linux cannot run here (%v); only braid's user-space SCTP on the host ran, and Fig. 10 (kernel SCTP only) is missing.", err))
+	choice, err := vmkernel.Choose(ctx)
+	if err != nil {
+		pr.Missing = append(pr.Missing, fmt.Sprintf("Kernel SCTP rows: not measured, no guest kernel can run here (%v); only braid's user-space SCTP on the host ran, and Fig. 10 (kernel SCTP only) is missing.", err))
 		pr.Figures = slices.DeleteFunc(pr.Figures, func(f *Figure) bool { return f == f10 || f == f10r })
-		return nil
+		return "", nil
+	}
+	tag := kernelTag(choice.Backend)
+	r.logf("002 kernel SCTP inside a guest kernel, %s (%s)", choice.Reason, g)
+	runs, el, kernel, err := kernel002(ctx, r.bin(), g)
+	if errors.Is(err, vmkernel.ErrUnavailable) {
+		pr.Missing = append(pr.Missing, fmt.Sprintf("Kernel SCTP rows: not measured, no guest kernel can run here (%v); only braid's user-space SCTP on the host ran, and Fig. 10 (kernel SCTP only) is missing.", err))
+		pr.Figures = slices.DeleteFunc(pr.Figures, func(f *Figure) bool { return f == f10 || f == f10r })
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("kernel SCTP inside User-Mode Linux: %w", err)
+		return "", fmt.Errorf("kernel SCTP inside %s: %w", choice.Backend, err)
 	}
-	pr.Setup += fmt.Sprintf(" Kernel rows (UML): kernel TCP against kernel SCTP (braid's ksctp channels: no-delay, 4 MiB receive buffers, 256 KB for Table 2 on both carriers), "+
-		"the same sizes and layouts, then 12 KB over one connection and one association under netem loss of %s%% on the guest's loopback; %d run(s) of %v each after 300 ms of warm-up inside one User-Mode Linux boot (%s in all), %d repetition(s) interleaved.",
-		pcts(losses), len(runs), g.d, el.Round(time.Second), g.reps)
+	pr.Emulated = append(pr.Emulated, emulated002(choice, kernel))
+	pr.Setup += fmt.Sprintf(" Kernel rows (%s): kernel TCP against kernel SCTP (braid's ksctp channels: no-delay, 4 MiB receive buffers, 256 KB for Table 2 on both carriers), "+
+		"the same sizes and layouts, then 12 KB over one connection and one association under netem loss of %s%% on the guest's loopback (switched on once the connections are up: a lost handshake packet would wait out SCTP's 3 s initial RTO); %d run(s) of %v each after 300 ms of warm-up inside one %s boot of kernel %s (%s in all), %d repetition(s) interleaved.",
+		tag, pcts(losses), len(runs), g.d, tag, kernel, el.Round(time.Second), g.reps)
 	var freqs []float64
 	for _, n := range g.sackFreqs() {
 		freqs = append(freqs, float64(n))
 	}
-	pr.Setup += fmt.Sprintf(" Fig. 8 (UML): 128 B over one connection and one association with SO_RCVBUF 128 KB (and Table 2's 256 KB runs), no-delay on both. "+
-		"Fig. 10 (UML): 12 KB over one association with sack_freq %s (2 is the kernel's default; sack_delay the kernel's 200 ms) under netem loss of %s%%.", pcts(freqs), pcts(g.gbn))
+	pr.Setup += fmt.Sprintf(" Fig. 8 (%[1]s): 128 B over one connection and one association with SO_RCVBUF 128 KB (and Table 2's 256 KB runs), no-delay on both. "+
+		"Fig. 10 (%[1]s): 12 KB over one association with sack_freq %s (2 is the kernel's default; sack_delay the kernel's 200 ms) under netem loss of %[3]s%%.", tag, pcts(freqs), pcts(g.gbn))
 	type gkey struct {
 		rep  int
 		loss float64
@@ -261,7 +309,7 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, 
 		switch c.Table {
 		case tableFig8:
 			f8.add(c.Carrier, kindPeer, float64(c.Rcvbuf>>10), fmt.Sprintf("%d KB", c.Rcvbuf>>10), c.Mbps)
-			r.logf("002 UML rep %d Fig. 8 window %d KB %s: %.1f Mbit/s", c.Rep, c.Rcvbuf>>10, c.Carrier, c.Mbps)
+			r.logf("002 "+tag+" rep %d Fig. 8 window %d KB %s: %.1f Mbit/s", c.Rep, c.Rcvbuf>>10, retag(c.Carrier, tag), c.Mbps)
 			continue
 		case tableGBN:
 			xl := strconv.FormatFloat(c.Loss, 'g', -1, 64) + "%"
@@ -271,7 +319,7 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, 
 				sacks[k] = map[string]float64{}
 			}
 			sacks[k][c.Carrier] = c.Mbps
-			r.logf("002 UML rep %d Fig. 10 loss %s %s: %.1f Mbit/s", c.Rep, xl, c.Carrier, c.Mbps)
+			r.logf("002 "+tag+" rep %d Fig. 10 loss %s %s: %.1f Mbit/s", c.Rep, xl, retag(c.Carrier, tag), c.Mbps)
 			continue
 		case "Table 2":
 			f8.add(c.Carrier, kindPeer, float64(c.Rcvbuf>>10), fmt.Sprintf("%d KB", c.Rcvbuf>>10), c.Mbps)
@@ -279,7 +327,7 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, 
 		if c.Table == tableLoss {
 			xl := strconv.FormatFloat(c.Loss, 'g', -1, 64) + "%"
 			f9.add(c.Carrier, kindPeer, c.Loss, xl, c.Mbps)
-			r.logf("002 UML rep %d loss %s %s: %.1f Mbit/s", c.Rep, xl, c.Carrier, c.Mbps)
+			r.logf("002 "+tag+" rep %d loss %s %s: %.1f Mbit/s", c.Rep, xl, retag(c.Carrier, tag), c.Mbps)
 			continue
 		}
 		tp.add(c.Carrier, kindPeer, x, xl, c.Mbps)
@@ -289,7 +337,7 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, 
 		if c.Size == 12<<10 {
 			f9.add(c.Carrier, kindPeer, 0, "0%", c.Mbps)
 		}
-		r.logf("002 UML rep %d %s %s: %.1f Mbit/s, %.2f CPU s/GB", c.Rep, xl, c.Carrier, c.Mbps, c.CPU)
+		r.logf("002 "+tag+" rep %d %s %s: %.1f Mbit/s, %.2f CPU s/GB", c.Rep, xl, retag(c.Carrier, tag), c.Mbps, c.CPU)
 	}
 	for k, m := range sacks {
 		base := m[kSACK2]
@@ -344,7 +392,24 @@ func (r *PaperRun) kernel002(ctx context.Context, pr *PaperResult, g guestSpec, 
 		cpuRatio.paper(series, 12<<10, 143.2/62.4)
 		cpuRatio.paper(series, 2560, 198/79.2)
 	}
-	return nil
+	return tag, nil
+}
+
+// emulated002 says, for the report, which kernel ran the kernel rows, how
+// it was emulated, what that does to their absolute figures, and where
+// even the SCTP / TCP ratios measured side by side in it are unreliable.
+func emulated002(c vmkernel.Choice, kernel string) string {
+	s := fmt.Sprintf("Kernel rows (%s): measured in %s; chosen as %q. ", kernelTag(c.Backend), vmkernel.Describe(c.Backend, kernel), c.Reason)
+	s += "Only the ratios of SCTP to TCP measured side by side in the same guest compare with the paper; the absolute Mbit/s and CPU s/GB say nothing of the kernel's speed. "
+	switch c.Backend {
+	case vmkernel.UML:
+		s += "Even the ratios are unreliable where timers decide: with HZ=100 the delayed SACK, delayed ACK and retransmission timers tick in 10 ms steps, so the loss sweep (Fig. 9) and the SACK frequencies (Fig. 10) carry that granularity; " +
+			"and every system call is a ptrace round trip that costs the same per call, so at 128 B (Table 2, Fig. 8) the ratio is one of system calls per message more than of the protocols' per-byte work."
+	case vmkernel.QEMU:
+		s += "Even the ratios are unreliable where timers decide: the emulated CPU is about 25x slower while the kernel's timers (200 ms delayed SACK, 1 s minimum retransmission timeout) keep real time, so per timer far fewer packets move than on real hardware, which tilts the loss sweep (Fig. 9) and the SACK frequencies (Fig. 10) against whichever protocol waits on timers more; " +
+			"sender and receiver share 2 emulated CPUs on a shared host, and CPU s/GB includes QEMU's translation, so the CPU ratios are rough; the no-loss throughput ratios (Tables 1-3) are the most trustworthy of them."
+	}
+	return s
 }
 
 // fig8Windows are Fig. 8's receive windows.

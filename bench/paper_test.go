@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/braid-hpc/braid/internal/uml"
+	"github.com/braid-hpc/braid/internal/vmkernel"
 	"github.com/braid-hpc/braid/testbed"
 )
 
@@ -189,13 +189,24 @@ func TestPaperQuick(t *testing.T) {
 			t.Errorf("%s: no point of %q at 100 tasks (series %v)", id, series, f.series())
 		}
 	}
-	if uml.Available() == nil {
-		want["002-tables"] = []string{kTCP1, kSCTP1, kTCP4, kSCTP4x2}
-		want["002-fig9"] = append(want["002-fig9"], kTCP1, kSCTP1)
-		want["002-fig8"] = append(want["002-fig8"], kTCP1, kSCTP1)
-		checkFig10(t, res)
+	if c, err := vmkernel.Choose(t.Context()); err == nil {
+		t.Logf("kernel rows: %s", c.Reason)
+		tag := kernelTag(c.Backend)
+		k := func(s ...string) []string {
+			for i := range s {
+				s[i] = retag(s[i], tag)
+			}
+			return s
+		}
+		want["002-tables"] = k(kTCP1, kSCTP1, kTCP4, kSCTP4x2)
+		want["002-fig9"] = append(want["002-fig9"], k(kTCP1, kSCTP1)...)
+		want["002-fig8"] = append(want["002-fig8"], k(kTCP1, kSCTP1)...)
+		checkFig10(t, res, tag)
+		checkKernelNote(t, res, tag)
+	} else if os.Getenv("BRAID_REQUIRE_KSCTP") == "1" {
+		t.Errorf("BRAID_REQUIRE_KSCTP=1 but no kernel-SCTP rows: %v", err)
 	} else {
-		t.Logf("no kernel-SCTP rows: %v", uml.Available())
+		t.Logf("no kernel-SCTP rows: %v", err)
 	}
 	for id, series := range want {
 		f := figure(res, id)
@@ -324,7 +335,7 @@ func TestGuestSpec(t *testing.T) {
 // in loss recovery and move nothing, so a point may be 0 Mbit/s, but
 // not every one), their ratios where delayed SACK moved data, and the
 // notes that say GBN was not reproduced.
-func checkFig10(t *testing.T, res *Results) {
+func checkFig10(t *testing.T, res *Results, tag string) {
 	t.Helper()
 	f := figure(res, "002-fig10")
 	if f == nil {
@@ -332,7 +343,8 @@ func checkFig10(t *testing.T, res *Results) {
 		return
 	}
 	moved := 0
-	for _, s := range []string{kSACK1, kSACK2} { // the quick run's two
+	sack1, sack2 := retag(kSACK1, tag), retag(kSACK2, tag)
+	for _, s := range []string{sack1, sack2} { // the quick run's two
 		p := f.point(s, 2.5)
 		if p == nil || p.Reps == 0 {
 			t.Errorf("002-fig10: no point of %q at 2.5%% (series %v)", s, f.series())
@@ -347,7 +359,7 @@ func checkFig10(t *testing.T, res *Results) {
 		// nothing; the report then says there is no comparison.
 		t.Logf("002-fig10: nothing moved at 2.5%% loss with any SACK frequency in this run")
 	}
-	if p := f.point(kSACK2, 2.5); p != nil && p.Value > 0 && figure(res, "002-fig10-ratio") == nil {
+	if p := f.point(sack2, 2.5); p != nil && p.Value > 0 && figure(res, "002-fig10-ratio") == nil {
 		t.Error("no figure 002-fig10-ratio though delayed SACK moved data")
 	}
 	var finding, emulated bool
@@ -361,6 +373,65 @@ func checkFig10(t *testing.T, res *Results) {
 	}
 	if !finding || !emulated {
 		t.Errorf("paper 002: a Fig. 10 finding %v, an emulated note %v saying GBN was not reproduced; want both", finding, emulated)
+	}
+}
+
+// checkKernelNote checks that paper 002's report says which kernel ran
+// its kernel rows and how far its figures can be trusted.
+func checkKernelNote(t *testing.T, res *Results, tag string) {
+	t.Helper()
+	for _, p := range res.Papers {
+		if p.Paper != "002" {
+			continue
+		}
+		for _, s := range p.Emulated {
+			if strings.HasPrefix(s, "Kernel rows ("+tag+"): measured in ") && strings.Contains(s, "Only the ratios of SCTP to TCP measured side by side in the same guest compare") {
+				return
+			}
+		}
+		t.Errorf("paper 002: no note on the kernel rows (%s) among %q", tag, p.Emulated)
+	}
+}
+
+// TestRelabel002 renames the kernel rows for QEMU, in figures, compare
+// pairs and text, and leaves UML's and the host's alone.
+func TestRelabel002(t *testing.T) {
+	mk := func() *PaperResult {
+		pr := &PaperResult{Findings: []string{"Fig. 8, kernel SCTP against kernel TCP (UML): ..."}}
+		f := pr.fig(&Figure{ID: "t", Compare: [][2]string{{kSCTP1, kTCP1}}})
+		f.add(kSCTP1, kindPeer, 1, "1", 5)
+		f.add(kSACK7, kindPeer, 1, "1", 5)
+		f.add(sctp1Layout.name, kindBraid, 1, "1", 5)
+		return pr
+	}
+	pr := mk()
+	relabel002(pr, "QEMU")
+	var got []string
+	for _, p := range pr.Figures[0].Points {
+		got = append(got, p.Series)
+	}
+	want := []string{"kernel SCTP, 1 association (QEMU)", "kernel SCTP, SACK every 7 packets (sack_freq 7, QEMU)", sctp1Layout.name}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("series %q, want %q", got, want)
+	}
+	if c := pr.Figures[0].Compare[0]; c != [2]string{"kernel SCTP, 1 association (QEMU)", "kernel TCP, 1 connection (QEMU)"} {
+		t.Errorf("compare %q", c)
+	}
+	if !strings.Contains(pr.Findings[0], "kernel TCP (QEMU)") {
+		t.Errorf("finding %q", pr.Findings[0])
+	}
+	pr = mk()
+	relabel002(pr, "UML")
+	if p := pr.Figures[0].Points[0]; p.Series != kSCTP1 {
+		t.Errorf("UML run renamed %q", p.Series)
+	}
+	for _, b := range []vmkernel.Backend{vmkernel.UML, vmkernel.QEMU} {
+		s := emulated002(vmkernel.Choice{Backend: b, Reason: string(b) + ": test"}, "6.1.0")
+		for _, want := range []string{"Kernel rows (" + kernelTag(b) + ")", "6.1.0", "Only the ratios", "unreliable"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("%s: %q lacks %q", b, s, want)
+			}
+		}
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 
 // The measurements below (BRAID_UML_BENCH=1, for docs/sctp.md) run braid
 // over kernel SCTP between two testbed hosts joined by two networks. They
-// need kernel SCTP and root: ksctp's TestKernelSCTPBenchInUML runs them
+// need kernel SCTP and root: ksctp's TestKernelSCTPBenchInVM runs them
 // inside User-Mode Linux.
 //
 //	testbed hub (bridges)  net 0: 10.1.0.0/24, net 1: 10.2.0.0/24
@@ -70,7 +70,7 @@ func (k nsKind) Listen(ctx context.Context, addr string) (l net.Listener, err er
 func requireBench(t *testing.T) {
 	t.Helper()
 	if os.Getenv("BRAID_UML_BENCH") != "1" {
-		t.Skip("measurement; BRAID_UML_BENCH=1 (ksctp's TestKernelSCTPBenchInUML runs it inside User-Mode Linux)")
+		t.Skip("measurement; BRAID_UML_BENCH=1 (ksctp's TestKernelSCTPBenchInVM runs it inside a guest kernel)")
 	}
 	requireKernelSCTP(t)
 	testbed.Skip(t)

@@ -13,9 +13,9 @@ import (
 )
 
 // The tests below run braid sessions over kernel SCTP (Transport "sctp").
-// Where the kernel has none they skip; ksctp's TestKernelSCTPInUML runs
-// them inside User-Mode Linux, where BRAID_REQUIRE_KSCTP=1 makes a skip a
-// failure.
+// Where the kernel has none they skip; ksctp's TestKernelSCTPInVM runs
+// them inside a guest kernel (User-Mode Linux or QEMU, internal/vmkernel),
+// where BRAID_REQUIRE_KSCTP=1 makes a skip a failure.
 
 func requireKernelSCTP(t *testing.T) {
 	t.Helper()
@@ -23,10 +23,10 @@ func requireKernelSCTP(t *testing.T) {
 	if err == nil {
 		return
 	}
-	if os.Getenv("BRAID_REQUIRE_KSCTP") == "1" && os.Getenv("BRAID_IN_UML") == "1" {
+	if os.Getenv("BRAID_REQUIRE_KSCTP") == "1" && os.Getenv("BRAID_IN_VM") == "1" {
 		t.Fatalf("BRAID_REQUIRE_KSCTP=1 but %v", err)
 	}
-	t.Skipf("%v (ksctp's TestKernelSCTPInUML runs this test inside User-Mode Linux)", err)
+	t.Skipf("%v (ksctp's TestKernelSCTPInVM runs this test inside a guest kernel)", err)
 }
 
 // sctpConfig sets kernel SCTP with the channel's defaults, whose 4 MiB
@@ -39,8 +39,8 @@ func sctpConfig(m StripeMode) func(*Config) {
 		c.FragmentSize = 4 << 10
 		c.SegmentSize = 64 << 10
 		c.StreamWindow = 256 << 10
-		// UML has one CPU, shared with a loaded host: a path must not
-		// time out while the guest is starved.
+		// UML has one CPU, and QEMU's are emulated, shared with a loaded
+		// host: a path must not time out while the guest is starved.
 		c.PathTimeout = 5 * time.Second
 	}
 }

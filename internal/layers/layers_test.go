@@ -38,7 +38,11 @@ var may = map[string][]string{
 	"internal/metrics":  {"transport", "transport/..."},
 	"internal/ctl":      {"transport"},
 	"internal/outfile":  {},
-	"internal/uml/...":  {"internal/uml"},
+	"internal/uml":      {},
+
+	// The guest-kernel harness and its command, over UML's backend.
+	"internal/vmkernel/...": {"internal/uml", "internal/vmkernel"},
+
 	"transport/...": {
 		"internal/accept", "stripe", "transport/channel", "transport/internal/wire",
 	},

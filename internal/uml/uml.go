@@ -2,7 +2,10 @@
 // as an ordinary process (Debian's user-mode-linux package, linux.uml),
 // with the host's files as a read-only root (hostfs). It gives tests the
 // kernel features this host may lack: kernel SCTP with hmac, veth, network
-// namespaces, netem and tbf, loaded from the package's modules.
+// namespaces, netem and tbf, loaded from the package's modules. It is
+// internal/vmkernel's fast backend: use that package, which falls back to
+// QEMU where UML does not boot (some Intel CPUs) and whose tests boot this
+// one.
 //
 // The guest has one CPU and HZ=100, and its address space ends at 512 GiB,
 // below the race detector's shadow memory: run binaries built without
@@ -319,4 +322,14 @@ func (l *lockedBuffer) Bytes() []byte {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return bytes.Clone(l.b.Bytes())
+}
+
+// Release returns the UML kernel's release (its modules directory's
+// name), or "" where UML is not installed.
+func Release() string {
+	c, err := Config{}.populate()
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(c.Modules)
 }

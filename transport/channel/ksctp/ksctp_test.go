@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/braid-hpc/braid/internal/uml"
+	"github.com/braid-hpc/braid/internal/vmkernel"
 	"github.com/braid-hpc/braid/transport/channel"
 )
 
@@ -21,7 +21,8 @@ import (
 // "kernel SCTP unavailable: socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP):
 // <errno>; load the sctp module (modprobe sctp)". With
 // BRAID_REQUIRE_KSCTP=1 (CI) the test must run somewhere: it fails, unless
-// User-Mode Linux can run it here (TestKernelSCTPInUML does).
+// a guest kernel can run it here (TestKernelSCTPInVM does, in User-Mode
+// Linux or QEMU).
 func requireKernel(t testing.TB) {
 	t.Helper()
 	err := Available()
@@ -29,10 +30,13 @@ func requireKernel(t testing.TB) {
 		return
 	}
 	if os.Getenv("BRAID_REQUIRE_KSCTP") == "1" {
-		if os.Getenv("BRAID_IN_UML") == "1" || uml.Available() != nil {
+		if os.Getenv(vmkernel.EnvInGuest) == "1" {
 			t.Fatalf("BRAID_REQUIRE_KSCTP=1 but %v", err)
 		}
-		t.Skipf("%v; TestKernelSCTPInUML runs this test inside User-Mode Linux", err)
+		if verr := vmkernel.Installed(); verr != nil {
+			t.Fatalf("BRAID_REQUIRE_KSCTP=1 but %v, and %v", err, verr)
+		}
+		t.Skipf("%v; TestKernelSCTPInVM runs this test inside a guest kernel", err)
 	}
 	t.Skip(err)
 }

@@ -149,7 +149,7 @@ func sctpFlows(t *testing.T, cfg Config, n, streams int) ([]flow, func()) {
 
 // TestPaper002Bench measures paper 002's experiments (docs/sctp.md) as
 // relative effects on the guest's loopback (BRAID_UML_BENCH=1; ksctp's
-// TestKernelSCTPBenchInUML runs it inside User-Mode Linux): 12 KB and
+// TestKernelSCTPBenchInVM runs it inside a guest kernel): 12 KB and
 // 128 B messages over one TCP connection and one association (its Tables
 // 1 and 2, the latter with 128 KB and 256 KB receive buffers), 2.56 KB
 // messages over 4 TCP connections and 4 associations of 2 streams (its

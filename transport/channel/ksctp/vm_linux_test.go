@@ -1,0 +1,234 @@
+//go:build linux
+
+package ksctp
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/internal/vmkernel"
+)
+
+// kernelTests are this package's tests that need kernel SCTP: the ones
+// TestKernelSCTPInVM runs under QEMU, where code runs about 25x slower
+// than on the host and the rest (which the host runs anyway) would only
+// cost time. TestKernelTestsListed keeps the list complete.
+var kernelTests = []string{"TestEcho", "TestMultihomed", "TestCloseEOF", "TestDeadline", "TestDialRefused", "TestLanesKernel", "TestKnobsKernel", "TestUnavailable"}
+
+// TestKernelSCTPInVM runs the kernel-SCTP tests inside a Linux kernel
+// with SCTP (internal/vmkernel) when this kernel has none: this package's
+// tests and the transport package's kernel-SCTP session tests (the
+// multi-homed ones and the tamper test included). Under User-Mode Linux
+// (fast) it runs all of this package's tests three times, for steadiness
+// on one CPU; under QEMU with TCG only kernelTests, once. Inside,
+// BRAID_REQUIRE_KSCTP=1 turns any skip of a kernel-SCTP test into a
+// failure. The binaries are built on the host, without -race (the race
+// detector's shadow memory lies beyond UML's address space).
+//
+// It skips in -short runs (it builds two test binaries and boots a
+// guest), and where no backend is installed (see vmkernel.Installed)
+// unless BRAID_REQUIRE_KSCTP=1.
+func TestKernelSCTPInVM(t *testing.T) {
+	if os.Getenv(vmkernel.EnvInGuest) == "1" {
+		t.Skip("running inside a guest kernel already")
+	}
+	if Available() == nil {
+		t.Skip("this kernel has SCTP: the kernel-SCTP tests run natively")
+	}
+	if err := vmkernel.Installed(); err != nil {
+		if os.Getenv("BRAID_REQUIRE_KSCTP") == "1" {
+			t.Fatalf("BRAID_REQUIRE_KSCTP=1 but %v", err)
+		}
+		t.Skip(err)
+	}
+	if testing.Short() {
+		t.Skip("builds test binaries and boots a guest kernel; not in -short")
+	}
+	choice, err := vmkernel.Choose(t.Context())
+	if err != nil {
+		if errors.Is(err, vmkernel.ErrUnavailable) && os.Getenv("BRAID_REQUIRE_KSCTP") != "1" {
+			t.Skip(err) // UML installed but does not boot, and no QEMU
+		}
+		t.Fatal(err)
+	}
+	t.Logf("kernel: %s", choice.Reason)
+	pkgDir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	transportDir := filepath.Join(pkgDir, "..", "..")
+	// Under TCG a boot takes 6-30 s and the tests several minutes: the
+	// guest's own -test.timeout stays below the whole run's.
+	total, inner := 8*time.Minute, "4m"
+	ksctpArgs := `-test.count=3`
+	if choice.Backend == vmkernel.QEMU {
+		total, inner = 15*time.Minute, "10m"
+		ksctpArgs = `-test.count=1 -test.run '^(` + strings.Join(kernelTests, "|") + `)$'`
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), total)
+	defer cancel()
+	bin := buildForVM(t, ctx, map[string]string{"ksctp.test": pkgDir, "transport.test": transportDir})
+	script := `rc=0
+echo "== ksctp"
+"$BIN/ksctp.test" -test.v ` + ksctpArgs + ` -test.timeout=` + inner + ` || rc=1
+cd "$TRANSPORT" || exit 1
+echo "== transport"
+"$BIN/transport.test" -test.v -test.run '^TestKernelSCTP' -test.timeout=` + inner + ` || rc=1
+exit $rc`
+	res, err := vmkernel.Run(ctx, vmkernel.Config{
+		Dir: pkgDir,
+		Env: []string{"BIN=" + bin, "TRANSPORT=" + transportDir, "BRAID_REQUIRE_KSCTP=1", "GOTRACEBACK=all"},
+	}, "sh", "-c", script)
+	if err != nil {
+		if errors.Is(err, vmkernel.ErrUnavailable) && os.Getenv("BRAID_REQUIRE_KSCTP") != "1" {
+			t.Skip(err)
+		}
+		if res != nil {
+			t.Logf("output:\n%s", res.Output)
+		}
+		t.Fatal(err)
+	}
+	out := string(res.Output)
+	if res.ExitCode != 0 {
+		t.Fatalf("tests inside %s exited %d:\n%s", res.Backend, res.ExitCode, out)
+	}
+	passed := len(regexp.MustCompile(`(?m)^\s*--- PASS`).FindAllString(out, -1))
+	skipped := regexp.MustCompile(`(?m)^\s*--- SKIP: (\S+)`).FindAllStringSubmatch(out, -1)
+	var names []string
+	for _, m := range skipped {
+		names = append(names, m[1])
+	}
+	for _, want := range []string{"--- PASS: TestLanesKernel", "--- PASS: TestKnobsKernel", "--- PASS: TestKernelSCTPSessions", "--- PASS: TestKernelSCTPMultihomedAssociation", "--- PASS: TestKernelSCTPTamper"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inside %s, no %q:\n%s", res.Backend, want, out)
+		}
+	}
+	top := regexp.MustCompile(`(?m)^( {0,4}--- \w+: .*|== \w+|PASS)$`).FindAllString(out, -1)
+	t.Logf("inside %s %s in %v: %d passed (subtests and -count included); skipped: %v; by test:\n%s",
+		res.Backend, res.Kernel, res.Elapsed.Round(time.Second), passed, names, strings.Join(top, "\n"))
+}
+
+// TestKernelTestsListed: every test of this package that calls
+// requireKernel is in kernelTests, so that QEMU runs it too.
+func TestKernelTestsListed(t *testing.T) {
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, n := range kernelTests {
+		listed[n] = true
+	}
+	// A test that measures (it skips unless asked) need not be listed.
+	measure := regexp.MustCompile(`t\.Skip\("measurement`)
+	calls := regexp.MustCompile(`(?m)^\trequireKernel\(t\)$`)
+	fn := regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\) \{\n((?:\t.*\n|\n)*?)\}\n`)
+	found := 0
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range fn.FindAllStringSubmatch(string(src), -1) {
+			name, body := m[1], m[2]
+			if !calls.MatchString(body) || measure.MatchString(body) {
+				continue
+			}
+			found++
+			if !listed[name] {
+				t.Errorf("%s (%s) needs kernel SCTP but is not in kernelTests: QEMU would not run it", name, f)
+			}
+		}
+	}
+	if found < 7 {
+		t.Errorf("found %d tests calling requireKernel, want 7 at least: is the pattern stale?", found)
+	}
+}
+
+// buildForVM builds the test binaries (name: package directory) without
+// -race into a temp dir, which it returns.
+func buildForVM(t *testing.T, ctx context.Context, pkgs map[string]string) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	bin := t.TempDir()
+	for out, dir := range pkgs {
+		cmd := exec.CommandContext(ctx, goTool, "test", "-c", "-o", filepath.Join(bin, out), ".")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go test -c in %s: %v\n%s", dir, err, out)
+		}
+	}
+	return bin
+}
+
+// TestKernelSCTPBenchInVM runs the kernel-SCTP measurements of
+// docs/sctp.md inside a guest kernel (internal/vmkernel: User-Mode Linux
+// where it boots, which docs/sctp.md's figures came from, else QEMU;
+// BRAID_VMKERNEL forces one) (BRAID_UML_BENCH=1; it skips
+// otherwise): transport's TestKernelSCTPFailoverBench and
+// TestKernelSCTPHOLBench on a two-network testbed, and this package's
+// TestPaper002Bench on the guest's loopback. BRAID_UML_BENCH_RUN
+// replaces the -test.run pattern; BRAID_UML_BENCH_* variables pass into
+// the guest. The tables are in the log:
+//
+//	BRAID_UML_BENCH=1 go test -run TestKernelSCTPBenchInVM -v -timeout 60m ./transport/channel/ksctp/
+func TestKernelSCTPBenchInVM(t *testing.T) {
+	if os.Getenv("BRAID_UML_BENCH") != "1" {
+		t.Skip("measurement; BRAID_UML_BENCH=1")
+	}
+	if os.Getenv(vmkernel.EnvInGuest) == "1" {
+		t.Skip("running inside a guest kernel already")
+	}
+	if err := vmkernel.Installed(); err != nil {
+		t.Skip(err)
+	}
+	choice, err := vmkernel.Choose(t.Context())
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Logf("kernel: %s", choice.Reason)
+	pkgDir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	transportDir := filepath.Join(pkgDir, "..", "..")
+	ctx, cancel := context.WithTimeout(t.Context(), 55*time.Minute)
+	defer cancel()
+	bin := buildForVM(t, ctx, map[string]string{"transport.test": transportDir, "ksctp.test": pkgDir})
+	run := os.Getenv("BRAID_UML_BENCH_RUN")
+	if run == "" {
+		run = "^(TestKernelSCTPFailoverBench|TestKernelSCTPHOLBench|TestPaper002Bench)$"
+	}
+	env := []string{"BIN=" + bin, "RUN=" + run, "KSCTP=" + pkgDir, "BRAID_REQUIRE_KSCTP=1", "GOTRACEBACK=all"}
+	for _, e := range os.Environ() {
+		if strings.HasPrefix(e, "BRAID_UML_BENCH") {
+			env = append(env, e)
+		}
+	}
+	res, err := vmkernel.Run(ctx, vmkernel.Config{Dir: transportDir, Env: env},
+		"sh", "-c", `uname -r; rc=0
+"$BIN/transport.test" -test.v -test.run "$RUN" -test.timeout=50m || rc=1
+cd "$KSCTP" && "$BIN/ksctp.test" -test.v -test.run "$RUN" -test.timeout=50m || rc=1
+exit $rc`)
+	if res != nil {
+		t.Logf("inside %s %s (%v):\n%s", res.Backend, res.Kernel, res.Elapsed.Round(time.Second), res.Output)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("inside %s: exit %d", res.Backend, res.ExitCode)
+	}
+}
