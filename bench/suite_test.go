@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -29,10 +28,7 @@ func TestAssocRunLoopback(t *testing.T) {
 }
 
 func TestHolRunsUnderLoss(t *testing.T) {
-	testbed.Skip(t)
-	if _, err := exec.LookPath("nft"); err != nil {
-		t.Skip("nft not found in PATH; install nftables to emulate loss")
-	}
+	testbed.SkipLoss(t)
 	ctx := t.Context()
 	bed, err := NewBed(ctx, []int64{100e6})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/braid-hpc/braid/internal/testenv"
 	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/testbed/relay"
 )
@@ -323,7 +324,7 @@ var iperf3Only = []string{
 func TestPerfKeysMatchIperf3(t *testing.T) {
 	bin, err := exec.LookPath("iperf3")
 	if err != nil {
-		t.Skip("iperf3 is not installed (apt-get install iperf3)")
+		testenv.Missing(t, testenv.Iperf3, "iperf3 is not installed (apt-get install iperf3)")
 	}
 	checkLeaks(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -732,7 +733,7 @@ func TestPerfIperfScript(t *testing.T) {
 	checkLeaks(t)
 	for _, tool := range []string{"go", "sh", "python3"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed", tool)
+			testenv.Missing(t, testenv.Iperf3, tool+" is not installed")
 		}
 	}
 	dir := t.TempDir()
