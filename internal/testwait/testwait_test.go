@@ -54,3 +54,22 @@ func TestForNamesWhat(t *testing.T) {
 		t.Fatalf("For failed on a condition that held: %q", f.msg)
 	}
 }
+
+//go:noinline
+func parkHere(c chan struct{}) { <-c }
+
+func TestBlocked(t *testing.T) {
+	const fn = "testwait.parkHere"
+	if Blocked(fn) {
+		t.Fatal("Blocked found a goroutine parked in parkHere before any was started")
+	}
+	c := make(chan struct{})
+	done := make(chan struct{})
+	go func() { parkHere(c); close(done) }()
+	ForBlocked(t, "the goroutine to park", 5*time.Second, fn)
+	close(c)
+	<-done
+	if Blocked(fn) {
+		t.Fatal("Blocked still finds parkHere after it returned")
+	}
+}
