@@ -2,6 +2,7 @@ package testwait
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -55,21 +56,25 @@ func TestForNamesWhat(t *testing.T) {
 	}
 }
 
-//go:noinline
-func parkHere(c chan struct{}) { <-c }
-
 func TestBlocked(t *testing.T) {
-	const fn = "testwait.parkHere"
+	const fn = "testwait.ParkedRead"
 	if Blocked(fn) {
-		t.Fatal("Blocked found a goroutine parked in parkHere before any was started")
+		t.Fatal("Blocked found a goroutine parked in ParkedRead before any was started")
 	}
-	c := make(chan struct{})
-	done := make(chan struct{})
-	go func() { parkHere(c); close(done) }()
-	ForBlocked(t, "the goroutine to park", 5*time.Second, fn)
-	close(c)
-	<-done
-	if Blocked(fn) {
-		t.Fatal("Blocked still finds parkHere after it returned")
+	r1, w1 := io.Pipe()
+	r2, w2 := io.Pipe()
+	done := make(chan error, 2)
+	go func() { done <- ParkedRead(r1, make([]byte, 1)) }()
+	go func() { done <- ParkedRead(r2, make([]byte, 1)) }()
+	For(t, "two reads to park", 5*time.Second, func() bool { return Parked(fn) == 2 })
+	w1.Close()
+	w2.Close()
+	for range 2 {
+		if err := <-done; err != io.EOF {
+			t.Fatalf("read from a closed pipe: %v", err)
+		}
+	}
+	if n := Parked(fn); n != 0 {
+		t.Fatalf("%d goroutines still parked in ParkedRead after they returned", n)
 	}
 }

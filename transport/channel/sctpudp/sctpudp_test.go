@@ -502,8 +502,8 @@ func TestCloseEOF(t *testing.T) {
 	// (then it tests Read after Close).
 	c2, _, _ := pair(t, Kind{})
 	readErr := make(chan error, 1)
-	go func() { readErr <- parkedRead(c2, make([]byte, 10)) }()
-	testwait.ForBlocked(t, "the Read to block", 10*time.Second, "sctpudp.parkedRead")
+	go func() { readErr <- testwait.ParkedRead(c2, make([]byte, 10)) }()
+	testwait.ForBlocked(t, "the Read to block", 10*time.Second, "testwait.ParkedRead")
 	_ = c2.Close()
 	select {
 	case err := <-readErr:
@@ -612,7 +612,7 @@ func TestDeadline(t *testing.T) {
 	_ = c.SetReadDeadline(first)
 	late := make(chan error, 1)
 	go func() {
-		if !testwait.Until(time.Second, func() bool { return testwait.Blocked("sctpudp.parkedRead") }) {
+		if !testwait.Until(time.Second, func() bool { return testwait.Blocked("testwait.ParkedRead") }) {
 			late <- errors.New("the Read was not seen waiting within its first deadline")
 			return
 		}
@@ -621,7 +621,7 @@ func TestDeadline(t *testing.T) {
 		_, err := s.Write([]byte("late"))
 		late <- err
 	}()
-	err = parkedRead(c, buf[:4])
+	err = testwait.ParkedRead(c, buf[:4])
 	if werr := <-late; werr != nil {
 		t.Fatal(werr)
 	}
@@ -960,8 +960,8 @@ func TestStreamSendBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- parkedWrite(stuck, chunk) }()
-	testwait.ForBlocked(t, "the Write to block on the full window", 10*time.Second, "sctpudp.parkedWrite")
+	go func() { done <- testwait.ParkedWrite(stuck, chunk) }()
+	testwait.ForBlocked(t, "the Write to block on the full window", 10*time.Second, "testwait.ParkedWrite")
 	c.Close()
 	select {
 	case err := <-done:
@@ -1052,19 +1052,4 @@ func TestInterleaving(t *testing.T) {
 	if at > bigSize/2 {
 		t.Errorf("small message arrived after %d of the %d bytes queued before it on another stream: not interleaved", at, bigSize)
 	}
-}
-
-// parkedRead and parkedWrite call Read or Write in a function of their
-// own, so that testwait.Blocked can tell when that call waits.
-//
-//go:noinline
-func parkedRead(st *Stream, b []byte) error {
-	_, err := io.ReadFull(st, b)
-	return err
-}
-
-//go:noinline
-func parkedWrite(st *Stream, b []byte) error {
-	_, err := st.Write(b)
-	return err
 }
