@@ -61,7 +61,6 @@ func qdiscSent(t testing.TB, bed *testbed.Bed) int64 {
 	return n
 }
 
-
 // The exploratory measurements, as benchmarks on a testbed (root; run
 // them one at a time, e.g. go test -run '^$' -bench ExploreSCTPBulk -v
 // ./bench/). Each iteration is a run of seconds, so the default
