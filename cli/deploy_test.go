@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/braid-hpc/braid/internal/testenv"
 )
 
 const deployDir = "../deploy"
@@ -123,7 +125,7 @@ func TestDeploySystemdUnits(t *testing.T) {
 
 	sa, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		t.Skip("systemd-analyze is not installed: the units were checked against the CLI only")
+		testenv.Missing(t, testenv.Systemd, "systemd-analyze is not installed (apt-get install systemd): the units were checked against the CLI only")
 	}
 	// systemd-analyze checks that ExecStart is executable: stand this
 	// test binary in for /usr/local/bin/braid.

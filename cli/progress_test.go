@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/braid-hpc/braid/internal/testenv"
 )
 
 // slowRelay relays TCP connections to addr on loopback, moving about
@@ -87,7 +90,7 @@ func onTerminal(t *testing.T, d time.Duration, args ...string) (int, string, str
 	t.Helper()
 	ptm, tty, err := pty.Open()
 	if err != nil {
-		t.Skipf("no pseudo-terminal on this system: %v", err)
+		testenv.Missing(t, testenv.PTY, fmt.Sprintf("no pseudo-terminal on this system: %v", err))
 	}
 	defer ptm.Close()
 	if err := pty.Setsize(ptm, &pty.Winsize{Rows: 24, Cols: 160}); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/internal/testenv"
 	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
@@ -192,7 +193,7 @@ func TestDiskFullTmpfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=48m"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): needs root", err)
+		testenv.Missing(t, testenv.Root, fmt.Sprintf("cannot mount a tmpfs here (%v): needs root", err))
 	}
 	// Cleanups run last in, first out: unmount after the cluster stopped.
 	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })

@@ -204,13 +204,19 @@ func TestMetricsPathDown(t *testing.T) {
 			return ok(scrape(t, c.hc, c.srv.URL()+api.PathMetrics, tok))
 		})
 	}
+	// up is the path's braid_path_up, or -1 when the series is missing:
+	// a down path is reported as 0, not left out. Checked by hand: a
+	// collector that skips paths that are not up fails the "down" wait.
 	up := func(fams map[string]*dto.MetricFamily, path string) float64 {
-		v, _ := metricstest.Value(fams, "braid_path_up", map[string]string{"peer": wid, "path": path})
+		v, ok := metricstest.Value(fams, "braid_path_up", map[string]string{"peer": wid, "path": path})
+		if !ok {
+			return -1
+		}
 		return v
 	}
 	wait("both paths up", func(f map[string]*dto.MetricFamily) bool { return up(f, "0") == 1 && up(f, "1") == 1 })
 	r.Blackhole(true)
-	wait("path 1 down and path 0 up", func(f map[string]*dto.MetricFamily) bool { return up(f, "0") == 1 && up(f, "1") == 0 })
+	wait("path 1 down (braid_path_up 0) and path 0 up", func(f map[string]*dto.MetricFamily) bool { return up(f, "0") == 1 && up(f, "1") == 0 })
 	r.Blackhole(false)
 	wait("path 1 back up after a reconnect", func(f map[string]*dto.MetricFamily) bool {
 		n, _ := metricstest.Value(f, "braid_path_reconnects_total", map[string]string{"peer": wid, "path": "1"})

@@ -4,20 +4,11 @@ import (
 	"errors"
 	"math"
 	"net"
-	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 )
-
-// skipNoNft skips t where nft is missing; CI installs it (.ci/run).
-func skipNoNft(t testing.TB) {
-	t.Helper()
-	if _, err := exec.LookPath("nft"); err != nil {
-		t.Skip("nft not found in PATH; install nftables to test loss")
-	}
-}
 
 // udpCount sends n datagrams from host from to host to over network net_
 // and returns how many arrived. It paces itself so that neither socket
@@ -92,7 +83,7 @@ func udpReady(t testing.TB, b *Bed, from, to string, net_ int) {
 }
 
 func TestSetLoss(t *testing.T) {
-	skipNoNft(t)
+	SkipLoss(t)
 	b := upBed(t, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{}, {}}})
 	const n = 20000
 	udpReady(t, b, "a", "b", 0)
@@ -156,7 +147,7 @@ func TestSetLoss(t *testing.T) {
 }
 
 func TestSetLossBadInput(t *testing.T) {
-	skipNoNft(t)
+	SkipLoss(t)
 	b := upBed(t, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{}}})
 	if pct, dropped, err := b.Loss("a", 0); err != nil || pct != 0 || dropped != 0 {
 		t.Errorf("Loss before any SetLoss = %v, %d, %v; want 0, 0, nil", pct, dropped, err)

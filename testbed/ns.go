@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/braid-hpc/braid/internal/testenv"
 )
 
 // netnsDir is where `ip netns` keeps its named namespaces.
@@ -134,10 +136,20 @@ func probe() error {
 }
 
 // Skip skips t with the reason when beds cannot be made here (see
-// Available).
+// Available), or fails it when BRAID_REQUIRE_NETNS=1 (CI).
 func Skip(t testing.TB) {
 	t.Helper()
 	if err := Available(); err != nil {
-		t.Skip(err.Error())
+		testenv.Missing(t, testenv.NetNS, err.Error())
+	}
+}
+
+// SkipLoss is Skip for beds that also emulate loss (Bed.SetLoss), which
+// needs nft.
+func SkipLoss(t testing.TB) {
+	t.Helper()
+	Skip(t)
+	if _, err := exec.LookPath("nft"); err != nil {
+		testenv.Missing(t, testenv.NetNS, "nft not found in PATH; install nftables to emulate loss")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -320,12 +321,16 @@ func testLogger() *slog.Logger {
 
 func TestRoundRobinTakesPathsInTurn(t *testing.T) {
 	// Paper 000's policy: whole messages go to the live paths in turn,
-	// whatever their queues hold.
-	c, s := pair(t, 2, func(c *Config) {
+	// whatever their queues hold. Checked by hand: with shouldTake's
+	// round-robin branch removed (the default policy then places each
+	// message on the path that finishes it first), the order check fails
+	// every run; the byte split alone passed 2 runs in 5.
+	const k = 3
+	c, s := pair(t, k, func(c *Config) {
 		c.Policy = PolicyRoundRobin
 		c.Stripe = StripeOff
 		// A loaded machine must not time a path out mid-test: that sends
-		// its turn to the other one.
+		// its turn to the other ones.
 		c.PathTimeout = 10 * time.Second
 	})
 	ctx := t.Context()
@@ -333,7 +338,75 @@ func TestRoundRobinTakesPathsInTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n, size = 40, 10 << 10
+	// Copies of frames that another path held too long (a loaded machine
+	// delays acknowledgements) are not the policy's placement: they are
+	// counted apart, as duplicated.
+	sent := func(before, after []PathStats, i int) int64 {
+		return after[i].BytesSent - before[i].BytesSent - (after[i].Duplicated - before[i].Duplicated)
+	}
+	const size = 10 << 10
+	var rs *Stream
+
+	// The order: one message at a time, each acknowledged before the next
+	// is written, so that each is carried by exactly one path and the
+	// stats say which, and every path's queue is empty when the next one
+	// is placed (the default policy then picks the path it finds fastest,
+	// not the next). Heartbeats and acks add far less than a message. A
+	// writer counts its bytes once its write returns, which can be after
+	// the peer has read them: wait for the counts to catch up.
+	const rounds = 8 * k
+	var order []int
+	for i := range rounds {
+		testwait.For(t, "every path's frames to be acknowledged", 5*time.Second, func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			for _, p := range c.paths {
+				if p.unackedBytes != 0 {
+					return false
+				}
+			}
+			return true
+		})
+		before := c.Stats()
+		msg := randBytes(uint64(1000+i), size)
+		if err := st.WriteMessage(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		if rs == nil {
+			if rs, err = s.AcceptStream(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m, err := rs.ReadMessage(ctx); err != nil || !bytes.Equal(m, msg) {
+			t.Fatalf("message %d: %d bytes, %v", i, len(m), err)
+		}
+		var carriers []int
+		testwait.For(t, fmt.Sprintf("message %d to be counted by the path that sent it", i), 5*time.Second, func() bool {
+			after := c.Stats()
+			carriers = carriers[:0]
+			for p := range after {
+				if sent(before, after, p) >= size {
+					carriers = append(carriers, p)
+				}
+			}
+			return len(carriers) > 0
+		})
+		if len(carriers) != 1 {
+			t.Fatalf("message %d of %d bytes counted whole on paths %v", i, size, carriers)
+		}
+		order = append(order, carriers[0])
+	}
+	// In turn: the first k messages take k different paths, and then the
+	// same cycle repeats.
+	for i := range order {
+		if i >= k && order[i] != order[i-k] || i < k && slices.Contains(order[:i], order[i]) {
+			t.Fatalf("messages went to paths %v, want the %d paths in turn", order, k)
+		}
+	}
+
+	// Whatever their queues hold: a burst of messages queued at once
+	// splits evenly.
+	const n = 40 * k
 	before := c.Stats()
 	go func() {
 		for i := range n {
@@ -342,34 +415,27 @@ func TestRoundRobinTakesPathsInTurn(t *testing.T) {
 			}
 		}
 	}()
-	rs, err := s.AcceptStream(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := range n {
 		m, err := rs.ReadMessage(ctx)
 		if err != nil || !bytes.Equal(m, randBytes(uint64(i), size)) {
 			t.Fatalf("message %d: %d bytes, %v", i, len(m), err)
 		}
 	}
-	// Copies of frames that another path held too long (a loaded machine
-	// delays acknowledgements) are not the policy's placement: they are
-	// counted apart, as duplicated.
-	sent := func(after []PathStats, i int) int64 {
-		return after[i].BytesSent - before[i].BytesSent - (after[i].Duplicated - before[i].Duplicated)
-	}
-	// Half the payload each, give or take heartbeats and acks. A writer
-	// counts its bytes once its write returns, which can be after the
-	// peer has read them: wait for the counts to catch up.
-	want := int64(n / 2 * size)
+	// A k-th of the payload each, give or take heartbeats and acks.
+	want := int64(n / k * size)
 	var after []PathStats
 	testwait.Until(5*time.Second, func() bool {
 		after = c.Stats()
-		return sent(after, 0) >= want && sent(after, 1) >= want
+		for i := range after {
+			if sent(before, after, i) < want {
+				return false
+			}
+		}
+		return true
 	})
 	for i := range after {
-		if got := sent(after, i); got < want || got > want+want/10 {
-			t.Errorf("path %d sent %d bytes, want about %d (half of the messages)", i, got, want)
+		if got := sent(before, after, i); got < want || got > want+want/10 {
+			t.Errorf("path %d sent %d bytes, want about %d (a %dth of the messages)", i, got, want, k)
 		}
 	}
 }

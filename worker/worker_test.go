@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/transport"
 )
@@ -170,42 +172,114 @@ func TestDataPlane(t *testing.T) {
 	}
 }
 
+// holdOp is sleep with units that run until the test releases them, and
+// count how many run at once.
+type holdOp struct {
+	ops.Op
+	started chan struct{} // one value per unit that began
+	release chan struct{} // one value lets one unit end
+	active  atomic.Int32
+	peak    atomic.Int32
+}
+
+func newHoldOp() *holdOp {
+	return &holdOp{Op: ops.Sleep(), started: make(chan struct{}, 16), release: make(chan struct{})}
+}
+
+func (h *holdOp) Name() string { return "hold" }
+
+func (h *holdOp) Run(ctx context.Context, _ map[string]string, _ [][]byte) ([]byte, error) {
+	n := h.active.Add(1)
+	defer h.active.Add(-1)
+	for p := h.peak.Load(); n > p && !h.peak.CompareAndSwap(p, n); p = h.peak.Load() {
+	}
+	h.started <- struct{}{}
+	select {
+	case <-h.release:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // TestThreadsGate: a worker lending one thread runs one unit at a time
-// even when two streams have units; lending two, both run at once.
+// even when two streams have units; lending two, both run at once. The
+// units run until released, so nothing depends on how long they take:
+// with one thread the second unit is seen waiting at the gate while the
+// first runs; with two, both are seen running. Checked by hand: a gate
+// that lets every unit through fails the one-thread half (peak 2), one
+// that ignores SetThreads fails the two-thread half.
 func TestThreadsGate(t *testing.T) {
-	w := startWorker(t, 1, ops.NewRegistry(ops.Sleep()))
+	hold := newHoldOp()
+	w := startWorker(t, 1, ops.NewRegistry(hold))
 	sess, err := dial(t, w, testKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	both := func() time.Duration {
-		start := time.Now()
-		var wg sync.WaitGroup
+	var wg sync.WaitGroup
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		// On a failure, let the units end so that the calls return.
+		for range 2 {
+			select {
+			case hold.release <- struct{}{}:
+			case <-time.After(time.Second):
+			}
+		}
+		wg.Wait()
+	}()
+	both := func() {
 		for i := range 2 {
 			st, err := sess.OpenStream(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
 			wg.Go(func() {
-				r := call(t, st, api.Unit{Job: 1, ID: uint64(i), Attempt: 1, Op: "sleep", Params: map[string]string{"ms": "200"}})
+				r := call(t, st, api.Unit{Job: 1, ID: uint64(i), Attempt: 1, Op: "hold"})
 				if r.Err != "" {
 					t.Error(r.Err)
 				}
 			})
 		}
-		wg.Wait()
-		return time.Since(start)
 	}
-	if d := both(); d < 400*time.Millisecond {
-		t.Errorf("two 200ms units on one thread took %v; they overlapped", d)
+	started := func(what string) {
+		t.Helper()
+		select {
+		case <-hold.started:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("timed out after 10s waiting for %s", what)
+		}
 	}
+
+	both()
+	started("a unit to run on the one thread")
+	testwait.ForBlocked(t, "the other unit to wait for the thread", 10*time.Second, "worker.(*gate).acquire")
+	if n, s := hold.active.Load(), w.Stats(); n != 1 || s.Running != 1 {
+		t.Fatalf("one thread: %d units running (stats: %d)", n, s.Running)
+	}
+	hold.release <- struct{}{}
+	started("the second unit once the first ended")
+	hold.release <- struct{}{}
+	wg.Wait()
+	if p := hold.peak.Load(); p != 1 {
+		t.Fatalf("one thread ran %d units at once", p)
+	}
+
 	if err := w.SetThreads(2); err != nil {
 		t.Fatal(err)
 	}
-	if d := both(); d > 390*time.Millisecond {
-		t.Errorf("two 200ms units on two threads took %v; they did not overlap", d)
+	both()
+	started("the first of two units on two threads")
+	started("the second of two units on two threads, while the first runs")
+	if p := hold.peak.Load(); p != 2 {
+		t.Errorf("two threads ran at most %d units at once", p)
 	}
-	if s := w.Stats(); s.ComputeFraction() <= 0 || s.Threads != 2 {
+	hold.release <- struct{}{}
+	hold.release <- struct{}{}
+	wg.Wait()
+	if s := w.Stats(); s.ComputeFraction() <= 0 || s.Threads != 2 || s.Units != 4 {
 		t.Errorf("stats %+v", s)
 	}
 }

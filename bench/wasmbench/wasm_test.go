@@ -20,6 +20,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/testenv"
 	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
@@ -47,7 +48,7 @@ func buildC(tb testing.TB, name string, flags ...string) []byte {
 	tb.Helper()
 	clang, err := exec.LookPath("clang")
 	if err != nil {
-		tb.Skip("clang not found, so the C modules cannot be built; " + installHint)
+		testenv.Missing(tb, "BRAID_REQUIRE_WASM", "clang not found, so the C modules cannot be built; "+installHint)
 	}
 	dir := tb.TempDir()
 	probe := filepath.Join(dir, "probe.c")
@@ -57,7 +58,7 @@ func buildC(tb testing.TB, name string, flags ...string) []byte {
 	}
 	if msg, err := exec.Command(clang, "--target=wasm32-wasi", "-o", probe+".wasm", probe, "-lm").CombinedOutput(); err != nil {
 		first, _, _ := strings.Cut(strings.TrimSpace(string(msg)), "\n")
-		tb.Skipf("clang cannot build for wasm32-wasi (%s), so the C modules cannot be built; %s", first, installHint)
+		testenv.Missing(tb, "BRAID_REQUIRE_WASM", fmt.Sprintf("clang cannot build for wasm32-wasi (%s), so the C modules cannot be built; %s", first, installHint))
 	}
 	out := filepath.Join(dir, name+".wasm")
 	args := append(slices.Concat(cFlags, flags), "-o", out, filepath.Join(examples, name, name+".c"), "-lm")

@@ -2,6 +2,7 @@ package testwait
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -52,5 +53,28 @@ func TestForNamesWhat(t *testing.T) {
 	For(f, "the thing", time.Second, func() bool { return true })
 	if f.msg != "" {
 		t.Fatalf("For failed on a condition that held: %q", f.msg)
+	}
+}
+
+func TestBlocked(t *testing.T) {
+	const fn = "testwait.ParkedRead"
+	if Blocked(fn) {
+		t.Fatal("Blocked found a goroutine parked in ParkedRead before any was started")
+	}
+	r1, w1 := io.Pipe()
+	r2, w2 := io.Pipe()
+	done := make(chan error, 2)
+	go func() { done <- ParkedRead(r1, make([]byte, 1)) }()
+	go func() { done <- ParkedRead(r2, make([]byte, 1)) }()
+	For(t, "two reads to park", 5*time.Second, func() bool { return Parked(fn) == 2 })
+	w1.Close()
+	w2.Close()
+	for range 2 {
+		if err := <-done; err != io.EOF {
+			t.Fatalf("read from a closed pipe: %v", err)
+		}
+	}
+	if n := Parked(fn); n != 0 {
+		t.Fatalf("%d goroutines still parked in ParkedRead after they returned", n)
 	}
 }

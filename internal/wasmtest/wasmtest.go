@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/braid-hpc/braid/internal/testenv"
 )
 
 var (
@@ -29,10 +31,7 @@ func Require(t testing.TB) {
 
 func missing(t testing.TB, why string) {
 	t.Helper()
-	if os.Getenv("BRAID_REQUIRE_WASM") == "1" {
-		t.Fatalf("BRAID_REQUIRE_WASM=1 but %s", why)
-	}
-	t.Skip(why)
+	testenv.Missing(t, "BRAID_REQUIRE_WASM", why)
 }
 
 // C compiles the C program src into a wasm32-wasi command module and

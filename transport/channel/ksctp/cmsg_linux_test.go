@@ -17,6 +17,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/braid-hpc/braid/internal/testwait"
 )
 
 // cmsg builds one control message: cmsghdr (level, type, length) and data.
@@ -258,11 +260,8 @@ func TestLanesPollerCloseWakesWriter(t *testing.T) {
 	c, _ := seqpacketPair(t)
 	l1, _ := c.OpenLane(1)
 	done := make(chan error, 1)
-	go func() {
-		_, err := l1.Write(make([]byte, 4<<20))
-		done <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
+	go func() { done <- testwait.ParkedWrite(l1, make([]byte, 4<<20)) }()
+	testwait.ForBlocked(t, "the Write to wait for room", 10*time.Second, "testwait.ParkedWrite")
 	_ = c.Close()
 	select {
 	case err := <-done:
@@ -297,11 +296,8 @@ func TestLanesPollerDeadlineInterrupts(t *testing.T) {
 	c, _ := seqpacketPair(t)
 	l1, _ := c.OpenLane(1)
 	done := make(chan error, 1)
-	go func() {
-		_, err := l1.Write(make([]byte, 4<<20))
-		done <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
+	go func() { done <- testwait.ParkedWrite(l1, make([]byte, 4<<20)) }()
+	testwait.ForBlocked(t, "the Write to wait for room", 10*time.Second, "testwait.ParkedWrite")
 	_ = l1.SetWriteDeadline(time.Now().Add(-time.Second))
 	select {
 	case err := <-done:
@@ -325,11 +321,8 @@ func TestLanesPollerLaneCloseWakesWriter(t *testing.T) {
 	c, peer := seqpacketPair(t)
 	l1, _ := c.OpenLane(1)
 	done := make(chan error, 1)
-	go func() {
-		_, err := l1.Write(make([]byte, 4<<20))
-		done <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
+	go func() { done <- testwait.ParkedWrite(l1, make([]byte, 4<<20)) }()
+	testwait.ForBlocked(t, "the Write to wait for room", 10*time.Second, "testwait.ParkedWrite")
 	_ = l1.Close()
 	select {
 	case err := <-done:

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/braid-hpc/braid/internal/testwait"
 )
 
 // step is one scripted recvmsg result.
@@ -517,11 +519,16 @@ func TestMuxCloseWakesAll(t *testing.T) {
 	l1, _ := c.OpenLane(1)
 	f.setHold(true)
 	errs := make(chan error, 4)
-	go func() { _, err := c.Read(make([]byte, 1)); errs <- err }()
-	go func() { _, err := l1.Read(make([]byte, 1)); errs <- err }()
-	go func() { _, err := l1.Write([]byte("x")); errs <- err }()
+	go func() { errs <- testwait.ParkedRead(c, make([]byte, 1)) }()
+	go func() { errs <- testwait.ParkedRead(l1, make([]byte, 1)) }()
+	go func() { errs <- testwait.ParkedWrite(l1, []byte("x")) }()
 	go func() { _, _, err := c.AcceptLane(context.Background()); errs <- err }()
-	time.Sleep(20 * time.Millisecond)
+	// Close once all four are seen waiting, so that it wakes them rather
+	// than meets them after.
+	testwait.For(t, "two Reads, a Write and an AcceptLane to wait", 10*time.Second, func() bool {
+		return testwait.Parked("testwait.ParkedRead") == 2 && testwait.Blocked("testwait.ParkedWrite") &&
+			testwait.Blocked("ksctp.(*Conn).AcceptLane")
+	})
 	_ = c.Close()
 	for range 4 {
 		select {

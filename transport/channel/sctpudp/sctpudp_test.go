@@ -497,14 +497,13 @@ func TestCloseEOF(t *testing.T) {
 		t.Error("AcceptStream after Close succeeded")
 	}
 
-	// Close unblocks a Read in progress.
+	// Close unblocks a Read in progress: the test closes once the Read
+	// is seen parked, not after a sleep that a loaded machine can outlast
+	// (then it tests Read after Close).
 	c2, _, _ := pair(t, Kind{})
 	readErr := make(chan error, 1)
-	go func() {
-		_, err := c2.Read(make([]byte, 10))
-		readErr <- err
-	}()
-	time.Sleep(50 * time.Millisecond)
+	go func() { readErr <- testwait.ParkedRead(c2, make([]byte, 10)) }()
+	testwait.ForBlocked(t, "the Read to block", 10*time.Second, "testwait.ParkedRead")
 	_ = c2.Close()
 	select {
 	case err := <-readErr:
@@ -606,17 +605,28 @@ func TestDeadline(t *testing.T) {
 	if err != nil || string(buf[:n]) != "ping" {
 		t.Fatalf("Read after clearing the deadline: %q, %v", buf[:n], err)
 	}
-	// A deadline moved later while a Read waits is honored.
-	_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	// A deadline moved later while a Read waits is honored: once the
+	// Read is seen waiting, its deadline moves from 1 s to 10 s, and the
+	// data comes after the first one passed.
+	first := time.Now().Add(time.Second)
+	_ = c.SetReadDeadline(first)
+	late := make(chan error, 1)
 	go func() {
-		time.Sleep(10 * time.Millisecond)
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		time.Sleep(100 * time.Millisecond)
-		_, _ = s.Write([]byte("late"))
+		if !testwait.Until(time.Second, func() bool { return testwait.Blocked("testwait.ParkedRead") }) {
+			late <- errors.New("the Read was not seen waiting within its first deadline")
+			return
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		time.Sleep(time.Until(first) + 50*time.Millisecond)
+		_, err := s.Write([]byte("late"))
+		late <- err
 	}()
-	n, err = c.Read(buf)
-	if err != nil || string(buf[:n]) != "late" {
-		t.Fatalf("Read with extended deadline: %q, %v", buf[:n], err)
+	err = testwait.ParkedRead(c, buf[:4])
+	if werr := <-late; werr != nil {
+		t.Fatal(werr)
+	}
+	if err != nil || string(buf[:4]) != "late" {
+		t.Fatalf("Read with extended deadline: %q, %v", buf[:4], err)
 	}
 }
 
@@ -950,11 +960,8 @@ func TestStreamSendBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() {
-		_, err := stuck.Write(chunk)
-		done <- err
-	}()
-	time.Sleep(100 * time.Millisecond)
+	go func() { done <- testwait.ParkedWrite(stuck, chunk) }()
+	testwait.ForBlocked(t, "the Write to block on the full window", 10*time.Second, "testwait.ParkedWrite")
 	c.Close()
 	select {
 	case err := <-done:

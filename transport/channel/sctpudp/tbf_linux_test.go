@@ -10,7 +10,6 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,76 +17,64 @@ import (
 	"github.com/braid-hpc/braid/transport/channel"
 )
 
-// TestTbfBulk measures bulk over one 100 Mbit/s tbf link between two
-// testbed hosts (root and namespaces), sctp-udp with two send buffers
-// beside kernel TCP, alternating, for docs/sctp.md; cli's tbf drops and
-// the sender's counters are logged per run. It is a measurement, run only
-// with BRAID_SCTPUDP_TBF=1 (BRAID_SCTPUDP_TBF_REPS sets the repetitions,
-// 3 by default; BRAID_SCTPUDP_TBF_MBIT the link rate, 100 by default):
+// BenchmarkTbfBulk measures bulk over one 100 Mbit/s tbf link between two
+// testbed hosts (root and namespaces), sctp-udp with three send buffers
+// beside kernel TCP, for docs/sctp.md; cli's tbf drops are reported per
+// run and the sender's counters logged. Each iteration is a 4 s run;
+// -count repeats, benchstat compares (BRAID_SCTPUDP_TBF_MBIT sets the
+// link rate, 100 by default):
 //
-//	BRAID_SCTPUDP_TBF=1 go test -count=1 -run TestTbfBulk -v ./transport/channel/sctpudp/
-func TestTbfBulk(t *testing.T) {
-	if os.Getenv("BRAID_SCTPUDP_TBF") != "1" {
-		t.Skip("measurement; BRAID_SCTPUDP_TBF=1")
-	}
-	testbed.Skip(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
-	defer cancel()
+//	go test -run '^$' -bench TbfBulk -count=3 -v ./transport/channel/sctpudp/
+func BenchmarkTbfBulk(b *testing.B) {
+	testbed.Skip(b)
 	rate := int64(100e6)
 	if n, err := strconv.Atoi(os.Getenv("BRAID_SCTPUDP_TBF_MBIT")); err == nil && n > 0 && n <= 10000 {
 		rate = int64(n) * 1e6
 	}
-	bed, err := testbed.Up(ctx, testbed.Spec{Hosts: []string{"srv", "cli"}, Networks: []testbed.Network{{Rate: rate}}})
+	bed, err := testbed.Up(b.Context(), testbed.Spec{Hosts: []string{"srv", "cli"}, Networks: []testbed.Network{{Rate: rate}}})
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
-	t.Cleanup(func() {
+	b.Cleanup(func() {
 		if err := bed.Down(); err != nil {
-			t.Error(err)
+			b.Error(err)
 		}
 	})
 	tcp, err := channel.Lookup("tcp")
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	cases := []struct {
 		name string
 		kind channel.Kind
 	}{
 		{"tcp", tcp},
-		{"sctp-udp, SendBuffer tuned (default)", Kind{}},
-		{"sctp-udp, SendBuffer 64 KiB", Kind{Config: Config{SendBuffer: 64 << 10}}},
-		{"sctp-udp, SendBuffer 128 KiB", Kind{Config: Config{SendBuffer: 128 << 10}}},
+		{"sctp-udp/sndbuf=tuned", Kind{}},
+		{"sctp-udp/sndbuf=64KiB", Kind{Config: Config{SendBuffer: 64 << 10}}},
+		{"sctp-udp/sndbuf=128KiB", Kind{Config: Config{SendBuffer: 128 << 10}}},
 	}
-	reps, dur := 3, 4*time.Second
-	if n, err := strconv.Atoi(os.Getenv("BRAID_SCTPUDP_TBF_REPS")); err == nil && n > 0 && n <= 20 {
-		reps = n
-	}
-	res := make([][]string, len(cases))
-	for rep := range reps {
-		for i, bc := range cases {
-			drops0 := tbfDrops(t, bed)
-			mbps, st, err := tbfBulk(ctx, bed, bc.kind, dur)
-			if err != nil {
-				t.Errorf("%s, run %d: %v", bc.name, rep+1, err)
-				res[i] = append(res[i], "error")
-				continue
+	const dur = 4 * time.Second
+	for _, bc := range cases {
+		b.Run(bc.name, func(b *testing.B) {
+			var mbps float64
+			var drops int
+			for b.Loop() {
+				drops0 := tbfDrops(b, bed)
+				m, st, err := tbfBulk(b.Context(), bed, bc.kind, dur)
+				if err != nil {
+					b.Fatal(err)
+				}
+				mbps, drops = m, tbfDrops(b, bed)-drops0
+				b.Logf("%.1f Mbit/s over one %s tbf link, tbf drops at cli %d, sender %+v", mbps, testbed.FormatRate(rate), drops, st)
 			}
-			drops := tbfDrops(t, bed) - drops0
-			t.Logf("%s, run %d: %.1f Mbit/s, tbf drops at cli %d, sender %+v", bc.name, rep+1, mbps, drops, st)
-			res[i] = append(res[i], fmt.Sprintf("%.1f (%d drops)", mbps, drops))
-		}
+			b.ReportMetric(mbps, "Mbit/s")
+			b.ReportMetric(float64(drops), "tbf-drops")
+		})
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "| case | Mbit/s, %d runs of %v |\n|---|---|\n", reps, dur)
-	for i, bc := range cases {
-		fmt.Fprintf(&b, "| %s | %s |\n", bc.name, strings.Join(res[i], " / "))
-	}
-	t.Logf("bulk, one %s tbf link, cli to srv:\n%s", testbed.FormatRate(rate), b.String())
 }
 
 // tbfDrops returns the packets cli's tbf on network 0 has dropped so far.
-func tbfDrops(t *testing.T, bed *testbed.Bed) int {
+func tbfDrops(t testing.TB, bed *testbed.Bed) int {
 	out, err := bed.Exec(t.Context(), "cli", "tc", "-s", "qdisc", "show", "dev", bed.Dev("cli", 0)).Output()
 	if err != nil {
 		t.Logf("tc: %v", err)
