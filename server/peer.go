@@ -435,13 +435,21 @@ func (s *Server) onResult(ctx context.Context, p *peer, a sched.Assignment, res 
 			return
 		}
 	}
-	counted, jobDone := s.sched.Done(a)
+	counted, _ := s.sched.Done(a)
 	s.metrics.result(p.id, res, counted)
-	if counted {
-		r.count(a.Unit, res.ComputeNanos)
-		s.rec.add(store.UnitResult{Job: a.Job, ID: a.Unit, Worker: p.id, Result: id, ComputeNanos: res.ComputeNanos})
+	if !counted {
+		return
 	}
-	if jobDone {
+	if s.cfg.counted != nil {
+		s.cfg.counted(a.Job, a.Unit)
+	}
+	// The result goes to the recorder before the run counts it: the run
+	// counts the job's last result only once every result is queued for
+	// the store, so assembly's flush finds them all recorded. (The
+	// scheduler's jobDone cannot say so: another stream may have had its
+	// result counted there and not queued yet.)
+	s.rec.add(store.UnitResult{Job: a.Job, ID: a.Unit, Worker: p.id, Result: id, ComputeNanos: res.ComputeNanos})
+	if r.count(a.Unit, res.ComputeNanos) {
 		s.bg.Go(func() { s.assemble(r) })
 	}
 }

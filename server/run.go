@@ -229,15 +229,18 @@ func (r *run) keepTwin(unit uint64, id string, data []byte) {
 	r.twinBytes += len(data)
 }
 
-// count books the result the scheduler counted.
-func (r *run) count(unit uint64, computeNanos int64) {
+// count books the result the scheduler counted, once queued for the
+// store. It reports true for the one result that made every unit done.
+func (r *run) count(unit uint64, computeNanos int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if u := &r.units[unit]; !u.done {
 		u.done = true
 		r.done++
 		r.compute += computeNanos
+		return r.done == len(r.units)
 	}
+	return false
 }
 
 // end marks the job final; only the first call reports true.
