@@ -113,7 +113,11 @@ func TestWorkerCrashManyJobs(t *testing.T) {
 		t.Skip("starts worker processes and runs 200 jobs; not in -short")
 	}
 	const clients, perClient, units = 10, 20, 9
-	c := newCluster(t, nil)
+	// A killed worker is noticed by its session ending, not by missed
+	// heartbeats: a long heartbeat timeout keeps a busy machine (the
+	// race detector, two worker processes, ten clients) from declaring
+	// the live workers dead, which is not what this test is about.
+	c := newCluster(t, func(cfg *server.Config) { cfg.WorkerTimeout = 5 * time.Second })
 	c.startChildWorker(t, 4)
 	doomed := c.startChildWorker(t, 4)
 	c.waitWorkers(2)
