@@ -128,6 +128,10 @@ type Config struct {
 	// injecting faults such as a full disk.
 	wrapState   func(store.Jobs) store.Jobs
 	wrapResults func(store.Blobs) store.Blobs
+	// counted, set by tests, is called when the scheduler counted a
+	// unit's result, before the result is recorded: a seam to widen the
+	// window between the two.
+	counted func(job, unit uint64)
 }
 
 // populate fills in defaults and checks the required fields.

@@ -23,7 +23,11 @@
 // transaction per batch, not per result). When the last unit is done the
 // results are Assembled into the output blob and the job is done. A unit
 // whose operation fails fails the job, with an error naming the unit, the
-// worker and the cause.
+// worker and the cause. Package lifecycle owns this state machine (which
+// copy is out, which result counts, retries, ends, jobs waiting for
+// another's output) and its writes to the job store; the server feeds it
+// events from the streams and the API, and moves the bytes for it
+// (lifecycle.Hooks: units' data, results, the output).
 //
 // Workers send heartbeats; one silent past Config.WorkerTimeout, or whose
 // session ends, is dropped and its units run elsewhere. A worker whose
@@ -48,6 +52,7 @@
 // valid credential, 403 for a role the route does not admit. See
 // docs/security.md.
 //
-// Lock order: Server.mu, then run.mu, then peer.mu; the scheduler's and
-// the stores' locks are leaves.
+// Lock order: Server.mu, then run.mu, then peer.mu; the lifecycle's,
+// the scheduler's and the stores' locks are leaves to the server (the
+// lifecycle calls its hooks with no lock held).
 package server

@@ -24,3 +24,7 @@ func Routes(s *Server) []Route {
 	}
 	return out
 }
+
+// PauseAfterCount makes a server built from cfg call fn each time the
+// scheduler counted a unit's result, before the result is recorded.
+func PauseAfterCount(cfg *Config, fn func(job, unit uint64)) { cfg.counted = fn }

@@ -422,7 +422,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	}
 	if f.State != "" {
 		// Jobs whose end is not yet in the store are listed by that end.
-		ids := s.unsavedIn(f.State)
+		ids := s.lc.UnsavedIn(f.State)
 		for _, id := range ids {
 			if j, err := s.db.Job(r.Context(), id); err == nil && !slices.ContainsFunc(jobs, func(o store.Job) bool { return o.ID == id }) {
 				jobs = append(jobs, j)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/lifecycle"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/sched"
 	"github.com/braid-hpc/braid/store"
@@ -67,7 +68,7 @@ func (s *Server) start(job store.Job, jo jobOps, units []store.Unit) error {
 			r.checked[u.Blob] = true
 		}
 	}
-	if err := s.schedule(r); err != nil {
+	if _, err := s.lc.Add(job, units, r.place(job), r); err != nil {
 		s.persist(func(ctx context.Context) error { return s.db.FailJob(ctx, job.ID, err.Error()) })
 		return err
 	}
@@ -344,41 +345,6 @@ func (s *Server) layout(ctx context.Context, input string, specs []ops.UnitSpec,
 	return units, nil
 }
 
-// schedule makes r an active job and gives it to the scheduler; a job
-// whose units are all done is assembled instead (once Run runs).
-func (s *Server) schedule(r *run) error {
-	sj := sched.Job{ID: r.id, Policy: r.policy, InFlight: r.job.InFlight, MaxTries: r.job.Spec.MaxTries,
-		Units: make([]sched.Unit, len(r.units))}
-	for i, u := range r.units {
-		res := r.ops.main
-		name := r.job.Op
-		if u.reduce {
-			res, name = r.ops.reduce, r.job.Spec.ReduceOp
-		}
-		sj.Units[i] = sched.Unit{ID: uint64(i), Op: name, Module: res.module != "", Deps: u.deps, Done: u.done}
-	}
-	s.mu.Lock()
-	s.jobs[r.id] = r
-	s.mu.Unlock()
-	err := s.sched.AddJob(sj)
-	if errors.Is(err, sched.ErrJobComplete) {
-		s.mu.Lock()
-		if s.started {
-			s.bg.Go(func() { s.assemble(r) })
-		} else {
-			s.resume = append(s.resume, r)
-		}
-		s.mu.Unlock()
-		return nil
-	}
-	if err != nil {
-		s.mu.Lock()
-		delete(s.jobs, r.id)
-		s.mu.Unlock()
-	}
-	return err
-}
-
 // recover resumes the unfinished jobs of the store: units that were out
 // on workers when the server stopped are pending again, units done keep
 // their results.
@@ -420,88 +386,51 @@ func (s *Server) recover(ctx context.Context) error {
 		}
 		// A result lost with the machine (unit results are not synced
 		// unless Config.Durable) makes its unit run again.
-		for i := range r.units {
-			if u := &r.units[i]; u.done {
-				if _, err := s.results.Stat(u.result); err != nil {
-					u.done, u.result = false, ""
-					r.done--
+		for i := range units {
+			if u := &units[i]; u.State == store.UnitDone {
+				if _, err := s.results.Stat(u.Result); err != nil {
+					u.State, u.Result = store.UnitPending, ""
 				}
 			}
 		}
-		if err := s.schedule(r); err != nil {
+		if _, err := s.lc.Add(j, units, r.place(j), r); err != nil {
 			fail(j, err.Error())
 			continue
 		}
 		resumed++
 	}
-	s.recoverWaiting(ctx, waiting)
+	s.lc.RecoverWaiting(ctx, waiting)
 	if len(jobs) > 0 {
 		s.log.Info("resumed unfinished jobs", "jobs", resumed, "waiting", len(waiting), "units", reset)
 	}
 	return nil
 }
 
-// assemble turns a job's results into its output.
-func (s *Server) assemble(r *run) {
-	ctx, cancel := s.lifetime()
-	defer cancel()
+// Assemble implements lifecycle.Hooks: it turns a job's results into
+// its output blob.
+func (h hooks) Assemble(ctx context.Context, j *lifecycle.Job) (string, int64, error) {
 	start := time.Now()
-	fail := func(msg string) {
-		if s.isClosing() {
-			return // the job resumes at the next start
-		}
-		s.endJob(r, store.JobFailed, msg)
-	}
-	if err := s.rec.flush(ctx); err != nil {
-		fail(fmt.Sprintf("recording unit results: %v", err))
-		return
-	}
-	id, size, err := s.assembleOutput(ctx, r)
-	if err != nil {
-		fail(err.Error())
-		return
-	}
-	r.setOutput(id)
-	if !r.end() {
-		return // canceled meanwhile
-	}
-	if err := s.state.FinishJob(ctx, r.id, id); err != nil {
-		if s.isClosing() {
-			return
-		}
-		if errors.Is(err, store.ErrConflict) {
-			// The store disagrees (a unit's result was not recorded):
-			// the job cannot be done.
-			s.log.Error("recording job done failed", "job", r.id, "err", err)
-			s.saveEnd(r.id, unsaved{state: store.JobFailed, msg: "recording the output: " + err.Error(),
-				save: func(ctx context.Context) error {
-					return s.state.FailJob(ctx, r.id, "recording the output: "+err.Error())
-				}})
-		} else {
-			// The output is stored; only the record is missing.
-			s.saveEnd(r.id, unsaved{state: store.JobDone, output: id,
-				save: func(ctx context.Context) error { return s.state.FinishJob(ctx, r.id, id) }})
-		}
-	}
-	s.finish(r)
-	s.dropIntermediates(r)
-	s.metrics.jobsFinished.WithLabelValues(string(store.JobDone)).Inc()
-	s.log.Info("job done", "job", r.id, "op", r.job.Op, "units", len(r.units), "blob", id, "bytes", size,
-		"assembly", time.Since(start).Round(time.Millisecond))
+	id, size, err := h.s.assembleOutput(ctx, j)
+	r := runOf(j)
+	r.mu.Lock()
+	r.size, r.took = size, time.Since(start)
+	r.mu.Unlock()
+	return id, size, err
 }
 
 // assembleOutput assembles r's output into a blob. An operation that
 // streams (ops.Streamer) reads the results as it needs them and writes
 // the output straight into the blob store; others get the results in
 // memory.
-func (s *Server) assembleOutput(ctx context.Context, r *run) (string, int64, error) {
+func (s *Server) assembleOutput(ctx context.Context, j *lifecycle.Job) (string, int64, error) {
+	r := runOf(j)
 	st, ok := r.ops.op.(ops.Streamer)
 	if !ok {
-		results, err := s.readResults(r)
+		results, err := s.readResults(j)
 		if err != nil {
 			return "", 0, fmt.Errorf("assemble: %w", err)
 		}
-		out, err := r.ops.op.Assemble(r.job.Params, r.hint, results)
+		out, err := r.ops.op.Assemble(j.Rec.Params, r.hint, results)
 		if err != nil {
 			return "", 0, fmt.Errorf("assemble: %w", err)
 		}
@@ -518,7 +447,7 @@ func (s *Server) assembleOutput(ctx context.Context, r *run) (string, int64, err
 	pr, pw := io.Pipe()
 	assembled := make(chan error, 1)
 	go func() {
-		err := st.AssembleStored(r.job.Params, r.hint, &runResults{s: s, ids: r.resultIDs()}, dir, pw)
+		err := st.AssembleStored(j.Rec.Params, r.hint, &runResults{s: s, ids: j.ResultIDs()}, dir, pw)
 		pw.CloseWithError(err)
 		assembled <- err
 	}()
@@ -567,8 +496,8 @@ func (r sizedReader) Size() int64 { return r.size }
 
 // readResults reads the results of r's units in order; identical results
 // share one slice.
-func (s *Server) readResults(r *run) ([][]byte, error) {
-	ids := r.resultIDs()
+func (s *Server) readResults(j *lifecycle.Job) ([][]byte, error) {
+	ids := j.ResultIDs()
 	out := make([][]byte, len(ids))
 	byID := map[string][]byte{}
 	for i, id := range ids {
@@ -607,75 +536,45 @@ func (s *Server) isClosing() bool {
 	return s.closing
 }
 
-// run returns the active job id, or nil.
-func (s *Server) run(id uint64) *run {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.jobs[id]
-}
-
-// unitFailed fails the job the scheduler gave up. msg, if set, replaces
-// the scheduler's account.
-func (s *Server) unitFailed(e *sched.UnitError, msg string) {
-	if s.isClosing() {
-		return // losses while shutting down are not the job's fault
-	}
-	r := s.run(e.Job)
-	if r == nil {
-		return
-	}
-	if msg == "" {
-		msg = e.Error()
-	}
-	s.endJob(r, store.JobFailed, msg)
-}
-
 // endJob fails or cancels an active job.
-func (s *Server) endJob(r *run, state store.JobState, msg string) bool {
-	if !r.end() {
-		return false
-	}
-	s.sched.CancelJob(r.id)
-	s.saveEnd(r.id, unsaved{state: state, msg: msg, save: func(ctx context.Context) error {
-		if state == store.JobCanceled {
-			return s.state.CancelJob(ctx, r.id, msg)
-		}
-		return s.state.FailJob(ctx, r.id, msg)
-	}})
-	s.finish(r)
-	s.dropIntermediates(r)
-	s.metrics.jobsFinished.WithLabelValues(string(state)).Inc()
-	if state == store.JobCanceled {
-		s.log.Info("job canceled", "job", r.id, "err", msg)
-	} else {
-		s.log.Warn("job failed", "job", r.id, "err", msg)
-	}
-	return true
+func (s *Server) endJob(j *lifecycle.Job, state store.JobState, msg string) bool {
+	return s.lc.End(j, state, msg)
 }
 
-// finish retires an active job that reached a final state.
-func (s *Server) finish(r *run) {
-	if tries, _ := r.tries(len(r.units)); len(tries) > 0 {
-		s.persist(func(ctx context.Context) error { return s.db.SaveTries(ctx, r.id, tries) })
-	}
-	s.saveTimeline(r.id)
-	s.mu.Lock()
-	if s.jobs[r.id] == r {
-		delete(s.jobs, r.id)
-	}
-	s.mu.Unlock()
+// hooks are the server's side of the lifecycle: the bytes.
+type hooks struct{ s *Server }
+
+// Ended implements lifecycle.Hooks: it records the job's timeline, closes
+// its readers and removes its intermediate blobs.
+func (h hooks) Ended(j *lifecycle.Job, state store.JobState, msg string) {
+	s := h.s
+	r := runOf(j)
+	s.saveTimeline(j.ID)
 	r.closeReaders()
-	close(r.finished)
-	s.releaseLater(r.id)
+	s.dropIntermediates(j)
+	s.metrics.jobsFinished.WithLabelValues(string(state)).Inc()
+	switch state {
+	case store.JobDone:
+		_, _, out := j.Blobs()
+		r.mu.Lock()
+		size, took := r.size, r.took
+		r.mu.Unlock()
+		s.log.Info("job done", "job", j.ID, "op", j.Rec.Op, "units", len(j.Units), "blob", out, "bytes", size,
+			"assembly", took.Round(time.Millisecond))
+	case store.JobCanceled:
+		s.log.Info("job canceled", "job", j.ID, "err", msg)
+	default:
+		s.log.Warn("job failed", "job", j.ID, "err", msg)
+	}
 }
 
 // cancel cancels an unfinished job.
 func (s *Server) cancel(ctx context.Context, id uint64) error {
-	if ok, err := s.cancelWaiting(ctx, id); ok {
+	if ok, err := s.lc.CancelWaiting(ctx, id); ok {
 		return err
 	}
-	r := s.run(id)
-	if r == nil {
+	j := s.lc.Job(id)
+	if j == nil {
 		j, err := s.db.Job(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return kindf(errNotFound, "no job %d on this server", id)
@@ -685,27 +584,14 @@ func (s *Server) cancel(ctx context.Context, id uint64) error {
 		}
 		return kindf(errConflict, "job %d is already %s", id, j.State)
 	}
-	if !s.endJob(r, store.JobCanceled, "canceled by a client") {
+	if !s.endJob(j, store.JobCanceled, "canceled by a client") {
 		return kindf(errConflict, "job %d is finishing; it cannot be canceled any more", id)
 	}
 	return nil
 }
 
 // waitJob returns when job id is final, or after d, or when ctx ends.
-func (s *Server) waitJob(ctx context.Context, id uint64, d time.Duration) {
-	r := s.run(id)
-	if r == nil {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-r.finished:
-	case <-t.C:
-	case <-ctx.Done():
-	case <-s.stop:
-	}
-}
+func (s *Server) waitJob(ctx context.Context, id uint64, d time.Duration) { s.lc.Wait(ctx, id, d) }
 
 // status returns a job's status.
 func (s *Server) status(ctx context.Context, id uint64) (api.JobStatus, error) {
@@ -718,8 +604,8 @@ func (s *Server) status(ctx context.Context, id uint64) (api.JobStatus, error) {
 	}
 	st := s.jobStatus(j)
 	var tries []store.UnitTries
-	if r := s.run(id); r != nil {
-		tries, st.Units.Retried = r.tries(maxTriesShown)
+	if j := s.lc.Job(id); j != nil {
+		tries, st.Units.Retried = j.Tries(maxTriesShown)
 	} else if tries, st.Units.Retried, err = s.db.Tries(ctx, id, maxTriesShown); err != nil {
 		return api.JobStatus{}, err
 	}
@@ -735,7 +621,7 @@ const maxTriesShown = 100
 // jobStatus is the API view of a job record, with the live counts of an
 // active job (the store's lag behind by a batch).
 func (s *Server) jobStatus(j store.Job) api.JobStatus {
-	note := s.overlay(&j)
+	note := s.lc.Overlay(&j)
 	st := api.JobStatus{
 		Job: j.ID, Op: j.Op, Input: j.Input, Params: j.Params, Policy: j.Policy, State: api.JobState(j.State),
 		Output: j.Output, Error: j.Error,
@@ -759,10 +645,10 @@ func (s *Server) jobStatus(j store.Job) api.JobStatus {
 	if j.Spec.InputJob != 0 && j.Total == 0 && !j.State.Final() {
 		st.Error = fmt.Sprintf("waiting for job %d, whose output is the input", j.Spec.InputJob)
 	}
-	if r := s.run(j.ID); r != nil && !j.State.Final() {
-		done, running, compute, started := r.counts()
+	if r := s.lc.Job(j.ID); r != nil && !j.State.Final() {
+		done, running, compute, started := r.Counts()
 		st.Units.Done, st.Units.Running, st.Timings.ComputeNanos = done, running, compute
-		if retries, last := r.failures(); retries > 0 {
+		if retries, last := r.Failures(); retries > 0 {
 			st.Units.Retries = retries
 			st.Error = last
 		}

@@ -149,13 +149,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(descJobs, err)
 	} else {
 		// Ends not yet in the store count in the state they reached.
-		s.mu.Lock()
-		ends := make(map[uint64]store.JobState, len(s.unsaved))
-		for id, u := range s.unsaved {
-			ends[id] = u.state
-		}
-		s.mu.Unlock()
-		for id, st := range ends {
+		for id, st := range s.lc.UnsavedEnds() {
 			if j, err := s.db.Job(ctx, id); err == nil && !j.State.Final() {
 				counts[j.State]--
 				counts[st]++
@@ -167,17 +161,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	var pending, running, done int
-	s.mu.Lock()
-	runs := make([]*run, 0, len(s.jobs))
-	for _, r := range s.jobs {
-		runs = append(runs, r)
-	}
-	s.mu.Unlock()
-	for _, r := range runs {
-		d, n, _, _ := r.counts()
+	for _, j := range s.lc.Jobs() {
+		d, n, _, _ := j.Counts()
 		done += d
 		running += n
-		pending += max(len(r.units)-d-n, 0)
+		pending += max(len(j.Units)-d-n, 0)
 	}
 	gauge(descUnits, float64(pending), "pending")
 	gauge(descUnits, float64(running), "running")

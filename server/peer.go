@@ -249,31 +249,15 @@ func (s *Server) drop(p *peer, cause error) {
 
 // lostAll books the assignments the scheduler took back from a worker
 // and fails the jobs it gave up.
-func (s *Server) lostAll(lost []sched.Assignment, errs []*sched.UnitError) {
-	for _, a := range lost {
-		if r := s.run(a.Job); r != nil {
-			r.release(a.Seq)
-			r.lostCopy(a.Unit, fmt.Sprintf("lost: worker %s went away while it ran", a.Worker))
-		}
-	}
-	for _, e := range errs {
-		s.unitFailed(e, "")
-	}
-}
+func (s *Server) lostAll(lost []sched.Assignment, errs []*sched.UnitError) { s.lc.LostAll(lost, errs) }
 
 // lose reports that a copy will bring no result.
 func (s *Server) lose(a sched.Assignment, why error) {
-	if r := s.run(a.Job); r != nil {
-		r.release(a.Seq)
-		msg := fmt.Sprintf("lost: its stream to worker %s broke", a.Worker)
-		if why != nil {
-			msg += ": " + why.Error()
-		}
-		r.lostCopy(a.Unit, msg)
+	msg := fmt.Sprintf("lost: its stream to worker %s broke", a.Worker)
+	if why != nil {
+		msg += ": " + why.Error()
 	}
-	if e := s.sched.Lost(a); e != nil {
-		s.unitFailed(e, "")
-	}
+	s.lc.Lost(a, msg)
 }
 
 // runStream drives one stream: a sender of units and a receiver of
@@ -311,30 +295,21 @@ func (s *Server) send(ctx context.Context, p *peer, ps *pstream) {
 				return
 			}
 		}
-		r := s.run(a.Job)
-		if r == nil {
-			s.sched.Done(a) // the job ended meanwhile: free the slot
-			continue
+		j, first := s.lc.Dispatched(a)
+		if j == nil {
+			continue // the job ended meanwhile
 		}
-		first := r.dispatched(a)
 		var err error
-		buf, scratch, err = r.message(s, a, buf[:0], scratch)
+		buf, scratch, err = runOf(j).message(s, j, a, buf[:0], scratch)
 		if err != nil {
-			r.release(a.Seq)
-			if errors.Is(err, store.ErrCorrupt) {
-				// Trying again reads the same bad bytes: the job fails now.
-				s.sched.Fail(a, err)
-				s.endJob(r, store.JobFailed, fmt.Sprintf("unit %d: the server could not prepare it: %v", a.Unit, err))
-				continue
+			if !errors.Is(err, store.ErrCorrupt) {
+				s.metrics.unitFailures.Inc()
 			}
-			s.failTry(r, a, "", "the server could not prepare it: "+err.Error())
+			s.lc.Unsent(a, err)
 			continue
 		}
 		if first {
-			// Marks the job running, with its start time.
-			if _, err := s.db.StartUnit(ctx, a.Job, a.Unit, p.id); err != nil && !errors.Is(err, store.ErrConflict) && ctx.Err() == nil {
-				s.log.Warn("recording job start failed", "job", a.Job, "err", err)
-			}
+			s.lc.Started(ctx, a, p.id) // marks the job running, with its start time
 		}
 		ps.add(a)
 		p.busy.sent()
@@ -393,83 +368,47 @@ func (s *Server) receive(ctx context.Context, p *peer, ps *pstream) error {
 
 // onResult books one result: the first for a unit counts.
 func (s *Server) onResult(ctx context.Context, p *peer, a sched.Assignment, res *api.Result) {
-	r := s.run(a.Job)
-	if r == nil {
-		s.sched.Done(a) // the job ended meanwhile
+	j := s.lc.Job(a.Job)
+	if j == nil {
+		s.lc.Stale(a) // the job ended meanwhile
 		return
 	}
-	r.release(a.Seq)
 	if res.Err != "" {
-		s.failTry(r, a, p.id, res.Err)
+		s.metrics.unitFailures.Inc()
+		s.lc.Failed(a, p.id, res.Err)
 		return
 	}
-	id, have := r.result(a.Unit)
+	r := runOf(j)
+	id, have := j.Result(a.Unit)
+	stored := ""
 	if !have {
 		// Another copy of a repeated unit may have given these very bytes.
 		twin, same := r.twinOf(a.Unit, res.Output)
-		stored := ""
 		if same {
 			id = twin
 		} else {
 			var err error
 			// The result is in hand: store it even if the stream is closing.
 			if id, err = s.storeResult(context.WithoutCancel(ctx), res.Output); err != nil {
-				s.failTry(r, a, "", fmt.Sprintf("storing its result failed: %v", err))
+				s.metrics.unitFailures.Inc()
+				s.lc.Failed(a, "", fmt.Sprintf("storing its result failed: %v", err))
 				return
 			}
 			stored = id
 			r.keepTwin(a.Unit, id, res.Output)
 		}
-		var ended bool
-		id, ended = r.offer(a.Unit, id)
-		if stored != "" {
-			s.unpin(stored) // the run refers to it now
-		}
+	}
+	counted, ended := s.lc.Result(j, a, p.id, id, res.ComputeNanos)
+	if stored != "" {
+		s.unpin(stored) // the job refers to it now
 		if ended {
-			s.sched.Done(a)
-			if stored != "" {
-				// The job ended while the result was stored: remove it
-				// with the rest of the job's intermediate blobs.
-				s.dropIntermediates(r)
-			}
-			return
+			// The job ended while the result was stored: remove it
+			// with the rest of the job's intermediate blobs.
+			s.dropIntermediates(j)
 		}
 	}
-	counted, jobDone := s.sched.Done(a)
-	s.metrics.result(p.id, res, counted)
-	if counted {
-		r.count(a.Unit, res.ComputeNanos)
-		s.rec.add(store.UnitResult{Job: a.Job, ID: a.Unit, Worker: p.id, Result: id, ComputeNanos: res.ComputeNanos})
-	}
-	if jobDone {
-		s.bg.Go(func() { s.assemble(r) })
-	}
-}
-
-// failTry books that a try of unit a failed with msg (on worker, if
-// set): it runs again, on another worker where there is one, or, after
-// its last try, its job fails with msg.
-func (s *Server) failTry(r *run, a sched.Assignment, worker, msg string) {
-	where := ""
-	if worker != "" {
-		where = " on worker " + worker
-	}
-	tries, retried, e := s.sched.Fail(a, errors.New(msg))
-	s.metrics.unitFailures.Inc()
-	switch {
-	case retried:
-		r.failed(a.Unit, fmt.Sprintf("failed%s: %s", where, msg),
-			fmt.Sprintf("unit %d failed%s (try %d; it runs again): %s", a.Unit, where, tries, msg))
-		s.persist(func(ctx context.Context) error { return s.db.RetryUnit(ctx, a.Job, a.Unit, worker, msg) })
-		s.log.Warn("unit failed; it runs again", "job", a.Job, "unit", a.Unit, "worker", worker, "err", msg)
-	case e != nil:
-		r.failed(a.Unit, fmt.Sprintf("failed%s: %s", where, msg), "")
-		s.persist(func(ctx context.Context) error { return s.db.FailUnit(ctx, a.Job, a.Unit, worker, msg) })
-		tries := ""
-		if e.Tries > 1 {
-			tries = fmt.Sprintf(" (try %d of %d)", e.Tries, e.Tries)
-		}
-		s.unitFailed(e, fmt.Sprintf("unit %d failed%s%s: %s", a.Unit, where, tries, msg))
+	if !ended {
+		s.metrics.result(p.id, res, counted)
 	}
 }
 

@@ -16,8 +16,8 @@ import (
 
 // Jobs whose input is another job's output wait for that job: they are
 // stored without units, and split when it is done (or fail when it
-// fails). Server.waiting maps a job to the jobs waiting for it;
-// Server.pending holds the waiting jobs.
+// fails): the lifecycle keeps which job waits for which, and calls
+// Release (below) when a job can start.
 
 // maxSteps bounds the steps of one pipeline.
 const maxSteps = 256
@@ -76,7 +76,7 @@ func (s *Server) submitAfter(ctx context.Context, req api.JobRequest, parent uin
 	if err != nil {
 		return api.JobStatus{}, err
 	}
-	s.wait(job.ID, parent)
+	s.lc.WaitFor(job.ID, parent)
 	s.metrics.jobsSubmitted.Inc()
 	s.log.Info("job accepted; it waits for its input job", "job", job.ID, "op", req.Op, "input_job", parent)
 	return s.status(ctx, job.ID)
@@ -104,141 +104,36 @@ func (s *Server) create(ctx context.Context, rec store.Job, jo jobOps, input str
 	return s.status(ctx, job.ID)
 }
 
-// wait makes job id wait for job parent. If parent finished meanwhile,
-// id is released at once.
-func (s *Server) wait(id, parent uint64) {
-	s.mu.Lock()
-	_, running := s.jobs[parent]
-	_, waiting := s.pending[parent]
-	s.waiting[parent] = append(s.waiting[parent], id)
-	s.pending[id] = parent
-	s.mu.Unlock()
-	if !running && !waiting {
-		s.releaseLater(parent)
-	}
-}
-
-// releaseLater releases the jobs waiting for parent, which reached a
-// final state, in the background; while the server shuts down they stay
-// waiting, to be released at the next start.
-func (s *Server) releaseLater(parent uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing || len(s.waiting[parent]) == 0 {
-		return
-	}
-	if !s.started {
-		s.release = append(s.release, parent)
-		return
-	}
-	s.bg.Go(func() { s.releaseWaiting(parent) })
-}
-
-// releaseWaiting starts or fails the jobs waiting for parent.
-func (s *Server) releaseWaiting(parent uint64) {
-	s.mu.Lock()
-	kids := s.waiting[parent]
-	delete(s.waiting, parent)
-	for _, k := range kids {
-		delete(s.pending, k)
-	}
-	s.mu.Unlock()
-	if len(kids) == 0 {
-		return
-	}
-	ctx, cancel := s.lifetime()
-	defer cancel()
-	p, err := s.db.Job(ctx, parent)
-	for _, id := range kids {
-		if err != nil {
-			s.failWaiting(ctx, id, fmt.Sprintf("reading input job %d: %v", parent, err))
-			continue
-		}
-		s.startWaiting(ctx, id, p)
-	}
-}
-
-// startWaiting starts job id, whose input job p reached a final state.
-func (s *Server) startWaiting(ctx context.Context, id uint64, p store.Job) {
+// Release implements lifecycle.Hooks: it starts job id, whose input job
+// p is done.
+func (h hooks) Release(ctx context.Context, id uint64, p store.Job) error {
+	s := h.s
 	j, err := s.db.Job(ctx, id)
 	if err != nil || j.State.Final() {
-		return // canceled meanwhile
-	}
-	if p.State != store.JobDone {
-		s.failWaiting(ctx, id, fmt.Sprintf("input job %d is %s: %s", p.ID, p.State, p.Error))
-		return
+		return nil // canceled meanwhile
 	}
 	jo, err := s.jobOps(j)
 	if err != nil {
-		s.failWaiting(ctx, id, err.Error())
-		return
+		return err
 	}
 	units, err := s.splitJob(ctx, j, jo, p.Output)
 	if err != nil {
-		s.failWaiting(ctx, id, fmt.Sprintf("split the output of job %d: %v", p.ID, err))
-		return
+		return fmt.Errorf("split the output of job %d: %v", p.ID, err)
 	}
 	defer s.unpinUnits(p.Output, units)
 	if err := s.db.SetUnits(ctx, id, p.Output, units); err != nil {
-		if !s.isClosing() {
-			s.failWaiting(ctx, id, fmt.Sprintf("store its units: %v", err))
+		if s.isClosing() {
+			return nil // it resumes at the next start
 		}
-		return
+		return fmt.Errorf("store its units: %v", err)
 	}
 	j.Input, j.Total = p.Output, len(units)
 	if err := s.start(j, jo, units); err != nil {
 		s.log.Warn("job could not start", "job", id, "err", err)
-		return
+		return nil
 	}
 	s.log.Info("job started after its input job", "job", id, "input_job", p.ID, "units", len(units))
-}
-
-// failWaiting fails a waiting job and, in turn, the jobs waiting for it.
-func (s *Server) failWaiting(ctx context.Context, id uint64, msg string) {
-	if err := s.db.FailJob(ctx, id, msg); err != nil && !errors.Is(err, store.ErrConflict) {
-		s.log.Warn("failing a waiting job failed", "job", id, "err", err)
-	}
-	s.log.Warn("job failed", "job", id, "err", msg)
-	s.releaseWaiting(id)
-}
-
-// cancelWaiting cancels job id if it waits for its input job.
-func (s *Server) cancelWaiting(ctx context.Context, id uint64) (bool, error) {
-	s.mu.Lock()
-	parent, ok := s.pending[id]
-	if ok {
-		delete(s.pending, id)
-		s.waiting[parent] = slices.DeleteFunc(s.waiting[parent], func(k uint64) bool { return k == id })
-	}
-	s.mu.Unlock()
-	if !ok {
-		return false, nil
-	}
-	if err := s.db.CancelJob(ctx, id, "canceled by a client"); err != nil {
-		return true, err
-	}
-	s.releaseWaiting(id)
-	return true, nil
-}
-
-// recoverWaiting puts back the waiting jobs of the store after a
-// restart: started if their input job is done, failed if it failed,
-// waiting otherwise. jobs are in ID order, so an input job comes first.
-func (s *Server) recoverWaiting(ctx context.Context, jobs []store.Job) {
-	for _, j := range jobs {
-		p, err := s.db.Job(ctx, j.Spec.InputJob)
-		switch {
-		case err != nil:
-			s.failWaiting(ctx, j.ID, fmt.Sprintf("input job %d: %v", j.Spec.InputJob, err))
-		case p.State.Final():
-			s.startWaiting(ctx, j.ID, p)
-		default:
-			s.mu.Lock()
-			s.pending[j.ID] = p.ID
-			s.waiting[p.ID] = append(s.waiting[p.ID], j.ID)
-			s.mu.Unlock()
-		}
-	}
+	return nil
 }
 
 // Pipelines.

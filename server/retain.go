@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/braid-hpc/braid/lifecycle"
 	"github.com/braid-hpc/braid/store"
 )
 
@@ -58,35 +59,30 @@ func (s *Server) unpinUnits(input string, units []store.Unit) {
 
 // activeBlobs returns the blobs the active jobs refer to in memory.
 func (s *Server) activeBlobs() map[string]bool {
-	s.mu.Lock()
-	runs := make([]*run, 0, len(s.jobs))
-	for _, r := range s.jobs {
-		runs = append(runs, r)
-	}
-	s.mu.Unlock()
 	ids := map[string]bool{}
-	for _, r := range runs {
-		r.mu.Lock()
-		ids[r.job.Input] = true
-		for _, u := range r.units {
-			ids[u.blob], ids[u.result] = true, true
+	for _, j := range s.lc.Jobs() {
+		ids[j.Rec.Input] = true
+		for _, u := range j.Units {
+			ids[u.Blob] = true
 		}
-		r.mu.Unlock()
+		results, _, _ := j.Blobs()
+		for _, id := range results {
+			ids[id] = true
+		}
 	}
 	return ids
 }
 
 // dropIntermediates removes, in the background, the blobs of a job that
 // ended which nothing else needs; its input and output stay.
-func (s *Server) dropIntermediates(r *run) {
-	r.mu.Lock()
-	ids := make([]string, 0, 2*len(r.units)+len(r.spare))
-	for _, u := range r.units {
-		ids = append(ids, u.blob, u.result)
+func (s *Server) dropIntermediates(j *lifecycle.Job) {
+	results, spare, output := j.Blobs()
+	ids := make([]string, 0, len(j.Units)+len(results)+len(spare))
+	for _, u := range j.Units {
+		ids = append(ids, u.Blob)
 	}
-	ids = append(ids, r.spare...)
-	keep := map[string]bool{"": true, r.output: true, r.job.Input: true}
-	r.mu.Unlock()
+	ids = append(append(ids, results...), spare...)
+	keep := map[string]bool{"": true, output: true, j.Rec.Input: true}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -95,9 +91,9 @@ func (s *Server) dropIntermediates(r *run) {
 	s.bg.Go(func() {
 		ctx, cancel := s.lifetime()
 		defer cancel()
-		n, bytes := s.dropBlobs(ctx, r.id, ids, keep)
+		n, bytes := s.dropBlobs(ctx, j.ID, ids, keep)
 		if n > 0 {
-			s.log.Info("removed the intermediate blobs of a job that ended", "job", r.id, "blobs", n, "bytes", bytes)
+			s.log.Info("removed the intermediate blobs of a job that ended", "job", j.ID, "blobs", n, "bytes", bytes)
 		}
 	})
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/internal/accept"
+	"github.com/braid-hpc/braid/lifecycle"
 	"github.com/braid-hpc/braid/sched"
 	"github.com/braid-hpc/braid/store"
 	"github.com/braid-hpc/braid/transport"
@@ -25,8 +26,9 @@ import (
 // Server is a braid server: the control API, the job store, the scheduler
 // and the data-plane sessions to the workers.
 //
-// Lock order: Server.mu, then run.mu, then peer.mu. The scheduler's and the
-// stores' locks are leaves: nothing is called back with them held.
+// Lock order: Server.mu, then run.mu, then peer.mu. The lifecycle's,
+// the scheduler's and the stores' locks are leaves as far as the server
+// is concerned: they call back nothing of it with them held.
 type Server struct {
 	cfg   Config
 	log   *slog.Logger
@@ -46,11 +48,10 @@ type Server struct {
 	blobs   *store.Disk
 	results store.Blobs
 	db      *store.SQLite
-	// state receives the writes of unit results and of jobs' ends: db,
-	// or a test's fault-injecting wrapper of it.
-	state   store.Jobs
 	sched   *sched.Scheduler
-	rec     *recorder
+	// lc owns the life of jobs: their units' state, results, retries,
+	// ends and the jobs waiting for another's output.
+	lc      *lifecycle.Lifecycle
 	known   knownBlobs
 	userOps userOps
 	// uploading counts the bytes of uploads in progress, which MaxData
@@ -71,23 +72,12 @@ type Server struct {
 
 	mu      sync.Mutex
 	peers   map[string]*peer // live workers by ID
-	jobs    map[uint64]*run  // unfinished jobs by ID
-	resume  []*run           // recovered jobs with every unit done
-	release []uint64         // jobs that ended before Run, whose waiting jobs Run releases
-	// waiting maps a job to the jobs that wait for its output; pending
-	// maps each of those to the job it waits for.
-	waiting map[uint64][]uint64
-	pending map[uint64]uint64
 	started bool
 	closing bool
-	// unsaved are the ends of jobs the store has not taken yet; saving
-	// is set while saveLoop writes them.
-	unsaved map[uint64]unsaved
-	saving  bool
 	stop    chan struct{} // closed when Run begins to shut down
 
-	// bg counts the goroutines Run waits for: peers, assemblies, the
-	// reaper.
+	// bg counts the goroutines Run waits for: peers, the removal of
+	// blobs, the reaper.
 	bg sync.WaitGroup
 }
 
@@ -98,15 +88,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		token:   api.Token(cfg.Key),
-		peers:   map[string]*peer{},
-		jobs:    map[uint64]*run{},
-		waiting: map[uint64][]uint64{},
-		pending: map[uint64]uint64{},
-		stop:    make(chan struct{}),
-		sched:   sched.New(sched.Config{InFlight: cfg.InFlight, MaxTries: cfg.MaxTries}),
+		cfg:   cfg,
+		log:   cfg.Logger,
+		token: api.Token(cfg.Key),
+		peers: map[string]*peer{},
+		stop:  make(chan struct{}),
+		sched: sched.New(sched.Config{InFlight: cfg.InFlight, MaxTries: cfg.MaxTries}),
 	}
 	s.metrics = newServerMetrics(s)
 	if cfg.Transport != nil {
@@ -137,15 +124,14 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.state = s.db
+	var state lifecycle.Store = s.db
 	if cfg.wrapState != nil {
-		s.state = cfg.wrapState(s.db)
+		state = wrappedState{s.db, cfg.wrapState(s.db)}
 	}
 	if cfg.wrapResults != nil {
 		s.results = cfg.wrapResults(s.results)
 	}
-	s.rec = newRecorder(s.state, s.log)
-	s.rec.lost = s.resultsLost
+	s.lc = lifecycle.New(lifecycle.Config{Store: state, Sched: s.sched, Hooks: hooks{s}, Logger: s.log, Counted: cfg.counted})
 	uops, err := s.db.Ops(ctx)
 	if err != nil {
 		s.db.Close()
@@ -219,15 +205,9 @@ func (s *Server) Run(ctx context.Context) error {
 		return errors.New("server: Run called twice")
 	}
 	s.started = true
-	resume, release := s.resume, s.release
-	s.resume, s.release = nil, nil
 	s.mu.Unlock()
 
-	recDone := make(chan struct{})
-	go func() {
-		defer close(recDone)
-		s.rec.run()
-	}()
+	s.lc.Start()
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -240,18 +220,6 @@ func (s *Server) Run(ctx context.Context) error {
 	s.bg.Go(s.reap)
 	if s.cfg.Retain > 0 {
 		s.bg.Go(s.sweep)
-	}
-	s.mu.Lock()
-	if len(s.unsaved) > 0 && !s.saving {
-		s.saving = true
-		s.bg.Go(s.saveLoop)
-	}
-	s.mu.Unlock()
-	for _, r := range resume {
-		s.bg.Go(func() { s.assemble(r) })
-	}
-	for _, id := range release {
-		s.bg.Go(func() { s.releaseWaiting(id) })
 	}
 	if s.fp != nil {
 		s.log.Info("server running", "url", s.url, "data", s.cfg.Data, "fingerprint", api.FormatFingerprint(s.fp))
@@ -272,6 +240,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.closing = true
 	close(s.stop)
 	s.mu.Unlock()
+	s.lc.Shutdown()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if herr := hs.Shutdown(sctx); herr != nil {
 		hs.Close()
@@ -287,13 +256,10 @@ func (s *Server) Run(ctx context.Context) error {
 		s.drop(p, nil)
 	}
 	s.bg.Wait()
-	s.rec.close()
-	<-recDone
-	s.mu.Lock()
-	for _, r := range s.jobs {
-		r.closeReaders()
+	s.lc.Close()
+	for _, j := range s.lc.Jobs() {
+		runOf(j).closeReaders()
 	}
-	s.mu.Unlock()
 	if cerr := s.db.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("server: close database: %w", cerr)
 	}
@@ -346,4 +312,27 @@ func (k *knownBlobs) forget(id string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.ids, id)
+}
+
+// wrappedState is the job store with a test's wrapper of the writes of
+// unit results and jobs' ends (InjectFaults).
+type wrappedState struct {
+	*store.SQLite
+	jobs store.Jobs
+}
+
+func (w wrappedState) FinishUnits(ctx context.Context, rs []store.UnitResult) ([]bool, error) {
+	return w.jobs.FinishUnits(ctx, rs)
+}
+
+func (w wrappedState) FinishJob(ctx context.Context, id uint64, output string) error {
+	return w.jobs.FinishJob(ctx, id, output)
+}
+
+func (w wrappedState) FailJob(ctx context.Context, id uint64, msg string) error {
+	return w.jobs.FailJob(ctx, id, msg)
+}
+
+func (w wrappedState) CancelJob(ctx context.Context, id uint64, msg string) error {
+	return w.jobs.CancelJob(ctx, id, msg)
 }

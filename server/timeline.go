@@ -218,7 +218,7 @@ func (s *Server) getUnits(w http.ResponseWriter, r *http.Request) error {
 		spans = []api.UnitSpan{}
 	}
 	// A job without tries yet (queued) is kept as far as it goes.
-	if !kept && s.run(id) != nil {
+	if !kept && s.lc.Job(id) != nil {
 		kept = true
 	}
 	return writeJSON(w, http.StatusOK, &api.UnitTimeline{Job: id, Kept: kept, Units: spans})

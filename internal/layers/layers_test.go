@@ -50,7 +50,10 @@ var may = map[string][]string{
 	// The applications on a braid session: library code below the CLI.
 	"xfer":   {"transport", "internal/ctl", "internal/outfile"},
 	"perf":   {"transport", "transport/channel", "internal/accept", "internal/ctl", "internal/metrics"},
-	"server": {"api", "internal/accept", "internal/metrics", "ops", "sched", "store", "transport", "transport/...", "wasm"},
+	"server": {"api", "internal/accept", "internal/metrics", "lifecycle", "ops", "sched", "store", "transport", "transport/...", "wasm"},
+
+	// The life of jobs: state and store writes, no network, no bytes.
+	"lifecycle": {"sched", "store"},
 }
 
 // stdOnly lists the packages that may import, outside braid, only the

@@ -1,4 +1,4 @@
-package server
+package lifecycle
 
 import (
 	"context"
@@ -28,7 +28,7 @@ const (
 // at a few thousand units a second; a batch costs about one row write per
 // result.
 type recorder struct {
-	db   store.Jobs
+	db   resultStore
 	log  *slog.Logger
 	in   chan recItem
 	done chan struct{}
@@ -59,7 +59,12 @@ type recItem struct {
 	flush chan error
 }
 
-func newRecorder(db store.Jobs, log *slog.Logger) *recorder {
+// resultStore is where a recorder writes.
+type resultStore interface {
+	FinishUnits(ctx context.Context, rs []store.UnitResult) (counted []bool, err error)
+}
+
+func newRecorder(db resultStore, log *slog.Logger) *recorder {
 	return &recorder{db: db, log: log, in: make(chan recItem, 4*maxBatch), done: make(chan struct{}), gather: gather,
 		hurry: make(chan struct{}, 1), tries: recordTries, backoff: recordBackoff}
 }
