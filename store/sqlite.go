@@ -692,20 +692,27 @@ func (s *SQLite) move(ctx context.Context, tx *sql.Tx, u Unit, to UnitState, com
 	if _, err := s.exec(ctx, tx, moveQuery(extra), append(append([]any{to}, args...), int64(u.Job), int64(u.ID))...); err != nil {
 		return err
 	}
-	var delta [3]int // running, done, failed
+	delta := unitDelta(u.State, to)
+	if delta == [3]int{} && computeNanos == 0 {
+		return nil
+	}
+	_, err := s.exec(ctx, tx, countUnits, delta[0], delta[1], delta[2], computeNanos, int64(u.Job))
+	return err
+}
+
+// unitDelta is the change of a job's running, done and failed counts
+// when one of its units goes from state from to state to.
+func unitDelta(from, to UnitState) [3]int {
+	var delta [3]int
 	for i, st := range [...]UnitState{UnitRunning, UnitDone, UnitFailed} {
-		if u.State == st {
+		if from == st {
 			delta[i]--
 		}
 		if to == st {
 			delta[i]++
 		}
 	}
-	if delta == [3]int{} && computeNanos == 0 {
-		return nil
-	}
-	_, err := s.exec(ctx, tx, countUnits, delta[0], delta[1], delta[2], computeNanos, int64(u.Job))
-	return err
+	return delta
 }
 
 // unitOp runs fn on a unit and its job inside a transaction.
@@ -1050,14 +1057,19 @@ func (s *SQLite) DeleteJob(ctx context.Context, id uint64) error {
 	})
 }
 
-// BlobUsers implements Jobs.
-func (s *SQLite) BlobUsers(ctx context.Context, blob string) ([]uint64, error) {
-	rows, err := s.db.QueryContext(ctx, `
+// blobUsersQuery selects the unfinished jobs that refer to a blob: its
+// arguments are the two unfinished states, the blob three times and a
+// LIKE pattern of it in quotes.
+const blobUsersQuery = `
 		SELECT id FROM jobs WHERE state IN (?, ?) AND (input = ?
 			OR id IN (SELECT job FROM units WHERE blob = ?)
 			OR id IN (SELECT job FROM units WHERE result = ?)
 			OR spec LIKE ?)
-		ORDER BY id`, JobQueued, JobRunning, blob, blob, blob, "%\""+blob+"\"%")
+		ORDER BY id`
+
+// BlobUsers implements Jobs.
+func (s *SQLite) BlobUsers(ctx context.Context, blob string) ([]uint64, error) {
+	rows, err := s.db.QueryContext(ctx, blobUsersQuery, JobQueued, JobRunning, blob, blob, blob, "%\""+blob+"\"%")
 	if err != nil {
 		return nil, fmt.Errorf("store: blob users: %w", wrapDB(err))
 	}
