@@ -82,4 +82,3 @@ func BenchmarkFinishUnits(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "units/s")
 }
-
