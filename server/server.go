@@ -45,7 +45,7 @@ type Server struct {
 	// computed again). Both use the same directory.
 	blobs   *store.Disk
 	results store.Blobs
-	db      *store.SQLite
+	db      store.Meta
 	// state receives the writes of unit results and of jobs' ends: db,
 	// or a test's fault-injecting wrapper of it.
 	state   store.Jobs
@@ -130,7 +130,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s.db, err = store.OpenSQLite(ctx, filepath.Join(cfg.Data, "jobs.db"), &store.SQLiteConfig{Durable: cfg.Durable})
+	s.db, err = store.OpenMeta(ctx, cfg.metaURL(), &store.MetaOptions{Durable: cfg.Durable})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
