@@ -188,3 +188,22 @@ func Redact(rawURL string) string {
 	}
 	return u.String()
 }
+
+// Migrate opens the store rawURL names, which creates or migrates its
+// schema, closes it, and returns the schema version it found (0 for a
+// new database) and the one it has now. A schema newer than this build
+// is an error that says so.
+func Migrate(ctx context.Context, rawURL string) (from, to int, err error) {
+	m, err := OpenMeta(ctx, rawURL, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer m.Close()
+	switch s := m.(type) {
+	case *SQLite:
+		return s.from, schemaVersion, nil
+	case *Postgres:
+		return s.from, pgSchemaVersion, nil
+	}
+	return 0, 0, fmt.Errorf("store: migrate: unknown store %T", m)
+}

@@ -174,6 +174,8 @@ type SQLite struct {
 	// stmts holds the hot statements, prepared once on the single
 	// connection; read-only after OpenSQLite.
 	stmts map[string]*sql.Stmt
+	// from is the schema version found at open.
+	from int
 }
 
 // Hot statements: fixed strings, prepared at open.
@@ -309,6 +311,7 @@ func (s *SQLite) migrate(ctx context.Context) error {
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 			return err
 		}
+		s.from = v
 		switch {
 		case v == schemaVersion:
 			return nil
