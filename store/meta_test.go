@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -71,5 +72,60 @@ func TestPostgresUnreachable(t *testing.T) {
 	}
 	if got := store.Redact("postgres://braid:s3cret-pw@db:5432/braid?sslmode=disable"); strings.Contains(got, "s3cret") || !strings.Contains(got, "db:5432") {
 		t.Errorf("Redact = %q", got)
+	}
+}
+
+// BenchmarkMeta measures the store under a server's load, SQLite and
+// PostgreSQL side by side: each iteration creates a job of 64 units,
+// records their results in batches of batch (as the server's recorder
+// does: one transaction for whatever arrived together), and finishes
+// the job.
+//
+//	BRAID_TEST_POSTGRES=postgres://... go test -run '^$' -bench Meta ./store/
+func BenchmarkMeta(b *testing.B) {
+	const units = 64
+	backends := []func(testing.TB) storetest.Backend{
+		func(testing.TB) storetest.Backend { return storetest.SQLite() },
+		storetest.Postgres,
+	}
+	for _, backend := range backends {
+		for _, batch := range []int{1, 64} {
+			b.Run(fmt.Sprintf("store=%s/batch=%d", backend(b).Name, batch), func(b *testing.B) {
+				ctx := b.Context()
+				s, err := store.OpenMeta(ctx, backend(b).Fresh(b), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				w, err := s.RegisterWorker(ctx, store.Worker{Name: "bench"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				us := make([]store.Unit, units)
+				for i := range us {
+					us[i] = store.Unit{ID: uint64(i), Blob: strings.Repeat("a", 64), Off: int64(i) << 20, Len: 1 << 20}
+				}
+				rs := make([]store.UnitResult, units)
+				for b.Loop() {
+					j, err := s.CreateJob(ctx, store.Job{Op: "checksum", Input: strings.Repeat("a", 64)}, us)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for i := range rs {
+						rs[i] = store.UnitResult{Job: j.ID, ID: uint64(i), Worker: w.ID, Result: strings.Repeat("b", 64), ComputeNanos: 1}
+					}
+					for i := 0; i < units; i += batch {
+						if _, err := s.FinishUnits(ctx, rs[i:i+batch]); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if err := s.FinishJob(ctx, j.ID, strings.Repeat("c", 64)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+				b.ReportMetric(float64(b.N*units)/b.Elapsed().Seconds(), "units/s")
+			})
+		}
 	}
 }
