@@ -138,6 +138,20 @@ func (t table) newRow() ([]any, func() []any) {
 	}
 }
 
+// each calls fn with every row of t that rows hold.
+func (t table) each(rows keyRows, fn func([]any) error) error {
+	dst, vals := t.newRow()
+	for rows.Next() {
+		if err := rows.Scan(dst...); err != nil {
+			return err
+		}
+		if err := fn(vals()); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // copier is a store that can be copied from and into.
 type copier interface {
 	// dump calls fn with every row of t, by key.
@@ -245,16 +259,7 @@ func (s *SQLite) dump(ctx context.Context, t table, fn func([]any) error) error 
 		return wrapDB(err)
 	}
 	defer rows.Close()
-	dst, vals := t.newRow()
-	for rows.Next() {
-		if err := rows.Scan(dst...); err != nil {
-			return err
-		}
-		if err := fn(vals()); err != nil {
-			return err
-		}
-	}
-	return wrapDB(rows.Err())
+	return wrapDB(t.each(rows, fn))
 }
 
 func (s *SQLite) sequence(ctx context.Context, t table) (int64, error) {
@@ -323,16 +328,7 @@ func (p *Postgres) dump(ctx context.Context, t table, fn func([]any) error) erro
 		return p.wrap(err)
 	}
 	defer rows.Close()
-	dst, vals := t.newRow()
-	for rows.Next() {
-		if err := rows.Scan(dst...); err != nil {
-			return err
-		}
-		if err := fn(vals()); err != nil {
-			return err
-		}
-	}
-	return p.wrap(rows.Err())
+	return p.wrap(t.each(rows, fn))
 }
 
 // pgSequence names the sequence of t's ID column.

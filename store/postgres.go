@@ -642,10 +642,6 @@ func (p *Postgres) FinishUnit(ctx context.Context, job, id uint64, worker, resul
 // credit once.
 func (p *Postgres) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, error) {
 	counted := make([]bool, len(rs))
-	type delta struct {
-		running, done, failed int
-		computeNanos          int64
-	}
 	err := p.tx(ctx, func(tx pgx.Tx) error {
 		clear(counted)
 		var ids []int64
@@ -684,8 +680,7 @@ func (p *Postgres) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, er
 		if err != nil {
 			return err
 		}
-		deltas := map[uint64]*delta{}
-		credits := map[string]int{}
+		var t tally
 		for k, i := range todo {
 			r := rs[i]
 			st := UnitPending
@@ -707,34 +702,13 @@ func (p *Postgres) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, er
 					return err
 				}
 			}
-			d := deltas[r.Job]
-			if d == nil {
-				d = &delta{}
-				deltas[r.Job] = d
-			}
-			switch st {
-			case UnitRunning:
-				d.running--
-			case UnitFailed:
-				d.failed--
-			}
-			d.done++
-			d.computeNanos += r.ComputeNanos
-			credits[r.Worker]++
+			t.count(r, st)
 			counted[i] = true
 		}
-		for _, job := range slices.Sorted(maps.Keys(deltas)) {
-			d := deltas[job]
-			if _, err := tx.Exec(ctx, pg(countUnits), d.running, d.done, d.failed, d.computeNanos, int64(job)); err != nil {
-				return err
-			}
-		}
-		for _, w := range slices.Sorted(maps.Keys(credits)) {
-			if _, err := tx.Exec(ctx, pg(creditDoneN), credits[w], w); err != nil {
-				return err
-			}
-		}
-		return nil
+		return t.write(func(q string, args ...any) error {
+			_, err := tx.Exec(ctx, pg(q), args...)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: finish %d units: %w", len(rs), err)
@@ -825,7 +799,6 @@ func (p *Postgres) RequeueUnit(ctx context.Context, job, id uint64) error {
 func (p *Postgres) requeue(ctx context.Context, where string, args ...any) ([]UnitKey, error) {
 	var keys []UnitKey
 	err := p.tx(ctx, func(tx pgx.Tx) error {
-		keys = keys[:0]
 		if _, err := tx.Exec(ctx, pg(`SELECT 1 FROM jobs WHERE id IN (SELECT DISTINCT job FROM units
 			WHERE state = 'running' AND `+where+`) ORDER BY id FOR UPDATE`), args...); err != nil {
 			return err
@@ -834,16 +807,9 @@ func (p *Postgres) requeue(ctx context.Context, where string, args ...any) ([]Un
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var job, id int64
-			if err := rows.Scan(&job, &id); err != nil {
-				rows.Close()
-				return err
-			}
-			keys = append(keys, UnitKey{uint64(job), uint64(id)})
-		}
+		keys, err = scanKeys(rows)
 		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err != nil {
 			return err
 		}
 		for _, k := range keys {

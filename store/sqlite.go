@@ -783,14 +783,9 @@ func (s *SQLite) FinishUnit(ctx context.Context, job, id uint64, worker, result 
 // job and worker.
 func (s *SQLite) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, error) {
 	counted := make([]bool, len(rs))
-	type delta struct {
-		running, done, failed int
-		computeNanos          int64
-	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		open := map[uint64]bool{} // job ID: unfinished
-		deltas := map[uint64]*delta{}
-		credits := map[string]int{}
+		var t tally
 		var todo []int // indexes into rs of results for unfinished jobs
 		for i, r := range rs {
 			if r.Job > math.MaxInt64 || r.ID > math.MaxInt64 {
@@ -832,33 +827,13 @@ func (s *SQLite) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, erro
 					return err
 				}
 			}
-			d := deltas[r.Job]
-			if d == nil {
-				d = &delta{}
-				deltas[r.Job] = d
-			}
-			switch st {
-			case UnitRunning:
-				d.running--
-			case UnitFailed:
-				d.failed--
-			}
-			d.done++
-			d.computeNanos += r.ComputeNanos
-			credits[r.Worker]++
+			t.count(r, st)
 			counted[i] = true
 		}
-		for job, d := range deltas {
-			if _, err := s.exec(ctx, tx, countUnits, d.running, d.done, d.failed, d.computeNanos, int64(job)); err != nil {
-				return err
-			}
-		}
-		for w, n := range credits {
-			if _, err := s.exec(ctx, tx, creditDoneN, n, w); err != nil {
-				return err
-			}
-		}
-		return nil
+		return t.write(func(q string, args ...any) error {
+			_, err := s.exec(ctx, tx, q, args...)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: finish %d units: %w", len(rs), err)
@@ -954,18 +929,9 @@ func (s *SQLite) requeue(ctx context.Context, where string, args ...any) ([]Unit
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var k UnitKey
-			var job, id int64
-			if err := rows.Scan(&job, &id); err != nil {
-				rows.Close()
-				return err
-			}
-			k.Job, k.ID = uint64(job), uint64(id)
-			keys = append(keys, k)
-		}
+		keys, err = scanKeys(rows)
 		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err != nil {
 			return err
 		}
 		for _, k := range keys {
