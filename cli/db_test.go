@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,6 +35,17 @@ func TestDBMigrate(t *testing.T) {
 	code, _, stderr = runBraid(t, time.Minute, "server", "--data", t.TempDir(), "--listen", "127.0.0.1:0")
 	if code != 1 || !strings.Contains(stderr, "upgrade braid") {
 		t.Errorf("server over a newer schema: exit %d\n%s", code, stderr)
+	}
+	// So does the config file's db key.
+	t.Setenv("BRAID_DB", "")
+	os.Unsetenv("BRAID_DB")
+	cfg := filepath.Join(t.TempDir(), "server.yaml")
+	if err := os.WriteFile(cfg, []byte("db: "+db+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runBraid(t, time.Minute, "server", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--config", cfg)
+	if code != 1 || !strings.Contains(stderr, "upgrade braid") {
+		t.Errorf("server with db: in its config file, over a newer schema: exit %d\n%s", code, stderr)
 	}
 	code, _, stderr = runBraid(t, time.Minute, "db", "migrate", "--db", "mysql://u@h/d")
 	if code != 1 || !strings.Contains(stderr, `scheme "mysql"`) {

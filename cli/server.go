@@ -10,6 +10,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/store"
 	"github.com/braid-hpc/braid/transport"
 
 	"github.com/spf13/pflag"
@@ -193,6 +194,9 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		return 1
 	}
 	fmt.Fprintf(env.Stdout, "braid server listening on %s (data in %s)\n", srv.URL(), *data)
+	if *db != "" {
+		fmt.Fprintf(env.Stdout, "metadata store %s\n", store.Redact(*db))
+	}
 	if fp := srv.Fingerprint(); fp != nil {
 		fmt.Fprintf(env.Stdout, "certificate fingerprint %s\n", api.FormatFingerprint(fp))
 	} else {
