@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -314,6 +315,18 @@ func (p *Postgres) wrap(err error) error {
 // PostgreSQL's "$1, $2, ...", so both stores share the statements they
 // agree on. No query here has a "?" inside a literal.
 func pg(q string) string {
+	if v, ok := pgQueries.Load(q); ok {
+		return v.(string)
+	}
+	out := numberPlaceholders(q)
+	pgQueries.Store(q, out)
+	return out
+}
+
+// pgQueries memoizes pg: its queries are a few dozen fixed strings.
+var pgQueries sync.Map
+
+func numberPlaceholders(q string) string {
 	n := strings.Count(q, "?")
 	if n == 0 {
 		return q
