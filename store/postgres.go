@@ -367,19 +367,27 @@ func (p *Postgres) CreateJob(ctx context.Context, j Job, units []Unit) (Job, err
 	j.State, j.Output, j.Error = JobQueued, "", ""
 	j.Submitted, j.Started, j.Finished = p.now().UTC(), time.Time{}, time.Time{}
 	j.Total, j.Done, j.Failed, j.Running, j.ComputeNanos, j.Retries = len(units), 0, 0, 0, 0, 0
-	err := p.tx(ctx, func(tx pgx.Tx) error {
+	args := []any{j.Op, j.Input, toJSON(j.Params), j.Units, j.TileW, j.TileH, j.Repeat, j.Policy, j.InFlight,
+		string(j.State), nanos(j.Submitted), j.Total, specJSON(j.Spec)}
+	var err error
+	if len(units) <= pgUnitBatch {
+		// One statement, so one round trip: the job and its units.
 		var id int64
-		err := tx.QueryRow(ctx, `INSERT INTO jobs (op, input, params, hint_units, tile_w, tile_h, hint_repeat,
-			policy, in_flight, state, submitted, total, spec) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-			RETURNING id`,
-			j.Op, j.Input, toJSON(j.Params), j.Units, j.TileW, j.TileH, j.Repeat, j.Policy, j.InFlight,
-			string(j.State), nanos(j.Submitted), j.Total, specJSON(j.Spec)).Scan(&id)
-		if err != nil {
-			return err
-		}
+		err = p.pool.QueryRow(ctx, `WITH j AS (`+insertJob+` RETURNING id), u AS (`+
+			insertUnitsFrom(`(SELECT id FROM j)`, 14)+`) SELECT id FROM j`,
+			append(args, unitArrays(j, units)...)...).Scan(&id)
 		j.ID = uint64(id)
-		return p.addUnits(ctx, tx, j, units)
-	})
+		err = p.wrap(err)
+	} else {
+		err = p.tx(ctx, func(tx pgx.Tx) error {
+			var id int64
+			if err := tx.QueryRow(ctx, insertJob+" RETURNING id", args...).Scan(&id); err != nil {
+				return err
+			}
+			j.ID = uint64(id)
+			return p.addUnits(ctx, tx, j, units)
+		})
+	}
 	if err != nil {
 		return Job{}, fmt.Errorf("store: create job: %w", err)
 	}
@@ -389,36 +397,49 @@ func (p *Postgres) CreateJob(ctx context.Context, j Job, units []Unit) (Job, err
 // pgUnitBatch is how many units one INSERT carries, as arrays.
 const pgUnitBatch = 8192
 
-// addUnits inserts the units of job j, thousands per statement: each
-// column travels as one array.
+// insertJob inserts a job, given its 13 first columns.
+const insertJob = `INSERT INTO jobs (op, input, params, hint_units, tile_w, tile_h, hint_repeat,
+	policy, in_flight, state, submitted, total, spec) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+
+// insertUnitsFrom inserts units of the job whose ID is the expression
+// job, from the seven arrays of unitArrays in parameters $arg, $arg+1...
+func insertUnitsFrom(job string, arg int) string {
+	return fmt.Sprintf(`INSERT INTO units (job, id, params, blob, off, len, deps, state, reduce)
+	SELECT %s, u.id, u.params, u.blob, u.off, u.len, u.deps, 'pending', u.reduce
+	FROM unnest($%d::bigint[], $%d::text[], $%d::text[], $%d::bigint[], $%d::bigint[], $%d::text[], $%d::boolean[])
+		AS u(id, params, blob, off, len, deps, reduce)`, job, arg, arg+1, arg+2, arg+3, arg+4, arg+5, arg+6)
+}
+
+// unitArrays returns the columns of units of job j as seven arrays.
+func unitArrays(j Job, units []Unit) []any {
+	ids := make([]int64, len(units))
+	params := make([]*string, len(units))
+	blobs := make([]string, len(units))
+	offs := make([]int64, len(units))
+	lens := make([]int64, len(units))
+	deps := make([]string, len(units))
+	reduce := make([]bool, len(units))
+	for i, u := range units {
+		ids[i] = int64(u.ID)
+		if !maps.Equal(u.Params, j.Params) && !(len(u.Params) == 0 && len(j.Params) == 0) {
+			s := toJSON(u.Params)
+			params[i] = &s
+		}
+		blobs[i], offs[i], lens[i], reduce[i] = u.Blob, u.Off, u.Len, u.Reduce
+		if len(u.Deps) > 0 {
+			deps[i] = toJSON(u.Deps)
+		}
+	}
+	return []any{ids, params, blobs, offs, lens, deps, reduce}
+}
+
+// addUnits inserts the units of job j in tx, pgUnitBatch per statement.
 func (p *Postgres) addUnits(ctx context.Context, tx pgx.Tx, j Job, units []Unit) error {
 	for len(units) > 0 {
 		batch := units[:min(len(units), pgUnitBatch)]
 		units = units[len(batch):]
-		ids := make([]int64, len(batch))
-		params := make([]*string, len(batch))
-		blobs := make([]string, len(batch))
-		offs := make([]int64, len(batch))
-		lens := make([]int64, len(batch))
-		deps := make([]string, len(batch))
-		reduce := make([]bool, len(batch))
-		for i, u := range batch {
-			ids[i] = int64(u.ID)
-			if !maps.Equal(u.Params, j.Params) && !(len(u.Params) == 0 && len(j.Params) == 0) {
-				s := toJSON(u.Params)
-				params[i] = &s
-			}
-			blobs[i], offs[i], lens[i], reduce[i] = u.Blob, u.Off, u.Len, u.Reduce
-			if len(u.Deps) > 0 {
-				deps[i] = toJSON(u.Deps)
-			}
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO units (job, id, params, blob, off, len, deps, state, reduce)
-			SELECT $1, u.id, u.params, u.blob, u.off, u.len, u.deps, 'pending', u.reduce
-			FROM unnest($2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::boolean[])
-				AS u(id, params, blob, off, len, deps, reduce)`,
-			int64(j.ID), ids, params, blobs, offs, lens, deps, reduce)
-		if err != nil {
+		args := append([]any{int64(j.ID)}, unitArrays(j, batch)...)
+		if _, err := tx.Exec(ctx, insertUnitsFrom("$1::bigint", 2), args...); err != nil {
 			return err
 		}
 	}
@@ -718,10 +739,16 @@ func (p *Postgres) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, er
 			t.count(r, st)
 			counted[i] = true
 		}
-		return t.write(func(q string, args ...any) error {
-			_, err := tx.Exec(ctx, pg(q), args...)
-			return err
+		// The counters travel in one round trip.
+		var b pgx.Batch
+		t.write(func(q string, args ...any) error {
+			b.Queue(pg(q), args...)
+			return nil
 		})
+		if b.Len() == 0 {
+			return nil
+		}
+		return tx.SendBatch(ctx, &b).Close()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: finish %d units: %w", len(rs), err)
@@ -851,6 +878,17 @@ func (p *Postgres) ResetRunning(ctx context.Context) (int, error) {
 
 // FinishJob implements Jobs.
 func (p *Postgres) FinishJob(ctx context.Context, id uint64, output string) error {
+	// The usual case in one statement; the transaction below says why
+	// not, if not.
+	tag, err := p.pool.Exec(ctx, `UPDATE jobs SET state = $1, output = $2, finished = $3
+		WHERE id = $4 AND state IN ($5, $6) AND done = total`,
+		string(JobDone), output, nanos(p.now()), int64(min(id, math.MaxInt64)), string(JobQueued), string(JobRunning))
+	if err != nil {
+		return fmt.Errorf("store: finish job %d: %w", id, p.wrap(err))
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
 	return p.jobOp(ctx, "finish", id, func(tx pgx.Tx, j Job) error {
 		if j.State.Final() {
 			return fmt.Errorf("job is %s: %w", j.State, ErrConflict)
