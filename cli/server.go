@@ -11,6 +11,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/store"
 	"github.com/braid-hpc/braid/transport"
 
 	"github.com/spf13/pflag"
@@ -26,8 +27,8 @@ func init() {
 
 const serverDescription = `
 Runs a braid server: the HTTP control API (clients upload data and submit
-jobs; workers register), the job store in --data (blobs and a SQLite
-database) and the scheduler. For every worker that registers, the server
+jobs; workers register), the job store (blobs in --data, metadata in
+--db) and the scheduler. For every worker that registers, the server
 dials a data-plane session to the worker's addresses, one path per
 address, and opens one stream per thread the worker lends; computation
 units and their results travel there.
@@ -41,6 +42,13 @@ same bytes again heals it. A job's intermediate blobs (unit results, tile
 data) are removed when it ends; its output is kept for --retain (default:
 until deleted), then removed, and fetching it answers 410 Gone.
 --max-upload bounds one upload (413), --max-data all stored bytes (507).
+
+Metadata (jobs, units, workers, tokens, operations) is kept by default in
+a SQLite file, DATA/jobs.db. --db postgres://USER@HOST:PORT/DB keeps it in
+PostgreSQL instead (also BRAID_DB, or 'db:' in --config, which keeps the
+password off the command line); the server creates or upgrades the schema
+and refuses one from a newer braid. 'braid db copy' moves an existing
+SQLite store into PostgreSQL; 'braid db --help' says more.
 
 The control API is HTTPS: with the certificate of --tls-cert and
 --tls-key, or one generated on the first start and kept in DATA/tls (its
@@ -96,7 +104,8 @@ func logFlags(fs *pflag.FlagSet) func(env *Env) *slog.Logger {
 func runServer(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "server", "--listen HOST:PORT --data DIR [flags]", serverDescription)
 	listen := fs.String("listen", "127.0.0.1:7400", "`HOST:PORT` of the control API")
-	data := fs.String("data", "", "`directory` of the blobs and the job database (required)")
+	data := fs.String("data", "", "`directory` of the blobs and the default job database (required)")
+	db := fs.String("db", "", "metadata store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB (default: sqlite:DATA/jobs.db); see braid db --help")
 	heartbeat := fs.Duration("heartbeat", time.Second, "how often workers send a heartbeat")
 	timeout := fs.Duration("worker-timeout", 0, "declare a worker dead after this long without heartbeat (default 5 heartbeats)")
 	dataTimeout := fs.Duration("data-plane-timeout", 0, "declare a worker dead when every path of its data-plane session has been down this long, "+
@@ -189,7 +198,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	}
 	log := logger(env)
 	srv, err := server.New(server.Config{
-		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout, DataPlaneTimeout: *dataTimeout,
+		Listen: *listen, Data: *data, DB: *db, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout, DataPlaneTimeout: *dataTimeout,
 		InFlight: *inFlight, MaxThreads: *maxThreads, WorkerNetworks: nets, Durable: *durable, Logger: log,
 		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
 		MaxBlob: upSize, MaxData: dataSize, Retain: keep, MaxConns: *maxConns,
@@ -201,6 +210,9 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		return 1
 	}
 	fmt.Fprintf(env.Stdout, "braid server listening on %s (data in %s)\n", srv.URL(), *data)
+	if *db != "" {
+		fmt.Fprintf(env.Stdout, "metadata store %s\n", store.Redact(*db))
+	}
 	if fp := srv.Fingerprint(); fp != nil {
 		fmt.Fprintf(env.Stdout, "certificate fingerprint %s\n", api.FormatFingerprint(fp))
 	} else {

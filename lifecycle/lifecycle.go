@@ -13,7 +13,7 @@ import (
 )
 
 // Store is what a Lifecycle reads and writes of jobs and units: the
-// server's job store (*store.SQLite satisfies it).
+// server's metadata store (store.Meta, over SQLite or PostgreSQL, satisfies it).
 type Store interface {
 	// Job returns one job (for pipelines: the state of an input job).
 	Job(ctx context.Context, id uint64) (store.Job, error)

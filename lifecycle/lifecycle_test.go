@@ -78,7 +78,7 @@ func (h *fakeHooks) assemblies(id uint64) int {
 // and a scheduler with one worker "w1" of two streams.
 type rig struct {
 	t     *testing.T
-	db    *store.SQLite
+	db    store.Meta
 	sched *sched.Scheduler
 	hooks *fakeHooks
 	lc    *Lifecycle
@@ -86,7 +86,7 @@ type rig struct {
 
 func newRig(t *testing.T, counted func(job, unit uint64)) *rig {
 	t.Helper()
-	db, err := store.OpenSQLite(t.Context(), filepath.Join(t.TempDir(), "jobs.db"), nil)
+	db, err := store.OpenMeta(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "jobs.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

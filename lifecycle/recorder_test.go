@@ -34,7 +34,7 @@ func (c *countingJobs) FinishUnits(ctx context.Context, rs []store.UnitResult) (
 // every result is recorded.
 func TestRecorderGathersTrickles(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "jobs.db"), nil)
+	db, err := store.OpenMeta(ctx, "sqlite:"+filepath.Join(t.TempDir(), "jobs.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestRecorderDiskFull(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
-			db, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "jobs.db"), nil)
+			db, err := store.OpenMeta(ctx, "sqlite:"+filepath.Join(t.TempDir(), "jobs.db"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

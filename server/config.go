@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
+	"path/filepath"
 	"time"
 
 	"github.com/braid-hpc/braid/ops"
@@ -17,10 +18,15 @@ type Config struct {
 	// Listen is the host:port of the HTTP control API. Empty means
 	// "127.0.0.1:7400"; port 0 picks a free port (see Server.URL).
 	Listen string
-	// Data is the directory of the blobs (Data/blobs) and the job
-	// database (Data/jobs.db). A server started again on the same
-	// directory resumes the jobs it had accepted. Required.
+	// Data is the directory of the blobs (Data/blobs) and, unless DB
+	// names another, the job database (Data/jobs.db). A server started
+	// again on the same directory resumes the jobs it had accepted.
+	// Required.
 	Data string
+	// DB is the metadata store's URL (braid server --db):
+	// "sqlite:PATH", a bare path, or "postgres://USER@HOST:PORT/DB".
+	// Empty means SQLite in Data/jobs.db.
+	DB string
 	// Key is the cluster key. It authenticates the data-plane sessions
 	// the server opens to workers; on the control API, api.Token(Key) is
 	// the admin credential and api.CertProof(Key, ...) proves the TLS
@@ -171,6 +177,15 @@ func (c *Config) populate() error {
 		return errors.New("server: WorkerTimeout must exceed HeartbeatInterval, or one late heartbeat kills a worker")
 	}
 	return nil
+}
+
+// metaURL is the metadata store's URL: DB, or SQLite in the data
+// directory.
+func (c *Config) metaURL() string {
+	if c.DB != "" {
+		return c.DB
+	}
+	return "sqlite:" + filepath.Join(c.Data, "jobs.db")
 }
 
 func setDefault[T comparable](v *T, def T) {

@@ -92,7 +92,7 @@ func (f fullState) CancelJob(ctx context.Context, id uint64, msg string) error {
 // stored state.
 func storedState(t testing.TB, dir string, job uint64) store.Job {
 	t.Helper()
-	db, err := store.OpenSQLite(t.Context(), filepath.Join(dir, "jobs.db"), nil)
+	db, err := store.OpenMeta(t.Context(), "sqlite:"+filepath.Join(dir, "jobs.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

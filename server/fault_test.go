@@ -67,7 +67,7 @@ func (c *cluster) waitDone(id uint64, n int) api.JobStatus {
 // if none deregistered).
 func checkExactlyOnce(t *testing.T, dir string, job uint64, allRegistered bool) {
 	t.Helper()
-	db, err := store.OpenSQLite(t.Context(), filepath.Join(dir, "jobs.db"), nil)
+	db, err := store.OpenMeta(t.Context(), "sqlite:"+filepath.Join(dir, "jobs.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

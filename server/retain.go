@@ -13,7 +13,7 @@ import (
 // intermediate blobs (its units' results and the tile data Split made)
 // are removed when it ends; its output stays for Config.Retain, then the
 // sweep removes it and marks it expired (410 Gone on fetch). A blob goes
-// only if nothing else needs it (store.SQLite.BlobKept, the active jobs,
+// only if nothing else needs it (store.Meta.BlobKept, the active jobs,
 // the pins): blobs are content-addressed, so one may be an upload, a
 // result and an output at once.
 //

@@ -47,7 +47,7 @@ type Server struct {
 	// computed again). Both use the same directory.
 	blobs   *store.Disk
 	results store.Blobs
-	db      *store.SQLite
+	db      store.Meta
 	sched   *sched.Scheduler
 	// lc owns the life of jobs: their units' state, results, retries,
 	// ends and the jobs waiting for another's output.
@@ -120,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s.db, err = store.OpenSQLite(ctx, filepath.Join(cfg.Data, "jobs.db"), &store.SQLiteConfig{Durable: cfg.Durable})
+	s.db, err = store.OpenMeta(ctx, cfg.metaURL(), &store.MetaOptions{Durable: cfg.Durable})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -317,7 +317,7 @@ func (k *knownBlobs) forget(id string) {
 // wrappedState is the job store with a test's wrapper of the writes of
 // unit results and jobs' ends (InjectFaults).
 type wrappedState struct {
-	*store.SQLite
+	store.Meta
 	jobs store.Jobs
 }
 

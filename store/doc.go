@@ -1,9 +1,13 @@
 // Package store keeps what a braid server must not lose: blobs (job
-// inputs, unit data, results, outputs) and the state of jobs, units and
-// workers. Each sits behind an interface with a local default:
+// inputs, unit data, results, outputs) and its metadata: the state of
+// jobs, units and workers, tokens, user operations, pipelines, uploads,
+// timelines. Each sits behind an interface with a local default:
 //
 //	Blobs  content-addressed files on local disk (Disk)
-//	Jobs   job, unit and worker records in SQLite (SQLite, pure Go)
+//	Meta   every record but blobs, chosen by URL with OpenMeta:
+//	         SQLite    one file, pure Go (the default, sqlite:PATH)
+//	         Postgres  a PostgreSQL database through pgx (postgres://...)
+//	Jobs   the part of Meta that holds jobs, units and workers
 //
 // A blob's ID is the lowercase hex SHA-256 of its bytes; Put streams
 // through a temporary file and renames it into place, so a blob is either
@@ -12,4 +16,14 @@
 // first FinishUnit for it. After a restart, Unfinished lists the jobs to
 // resume and ResetRunning returns the units that were out on workers to
 // the pending state.
+//
+// Both metadata stores have the same tables and columns and pass one
+// conformance suite (store/storetest). SQLite runs its statements one at
+// a time on a single connection; Postgres serves several processes at
+// once by locking a job's row before any change of the job or its units
+// (rows are locked jobs first, by ID, then units, then workers by ID),
+// and runs a transaction again when it loses a serialization or deadlock
+// race. Each records its schema version, migrates older schemas when
+// opened and refuses newer ones. Copy moves every record of one store
+// into another, IDs and ID sequences included.
 package store

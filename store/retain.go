@@ -36,19 +36,7 @@ func (s *SQLite) RemoveUpload(ctx context.Context, id string) error {
 // needs it: it is an upload, the unexpired output of a job other than
 // except, data of an unfinished job, or a listed operation's module.
 func (s *SQLite) BlobKept(ctx context.Context, id string, except uint64) (string, error) {
-	checks := []struct {
-		why, query string
-		args       []any
-	}{
-		{"an upload", "SELECT 1 FROM uploads WHERE id = ?", []any{id}},
-		{"the output of another job", "SELECT 1 FROM jobs WHERE output = ? AND expired = 0 AND id != ? LIMIT 1", []any{id, int64(min(except, 1<<62))}},
-		{"the input of an unfinished job", "SELECT 1 FROM jobs WHERE input = ? AND state IN (?, ?) LIMIT 1", []any{id, JobQueued, JobRunning}},
-		{"data of an unfinished job", `SELECT 1 FROM units u JOIN jobs j ON j.id = u.job WHERE (u.blob = ? OR u.result = ?)
-			AND j.state IN (?, ?) LIMIT 1`, []any{id, id, JobQueued, JobRunning}},
-		{"the module of an unfinished job", "SELECT 1 FROM jobs WHERE state IN (?, ?) AND spec LIKE ? LIMIT 1", []any{JobQueued, JobRunning, "%\"" + id + "\"%"}},
-		{"an operation's module", "SELECT 1 FROM user_ops WHERE hash = ? AND removed = 0 LIMIT 1", []any{id}},
-	}
-	for _, c := range checks {
+	for _, c := range keptChecks(id, except) {
 		var one int
 		err := s.db.QueryRowContext(ctx, c.query, c.args...).Scan(&one)
 		if err == nil {
@@ -61,10 +49,31 @@ func (s *SQLite) BlobKept(ctx context.Context, id string, except uint64) (string
 	return "", nil
 }
 
-// KeptOutputs returns the done jobs whose output is blob and not yet
-// expired, by ID: the blob must stay until their retention ends.
+// keptCheck is one reason to keep a blob: query finds a row if it holds.
+type keptCheck struct {
+	why, query string
+	args       []any
+}
+
+// keptChecks are the reasons BlobKept tries, in order.
+func keptChecks(id string, except uint64) []keptCheck {
+	return []keptCheck{
+		{"an upload", "SELECT 1 FROM uploads WHERE id = ?", []any{id}},
+		{"the output of another job", "SELECT 1 FROM jobs WHERE output = ? AND expired = 0 AND id != ? LIMIT 1", []any{id, int64(min(except, 1<<62))}},
+		{"the input of an unfinished job", "SELECT 1 FROM jobs WHERE input = ? AND state IN (?, ?) LIMIT 1", []any{id, string(JobQueued), string(JobRunning)}},
+		{"data of an unfinished job", `SELECT 1 FROM units u JOIN jobs j ON j.id = u.job WHERE (u.blob = ? OR u.result = ?)
+			AND j.state IN (?, ?) LIMIT 1`, []any{id, id, string(JobQueued), string(JobRunning)}},
+		{"the module of an unfinished job", "SELECT 1 FROM jobs WHERE state IN (?, ?) AND spec LIKE ? LIMIT 1", []any{string(JobQueued), string(JobRunning), "%\"" + id + "\"%"}},
+		{"an operation's module", "SELECT 1 FROM user_ops WHERE hash = ? AND removed = 0 LIMIT 1", []any{id}},
+	}
+}
+
+// keptOutputsQuery finds the done jobs whose unexpired output is a blob.
+const keptOutputsQuery = "SELECT id FROM jobs WHERE output = ? AND state = ? AND expired = 0 ORDER BY id"
+
+// KeptOutputs implements Meta.
 func (s *SQLite) KeptOutputs(ctx context.Context, blob string) ([]uint64, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT id FROM jobs WHERE output = ? AND state = ? AND expired = 0 ORDER BY id", blob, JobDone)
+	rows, err := s.db.QueryContext(ctx, keptOutputsQuery, blob, JobDone)
 	if err != nil {
 		return nil, fmt.Errorf("store: jobs keeping blob %s: %w", blob, wrapDB(err))
 	}

@@ -174,6 +174,8 @@ type SQLite struct {
 	// stmts holds the hot statements, prepared once on the single
 	// connection; read-only after OpenSQLite.
 	stmts map[string]*sql.Stmt
+	// from is the schema version found at open.
+	from int
 }
 
 // Hot statements: fixed strings, prepared at open.
@@ -309,6 +311,7 @@ func (s *SQLite) migrate(ctx context.Context) error {
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 			return err
 		}
+		s.from = v
 		switch {
 		case v == schemaVersion:
 			return nil
@@ -692,20 +695,27 @@ func (s *SQLite) move(ctx context.Context, tx *sql.Tx, u Unit, to UnitState, com
 	if _, err := s.exec(ctx, tx, moveQuery(extra), append(append([]any{to}, args...), int64(u.Job), int64(u.ID))...); err != nil {
 		return err
 	}
-	var delta [3]int // running, done, failed
+	delta := unitDelta(u.State, to)
+	if delta == [3]int{} && computeNanos == 0 {
+		return nil
+	}
+	_, err := s.exec(ctx, tx, countUnits, delta[0], delta[1], delta[2], computeNanos, int64(u.Job))
+	return err
+}
+
+// unitDelta is the change of a job's running, done and failed counts
+// when one of its units goes from state from to state to.
+func unitDelta(from, to UnitState) [3]int {
+	var delta [3]int
 	for i, st := range [...]UnitState{UnitRunning, UnitDone, UnitFailed} {
-		if u.State == st {
+		if from == st {
 			delta[i]--
 		}
 		if to == st {
 			delta[i]++
 		}
 	}
-	if delta == [3]int{} && computeNanos == 0 {
-		return nil
-	}
-	_, err := s.exec(ctx, tx, countUnits, delta[0], delta[1], delta[2], computeNanos, int64(u.Job))
-	return err
+	return delta
 }
 
 // unitOp runs fn on a unit and its job inside a transaction.
@@ -773,14 +783,9 @@ func (s *SQLite) FinishUnit(ctx context.Context, job, id uint64, worker, result 
 // job and worker.
 func (s *SQLite) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, error) {
 	counted := make([]bool, len(rs))
-	type delta struct {
-		running, done, failed int
-		computeNanos          int64
-	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		open := map[uint64]bool{} // job ID: unfinished
-		deltas := map[uint64]*delta{}
-		credits := map[string]int{}
+		var t tally
 		var todo []int // indexes into rs of results for unfinished jobs
 		for i, r := range rs {
 			if r.Job > math.MaxInt64 || r.ID > math.MaxInt64 {
@@ -822,33 +827,13 @@ func (s *SQLite) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, erro
 					return err
 				}
 			}
-			d := deltas[r.Job]
-			if d == nil {
-				d = &delta{}
-				deltas[r.Job] = d
-			}
-			switch st {
-			case UnitRunning:
-				d.running--
-			case UnitFailed:
-				d.failed--
-			}
-			d.done++
-			d.computeNanos += r.ComputeNanos
-			credits[r.Worker]++
+			t.count(r, st)
 			counted[i] = true
 		}
-		for job, d := range deltas {
-			if _, err := s.exec(ctx, tx, countUnits, d.running, d.done, d.failed, d.computeNanos, int64(job)); err != nil {
-				return err
-			}
-		}
-		for w, n := range credits {
-			if _, err := s.exec(ctx, tx, creditDoneN, n, w); err != nil {
-				return err
-			}
-		}
-		return nil
+		return t.write(func(q string, args ...any) error {
+			_, err := s.exec(ctx, tx, q, args...)
+			return err
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: finish %d units: %w", len(rs), err)
@@ -944,18 +929,9 @@ func (s *SQLite) requeue(ctx context.Context, where string, args ...any) ([]Unit
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var k UnitKey
-			var job, id int64
-			if err := rows.Scan(&job, &id); err != nil {
-				rows.Close()
-				return err
-			}
-			k.Job, k.ID = uint64(job), uint64(id)
-			keys = append(keys, k)
-		}
+		keys, err = scanKeys(rows)
 		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err != nil {
 			return err
 		}
 		for _, k := range keys {
@@ -1050,14 +1026,19 @@ func (s *SQLite) DeleteJob(ctx context.Context, id uint64) error {
 	})
 }
 
-// BlobUsers implements Jobs.
-func (s *SQLite) BlobUsers(ctx context.Context, blob string) ([]uint64, error) {
-	rows, err := s.db.QueryContext(ctx, `
+// blobUsersQuery selects the unfinished jobs that refer to a blob: its
+// arguments are the two unfinished states, the blob three times and a
+// LIKE pattern of it in quotes.
+const blobUsersQuery = `
 		SELECT id FROM jobs WHERE state IN (?, ?) AND (input = ?
 			OR id IN (SELECT job FROM units WHERE blob = ?)
 			OR id IN (SELECT job FROM units WHERE result = ?)
 			OR spec LIKE ?)
-		ORDER BY id`, JobQueued, JobRunning, blob, blob, blob, "%\""+blob+"\"%")
+		ORDER BY id`
+
+// BlobUsers implements Jobs.
+func (s *SQLite) BlobUsers(ctx context.Context, blob string) ([]uint64, error) {
+	rows, err := s.db.QueryContext(ctx, blobUsersQuery, JobQueued, JobRunning, blob, blob, blob, "%\""+blob+"\"%")
 	if err != nil {
 		return nil, fmt.Errorf("store: blob users: %w", wrapDB(err))
 	}

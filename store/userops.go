@@ -58,26 +58,39 @@ func (s *SQLite) AddOp(ctx context.Context, op UserOp) (UserOp, error) {
 	return op, nil
 }
 
+// opsQuery selects the newest version of every operation not removed.
+const opsQuery = `SELECT name, version, hash, size, doc, split, merge, params, added
+		FROM user_ops o WHERE removed = 0 AND version = (SELECT MAX(version) FROM user_ops WHERE name = o.name)
+		ORDER BY name`
+
+// scanOp reads a row of opsQuery.
+func scanOp(sc scanner) (UserOp, error) {
+	var op UserOp
+	var params string
+	var added int64
+	if err := sc.Scan(&op.Name, &op.Version, &op.Hash, &op.Size, &op.Doc, &op.Split, &op.Merge, &params, &added); err != nil {
+		return UserOp{}, err
+	}
+	op.Added = fromNanos(added)
+	var err error
+	if op.Params, err = fromJSON[[]UserParam](params); err != nil {
+		return UserOp{}, fmt.Errorf("operation %s params: %w", op.Name, err)
+	}
+	return op, nil
+}
+
 // Ops returns the newest version of every operation not removed, by name.
 func (s *SQLite) Ops(ctx context.Context) ([]UserOp, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT name, version, hash, size, doc, split, merge, params, added
-		FROM user_ops o WHERE removed = 0 AND version = (SELECT MAX(version) FROM user_ops WHERE name = o.name)
-		ORDER BY name`)
+	rows, err := s.db.QueryContext(ctx, opsQuery)
 	if err != nil {
 		return nil, fmt.Errorf("store: operations: %w", wrapDB(err))
 	}
 	defer rows.Close()
 	var out []UserOp
 	for rows.Next() {
-		var op UserOp
-		var params string
-		var added int64
-		if err := rows.Scan(&op.Name, &op.Version, &op.Hash, &op.Size, &op.Doc, &op.Split, &op.Merge, &params, &added); err != nil {
+		op, err := scanOp(rows)
+		if err != nil {
 			return nil, fmt.Errorf("store: operations: %w", err)
-		}
-		op.Added = fromNanos(added)
-		if op.Params, err = fromJSON[[]UserParam](params); err != nil {
-			return nil, fmt.Errorf("store: operation %s params: %w", op.Name, err)
 		}
 		out = append(out, op)
 	}
@@ -104,12 +117,16 @@ func (s *SQLite) RemoveOp(ctx context.Context, name string) error {
 	return nil
 }
 
+// moduleUsedQuery counts the listed operations whose newest version
+// has the module hash.
+const moduleUsedQuery = `SELECT COUNT(*) FROM user_ops o WHERE hash = ? AND removed = 0
+		AND version = (SELECT MAX(version) FROM user_ops WHERE name = o.name)`
+
 // ModuleUsed reports whether the module hash belongs to an operation that
 // is listed, so its blob must be kept.
 func (s *SQLite) ModuleUsed(ctx context.Context, hash string) (bool, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM user_ops o WHERE hash = ? AND removed = 0
-		AND version = (SELECT MAX(version) FROM user_ops WHERE name = o.name)`, hash).Scan(&n)
+	err := s.db.QueryRowContext(ctx, moduleUsedQuery, hash).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("store: module users: %w", wrapDB(err))
 	}
@@ -214,20 +231,29 @@ func (s *SQLite) SetPipelineSteps(ctx context.Context, id uint64, steps []Pipeli
 
 // Pipeline returns one pipeline.
 func (s *SQLite) Pipeline(ctx context.Context, id uint64) (Pipeline, error) {
-	var p Pipeline
-	var steps string
-	var sub, pid int64
-	err := s.db.QueryRowContext(ctx, "SELECT id, name, steps, submitted FROM pipelines WHERE id = ?",
-		int64(min(id, math.MaxInt64))).Scan(&pid, &p.Name, &steps, &sub)
+	p, err := scanPipeline(s.db.QueryRowContext(ctx, "SELECT id, name, steps, submitted FROM pipelines WHERE id = ?",
+		int64(min(id, math.MaxInt64))))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Pipeline{}, fmt.Errorf("store: pipeline %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return Pipeline{}, fmt.Errorf("store: pipeline %d: %w", id, wrapDB(err))
 	}
+	return p, nil
+}
+
+// scanPipeline reads a row of id, name, steps, submitted.
+func scanPipeline(sc scanner) (Pipeline, error) {
+	var p Pipeline
+	var steps string
+	var sub, pid int64
+	if err := sc.Scan(&pid, &p.Name, &steps, &sub); err != nil {
+		return Pipeline{}, err
+	}
 	p.ID, p.Submitted = uint64(pid), fromNanos(sub)
+	var err error
 	if p.Steps, err = fromJSON[[]PipelineStep](steps); err != nil {
-		return Pipeline{}, fmt.Errorf("store: pipeline %d steps: %w", id, err)
+		return Pipeline{}, fmt.Errorf("pipeline %d steps: %w", pid, err)
 	}
 	return p, nil
 }

@@ -27,6 +27,7 @@ var may = map[string][]string{
 	"client":            {"api"},
 	"ops":               {},
 	"store":             {},
+	"store/storetest":   {"store"},
 	"stripe":            {},
 	"sched":             {},
 	"wasm":              {},
