@@ -10,6 +10,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/store"
 	"github.com/braid-hpc/braid/transport"
 
 	"github.com/spf13/pflag"
@@ -40,6 +41,19 @@ same bytes again heals it. A job's intermediate blobs (unit results, tile
 data) are removed when it ends; its output is kept for --retain (default:
 until deleted), then removed, and fetching it answers 410 Gone.
 --max-upload bounds one upload (413), --max-data all stored bytes (507).
+
+Blobs: by default in DATA/blobs. --blobs puts them elsewhere: a directory
+(dir:PATH) or an S3-compatible object store:
+
+  --blobs 's3://BUCKET/PREFIX?endpoint=https://HOST:PORT&region=R'
+
+(endpoint=http://... for a store without TLS; no endpoint means AWS S3).
+The bucket must exist. Credentials come from AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY (AWS_REGION for the region), else from the shared
+credentials file (~/.aws/credentials, AWS_SHARED_CREDENTIALS_FILE,
+AWS_PROFILE). Blobs read from the store are checked as on disk and kept
+in a read-through cache in DATA/blobcache, bounded by --blob-cache.
+BRAID_BLOBS and 'blobs:' in the --config file work as for every flag.
 
 The control API is HTTPS: with the certificate of --tls-cert and
 --tls-key, or one generated on the first start and kept in DATA/tls (its
@@ -94,6 +108,8 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "server", "--listen HOST:PORT --data DIR [flags]", serverDescription)
 	listen := fs.String("listen", "127.0.0.1:7400", "`HOST:PORT` of the control API")
 	data := fs.String("data", "", "`directory` of the blobs and the job database (required)")
+	blobs := fs.String("blobs", "", "where to keep the blobs: "+store.BlobSpecHelp+" (default: dir:DATA/blobs)")
+	blobCache := fs.String("blob-cache", "2G", "bound of the read-through cache of an s3:// --blobs store, in DATA/blobcache (`size`; 0: no cache)")
 	heartbeat := fs.Duration("heartbeat", time.Second, "how often workers send a heartbeat")
 	timeout := fs.Duration("worker-timeout", 0, "declare a worker dead after this long without heartbeat (default 5 heartbeats)")
 	inFlight := fs.Int("in-flight", 0, "units a stream holds at once for jobs that do not say (default 16)")
@@ -153,6 +169,14 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("server: --max-data %q: want a size such as 500G, or 0 for no limit", *maxData)
 		return 2
 	}
+	cacheSize, err := parseSize(*blobCache)
+	if err != nil || cacheSize < 0 {
+		env.Errorf("server: --blob-cache %q: want a size such as 2G, or 0 for no cache", *blobCache)
+		return 2
+	}
+	if cacheSize == 0 {
+		cacheSize = -1 // server.Config: no cache
+	}
 	keep, err := parseRetention(*retain)
 	if err != nil {
 		env.Errorf("server: --retain: %v", err)
@@ -173,7 +197,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	}
 	log := logger(env)
 	srv, err := server.New(server.Config{
-		Listen: *listen, Data: *data, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
+		Listen: *listen, Data: *data, Blobs: *blobs, BlobCache: cacheSize, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
 		InFlight: *inFlight, MaxThreads: *maxThreads, Durable: *durable, Logger: log,
 		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
 		MaxBlob: upSize, MaxData: dataSize, Retain: keep, MaxConns: *maxConns,
