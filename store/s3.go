@@ -23,6 +23,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
 )
 
 // S3Config configures an S3 store. Endpoint and Bucket are required; every
@@ -124,6 +125,9 @@ func OpenS3(ctx context.Context, cfg *S3Config) (*S3, error) {
 	setDefault(&c.Timeout, 30*time.Second)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if err := s3utils.CheckValidBucketName(c.Bucket); err != nil {
+		return nil, fmt.Errorf("store: s3: bucket name %q: %v (s3://BUCKET/PREFIX: 3 to 63 lowercase letters, digits, dots and hyphens)", c.Bucket, err)
 	}
 	if c.PartSize < 5<<20 {
 		return nil, fmt.Errorf("store: s3: part size %d is below the 5 MiB S3 allows", c.PartSize)
@@ -316,18 +320,30 @@ func (s *S3) Stage(ctx context.Context, r io.Reader) (*Staged, error) {
 	var size int64
 	in := &sourceReader{r: ctxReader{ctx, r}}
 	src := io.TeeReader(in, io.MultiWriter(h, fill, countWriter{&size}))
-	var first bytes.Buffer
-	if _, err := first.ReadFrom(io.LimitReader(src, s.part)); err != nil {
+	// The first bytes decide: content that fits in a part is kept in
+	// memory until Commit; a small buffer first, so that the many small
+	// blobs (unit results) do not each take a part's worth.
+	buf := make([]byte, min(s.part, 64<<10))
+	n, err := io.ReadFull(src, buf)
+	if err == nil && int64(n) < s.part {
+		whole := make([]byte, s.part)
+		copy(whole, buf)
+		var m int
+		m, err = io.ReadFull(src, whole[n:])
+		buf, n = whole, n+m
+	}
+	switch err {
+	case io.EOF, io.ErrUnexpectedEOF:
+		return &Staged{ID: hex.EncodeToString(h.Sum(nil)), Size: size, s: &s3Stage{s: s, data: buf[:n], fill: fill}}, nil
+	case nil:
+	default:
 		fill.abort()
 		return nil, fmt.Errorf("store: put: %w", err)
-	}
-	if int64(first.Len()) < s.part {
-		return &Staged{ID: hex.EncodeToString(h.Sum(nil)), Size: size, s: &s3Stage{s: s, data: first.Bytes(), fill: fill}}, nil
 	}
 	// More than a part: a multipart upload to a temporary object. minio
 	// holds one part at a time.
 	tmp := s.prefix + "tmp/" + rand.Text()
-	_, err := s.c.PutObject(ctx, s.bucket, tmp, io.MultiReader(&first, src), -1,
+	_, err = s.c.PutObject(ctx, s.bucket, tmp, io.MultiReader(bytes.NewReader(buf), src), -1,
 		minio.PutObjectOptions{PartSize: uint64(s.part), ContentType: "application/octet-stream"})
 	if err == nil {
 		err = in.err // minio may take a failed read as the end
@@ -849,11 +865,15 @@ func (s *S3) wrap(op, id string, err error) error {
 		return fmt.Errorf("store: %s: %w", what, ErrNotFound)
 	case "NoSuchBucket":
 		return fmt.Errorf("store: %s: bucket %q does not exist at %s: %w; create it or fix the bucket in --blobs", what, s.bucket, s.url, ErrNoBucket)
-	case "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId", "InvalidToken", "ExpiredToken", "InvalidSecurity", "AllAccessDisabled":
+	case "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId", "InvalidToken", "ExpiredToken", "InvalidSecurity", "AllAccessDisabled",
+		"XAdminUserNotFound": // VersityGW's unknown access key
 		return fmt.Errorf("store: %s: %s refused braid's credentials (%s: %s): %w; check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the credentials file) and the bucket's policy",
 			what, s.where, resp.Code, resp.Message, ErrDenied)
-	case "EntityTooLarge":
-		return fmt.Errorf("store: %s: %s: %w", what, s.where, err)
+	}
+	if resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusUnauthorized {
+		// Stores name refused credentials in their own ways.
+		return fmt.Errorf("store: %s: %s refused braid's credentials (%d %s: %s): %w; check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the credentials file) and the bucket's policy",
+			what, s.where, resp.StatusCode, resp.Code, resp.Message, ErrDenied)
 	}
 	if IsNoSpace(err) || resp.Code == "XMinioStorageFull" {
 		return fmt.Errorf("store: %s: %w: %w", what, ErrNoSpace, err)
