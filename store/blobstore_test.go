@@ -66,7 +66,7 @@ func forEachStore(t *testing.T, o storeOpts, test func(t *testing.T, bs BlobStor
 
 // newS3 opens an S3 store in a fresh bucket, with small parts so that a
 // few MiB make a multipart upload and a multipart copy.
-func newS3(t *testing.T, cache int64) (*S3, *s3test.Bucket) {
+func newS3(t testing.TB, cache int64) (*S3, *s3test.Bucket) {
 	t.Helper()
 	b := s3test.New(t)
 	cfg := s3Config(b, "blobs")
