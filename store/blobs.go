@@ -427,18 +427,28 @@ func (b *blobFile) check() error {
 	return b.err
 }
 
-func (b *blobFile) Seek(off int64, whence int) (int64, error) {
+// seekTo returns where a Seek of a blob reader at pos of a blob of size
+// goes.
+func seekTo(id string, pos, size, off int64, whence int) (int64, error) {
 	switch whence {
 	case io.SeekStart:
 	case io.SeekCurrent:
-		off += b.pos
+		off += pos
 	case io.SeekEnd:
-		off += b.size
+		off += size
 	default:
-		return 0, fmt.Errorf("store: seek blob %s: bad whence %d", b.id, whence)
+		return 0, fmt.Errorf("store: seek blob %s: bad whence %d", id, whence)
 	}
 	if off < 0 {
-		return 0, fmt.Errorf("store: seek blob %s: negative position %d", b.id, off)
+		return 0, fmt.Errorf("store: seek blob %s: negative position %d", id, off)
+	}
+	return off, nil
+}
+
+func (b *blobFile) Seek(off int64, whence int) (int64, error) {
+	off, err := seekTo(b.id, b.pos, b.size, off, whence)
+	if err != nil {
+		return 0, err
 	}
 	if off == 0 && b.hashed != 0 && !b.checked {
 		b.h.Reset()

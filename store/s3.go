@@ -733,17 +733,9 @@ func (r *s3Reader) check() error {
 }
 
 func (r *s3Reader) Seek(off int64, whence int) (int64, error) {
-	switch whence {
-	case io.SeekStart:
-	case io.SeekCurrent:
-		off += r.pos
-	case io.SeekEnd:
-		off += r.size
-	default:
-		return 0, fmt.Errorf("store: seek blob %s: bad whence %d", r.id, whence)
-	}
-	if off < 0 {
-		return 0, fmt.Errorf("store: seek blob %s: negative position %d", r.id, off)
+	off, err := seekTo(r.id, r.pos, r.size, off, whence)
+	if err != nil {
+		return 0, err
 	}
 	if off == 0 && r.hashed != 0 && !r.checked {
 		r.h.Reset()
