@@ -32,7 +32,8 @@
 // figures at any time with a figures request on the data plane (GET
 // /v1/workers/{id}?fresh=1; see api.OpFigures).
 //
-// Restart: the job store and the blobs live in Config.Data. A server
+// Restart: the job store and the blobs live in Config.Data (the blobs in
+// an object store with Config.Blobs). A server
 // started on the same directory resets the units that were out on workers
 // to pending and adds every unfinished job to the scheduler again with
 // its done units marked, so no accepted job is lost and no unit that
