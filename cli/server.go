@@ -54,6 +54,7 @@ credentials file (~/.aws/credentials, AWS_SHARED_CREDENTIALS_FILE,
 AWS_PROFILE). Blobs read from the store are checked as on disk and kept
 in a read-through cache in DATA/blobcache, bounded by --blob-cache.
 BRAID_BLOBS and 'blobs:' in the --config file work as for every flag.
+'braid blobs copy' moves the blobs of DATA/blobs into a bucket.
 
 The control API is HTTPS: with the certificate of --tls-cert and
 --tls-key, or one generated on the first start and kept in DATA/tls (its
