@@ -50,6 +50,20 @@ password off the command line); the server creates or upgrades the schema
 and refuses one from a newer braid. 'braid db copy' moves an existing
 SQLite store into PostgreSQL; 'braid db --help' says more.
 
+Blobs: by default in DATA/blobs. --blobs puts them elsewhere: a directory
+(dir:PATH) or an S3-compatible object store:
+
+  --blobs 's3://BUCKET/PREFIX?endpoint=https://HOST:PORT&region=R'
+
+(endpoint=http://... for a store without TLS; no endpoint means AWS S3).
+The bucket must exist. Credentials come from AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY (AWS_REGION for the region), else from the shared
+credentials file (~/.aws/credentials, AWS_SHARED_CREDENTIALS_FILE,
+AWS_PROFILE). Blobs read from the store are checked as on disk and kept
+in a read-through cache in DATA/blobcache, bounded by --blob-cache.
+BRAID_BLOBS and 'blobs:' in the --config file work as for every flag.
+'braid blobs copy' moves the blobs of DATA/blobs into a bucket.
+
 The control API is HTTPS: with the certificate of --tls-cert and
 --tls-key, or one generated on the first start and kept in DATA/tls (its
 fingerprint is printed). Clients with the cluster key check it by the
@@ -106,6 +120,8 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	listen := fs.String("listen", "127.0.0.1:7400", "`HOST:PORT` of the control API")
 	data := fs.String("data", "", "`directory` of the blobs and the default job database (required)")
 	db := fs.String("db", "", "metadata store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB (default: sqlite:DATA/jobs.db); see braid db --help")
+	blobs := fs.String("blobs", "", "where to keep the blobs: "+store.BlobSpecHelp+" (default: dir:DATA/blobs)")
+	blobCache := fs.String("blob-cache", "2G", "bound of the read-through cache of an s3:// --blobs store, in DATA/blobcache (`size`; 0: no cache)")
 	heartbeat := fs.Duration("heartbeat", time.Second, "how often workers send a heartbeat")
 	timeout := fs.Duration("worker-timeout", 0, "declare a worker dead after this long without heartbeat (default 5 heartbeats)")
 	dataTimeout := fs.Duration("data-plane-timeout", 0, "declare a worker dead when every path of its data-plane session has been down this long, "+
@@ -169,6 +185,14 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("server: --max-data %q: want a size such as 500G, or 0 for no limit", *maxData)
 		return 2
 	}
+	cacheSize, err := parseSize(*blobCache)
+	if err != nil || cacheSize < 0 {
+		env.Errorf("server: --blob-cache %q: want a size such as 2G, or 0 for no cache", *blobCache)
+		return 2
+	}
+	if cacheSize == 0 {
+		cacheSize = -1 // server.Config: no cache
+	}
 	keep, err := parseRetention(*retain)
 	if err != nil {
 		env.Errorf("server: --retain: %v", err)
@@ -198,8 +222,8 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	}
 	log := logger(env)
 	srv, err := server.New(server.Config{
-		Listen: *listen, Data: *data, DB: *db, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout, DataPlaneTimeout: *dataTimeout,
-		InFlight: *inFlight, MaxThreads: *maxThreads, WorkerNetworks: nets, Durable: *durable, Logger: log,
+		Listen: *listen, Data: *data, DB: *db, Blobs: *blobs, BlobCache: cacheSize, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
+		DataPlaneTimeout: *dataTimeout, InFlight: *inFlight, MaxThreads: *maxThreads, WorkerNetworks: nets, Durable: *durable, Logger: log,
 		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
 		MaxBlob: upSize, MaxData: dataSize, Retain: keep, MaxConns: *maxConns,
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},

@@ -18,15 +18,23 @@ type Config struct {
 	// Listen is the host:port of the HTTP control API. Empty means
 	// "127.0.0.1:7400"; port 0 picks a free port (see Server.URL).
 	Listen string
-	// Data is the directory of the blobs (Data/blobs) and, unless DB
-	// names another, the job database (Data/jobs.db). A server started
-	// again on the same directory resumes the jobs it had accepted.
-	// Required.
+	// Data is the directory of the blobs (Data/blobs, unless Blobs says
+	// otherwise) and, unless DB names another, the job database
+	// (Data/jobs.db). A server started again on the same directory
+	// resumes the jobs it had accepted. Required.
 	Data string
 	// DB is the metadata store's URL (braid server --db):
 	// "sqlite:PATH", a bare path, or "postgres://USER@HOST:PORT/DB".
 	// Empty means SQLite in Data/jobs.db.
 	DB string
+	// Blobs is where the blobs are kept: "dir:PATH" (a directory) or
+	// "s3://BUCKET/PREFIX?endpoint=https://HOST:PORT&region=R" (an
+	// S3-compatible object store; see store.OpenBlobStore). Empty means
+	// the directory Data/blobs.
+	Blobs string
+	// BlobCache bounds the read-through cache of an S3 blob store, in
+	// Data/blobcache. Zero means 2 GiB; negative means no cache.
+	BlobCache int64
 	// Key is the cluster key. It authenticates the data-plane sessions
 	// the server opens to workers; on the control API, api.Token(Key) is
 	// the admin credential and api.CertProof(Key, ...) proves the TLS

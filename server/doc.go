@@ -36,11 +36,11 @@
 // figures at any time with a figures request on the data plane (GET
 // /v1/workers/{id}?fresh=1; see api.OpFigures).
 //
-// Restart: the job store and the blobs live in Config.Data. A server
-// started on the same directory resets the units that were out on workers
-// to pending and adds every unfinished job to the scheduler again with
-// its done units marked, so no accepted job is lost and no unit that
-// counted runs again.
+// Restart: the job store and the blobs live in Config.Data (the blobs in
+// an object store with Config.Blobs). A server started on the same
+// directory resets the units that were out on workers to pending and
+// adds every unfinished job to the scheduler again with its done units
+// marked, so no accepted job is lost and no unit that counted runs again.
 //
 // Security: every data-plane channel proves the cluster key (transport
 // handshake) before any unit is read. The control API is HTTPS (a

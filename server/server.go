@@ -44,8 +44,8 @@ type Server struct {
 
 	// blobs syncs every Put (uploads, unit data, outputs); results
 	// syncs only with Config.Durable (unit results, which can be
-	// computed again). Both use the same directory.
-	blobs   *store.Disk
+	// computed again). Both are the same store (Config.Blobs).
+	blobs   store.BlobStore
 	results store.Blobs
 	db      store.Meta
 	sched   *sched.Scheduler
@@ -109,17 +109,22 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return nil, fmt.Errorf("server: data directory: %w", err)
 	}
-	dir := filepath.Join(cfg.Data, "blobs")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	var err error
-	if s.blobs, err = store.OpenDisk(dir, nil); err != nil {
+	if s.blobs, err = openBlobs(ctx, &cfg); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	opened := false
+	defer func() {
+		if !opened {
+			s.blobs.Close()
+		}
+	}()
 	s.results = s.blobs
 	if !cfg.Durable {
 		s.results = s.blobs.Unsynced()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	s.db, err = store.OpenMeta(ctx, cfg.metaURL(), &store.MetaOptions{Durable: cfg.Durable})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -181,6 +186,7 @@ func New(cfg Config) (*Server, error) {
 	} else {
 		s.url = "http://" + s.ln.Addr().String()
 	}
+	opened = true
 	return s, nil
 }
 
@@ -263,6 +269,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if cerr := s.db.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("server: close database: %w", cerr)
 	}
+	s.blobs.Close()
 	s.log.Info("server stopped", "url", s.url)
 	return err
 }

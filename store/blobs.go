@@ -108,7 +108,13 @@ func OpenDisk(dir string, cfg *DiskConfig) (*Disk, error) {
 // Unsynced returns a view of the same directory whose Puts are not
 // synced (as DiskConfig.NoSync), for data that can be made again. Both
 // count the same stored bytes.
-func (d *Disk) Unsynced() *Disk { return &Disk{dir: d.dir, used: d.used} }
+func (d *Disk) Unsynced() Blobs { return &Disk{dir: d.dir, used: d.used} }
+
+// String names the directory, for logs and errors.
+func (d *Disk) String() string { return d.dir }
+
+// Close implements BlobStore; a Disk holds nothing open.
+func (d *Disk) Close() error { return nil }
 
 // Used returns the bytes of every blob stored in the directory, as
 // counted at open and kept up to date by Put and Delete.
@@ -152,16 +158,36 @@ func (d *Disk) Put(ctx context.Context, r io.Reader) (string, int64, error) {
 	return st.ID, st.Size, nil
 }
 
-// Staged is content written to a temporary file and hashed, but not yet
-// a blob: Commit makes it one, Discard drops it. A caller that must
-// record the blob elsewhere in step with its arrival (and not during the
-// whole upload) does so around Commit.
+// Staged is content written to a temporary place (a file, an object)
+// and hashed, but not yet a blob: Commit makes it one, Discard drops it.
+// A caller that must record the blob elsewhere in step with its arrival
+// (and not during the whole upload) does so around Commit.
 type Staged struct {
 	// ID and Size are the content's sha256 and length.
 	ID   string
 	Size int64
-	d    *Disk
-	tmp  string
+	s    stager
+}
+
+// stager is what a BlobStore does to commit or discard staged content.
+type stager interface {
+	commit(ctx context.Context, id string, size int64) error
+	discard()
+}
+
+// Commit puts the staged content in place as blob st.ID. If the blob is
+// stored already, the staged bytes heal a corrupt copy: uploading the same
+// bytes again repairs a blob.
+func (st *Staged) Commit(ctx context.Context) error { return st.s.commit(ctx, st.ID, st.Size) }
+
+// Discard drops the staged content if Commit did not use it. It is safe
+// to call after Commit, and more than once.
+func (st *Staged) Discard() { st.s.discard() }
+
+// diskStage is a Disk's staged content: a temporary file.
+type diskStage struct {
+	d   *Disk
+	tmp string
 }
 
 // Stage writes everything r yields to a temporary file and hashes it. It
@@ -184,27 +210,24 @@ func (d *Disk) Stage(ctx context.Context, r io.Reader) (*Staged, error) {
 		os.Remove(tmp)
 		return nil, fmt.Errorf("store: put: %w", err)
 	}
-	return &Staged{ID: hex.EncodeToString(h.Sum(nil)), Size: size, d: d, tmp: tmp}, nil
+	return &Staged{ID: hex.EncodeToString(h.Sum(nil)), Size: size, s: &diskStage{d: d, tmp: tmp}}, nil
 }
 
-// Discard removes the temporary file if Commit did not use it. It is
-// safe to call after Commit.
-func (st *Staged) Discard() {
+func (st *diskStage) discard() {
 	if st.tmp != "" {
 		os.Remove(st.tmp)
 		st.tmp = ""
 	}
 }
 
-// Commit puts the staged content in place as blob st.ID. If the blob is
+// commit links or renames the temporary file into place. If the blob is
 // stored already, its copy is verified (streamed) and, if corrupt,
-// replaced atomically by the staged one: uploading the same bytes again
-// heals a corrupt blob.
-func (st *Staged) Commit(ctx context.Context) error {
+// replaced atomically by the staged one.
+func (st *diskStage) commit(ctx context.Context, id string, size int64) error {
 	if st.tmp == "" {
 		return errors.New("store: commit: the staged content was discarded or committed")
 	}
-	d, id := st.d, st.ID
+	d := st.d
 	dst := d.path(id)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return fmt.Errorf("store: put: %w", err)
@@ -216,8 +239,8 @@ func (st *Staged) Commit(ctx context.Context) error {
 	// Puts of the same bytes count them once.
 	err := os.Link(st.tmp, dst)
 	if err == nil {
-		st.Discard()
-		d.used.Add(st.Size)
+		st.discard()
+		d.used.Add(size)
 		return d.syncNew(dst)
 	}
 	if !errors.Is(err, fs.ErrExist) {
@@ -226,7 +249,7 @@ func (st *Staged) Commit(ctx context.Context) error {
 			return fmt.Errorf("store: put: %w", err)
 		}
 		st.tmp = ""
-		d.used.Add(st.Size)
+		d.used.Add(size)
 		return d.syncNew(dst)
 	}
 	old, err := os.Stat(dst)
@@ -234,7 +257,7 @@ func (st *Staged) Commit(ctx context.Context) error {
 	case err == nil:
 		verr := d.verify(ctx, id)
 		if verr == nil {
-			st.Discard()
+			st.discard()
 			return nil // already stored, and sound
 		}
 		if !errors.Is(verr, ErrCorrupt) && !errors.Is(verr, ErrNotFound) {
@@ -251,7 +274,7 @@ func (st *Staged) Commit(ctx context.Context) error {
 		return fmt.Errorf("store: put: %w", err)
 	}
 	st.tmp = ""
-	delta := st.Size
+	delta := size
 	if old != nil {
 		delta -= old.Size()
 	}
@@ -404,18 +427,28 @@ func (b *blobFile) check() error {
 	return b.err
 }
 
-func (b *blobFile) Seek(off int64, whence int) (int64, error) {
+// seekTo returns where a Seek of a blob reader at pos of a blob of size
+// goes.
+func seekTo(id string, pos, size, off int64, whence int) (int64, error) {
 	switch whence {
 	case io.SeekStart:
 	case io.SeekCurrent:
-		off += b.pos
+		off += pos
 	case io.SeekEnd:
-		off += b.size
+		off += size
 	default:
-		return 0, fmt.Errorf("store: seek blob %s: bad whence %d", b.id, whence)
+		return 0, fmt.Errorf("store: seek blob %s: bad whence %d", id, whence)
 	}
 	if off < 0 {
-		return 0, fmt.Errorf("store: seek blob %s: negative position %d", b.id, off)
+		return 0, fmt.Errorf("store: seek blob %s: negative position %d", id, off)
+	}
+	return off, nil
+}
+
+func (b *blobFile) Seek(off int64, whence int) (int64, error) {
+	off, err := seekTo(b.id, b.pos, b.size, off, whence)
+	if err != nil {
+		return 0, err
 	}
 	if off == 0 && b.hashed != 0 && !b.checked {
 		b.h.Reset()

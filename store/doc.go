@@ -3,15 +3,19 @@
 // jobs, units and workers, tokens, user operations, pipelines, uploads,
 // timelines. Each sits behind an interface with a local default:
 //
-//	Blobs  content-addressed files on local disk (Disk)
-//	Meta   every record but blobs, chosen by URL with OpenMeta:
-//	         SQLite    one file, pure Go (the default, sqlite:PATH)
-//	         Postgres  a PostgreSQL database through pgx (postgres://...)
-//	Jobs   the part of Meta that holds jobs, units and workers
+//	BlobStore  content-addressed files on local disk (Disk), or objects
+//	           in an S3-compatible store (S3) with a read-through cache
+//	Meta       every record but blobs, chosen by URL with OpenMeta:
+//	             SQLite    one file, pure Go (the default, sqlite:PATH)
+//	             Postgres  a PostgreSQL database through pgx (postgres://...)
+//	Jobs       the part of Meta that holds jobs, units and workers
 //
-// A blob's ID is the lowercase hex SHA-256 of its bytes; Put streams
-// through a temporary file and renames it into place, so a blob is either
-// whole or absent. Job state changes are transactions: a job is created
+// A blob's ID is the lowercase hex SHA-256 of its bytes, computed as it
+// is uploaded; Put streams through a temporary file (or object) and only
+// then puts it in place under its ID, so a blob is either whole or absent,
+// and every read checks the bytes against the ID (see BlobStore).
+// OpenBlobStore opens a store by its spec: dir:PATH or
+// s3://BUCKET/PREFIX?endpoint=... Job state changes are transactions: a job is created
 // with all its units at once, and a unit's result is counted once, by the
 // first FinishUnit for it. After a restart, Unfinished lists the jobs to
 // resume and ResetRunning returns the units that were out on workers to

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 )
 
@@ -29,14 +30,27 @@ var ErrCorrupt = errors.New("store: blob content does not match its sha256")
 // Errors that wrap syscall.ENOSPC match it too, see IsNoSpace.
 var ErrNoSpace = errors.New("store: no space left on the data disk")
 
-// CorruptError reports a blob whose bytes on disk do not hash to its ID:
-// the disk or someone changed the file after it was stored. Readers
+// ErrNoBucket is returned by an S3 store whose bucket does not exist.
+var ErrNoBucket = errors.New("store: no such bucket")
+
+// ErrDenied is returned by an S3 store that refuses the credentials, or
+// the bucket's policy refuses them the operation.
+var ErrDenied = errors.New("store: the object store refused the credentials")
+
+// ErrUnreachable is returned by an S3 store that does not answer: down,
+// the wrong endpoint, or stalled longer than its timeout.
+var ErrUnreachable = errors.New("store: the object store is unreachable")
+
+// CorruptError reports a blob whose stored bytes do not hash to its ID:
+// the disk, the object store or someone changed them after they were
+// stored. Readers
 // return it instead of io.EOF, so no consumer takes the bytes as good.
 // Putting the same bytes again replaces the file.
 type CorruptError struct {
 	// ID is the blob's ID, the sha256 its content should have.
 	ID string
-	// Path is the file that holds the blob.
+	// Path is the file that holds the blob, or the s3:// URL of its
+	// object.
 	Path string
 	// Sum is the sha256 of what the file holds, or empty if it could
 	// not be computed (the file is shorter than it was).
@@ -44,7 +58,11 @@ type CorruptError struct {
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("store: blob %s: content does not match its sha256 (stored on disk at %s); upload the same bytes again to heal it", e.ID, e.Path)
+	where := "on disk at " + e.Path
+	if strings.Contains(e.Path, "://") {
+		where = "at " + e.Path
+	}
+	return fmt.Sprintf("store: blob %s: content does not match its sha256 (stored %s); upload the same bytes again to heal it", e.ID, where)
 }
 
 // Unwrap makes errors.Is(err, ErrCorrupt) hold.

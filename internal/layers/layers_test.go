@@ -34,6 +34,7 @@ var may = map[string][]string{
 	"testbed/...":       {},
 	"internal/accept":   {},
 	"internal/leaktest": {},
+	"internal/s3test":   {},
 	"internal/testwait": {},
 	"internal/wasmtest": {},
 	"internal/metrics":  {"transport", "transport/..."},
