@@ -273,6 +273,14 @@ func testRetention(t *testing.T, h *harness) {
 	if why := must[string](t)(s.BlobKept(ctx, out, j.ID)); why != "" {
 		t.Errorf("BlobKept(output, except its job) = %q", why)
 	}
+	// KeptOutputs names the done job whose unexpired output it is; an
+	// unfinished job's input is not an output.
+	if kept := must[[]uint64](t)(s.KeptOutputs(ctx, out)); len(kept) != 1 || kept[0] != j.ID {
+		t.Errorf("KeptOutputs(output) = %v, want [%d]", kept, j.ID)
+	}
+	if kept := must[[]uint64](t)(s.KeptOutputs(ctx, in)); len(kept) != 0 {
+		t.Errorf("KeptOutputs(input) = %v, want none", kept)
+	}
 	if why := must[string](t)(s.BlobKept(ctx, in, 0)); why != "" {
 		t.Errorf("BlobKept(input of a done job) = %q", why)
 	}
@@ -305,6 +313,9 @@ func testRetention(t *testing.T, h *harness) {
 	}
 	if why := must[string](t)(s.BlobKept(ctx, out, 0)); why != "" {
 		t.Errorf("BlobKept(expired output) = %q", why)
+	}
+	if kept := must[[]uint64](t)(s.KeptOutputs(ctx, out)); len(kept) != 0 {
+		t.Errorf("KeptOutputs(expired output) = %v, want none", kept)
 	}
 }
 
