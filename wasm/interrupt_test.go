@@ -25,7 +25,7 @@ func TestInstrument(t *testing.T) {
 	for _, b := range builds {
 		t.Run(b.name, func(t *testing.T) {
 			code := wasmCode(t, b.name)
-			inst, err := instrument(code)
+			inst, _, err := instrument(code)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +130,7 @@ func FuzzInstrument(f *testing.F) {
 		if _, err := parseImports(code); err != nil {
 			return
 		}
-		inst, err := instrument(code)
+		inst, _, err := instrument(code)
 		if err != nil {
 			return
 		}
@@ -213,14 +213,14 @@ func TestInstrumentRefusesHiddenGlobal(t *testing.T) {
 		// loop; i32.const 1; global.set 0; br 0; end; end
 		0x0a, 0x0d, 0x01, 0x0b, 0x00, 0x03, 0x40, 0x41, 0x01, 0x24, 0x00, 0x0c, 0x00, 0x0b, 0x0b,
 	}
-	_, err := instrument(mod)
+	_, _, err := instrument(mod)
 	if !errors.Is(err, ErrBadModule) || !strings.Contains(err.Error(), "global 0") {
 		t.Fatalf("instrument: %v, want ErrBadModule naming global 0", err)
 	}
 	// The same module without the global.set is fine.
 	ok := slices.Clone(mod)
 	ok = append(ok[:len(ok)-15], 0x0a, 0x09, 0x01, 0x07, 0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b)
-	if _, err := instrument(ok); err != nil {
+	if _, _, err := instrument(ok); err != nil {
 		t.Fatalf("a module with a bare loop: %v", err)
 	}
 }
