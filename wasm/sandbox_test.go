@@ -68,7 +68,7 @@ func TestRunBulkTimeout(t *testing.T) {
 // fill, not for a whole run.
 func TestRunBulkDoesNotStall(t *testing.T) {
 	e := newEngine(t, Config{})
-	m, err := e.Compile(t.Context(), fills(256, 50000, false))
+	m, err := e.Compile(t.Context(), fills(256, 2000, false))
 	if err != nil {
 		t.Fatal(err)
 	}
