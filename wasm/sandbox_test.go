@@ -17,11 +17,10 @@ import (
 // Hostile modules, assembled here (internal/wasmtest.Module): clang would
 // never emit them.
 
-// fills returns a module without loops whose _start calls functions that
-// run memory.fill (or memory.copy) over size bytes, n times in all, 500 a
-// function (within MaxBranchWeight): wazero lowers each to one native
-// memset that nothing preempts, and a few calls never reach the
-// countdown's trip to Go.
+// fills returns a module without loops whose _start calls, n/10 times, a
+// function that runs memory.fill (or memory.copy) over size bytes 10
+// times: wazero lowers each to one native memset that nothing preempts,
+// and a few hundred calls never reach the countdown's trip to Go.
 func fills(pages uint32, n int, copy bool) []byte {
 	size := int32(pages) * pageSize
 	var one []byte
@@ -32,13 +31,11 @@ func fills(pages uint32, n int, copy bool) []byte {
 		one = wasmtest.I32(wasmtest.I32(wasmtest.I32(nil, 0), 1), size)
 		one = append(one, wasmtest.MemoryFill...)
 	}
-	const per = 500
-	m := wasmtest.Module{MemPages: pages}
-	for i := 0; i < n; i += per {
-		m.Funcs = append(m.Funcs, wasmtest.Repeat(one, min(per, n-i)))
-		m.Start = append(m.Start, 0x10, byte(len(m.Funcs))) // call (fewer than 128 functions)
-	}
-	return m.Bytes()
+	return wasmtest.Module{
+		MemPages: pages,
+		Funcs:    [][]byte{wasmtest.Repeat(one, 10)},
+		Start:    wasmtest.Repeat([]byte{0x10, 1}, n/10), // call 1
+	}.Bytes()
 }
 
 // TestRunBulkTimeout: a module that only runs bulk memory instructions,
