@@ -54,7 +54,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	moduleDir := fs.String("module-dir", defaultModuleDir(), "keep downloaded modules and their compiled code in this `directory`")
 	moduleCache := fs.String("module-cache", "1G", "bound the modules kept in --module-dir to this `size`")
 	maxUnitMem := fs.String("max-unit-mem", "", "the most memory (linear memory and tables) a unit of a user operation may ask for, a `size` such as 512M; "+
-		"a job asking more fails (default: a quarter of the RAM divided by --threads)")
+		"a job asking more fails (default: a quarter of the RAM divided by --threads, at least 256M)")
 	name := fs.String("name", "", "`name` in listings (default: the host name)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data plane: tcp, mptcp, sctp or sctp-udp (the server must dial with the same)")
 	plain := plaintextFlag(fs)

@@ -357,3 +357,26 @@ func TestPipeline(t *testing.T) {
 		t.Errorf("input job: %s", st.State)
 	}
 }
+
+// TestUnitMemBeyondWorkers: a job whose units ask for more memory than
+// any live worker allows (braid worker --max-unit-mem, announced at
+// registration) is refused at submit, naming both numbers, instead of
+// failing on every worker.
+func TestUnitMemBeyondWorkers(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(1, func(cfg *worker.Config) { cfg.MaxUnitMem = 64 << 20 })
+	c.waitWorkers(1)
+	c.addOp("cat", wasmtest.Cat, client.OpOptions{})
+	in := c.put([]byte("abc"))
+	_, err := c.c.Submit(t.Context(), api.JobRequest{Op: "cat", Input: in, UnitMem: 1 << 30})
+	if client.StatusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "unit_mem 1073741824") || !strings.Contains(err.Error(), "67108864") {
+		t.Fatalf("submit asking 1 GiB of workers allowing 64 MiB: %v, want 400 naming both", err)
+	}
+	// The server's default (256 MiB) is more than the worker allows too.
+	if _, err := c.c.Submit(t.Context(), api.JobRequest{Op: "cat", Input: in}); client.StatusOf(err) != http.StatusBadRequest {
+		t.Fatalf("submit with the default 256 MiB: %v, want 400", err)
+	}
+	if st := c.run(api.JobRequest{Op: "cat", Input: in, UnitMem: 32 << 20}); st.State != api.JobDone || string(c.get(st.Output)) != "abc" {
+		t.Fatalf("a job within the cap: %s %q", st.State, st.Error)
+	}
+}

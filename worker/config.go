@@ -16,12 +16,13 @@ import (
 // defaultMaxUnitMem is Config.MaxUnitMem when 0: a quarter of ram (bytes,
 // 0 if unknown) divided among threads, so that every thread's unit at its
 // limit leaves three quarters of the host to everything else; 1 GiB per
-// thread if ram is unknown; never under 16 MiB.
+// thread if ram is unknown; never under wasm.DefaultMemory (256 MiB), so
+// that jobs with the default unit memory run on a small host too.
 func defaultMaxUnitMem(ram int64, threads int) int64 {
 	if ram <= 0 {
 		return 1 << 30
 	}
-	return max(ram/4/int64(max(threads, 1)), 16<<20)
+	return max(ram/4/int64(max(threads, 1)), wasm.DefaultMemory)
 }
 
 // Config configures a Worker. Servers and Key are required; every other
@@ -76,7 +77,7 @@ type Config struct {
 	// (a job's unit_mem, which counts its linear memory and tables): a
 	// unit asking more fails, naming both. Zero means a quarter of the
 	// host's RAM divided by Threads (1 GiB per thread if the RAM is
-	// unknown), at most wasm.MaxMemory.
+	// unknown), at least wasm.DefaultMemory and at most wasm.MaxMemory.
 	MaxUnitMem int64
 	// Name labels the worker in listings. Empty means the host name.
 	Name string

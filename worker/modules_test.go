@@ -153,4 +153,7 @@ func TestUnitMemoryCap(t *testing.T) {
 	if got := defaultMaxUnitMem(16<<30, 4); got != 1<<30 {
 		t.Errorf("default cap on 16 GiB and 4 threads: %d, want 1 GiB", got)
 	}
+	if got := defaultMaxUnitMem(1<<30, 8); got != wasm.DefaultMemory {
+		t.Errorf("default cap on 1 GiB and 8 threads: %d, want the default unit memory", got)
+	}
 }
