@@ -380,3 +380,40 @@ func TestUnitMemBeyondWorkers(t *testing.T) {
 		t.Fatalf("a job within the cap: %s %q", st.State, st.Error)
 	}
 }
+
+// TestHostileBulkModuleBesideGoodJob: a module with no loops that runs
+// memory.fill over 64 MiB 600 times (some 30 s of native memset, which
+// nothing preempts) stops at its unit timeout, its workers stay alive
+// (heartbeats on time), and another client's cat job beside it is served
+// at once.
+func TestHostileBulkModuleBesideGoodJob(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(2, nil)
+	c.addWorker(2, nil)
+	c.waitWorkers(2)
+	fill := wasmtest.I32(wasmtest.I32(wasmtest.I32(nil, 0), 1), 64<<20)
+	fill = append(fill, wasmtest.MemoryFill...)
+	hostile := wasmtest.Module{MemPages: 1024, Funcs: [][]byte{wasmtest.Repeat(fill, 10)}, Start: wasmtest.Repeat([]byte{0x10, 1}, 60)}.Bytes()
+	if _, err := c.c.AddOp(t.Context(), "fills", bytes.NewReader(hostile), client.OpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.addOp("cat", wasmtest.Cat, client.OpOptions{})
+	in := c.put([]byte("abc\n"))
+	if st := c.run(api.JobRequest{Op: "cat", Input: in}); st.State != api.JobDone { // compiled, warm
+		t.Fatalf("cat: %s %q", st.State, st.Error)
+	}
+
+	bad := c.submit(api.JobRequest{Op: "fills", Input: c.put([]byte("xx")), Split: "bytes:1", UnitTimeout: "500ms", MaxTries: 1, UnitMem: 64 << 20})
+	start := time.Now()
+	good := c.run(api.JobRequest{Op: "cat", Input: in})
+	// A generous bound, to catch a worker held by the fills (tens of
+	// seconds before), not a measurement.
+	if d := time.Since(start); good.State != api.JobDone || d > 5*time.Second {
+		t.Errorf("cat beside the fills: %s %q in %v", good.State, good.Error, d)
+	}
+	st := c.wait(bad.Job)
+	if st.State != api.JobFailed || !strings.Contains(st.Error, "timed out after 500ms") || strings.Contains(st.Error, "lost") {
+		t.Errorf("the fills job: %s %q, want it timed out, on a live worker", st.State, st.Error)
+	}
+	c.waitWorkers(2)
+}
