@@ -28,8 +28,13 @@ import (
 //	global.set $budget
 //
 // That costs a load, a store and a branch per back-edge instead of a trip
-// to Go.
-
+// to Go. The trip to Go in tick is also where the Go scheduler can preempt
+// the goroutine (machine code cannot be preempted), so a stop-the-world
+// for the garbage collector waits at most tickEvery loop iterations or
+// calls, never for the whole run. Counting function entries too stops a
+// module that runs long without looping (exponential recursion), which
+// wazero's own check misses.
+//
 // Bulk instructions (memory.fill, memory.copy, memory.init, table.fill,
 // table.copy, table.init, table.grow, memory.grow) do work in proportion
 // to their length operand in one instruction, with no loop header for the
@@ -44,22 +49,17 @@ import (
 //
 // so the run goes to Go, and stops if its time is up, before any bulk
 // instruction that costs as much as what is left of the countdown: a run
-// overshoots its time by at most one bulk instruction, which touches at
-// most its memory (Limits.Memory, or a table bounded the same way): about
-// 0.1 s per GiB. The two scratch globals ($n, i32; $c, i64) follow the
-// countdown global. The trip to Go in tick is also where the Go scheduler can preempt
-// the goroutine (machine code cannot be preempted), so a stop-the-world
-// for the garbage collector waits at most tickEvery loop iterations or
-// calls, never for the whole run. Counting function entries too stops a
-// module that runs long without looping (exponential recursion), which
-// wazero's own check misses.
+// overshoots its time, and holds a stop-the-world, by at most one bulk
+// instruction, which touches at most its memory (Limits.Memory, or a
+// table bounded the same way): some 0.1-0.5 s per GiB. The two scratch
+// globals ($n, i32; $c, i64) follow the countdown global.
 //
 // The rewrite adds one function type, one import (tickModule.tickName,
 // appended after the module's own imports, so every defined function's
 // index grows by one: calls, ref.func, exports, the start function and
 // element segments are renumbered) and three globals (appended, so no
-// index moves). Custom sections go: the name section's indices and DWARF's code
-// offsets would be wrong, and nothing braid reports uses them. A module
+// index moves). Custom sections go: the name section's indices and DWARF's
+// code offsets would be wrong, and nothing braid reports uses them. A module
 // that uses instructions beyond WebAssembly 2.0 (which wazero refuses by
 // default anyway) is refused with ErrBadModule.
 
