@@ -6,8 +6,8 @@ import "fmt"
 // that grows with the square of a function's basic blocks (its dominator
 // and loop passes) and of its size, and a small module can make it work
 // for minutes: 10,000 nested blocks, a br_table of 100,000 targets or
-// 16,000 memory.fill in one function each take 4-60 s (docs/security.md
-// has the measurements). Validate (so `braid op add` and the server) and
+// 16,000 memory.fill in one function each take 4-60 s (docs/ops.md, "The
+// sandbox", has the measurements). Validate (so `braid op add` and the server) and
 // Compile (so every worker) refuse a module beyond these limits with
 // ErrBadModule, before wazero sees it; they are far above what compilers
 // emit (clang, Go, Rust, TinyGo).

@@ -19,7 +19,7 @@ import (
 // Limits bound one run of a module. Zero (or negative) fields mean the
 // defaults.
 type Limits struct {
-	Memory  int64         // bytes of linear memory the module may use, at most MaxMemory; 0 = DefaultMemory
+	Memory  int64         // bytes of linear memory and tables (instrument) the module may use, at most MaxMemory; 0 = DefaultMemory
 	Timeout time.Duration // wall-clock limit of one run; 0 = DefaultTimeout
 	Output  int64         // bytes the module may write to stdout; 0 = DefaultOutput
 }
