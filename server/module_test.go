@@ -382,18 +382,19 @@ func TestUnitMemBeyondWorkers(t *testing.T) {
 }
 
 // TestHostileBulkModuleBesideGoodJob: a module with no loops that runs
-// memory.fill over 64 MiB 600 times (some 30 s of native memset, which
-// nothing preempts) stops at its unit timeout, its workers stay alive
-// (heartbeats on time), and another client's cat job beside it is served
-// at once.
+// memory.fill over 16 MiB 2,400 times (tens of seconds of native memset,
+// which nothing preempts) stops at its unit timeout, its workers stay
+// alive (heartbeats on time: the test cluster declares a worker dead
+// after 500 ms of silence), and another client's cat job beside it is
+// served at once.
 func TestHostileBulkModuleBesideGoodJob(t *testing.T) {
 	c := newCluster(t, nil)
 	c.addWorker(2, nil)
 	c.addWorker(2, nil)
 	c.waitWorkers(2)
-	fill := wasmtest.I32(wasmtest.I32(wasmtest.I32(nil, 0), 1), 64<<20)
+	fill := wasmtest.I32(wasmtest.I32(wasmtest.I32(nil, 0), 1), 16<<20)
 	fill = append(fill, wasmtest.MemoryFill...)
-	hostile := wasmtest.Module{MemPages: 1024, Funcs: [][]byte{wasmtest.Repeat(fill, 10)}, Start: wasmtest.Repeat([]byte{0x10, 1}, 60)}.Bytes()
+	hostile := wasmtest.Module{MemPages: 256, Funcs: [][]byte{wasmtest.Repeat(fill, 10)}, Start: wasmtest.Repeat([]byte{0x10, 1}, 240)}.Bytes()
 	if _, err := c.c.AddOp(t.Context(), "fills", bytes.NewReader(hostile), client.OpOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +404,7 @@ func TestHostileBulkModuleBesideGoodJob(t *testing.T) {
 		t.Fatalf("cat: %s %q", st.State, st.Error)
 	}
 
-	bad := c.submit(api.JobRequest{Op: "fills", Input: c.put([]byte("xx")), Split: "bytes:1", UnitTimeout: "500ms", MaxTries: 1, UnitMem: 64 << 20})
+	bad := c.submit(api.JobRequest{Op: "fills", Input: c.put([]byte("xx")), Split: "bytes:1", UnitTimeout: "500ms", MaxTries: 1, UnitMem: 16 << 20})
 	start := time.Now()
 	good := c.run(api.JobRequest{Op: "cat", Input: in})
 	// A generous bound, to catch a worker held by the fills (tens of
