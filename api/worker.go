@@ -21,6 +21,10 @@ type Register struct {
 	// Threads is how many processing threads the worker lends; the server
 	// opens at most this many streams to it.
 	Threads int `json:"threads"`
+	// MaxUnitMem is the most memory a unit of a user operation may ask
+	// for on this worker (braid worker --max-unit-mem); a unit asking
+	// more fails there. 0 means unknown (an older worker).
+	MaxUnitMem int64 `json:"max_unit_mem,omitempty"`
 	// Ops lists the operations the worker can run. A unit is only sent to
 	// a worker whose Ops contains the unit's operation.
 	Ops []string `json:"ops"`

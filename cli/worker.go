@@ -53,6 +53,8 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		"and wasm for every user operation (default: all)")
 	moduleDir := fs.String("module-dir", defaultModuleDir(), "keep downloaded modules and their compiled code in this `directory`")
 	moduleCache := fs.String("module-cache", "1G", "bound the modules kept in --module-dir to this `size`")
+	maxUnitMem := fs.String("max-unit-mem", "", "the most memory (linear memory and tables) a unit of a user operation may ask for, a `size` such as 512M; "+
+		"a job asking more fails (default: a quarter of the RAM divided by --threads, at least 256M)")
 	name := fs.String("name", "", "`name` in listings (default: the host name)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data plane: tcp, mptcp, sctp or sctp-udp (the server must dial with the same)")
 	plain := plaintextFlag(fs)
@@ -115,6 +117,13 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("worker: --module-cache %q: want a size such as 512M or 4G", *moduleCache)
 		return 2
 	}
+	var unitMem int64
+	if *maxUnitMem != "" {
+		if unitMem, err = parseSize(*maxUnitMem); err != nil || unitMem < 64<<10 {
+			env.Errorf("worker: --max-unit-mem %q: want a size of at least 64K, such as 512M or 2G", *maxUnitMem)
+			return 2
+		}
+	}
 	// GOMAXPROCS stays Go's default (the CPUs this process may use). An
 	// extra P for the data plane while every lent thread computes was
 	// tried: on 2 cores it made the paper's blur jobs 10-15% slower and
@@ -123,7 +132,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	log := logger(env)
 	w, err := worker.New(worker.Config{
 		Servers: urls, Key: a.key, Token: a.token, Fingerprint: a.fingerprint, InsecureHTTP: a.insecure, Listen: splitList(*listen), Advertise: splitList(*advertise), Threads: *threads,
-		Ops: reg, Modules: modules, ModuleDir: *moduleDir, ModuleCache: cacheSize, Name: *name, Logger: log,
+		Ops: reg, Modules: modules, ModuleDir: *moduleDir, ModuleCache: cacheSize, MaxUnitMem: unitMem, Name: *name, Logger: log,
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},
 	})
 	if err != nil {

@@ -199,6 +199,15 @@ func (s *Server) jobRecord(req api.JobRequest) (store.Job, error) {
 	case req.MaxTries < 0 || req.MaxTries > 100:
 		return store.Job{}, kindf(errBadRequest, "job request: max_tries %d: want 0 (the server's default, %d) to 100", req.MaxTries, s.cfg.MaxTries)
 	}
+	if sp.Module != "" || sp.ReduceModule != "" {
+		mem := req.UnitMem
+		if mem == 0 {
+			mem = s.cfg.UnitMem
+		}
+		if most := s.maxUnitMem(); most > 0 && mem > most {
+			return store.Job{}, kindf(errBadRequest, "job request: unit_mem %d: more than any live worker allows (the largest braid worker --max-unit-mem is %d); ask for less", mem, most)
+		}
+	}
 	sp.UnitMem, sp.UnitOutput, sp.MaxTries = req.UnitMem, req.UnitOutput, req.MaxTries
 	if req.UnitTimeout != "" {
 		d, err := time.ParseDuration(req.UnitTimeout)

@@ -357,3 +357,64 @@ func TestPipeline(t *testing.T) {
 		t.Errorf("input job: %s", st.State)
 	}
 }
+
+// TestUnitMemBeyondWorkers: a job whose units ask for more memory than
+// any live worker allows (braid worker --max-unit-mem, announced at
+// registration) is refused at submit, naming both numbers, instead of
+// failing on every worker.
+func TestUnitMemBeyondWorkers(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(1, func(cfg *worker.Config) { cfg.MaxUnitMem = 64 << 20 })
+	c.waitWorkers(1)
+	c.addOp("cat", wasmtest.Cat, client.OpOptions{})
+	in := c.put([]byte("abc"))
+	_, err := c.c.Submit(t.Context(), api.JobRequest{Op: "cat", Input: in, UnitMem: 1 << 30})
+	if client.StatusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "unit_mem 1073741824") || !strings.Contains(err.Error(), "67108864") {
+		t.Fatalf("submit asking 1 GiB of workers allowing 64 MiB: %v, want 400 naming both", err)
+	}
+	// The server's default (256 MiB) is more than the worker allows too.
+	if _, err := c.c.Submit(t.Context(), api.JobRequest{Op: "cat", Input: in}); client.StatusOf(err) != http.StatusBadRequest {
+		t.Fatalf("submit with the default 256 MiB: %v, want 400", err)
+	}
+	if st := c.run(api.JobRequest{Op: "cat", Input: in, UnitMem: 32 << 20}); st.State != api.JobDone || string(c.get(st.Output)) != "abc" {
+		t.Fatalf("a job within the cap: %s %q", st.State, st.Error)
+	}
+}
+
+// TestHostileBulkModuleBesideGoodJob: a module with no loops that runs
+// memory.fill over 16 MiB 2,400 times (tens of seconds of native memset,
+// which nothing preempts) stops at its unit timeout, its workers stay
+// alive (heartbeats on time: the test cluster declares a worker dead
+// after 500 ms of silence), and another client's cat job beside it is
+// served at once.
+func TestHostileBulkModuleBesideGoodJob(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(2, nil)
+	c.addWorker(2, nil)
+	c.waitWorkers(2)
+	fill := wasmtest.I32(wasmtest.I32(wasmtest.I32(nil, 0), 1), 16<<20)
+	fill = append(fill, wasmtest.MemoryFill...)
+	hostile := wasmtest.Module{MemPages: 256, Funcs: [][]byte{wasmtest.Repeat(fill, 10)}, Start: wasmtest.Repeat([]byte{0x10, 1}, 240)}.Bytes()
+	if _, err := c.c.AddOp(t.Context(), "fills", bytes.NewReader(hostile), client.OpOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.addOp("cat", wasmtest.Cat, client.OpOptions{})
+	in := c.put([]byte("abc\n"))
+	if st := c.run(api.JobRequest{Op: "cat", Input: in}); st.State != api.JobDone { // compiled, warm
+		t.Fatalf("cat: %s %q", st.State, st.Error)
+	}
+
+	bad := c.submit(api.JobRequest{Op: "fills", Input: c.put([]byte("xx")), Split: "bytes:1", UnitTimeout: "500ms", MaxTries: 1, UnitMem: 16 << 20})
+	start := time.Now()
+	good := c.run(api.JobRequest{Op: "cat", Input: in})
+	// A generous bound, to catch a worker held by the fills (tens of
+	// seconds before), not a measurement.
+	if d := time.Since(start); good.State != api.JobDone || d > 5*time.Second {
+		t.Errorf("cat beside the fills: %s %q in %v", good.State, good.Error, d)
+	}
+	st := c.wait(bad.Job)
+	if st.State != api.JobFailed || !strings.Contains(st.Error, "timed out after 500ms") || strings.Contains(st.Error, "lost") {
+		t.Errorf("the fills job: %s %q, want it timed out, on a live worker", st.State, st.Error)
+	}
+	c.waitWorkers(2)
+}

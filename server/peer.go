@@ -157,6 +157,29 @@ func (s *Server) watch(ctx context.Context, p *peer) {
 	p.loops.Wait()
 }
 
+// maxUnitMem returns the largest memory a unit may ask for on some live
+// worker (api.Register.MaxUnitMem), or 0 when there is no live worker or
+// one does not say (then nothing is refused at submit).
+func (s *Server) maxUnitMem() int64 {
+	s.mu.Lock()
+	peers := make([]*peer, 0, len(s.peers))
+	for _, p := range s.peers {
+		peers = append(peers, p)
+	}
+	s.mu.Unlock()
+	var most int64
+	for _, p := range peers {
+		p.mu.Lock()
+		m := p.reg.MaxUnitMem
+		p.mu.Unlock()
+		if m == 0 {
+			return 0
+		}
+		most = max(most, m)
+	}
+	return most
+}
+
 // update applies a registration with unchanged addresses to a live peer:
 // threads (streams) and operations.
 func (s *Server) update(p *peer, reg api.Register) {

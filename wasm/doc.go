@@ -39,23 +39,40 @@
 //
 // Each run is bounded by its Limits; a zero field means its default:
 //
-//	Memory   DefaultMemory  (256 MiB)  linear memory; memory.grow past it fails (malloc returns NULL)
-//	Timeout  DefaultTimeout (1 min)    wall clock; the module is stopped within 65536 loop iterations or calls
+//	Memory   DefaultMemory  (256 MiB)  linear memory and tables; memory.grow past it fails (malloc returns NULL)
+//	Timeout  DefaultTimeout (1 min)    wall clock; the module is stopped within 65536 loop iterations or calls, or one bulk instruction
 //	Output   DefaultOutput  (256 MiB)  stdout; a write past it fails and the module is stopped
 //
-// Linear memory is allocated from the Go heap as the module grows it (a
-// grow copies, so the host holds up to 1.5 times Limits.Memory for a
-// moment) and reused, zeroed, by later runs. Apart from it, wazero grows a
-// run's call stack on the Go heap up to about 50 MB (some 100 MB at the
-// last doubling) before it traps with a stack overflow.
+// On Linux, linear memory is a region of address space reserved once per
+// pooled run state (MaxMemory, with no access) and made writable as the
+// module grows it: a grow never moves or copies it, so the host holds only
+// the pages the module touched. Elsewhere it is a Go slice that doubles (a
+// grow copies: up to 1.5 times Limits.Memory for a moment). Either way a
+// small memory is reused, zeroed, by later runs. Tables are bounded to
+// MaxTableEntries each and their maxima count toward Limits.Memory at 16
+// bytes an entry. Apart from them, wazero grows a run's call stack on the
+// Go heap up to about 50 MB (some 100 MB at the last doubling) before it
+// traps with a stack overflow.
 //
 // Compile rewrites each module so that it stops itself: every loop
-// header and function entry counts down a counter, and every 65536 counts
-// the module calls back into Go, which stops the run once its time is up,
+// header and function entry counts down a counter, every bulk memory and
+// table instruction is charged to it by its length, and every 65536
+// counts (or before a bulk instruction longer than what is left) the
+// module calls back into Go, which stops the run once its time is up,
 // its ctx ended or the Engine closed (see interrupt.go). That costs a few
 // instructions per loop iteration, where wazero's WithCloseOnContextDone
 // left the machine code for Go at every one (5-7x slower on loops), and
 // the call back is also where the Go scheduler can preempt the run.
+//
+// # Compile limits
+//
+// wazero's compiler takes time that grows with the square of a function's
+// blocks and branches. Validate and Compile refuse, with ErrBadModule
+// naming the limit, a module beyond the limits of limits.go (code size,
+// functions, function size, locals, nesting, br_table targets, branch
+// weight, globals, tables); a compilation runs under
+// Config.CompileTimeout, after which it stops between two functions and
+// the module is refused with ErrCompileTimeout.
 //
 // A run that ends otherwise than by exit code 0 returns a *RunError whose
 // Reason says why: ReasonExit (non-zero exit code), ReasonTrap (unreachable,

@@ -6,11 +6,13 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -34,9 +36,24 @@ type Config struct {
 	MaxModules int
 	// CompileWorkers is how many goroutines compile a module's functions
 	// in parallel (wazero's experimental.WithCompilationWorkers). 0 or
-	// less = GOMAXPROCS.
+	// less = GOMAXPROCS; at least 2 are used, as wazero checks for a
+	// canceled compilation only then.
 	CompileWorkers int
+	// CompileTimeout bounds one compilation; a module that takes longer
+	// is refused with ErrCompileTimeout. The limits of limits.go bound
+	// each function's share (about a second), so a compilation stops
+	// within about that after its time is up, or after Close. 0 or less =
+	// DefaultCompileTimeout.
+	CompileTimeout time.Duration
 }
+
+// DefaultCompileTimeout is Config.CompileTimeout when 0: an 8 MB Go
+// program compiles in some 30 s on a busy 2-core machine.
+const DefaultCompileTimeout = 5 * time.Minute
+
+// errCompileTimeout is the cause of a compilation's ctx when its time is
+// up.
+var errCompileTimeout = errors.New("compile timeout")
 
 // populate fills in the defaults of c.
 func (c *Config) populate() {
@@ -45,6 +62,9 @@ func (c *Config) populate() {
 	}
 	if c.CompileWorkers <= 0 {
 		c.CompileWorkers = runtime.GOMAXPROCS(0)
+	}
+	if c.CompileTimeout <= 0 {
+		c.CompileTimeout = DefaultCompileTimeout
 	}
 }
 
@@ -59,6 +79,10 @@ type Engine struct {
 	base  wazero.ModuleConfig     // the sandbox every run starts from
 	tick  atomic.Uint64           // clock of Module.used
 	done  atomic.Bool             // Close was called
+
+	// stop ends when Close is called: compilations run under it.
+	stop   context.Context
+	cancel context.CancelFunc
 
 	pool sync.Pool // of *runState
 
@@ -115,6 +139,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 			WithRandSource(rand.Reader),
 		modules: make(map[string]*compilation),
 	}
+	e.stop, e.cancel = context.WithCancel(context.Background())
 	if _, err := rt.NewHostModuleBuilder(tickModule).
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(e.stopIfOver), nil, nil).
@@ -161,6 +186,7 @@ func (e *Engine) Close() error {
 	}
 	e.modules = nil
 	e.mu.Unlock()
+	e.cancel() // compilations stop after the function they are compiling
 	e.compiling.Wait()
 
 	ctx := context.Background()
@@ -189,35 +215,46 @@ func (e *Engine) Compile(ctx context.Context, code []byte) (*Module, error) {
 	return e.compile(ctx, hex.EncodeToString(sum[:]), code)
 }
 
-// compile is Compile of code whose hash is known.
+// compile is Compile of code whose hash is known. The compilation runs in
+// its own goroutine, bounded by Config.CompileTimeout and Close: the
+// caller waits for it or for its ctx, whichever ends first, and a caller
+// whose ctx ends leaves the compilation to finish for others (or for the
+// cache).
 func (e *Engine) compile(ctx context.Context, hash string, code []byte) (*Module, error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return nil, fmt.Errorf("wasm: compile: %w", ErrClosed)
 	}
-	if c, ok := e.modules[hash]; ok {
-		e.mu.Unlock()
-		select {
-		case <-c.done:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("wasm: compile %.12s: %w", hash, context.Cause(ctx))
-		}
-		if c.err != nil {
-			return nil, c.err
-		}
-		c.mod.touch()
-		return c.mod, nil
+	c, ok := e.modules[hash]
+	if !ok {
+		c = &compilation{done: make(chan struct{})}
+		e.modules[hash] = c
+		e.compiling.Add(1)
+		go e.compileBackground(c, hash, bytes.Clone(code))
 	}
-	c := &compilation{done: make(chan struct{})}
-	e.modules[hash] = c
-	e.compiling.Add(1)
 	e.mu.Unlock()
-	defer e.compiling.Done()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wasm: compile %.12s: %w", hash, context.Cause(ctx))
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	c.mod.touch()
+	return c.mod, nil
+}
 
-	// Others may wait on this compilation: the caller's ctx ending must
-	// not fail theirs (wazero barely looks at it anyway).
-	m, err := e.build(context.WithoutCancel(ctx), hash, code)
+// compileBackground runs the compilation c and publishes its result.
+func (e *Engine) compileBackground(c *compilation, hash string, code []byte) {
+	defer e.compiling.Done()
+	ctx, cancel := context.WithTimeoutCause(e.stop, e.cfg.CompileTimeout, errCompileTimeout)
+	m, err := e.build(ctx, hash, code)
+	if err != nil && errors.Is(context.Cause(ctx), errCompileTimeout) {
+		err = fmt.Errorf("wasm: compile %.12s: %w (%v); refused", hash, ErrCompileTimeout, e.cfg.CompileTimeout)
+	}
+	cancel()
 
 	e.mu.Lock()
 	if err == nil && e.closed {
@@ -239,13 +276,9 @@ func (e *Engine) compile(ctx context.Context, hash string, code []byte) (*Module
 	for _, old := range evicted {
 		old.evict()
 	}
-	if err != nil {
-		if m != nil {
-			m.evict()
-		}
-		return nil, err
+	if err != nil && m != nil {
+		m.evict()
 	}
-	return m, nil
 }
 
 // build compiles code and checks it is a command module.
@@ -256,14 +289,19 @@ func (e *Engine) build(ctx context.Context, hash string, code []byte) (*Module, 
 	if _, err := parseImports(code); err != nil {
 		return nil, err
 	}
-	inst, err := instrument(code)
+	inst, tableBytes, err := instrument(code)
 	if err != nil {
 		return nil, err
 	}
-	cm, err := e.rt.CompileModule(experimental.WithCompilationWorkers(ctx, e.cfg.CompileWorkers), inst)
+	// wazero looks at ctx between functions only when it compiles with
+	// more than one goroutine: always do.
+	cm, err := e.rt.CompileModule(experimental.WithCompilationWorkers(ctx, max(e.cfg.CompileWorkers, 2)), inst)
 	if err != nil {
 		if e.done.Load() {
 			return nil, fmt.Errorf("wasm: compile: %w", ErrClosed)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("wasm: compile: %w", context.Cause(ctx))
 		}
 		return nil, badModule(err)
 	}
@@ -273,11 +311,12 @@ func (e *Engine) build(ctx context.Context, hash string, code []byte) (*Module, 
 		return nil, err
 	}
 	m := &Module{
-		e:        e,
-		hash:     hash,
-		code:     bytes.Clone(code),
-		compiled: cm,
-		memMin:   memMin,
+		e:          e,
+		hash:       hash,
+		code:       code, // compile cloned it
+		compiled:   cm,
+		memMin:     memMin,
+		tableBytes: tableBytes,
 	}
 	m.touch()
 	return m, nil

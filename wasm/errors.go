@@ -14,6 +14,11 @@ import (
 // wasm32-wasi (preview 1) as a command, with nothing imported from "env".
 var ErrBadModule = errors.New("wasm: not a WASI preview 1 command module")
 
+// ErrCompileTimeout means a module took longer to compile than the
+// Engine's Config.CompileTimeout, and was refused. It is a property of the
+// module (and the machine): compiling it again takes as long.
+var ErrCompileTimeout = errors.New("wasm: compilation took too long")
+
 // ErrClosed is returned by Compile and Run once the Engine is closed; make a
 // new Engine.
 var ErrClosed = errors.New("wasm: engine closed")

@@ -35,12 +35,31 @@ import (
 // module that runs long without looping (exponential recursion), which
 // wazero's own check misses.
 //
+// Bulk instructions (memory.fill, memory.copy, memory.init, table.fill,
+// table.copy, table.init, table.grow, memory.grow) do work in proportion
+// to their length operand in one instruction, with no loop header for the
+// countdown (wazero lowers memory.fill to one native memset that nothing
+// can preempt). Before each, the rewrite charges its length to the
+// countdown, saturating, in 64-bit arithmetic:
+//
+//	global.set $n                 ;; the length, the last operand
+//	cost := (n * mul) >> shift    ;; in loop iterations, see chargeRate
+//	if cost >= $budget { call $tick; $budget = tickEvery } else { $budget -= cost }
+//	global.get $n                 ;; the operand, unchanged
+//
+// so the run goes to Go, and stops if its time is up, before any bulk
+// instruction that costs as much as what is left of the countdown: a run
+// overshoots its time, and holds a stop-the-world, by at most one bulk
+// instruction, which touches at most its memory (Limits.Memory, or a
+// table bounded the same way): some 0.1-0.5 s per GiB. The two scratch
+// globals ($n, i32; $c, i64) follow the countdown global.
+//
 // The rewrite adds one function type, one import (tickModule.tickName,
 // appended after the module's own imports, so every defined function's
 // index grows by one: calls, ref.func, exports, the start function and
-// element segments are renumbered) and one global (appended, so no index
-// moves). Custom sections go: the name section's indices and DWARF's code
-// offsets would be wrong, and nothing braid reports uses them. A module
+// element segments are renumbered) and three globals (appended, so no
+// index moves). Custom sections go: the name section's indices and DWARF's
+// code offsets would be wrong, and nothing braid reports uses them. A module
 // that uses instructions beyond WebAssembly 2.0 (which wazero refuses by
 // default anyway) is refused with ErrBadModule.
 
@@ -87,16 +106,17 @@ type section struct {
 }
 
 // instrument returns code with the countdown and braid.tick described
-// above. code must have passed parseImports.
-func instrument(code []byte) ([]byte, error) {
-	out, err := rewrite(code)
+// above, and the bytes its tables may take at most (tableEntryBytes per
+// entry of their bounded maxima). code must have passed parseImports.
+func instrument(code []byte) (out []byte, tableBytes uint64, err error) {
+	out, tableBytes, err = rewrite(code)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadModule, err)
+		return nil, 0, fmt.Errorf("%w: %v", ErrBadModule, err)
 	}
-	return out, nil
+	return out, tableBytes, nil
 }
 
-func rewrite(code []byte) ([]byte, error) {
+func rewrite(code []byte) ([]byte, uint64, error) {
 	r := reader{b: code[len(wasmHeader):]}
 	var secs []section
 	have := map[byte]bool{}
@@ -105,16 +125,16 @@ func rewrite(code []byte) ([]byte, error) {
 		size := r.u32()
 		payload := r.bytes(int(size))
 		if r.err != nil {
-			return nil, fmt.Errorf("section %d: %v", id, r.err)
+			return nil, 0, fmt.Errorf("section %d: %v", id, r.err)
 		}
 		if id == secCustom {
 			continue
 		}
 		if _, ok := sectionRank[id]; !ok {
-			return nil, fmt.Errorf("unknown section %d", id)
+			return nil, 0, fmt.Errorf("unknown section %d", id)
 		}
 		if have[id] {
-			return nil, fmt.Errorf("section %d twice", id)
+			return nil, 0, fmt.Errorf("section %d twice", id)
 		}
 		have[id] = true
 		secs = append(secs, section{id, payload})
@@ -142,7 +162,7 @@ func rewrite(code []byte) ([]byte, error) {
 			nGlobals += n
 		}
 		if err != nil {
-			return nil, fmt.Errorf("section %d: %v", s.id, err)
+			return nil, 0, fmt.Errorf("section %d: %v", s.id, err)
 		}
 	}
 	rw := &rewriter{tick: nFuncImports, budget: nGlobals, types: nTypes}
@@ -179,13 +199,13 @@ func rewrite(code []byte) ([]byte, error) {
 			p = s.payload
 		}
 		if err != nil {
-			return nil, fmt.Errorf("section %d: %v", s.id, err)
+			return nil, 0, fmt.Errorf("section %d: %v", s.id, err)
 		}
 		out = append(out, s.id)
 		out = binary.AppendUvarint(out, uint64(len(p)))
 		out = append(out, p...)
 	}
-	return out, nil
+	return out, rw.tableEntries * tableEntryBytes, nil
 }
 
 // vecLen reads the length of the vector that starts b.
@@ -238,6 +258,11 @@ type rewriter struct {
 	tick   uint32 // index of braid.tick: functions from it on move up by one
 	budget uint32 // index of the countdown global
 	types  uint32 // the module's own types; the rewrite adds one after them
+
+	tableEntries uint64 // the sum of the tables' maxima, once rewritten
+
+	shape  fnShape // of the function being rewritten
+	weight uint64  // the sum of the squares of the functions' branch weights
 }
 
 // typeRef refuses a reference to the type the rewrite adds (valid only
@@ -277,7 +302,7 @@ func (rw *rewriter) countdown(b []byte) []byte {
 	b = append(b, 0x10)             // call
 	b = binary.AppendUvarint(b, uint64(rw.tick))
 	b = append(b, 0x41) // i32.const
-	b = binary.AppendVarint(b, tickEvery)
+	b = appendSLEB(b, tickEvery)
 	b = append(b, 0x24) // global.set
 	b = binary.AppendUvarint(b, uint64(rw.budget))
 	b = append(b, 0x0b, 0x23) // end; global.get
@@ -286,12 +311,83 @@ func (rw *rewriter) countdown(b []byte) []byte {
 	return binary.AppendUvarint(b, uint64(rw.budget))
 }
 
+// chargeRate is what a bulk instruction costs in countdown steps (loop
+// iterations): (n * mul) >> shift for its length n. A loop iteration is
+// some 0.3 ns or more; memset and memmove move 4 bytes in about that time,
+// a table entry is 8 bytes, and a memory page 64 KiB.
+type chargeRate struct{ mul, shift uint64 }
+
+var (
+	chargeBytes   = chargeRate{1, 2}
+	chargeEntries = chargeRate{2, 0}
+	chargePages   = chargeRate{16384, 0}
+)
+
+// bulkCharge returns the rate of the 0xFC instruction sub, if it is a bulk
+// one.
+func bulkCharge(sub uint32) (chargeRate, bool) {
+	switch sub {
+	case 8, 10, 11: // memory.init, memory.copy, memory.fill
+		return chargeBytes, true
+	case 12, 14, 15, 17: // table.init, table.copy, table.grow, table.fill
+		return chargeEntries, true
+	}
+	return chargeRate{}, false
+}
+
+// charge is the code inserted before a bulk instruction, whose length
+// operand is on top of the stack: it charges the countdown (see the top
+// of this file) and leaves the operand as it was.
+func (rw *rewriter) charge(b []byte, rate chargeRate) []byte {
+	n, c := uint64(rw.budget+1), uint64(rw.budget+2)
+	b = append(b, 0x24) // global.set $n
+	b = binary.AppendUvarint(b, n)
+	b = append(b, 0x23) // global.get $n
+	b = binary.AppendUvarint(b, n)
+	b = append(b, 0xad) // i64.extend_i32_u
+	if rate.mul != 1 {
+		b = append(b, 0x42) // i64.const
+		b = appendSLEB(b, int64(rate.mul))
+		b = append(b, 0x7e) // i64.mul
+	}
+	if rate.shift != 0 {
+		b = append(b, 0x42)
+		b = appendSLEB(b, int64(rate.shift))
+		b = append(b, 0x88) // i64.shr_u
+	}
+	b = append(b, 0x24) // global.set $c
+	b = binary.AppendUvarint(b, c)
+	b = append(b, 0x23) // global.get $c
+	b = binary.AppendUvarint(b, c)
+	b = append(b, 0x23) // global.get $budget
+	b = binary.AppendUvarint(b, uint64(rw.budget))
+	b = append(b, 0xad, 0x5a, 0x04, 0x40) // i64.extend_i32_u; i64.ge_u; if
+	b = append(b, 0x10)                   // call $tick
+	b = binary.AppendUvarint(b, uint64(rw.tick))
+	b = append(b, 0x41) // i32.const tickEvery
+	b = appendSLEB(b, tickEvery)
+	b = append(b, 0x24) // global.set $budget
+	b = binary.AppendUvarint(b, uint64(rw.budget))
+	b = append(b, 0x05, 0x23) // else; global.get $budget
+	b = binary.AppendUvarint(b, uint64(rw.budget))
+	b = append(b, 0x23) // global.get $c
+	b = binary.AppendUvarint(b, c)
+	b = append(b, 0xa7, 0x6b, 0x24) // i32.wrap_i64; i32.sub; global.set $budget
+	b = binary.AppendUvarint(b, uint64(rw.budget))
+	b = append(b, 0x0b, 0x23) // end; global.get $n
+	return binary.AppendUvarint(b, n)
+}
+
 // globals renumbers ref.func in the initializers and appends the
-// countdown global: a mutable i32 starting at tickEvery.
+// countdown global, a mutable i32 starting at tickEvery, and the scratch
+// globals of charge, a mutable i32 and a mutable i64.
 func (rw *rewriter) globals(b []byte) ([]byte, error) {
 	r := reader{b: b}
 	n := r.u32()
-	out := binary.AppendUvarint(nil, uint64(n)+1)
+	if r.err == nil && n > MaxGlobals {
+		return nil, fmt.Errorf("%d globals; at most %d are allowed", n, MaxGlobals)
+	}
+	out := binary.AppendUvarint(nil, uint64(n)+3)
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		start := r.b
 		r.valType()
@@ -306,8 +402,10 @@ func (rw *rewriter) globals(b []byte) ([]byte, error) {
 		return nil, err
 	}
 	out = append(out, 0x7f, 0x01, 0x41) // i32, mutable, i32.const
-	out = binary.AppendVarint(out, tickEvery)
-	return append(out, 0x0b), nil
+	out = appendSLEB(out, tickEvery)
+	out = append(out, 0x0b)
+	out = append(out, 0x7f, 0x01, 0x41, 0x00, 0x0b)       // $n: i32, mutable, 0
+	return append(out, 0x7e, 0x01, 0x42, 0x00, 0x0b), nil // $c: i64, mutable, 0
 }
 
 func (rw *rewriter) exports(b []byte) ([]byte, error) {
@@ -333,31 +431,72 @@ func (rw *rewriter) start(b []byte) ([]byte, error) {
 	return binary.AppendUvarint(nil, uint64(rw.fn(idx))), r.end()
 }
 
+// MaxTableEntries bounds every table: the rewrite gives a table without
+// a maximum, or with a larger one, this maximum (table.grow past it
+// returns -1), and refuses a table that starts larger. Its entries count
+// toward the run's memory limit at tableEntryBytes each (see Module.Run).
+const MaxTableEntries = 1 << 20
+
+// tableEntryBytes is what a table entry costs the host: 8 bytes, and as
+// much again while wazero's table.grow copies the table into a larger one.
+const tableEntryBytes = 16
+
 // tables renumbers the initializers of the function-references proposal's
-// table form (0x40 0x00 tabletype expr).
+// table form (0x40 0x00 tabletype expr) and bounds every table's maximum
+// (MaxTableEntries), adding it to rw.tableEntries.
 func (rw *rewriter) tables(b []byte) ([]byte, error) {
 	r := reader{b: b}
 	n := r.u32()
+	if r.err == nil && n > MaxTables {
+		return nil, fmt.Errorf("%d tables; at most %d are allowed", n, MaxTables)
+	}
 	out := binary.AppendUvarint(nil, uint64(n))
 	for i := uint32(0); i < n && r.err == nil; i++ {
-		if len(r.b) > 0 && r.b[0] == 0x40 {
+		init := len(r.b) > 0 && r.b[0] == 0x40
+		if init {
 			out = append(out, r.byte(), r.byte())
-			start := r.b
-			r.valType()
-			r.limits()
-			out = append(out, start[:len(start)-len(r.b)]...)
-			var err error
-			if out, err = rw.constExpr(&r, out); err != nil {
-				return nil, err
-			}
-			continue
 		}
 		start := r.b
 		r.valType()
-		r.limits()
 		out = append(out, start[:len(start)-len(r.b)]...)
+		var err error
+		if out, err = rw.tableLimits(&r, out, i); err != nil {
+			return nil, err
+		}
+		if init {
+			if out, err = rw.constExpr(&r, out); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return out, r.end()
+}
+
+// tableLimits copies the limits of table i with its maximum bounded by
+// MaxTableEntries.
+func (rw *rewriter) tableLimits(r *reader, out []byte, i uint32) ([]byte, error) {
+	flags := r.byte()
+	if r.err != nil {
+		return nil, r.err
+	}
+	if flags&^0x01 != 0 {
+		return nil, fmt.Errorf("table %d: %w (limits flags 0x%02x)", i, errBeyond2, flags)
+	}
+	lo := r.uleb(32)
+	hi := uint64(MaxTableEntries)
+	if flags&0x01 != 0 {
+		hi = min(r.uleb(32), hi)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if lo > MaxTableEntries {
+		return nil, fmt.Errorf("table %d starts with %d entries; at most %d are allowed", i, lo, MaxTableEntries)
+	}
+	rw.tableEntries += hi
+	out = append(out, 0x01)
+	out = binary.AppendUvarint(out, lo)
+	return binary.AppendUvarint(out, hi), nil
 }
 
 // elements renumbers the functions of every element segment.
@@ -413,8 +552,14 @@ func (rw *rewriter) constExpr(r *reader, out []byte) ([]byte, error) {
 
 // code rewrites every function body.
 func (rw *rewriter) code(b []byte) ([]byte, error) {
+	if len(b) > MaxCodeBytes {
+		return nil, fmt.Errorf("%d bytes of code; at most %d are allowed", len(b), MaxCodeBytes)
+	}
 	r := reader{b: b}
 	n := r.u32()
+	if r.err == nil && n > MaxFunctions {
+		return nil, fmt.Errorf("%d functions; at most %d are allowed", n, MaxFunctions)
+	}
 	out := binary.AppendUvarint(nil, uint64(n))
 	var body []byte
 	for i := uint32(0); i < n && r.err == nil; i++ {
@@ -423,21 +568,35 @@ func (rw *rewriter) code(b []byte) ([]byte, error) {
 		if r.err != nil {
 			break
 		}
+		if size > MaxFunctionBytes {
+			return nil, fmt.Errorf("function %d: %d bytes; at most %d are allowed", i, size, MaxFunctionBytes)
+		}
 		// Locals: a vector of (count, type).
 		start := fr.b
 		nl := fr.u32()
+		var locals uint64
 		for j := uint32(0); j < nl && fr.err == nil; j++ {
-			fr.u32()
+			locals += uint64(fr.u32())
 			fr.valType()
+		}
+		if locals > MaxLocals {
+			return nil, fmt.Errorf("function %d: %d locals; at most %d are allowed", i, locals, MaxLocals)
 		}
 		body = append(body[:0], start[:len(start)-len(fr.b)]...)
 		body = rw.countdown(body)
+		rw.shape = fnShape{}
 		var err error
 		if body, err = rw.instructions(&fr, body, true, false); err != nil {
 			return nil, fmt.Errorf("function %d: %v", i, err)
 		}
 		if fr.err == nil && len(fr.b) != 0 {
 			return nil, fmt.Errorf("function %d: %d bytes after its end", i, len(fr.b))
+		}
+		if err := rw.shape.check(&rw.weight); err != nil {
+			return nil, fmt.Errorf("function %d: %v", i, err)
+		}
+		if rw.weight > MaxModuleWeight {
+			return nil, fmt.Errorf("the functions up to %d have a total squared branch weight over %d (see MaxBranchWeight); the module would take too long to compile", i, MaxModuleWeight)
 		}
 		out = binary.AppendUvarint(out, uint64(len(body)))
 		out = append(out, body...)
@@ -450,7 +609,8 @@ var errBeyond2 = errors.New("uses an instruction beyond WebAssembly 2.0")
 // instructions copies instructions from r to out up to the end of the
 // function body (the end that closes depth 0) or, with expr, of a
 // constant expression. It renumbers function indices and, with loops,
-// inserts the countdown after each loop's block type.
+// inserts the countdown after each loop's block type and the charge
+// before each bulk instruction.
 func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byte, error) {
 	depth := 0
 	for r.err == nil {
@@ -465,6 +625,15 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 				}
 			}
 			depth++
+			if loops {
+				w := uint64(weightBlock)
+				if op == 0x03 {
+					w = weightLoop
+				}
+				if err := rw.shape.open(w); err != nil {
+					return nil, err
+				}
+			}
 			if op == 0x03 && loops {
 				out = append(out, start[:len(start)-len(r.b)]...)
 				out = rw.countdown(out)
@@ -475,17 +644,29 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 				return append(out, op), r.err
 			}
 			depth--
+			if loops {
+				rw.shape.depth--
+			}
 		case op == 0x10 || op == 0x12 || op == 0xd2: // call, return_call, ref.func
 			idx := r.u32()
 			out = append(out, op)
 			out = binary.AppendUvarint(out, uint64(rw.fn(idx)))
 			copied = true
-		case op <= 0x01 || op == 0x05 || op == 0x0f || op == 0x1a || op == 0x1b || op == 0xd1:
+		case op <= 0x01 || op == 0x0f || op == 0x1a || op == 0x1b || op == 0xd1:
 			// no immediate
 		case op == 0x0c || op == 0x0d: // br, br_if
 			r.u32()
+			if op == 0x0d {
+				rw.shape.add(weightBlock)
+			}
+		case op == 0x05: // else
+			rw.shape.add(weightBlock)
 		case op == 0x0e: // br_table
 			n := r.u32()
+			if r.err == nil && n > MaxBrTable {
+				return nil, fmt.Errorf("a br_table with %d targets; at most %d are allowed", n, MaxBrTable)
+			}
+			rw.shape.add(weightBlock + uint64(n)*weightBrEntry)
 			for i := uint32(0); i <= n && r.err == nil; i++ {
 				r.u32()
 			}
@@ -513,8 +694,14 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 			r.u32()
 		case op >= 0x28 && op <= 0x3e: // loads and stores
 			r.memarg()
-		case op == 0x3f || op == 0x40: // memory.size, memory.grow
+		case op == 0x3f: // memory.size
 			r.u32()
+		case op == 0x40: // memory.grow
+			r.u32()
+			if loops && r.err == nil {
+				out = rw.charge(out, chargePages)
+				rw.shape.add(weightBlock)
+			}
 		case op == 0x41:
 			r.uleb(35) // s32; the sign does not matter for skipping
 		case op == 0x42:
@@ -527,8 +714,13 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 		case op == 0xd0: // ref.null
 			r.valType()
 		case op == 0xfc:
-			if err := r.prefixFC(); err != nil {
+			sub, err := r.prefixFC()
+			if err != nil {
 				return nil, err
+			}
+			if rate, ok := bulkCharge(sub); ok && loops && r.err == nil {
+				out = rw.charge(out, rate)
+				rw.shape.add(weightBulk)
 			}
 		case op == 0xfd:
 			if err := r.prefixFD(); err != nil {
@@ -591,18 +783,20 @@ func (r *reader) memarg() {
 
 // prefixFC skips the immediates of a 0xFC instruction: saturating
 // truncation, bulk memory and tables.
-func (r *reader) prefixFC() error {
+func (r *reader) prefixFC() (uint32, error) {
 	switch sub := r.u32(); {
 	case sub <= 7:
+		return sub, nil
 	case sub == 8, sub == 10, sub == 12, sub == 14: // memory.init, memory.copy, table.init, table.copy
 		r.u32()
 		r.u32()
+		return sub, nil
 	case sub == 9, sub == 11, sub == 13, sub >= 15 && sub <= 17:
 		r.u32()
+		return sub, nil
 	default:
-		return fmt.Errorf("%w (opcode 0xfc %d)", errBeyond2, sub)
+		return 0, fmt.Errorf("%w (opcode 0xfc %d)", errBeyond2, sub)
 	}
-	return nil
 }
 
 // prefixFD skips the immediates of a 0xFD (SIMD) instruction.
@@ -622,4 +816,18 @@ func (r *reader) prefixFD() error {
 		return fmt.Errorf("%w (opcode 0xfd %d)", errBeyond2, sub)
 	}
 	return nil
+}
+
+// appendSLEB appends v as a signed LEB128 number, the encoding of the
+// immediates of i32.const and i64.const. (binary.AppendVarint is not it:
+// it zigzags, so 65536 read back as 131072.)
+func appendSLEB(b []byte, v int64) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
 }

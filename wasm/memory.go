@@ -1,22 +1,45 @@
 package wasm
 
-import "github.com/tetratelabs/wazero/experimental"
+import (
+	"runtime"
 
-// keepMemory is the largest linear memory kept for the next run; a larger
-// one is left to the garbage collector so an idle Engine holds little.
+	"github.com/tetratelabs/wazero/experimental"
+)
+
+// keepMemory is the largest linear memory kept resident for the next run;
+// a larger one is handed back to the kernel (or the garbage collector) so
+// an idle Engine holds little.
 const keepMemory = 4 << 20
 
-// linearMemory backs the linear memory of one run with a Go slice that may
-// not grow past limit. It implements experimental.MemoryAllocator and
-// experimental.LinearMemory; one run uses it from one goroutine.
+// linearMemory backs the linear memory of one run and refuses to grow it
+// past its limit. It implements experimental.MemoryAllocator and
+// experimental.LinearMemory; one run uses it from one goroutine. Its zero
+// value is ready for reset.
 //
-// Between runs buf keeps its capacity and is all zero, so the next run's
-// memory needs neither an allocation nor zeroing unless it grows.
+// Where the platform allows (Linux, see memory_linux.go), the memory is a
+// region of address space reserved once, MaxMemory bytes with no access,
+// and made readable and writable as the module grows: growing never moves
+// or copies the memory, so the host holds at most the pages the module
+// touched, never an old and a new buffer at once. Elsewhere, or if the
+// reservation fails, it is a Go slice that doubles (a grow copies, so the
+// host holds up to 1.5 times the limit for a moment).
+//
+// Between runs the memory is all zero: a small one is cleared and stays
+// resident, so the next run's memory needs no allocation nor page faults.
 type linearMemory struct {
-	buf     []byte
-	limit   uint64 // bytes this run may use, a multiple of pageSize
-	max     uint64 // min(limit, the module's declared maximum)
-	refused bool   // a grow past max was refused
+	reg     *region // the reserved address space, or nil for a Go slice
+	noMap   bool    // reserving failed once: use Go slices
+	buf     []byte  // the memory, as wazero sees it
+	limit   uint64  // bytes this run may use, a multiple of pageSize
+	max     uint64  // min(limit, the module's declared maximum)
+	refused bool    // a grow past max was refused
+}
+
+// region is address space reserved for linear memory: mem, of which the
+// first rw bytes are readable and writable.
+type region struct {
+	mem []byte
+	rw  uint64
 }
 
 var (
@@ -35,6 +58,16 @@ func (m *linearMemory) reset(limit uint64) {
 // per instantiation; max is what the module declares (4 GiB if nothing).
 func (m *linearMemory) Allocate(_, max uint64) experimental.LinearMemory {
 	m.max = min(m.limit, max)
+	if m.reg == nil && !m.noMap {
+		mem, err := reserve(MaxMemory)
+		if err != nil {
+			m.noMap = true
+		} else {
+			m.reg = &region{mem: mem}
+			m.buf = nil
+			runtime.AddCleanup(m.reg, func(mem []byte) { release(mem) }, mem)
+		}
+	}
 	return m
 }
 
@@ -45,6 +78,17 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 	if size > m.max {
 		m.refused = true
 		return nil
+	}
+	if r := m.reg; r != nil {
+		if size > r.rw {
+			if err := commit(r.mem[r.rw:size]); err != nil {
+				m.refused = true // the kernel refused the memory: as if over the limit
+				return nil
+			}
+			r.rw = size
+		}
+		m.buf = r.mem[:size:size]
+		return m.buf
 	}
 	if size <= uint64(cap(m.buf)) {
 		// Bytes past len were never written: the slice is zero there.
@@ -65,8 +109,19 @@ func (m *linearMemory) Reallocate(size uint64) []byte {
 // recycles the memory once its module is closed (see recycle).
 func (m *linearMemory) Free() {}
 
-// recycle zeroes the memory for the next run, or drops it if large.
+// recycle zeroes the memory for the next run: a small one by clearing it,
+// a large one by handing its pages back (they read as zero when touched
+// again).
 func (m *linearMemory) recycle() {
+	if r := m.reg; r != nil {
+		if len(m.buf) > keepMemory {
+			discard(r.mem[:r.rw])
+		} else {
+			clear(m.buf)
+		}
+		m.buf = nil
+		return
+	}
 	if cap(m.buf) > keepMemory {
 		m.buf = nil
 		return

@@ -19,7 +19,7 @@ import (
 // Limits bound one run of a module. Zero (or negative) fields mean the
 // defaults.
 type Limits struct {
-	Memory  int64         // bytes of linear memory the module may use, at most MaxMemory; 0 = DefaultMemory
+	Memory  int64         // bytes of linear memory and tables (instrument) the module may use, at most MaxMemory; 0 = DefaultMemory
 	Timeout time.Duration // wall-clock limit of one run; 0 = DefaultTimeout
 	Output  int64         // bytes the module may write to stdout; 0 = DefaultOutput
 }
@@ -59,6 +59,9 @@ type Module struct {
 	code     []byte // to compile again after an eviction
 	compiled wazero.CompiledModule
 	memMin   uint64 // bytes of memory the module starts with
+	// tableBytes is what its tables may take at most; it counts toward
+	// Limits.Memory (instrument bounds the tables).
+	tableBytes uint64
 
 	used atomic.Uint64 // e.tick at the last use, for eviction
 	refs atomic.Int64  // runs under way, plus evictedBit once evicted
@@ -192,9 +195,12 @@ func (m *Module) Run(ctx context.Context, name string, stdin []byte, env map[str
 	mod.touch()
 
 	lim = lim.withDefaults()
-	if mod.memMin > uint64(lim.Memory) {
-		return nil, &RunError{Op: name, Reason: ReasonMemory,
-			Detail: fmt.Sprintf("limit %s, needs %s at start", formatBytes(lim.Memory), formatBytes(int64(mod.memMin)))}
+	if need := mod.memMin + mod.tableBytes; need > uint64(lim.Memory) {
+		detail := fmt.Sprintf("limit %s, needs %s at start", formatBytes(lim.Memory), formatBytes(int64(need)))
+		if mod.tableBytes >= pageSize {
+			detail += fmt.Sprintf(": memory %s and tables of up to %s", formatBytes(int64(mod.memMin)), formatBytes(int64(mod.tableBytes)))
+		}
+		return nil, &RunError{Op: name, Reason: ReasonMemory, Detail: detail}
 	}
 	st := e.getState()
 	defer e.putState(st)
@@ -207,7 +213,7 @@ func (m *Module) Run(ctx context.Context, name string, stdin []byte, env map[str
 	defer cancel()
 	st.in.Reset(stdin)
 	st.out = output{limit: lim.Output, cancel: cancel}
-	st.mem.reset(uint64(lim.Memory) / pageSize * pageSize)
+	st.mem.reset((uint64(lim.Memory) - mod.tableBytes) / pageSize * pageSize)
 	ictx := experimental.WithMemoryAllocator(runCtx, &st.mem)
 
 	inst, err := e.rt.InstantiateModule(ictx, mod.compiled, cfg)

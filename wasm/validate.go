@@ -33,6 +33,10 @@ func Validate(ctx context.Context, code []byte) error {
 	if _, err := parseImports(code); err != nil {
 		return err
 	}
+	// The compile limits (limits.go), which the rewrite checks.
+	if _, _, err := instrument(code); err != nil {
+		return err
+	}
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer rt.Close(context.WithoutCancel(ctx))
 	cm, err := rt.CompileModule(ctx, code)

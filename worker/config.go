@@ -10,7 +10,20 @@ import (
 
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/transport"
+	"github.com/braid-hpc/braid/wasm"
 )
+
+// defaultMaxUnitMem is Config.MaxUnitMem when 0: a quarter of ram (bytes,
+// 0 if unknown) divided among threads, so that every thread's unit at its
+// limit leaves three quarters of the host to everything else; 1 GiB per
+// thread if ram is unknown; never under wasm.DefaultMemory (256 MiB), so
+// that jobs with the default unit memory run on a small host too.
+func defaultMaxUnitMem(ram int64, threads int) int64 {
+	if ram <= 0 {
+		return 1 << 30
+	}
+	return max(ram/4/int64(max(threads, 1)), wasm.DefaultMemory)
+}
 
 // Config configures a Worker. Servers and Key are required; every other
 // field's zero value works.
@@ -60,6 +73,12 @@ type Config struct {
 	// MaxModule bounds the size of a module the worker downloads. Zero
 	// means 64 MiB.
 	MaxModule int64
+	// MaxUnitMem bounds the memory a unit of a user operation may ask for
+	// (a job's unit_mem, which counts its linear memory and tables): a
+	// unit asking more fails, naming both. Zero means a quarter of the
+	// host's RAM divided by Threads (1 GiB per thread if the RAM is
+	// unknown), at least wasm.DefaultMemory and at most wasm.MaxMemory.
+	MaxUnitMem int64
 	// Name labels the worker in listings. Empty means the host name.
 	Name string
 	// Dir is where free disk space is measured. Empty means the system's
@@ -112,6 +131,13 @@ func (c *Config) populate() error {
 	if c.MaxModule <= 0 {
 		c.MaxModule = 64 << 20
 	}
+	if c.MaxUnitMem < 0 {
+		return errors.New("worker: MaxUnitMem must not be negative (0 means a quarter of the RAM per thread)")
+	}
+	if c.MaxUnitMem == 0 {
+		c.MaxUnitMem = defaultMaxUnitMem(memTotal(), c.Threads)
+	}
+	c.MaxUnitMem = min(c.MaxUnitMem, wasm.MaxMemory)
 	if c.FiguresInterval <= 0 {
 		c.FiguresInterval = 30 * time.Second
 	}

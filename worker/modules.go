@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
@@ -30,12 +31,19 @@ type modules struct {
 	temp    bool   // dir is ours to remove
 	max     int64  // bytes kept in dir
 	maxSize int64  // bytes of one module
+	maxMem  int64  // bytes of memory a unit may ask for (Config.MaxUnitMem)
 	servers []*client.Client
 	allow   map[string]bool // nil: every operation
 
 	mu      sync.Mutex
 	loading map[string]*load
 	tried   map[string]bool // hashes prefetch loaded, or tried to
+	// failed keeps, by hash, why a module could not be compiled (beyond
+	// the compile limits, not a command module, or too long to compile):
+	// it is never compiled again, by prefetch or by a unit. A file
+	// HASH.failed in dir keeps it across restarts.
+	failed   map[string]error
+	compiles atomic.Int64 // compilations started, for tests
 }
 
 // Prefetching: every prefetchInterval the worker lists the servers'
@@ -93,7 +101,8 @@ type load struct {
 }
 
 func newModules(cfg *Config, servers []*client.Client) (*modules, error) {
-	m := &modules{dir: cfg.ModuleDir, max: cfg.ModuleCache, maxSize: cfg.MaxModule, servers: servers, loading: map[string]*load{}, tried: map[string]bool{}}
+	m := &modules{dir: cfg.ModuleDir, max: cfg.ModuleCache, maxSize: cfg.MaxModule, maxMem: cfg.MaxUnitMem, servers: servers,
+		loading: map[string]*load{}, tried: map[string]bool{}, failed: map[string]error{}}
 	if cfg.Modules != nil {
 		m.allow = map[string]bool{}
 		for _, n := range cfg.Modules {
@@ -153,6 +162,14 @@ func (m *modules) run(ctx context.Context, g *gate, hash string, u *api.Unit) ([
 		Output:  paramInt(u.Params, api.ParamOutput),
 		Timeout: time.Duration(paramInt(u.Params, api.ParamTimeout)) * time.Millisecond,
 	}
+	if m.maxMem > 0 {
+		switch {
+		case lim.Memory > m.maxMem:
+			return nil, 0, fmt.Errorf("%s: the unit asks for %d bytes of memory; this worker allows at most %d per unit (braid worker --max-unit-mem): submit with a smaller --unit-mem", name, lim.Memory, m.maxMem)
+		case lim.Memory == 0:
+			lim.Memory = min(wasm.DefaultMemory, m.maxMem)
+		}
+	}
 	env := make(map[string]string, len(u.Params))
 	for k, v := range u.Params {
 		if !strings.HasPrefix(k, "braid.") {
@@ -185,13 +202,17 @@ func paramInt(p map[string]string, k string) int64 {
 	return max(v, 0)
 }
 
-// get returns the compiled module with hash, loading it once.
+// get returns the compiled module with hash, loading it once; a module
+// that failed to compile fails at once, with the first error.
 func (m *modules) get(ctx context.Context, hash string) (*wasm.Module, error) {
 	if mod, ok := m.engine.Lookup(hash); ok {
 		return mod, nil
 	}
 	if len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
 		return nil, fmt.Errorf("module %q: not a sha256 in hex", hash)
+	}
+	if err := m.failure(hash); err != nil {
+		return nil, err
 	}
 	m.mu.Lock()
 	l := m.loading[hash]
@@ -232,12 +253,53 @@ func (m *modules) load(ctx context.Context, hash string) (*wasm.Module, error) {
 		}
 		m.keep(path, code)
 	}
+	m.compiles.Add(1)
 	mod, err := m.engine.Compile(ctx, code)
 	if err != nil {
-		return nil, fmt.Errorf("module %s: %w", hash[:12], err)
+		err = fmt.Errorf("module %s: %w", hash[:12], err)
+		if errors.Is(err, wasm.ErrBadModule) || errors.Is(err, wasm.ErrCompileTimeout) {
+			m.fail(hash, err)
+		}
+		return nil, err
 	}
 	return mod, nil
 }
+
+// failedSuffix names the file that keeps why a module failed to compile.
+const failedSuffix = ".failed"
+
+// fail records that the module with hash cannot be compiled, in memory
+// and on disk.
+func (m *modules) fail(hash string, err error) {
+	m.mu.Lock()
+	m.failed[hash] = err
+	m.mu.Unlock()
+	os.WriteFile(filepath.Join(m.dir, hash+failedSuffix), []byte(err.Error()), 0o600) // best effort: then it fails again after a restart
+}
+
+// failure returns why the module with hash could not be compiled, by this
+// worker now or before a restart, or nil.
+func (m *modules) failure(hash string) error {
+	m.mu.Lock()
+	err := m.failed[hash]
+	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	b, rerr := os.ReadFile(filepath.Join(m.dir, hash+failedSuffix))
+	if rerr != nil {
+		return nil
+	}
+	err = fmt.Errorf("%w: %s (this worker does not compile it again)", errFailedBefore, strings.TrimSpace(string(b)))
+	m.mu.Lock()
+	m.failed[hash] = err
+	m.mu.Unlock()
+	return err
+}
+
+// errFailedBefore is the error of a module that failed to compile before
+// this worker started.
+var errFailedBefore = errors.New("failed to compile before")
 
 func sum(b []byte) string {
 	s := sha256.Sum256(b)

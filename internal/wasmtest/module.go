@@ -1,0 +1,154 @@
+package wasmtest
+
+import "encoding/binary"
+
+// Module describes a small WASI-shaped command module assembled in Go,
+// for tests that need a module clang would never emit (hostile ones): one
+// function type func() -> (), a "_start" built from Start, more functions
+// of the same type, funcref tables, i32 globals and one memory, exported as
+// "memory". Bytes assembles it; it imports nothing.
+type Module struct {
+	// Start is the body of _start (function 0): its instructions, without
+	// the final end.
+	Start []byte
+	// Locals is how many i32 locals every function has.
+	Locals uint32
+	// Funcs are the bodies of functions 1, 2, ..., like Start.
+	Funcs [][]byte
+	// MemPages is the memory's minimum size in 64 KiB pages; MemMax, if
+	// not 0, its maximum.
+	MemPages, MemMax uint32
+	// Tables are funcref tables, by their minimum number of entries.
+	Tables []uint32
+	// Globals is how many mutable i32 globals (starting at 0) it has.
+	Globals uint32
+	// Data, if not nil, is a passive data segment (for memory.init).
+	Data []byte
+}
+
+// Bytes returns the module's binary.
+func (m Module) Bytes() []byte {
+	out := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+	out = Section(out, 1, Vec(1, []byte{0x60, 0, 0}))
+	nf := uint32(1 + len(m.Funcs))
+	var funcs []byte
+	for range nf {
+		funcs = append(funcs, 0)
+	}
+	out = Section(out, 3, Vec(nf, funcs))
+	if len(m.Tables) > 0 {
+		var t []byte
+		for _, min := range m.Tables {
+			t = append(t, 0x70, 0)
+			t = binary.AppendUvarint(t, uint64(min))
+		}
+		out = Section(out, 4, Vec(uint32(len(m.Tables)), t))
+	}
+	mem := []byte{0}
+	if m.MemMax != 0 {
+		mem[0] = 1
+	}
+	mem = binary.AppendUvarint(mem, uint64(m.MemPages))
+	if m.MemMax != 0 {
+		mem = binary.AppendUvarint(mem, uint64(m.MemMax))
+	}
+	out = Section(out, 5, Vec(1, mem))
+	if m.Globals > 0 {
+		var g []byte
+		for range m.Globals {
+			g = append(g, 0x7f, 1, 0x41, 0, 0x0b)
+		}
+		out = Section(out, 6, Vec(m.Globals, g))
+	}
+	exp := append(Name(nil, "_start"), 0, 0)
+	exp = append(Name(exp, "memory"), 2, 0)
+	out = Section(out, 7, Vec(2, exp))
+	if m.Data != nil {
+		out = Section(out, 12, binary.AppendUvarint(nil, 1))
+	}
+	var code []byte
+	for _, body := range append([][]byte{m.Start}, m.Funcs...) {
+		var f []byte
+		if m.Locals > 0 {
+			f = append(f, 1)
+			f = binary.AppendUvarint(f, uint64(m.Locals))
+			f = append(f, 0x7f)
+		} else {
+			f = append(f, 0)
+		}
+		f = append(f, body...)
+		f = append(f, 0x0b)
+		code = binary.AppendUvarint(code, uint64(len(f)))
+		code = append(code, f...)
+	}
+	out = Section(out, 10, Vec(nf, code))
+	if m.Data != nil {
+		d := []byte{1} // passive
+		d = binary.AppendUvarint(d, uint64(len(m.Data)))
+		out = Section(out, 11, Vec(1, append(d, m.Data...)))
+	}
+	return out
+}
+
+// Section appends a section with this id and payload to b.
+func Section(b []byte, id byte, payload []byte) []byte {
+	b = append(b, id)
+	b = binary.AppendUvarint(b, uint64(len(payload)))
+	return append(b, payload...)
+}
+
+// Vec returns a vector of n entries already encoded in entries.
+func Vec(n uint32, entries []byte) []byte {
+	return append(binary.AppendUvarint(nil, uint64(n)), entries...)
+}
+
+// Name appends a name (length and bytes) to b.
+func Name(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// I32 appends i32.const v to b.
+func I32(b []byte, v int32) []byte {
+	return SLEB(append(b, 0x41), int64(v))
+}
+
+// Instructions used by hostile modules; append immediates where they have
+// them.
+var (
+	MemoryFill = []byte{0xfc, 11, 0}    // memory.fill (dst, value, n)
+	MemoryCopy = []byte{0xfc, 10, 0, 0} // memory.copy (dst, src, n)
+	MemoryGrow = []byte{0x40, 0}        // memory.grow (pages) -> old pages or -1
+	Drop       = []byte{0x1a}
+)
+
+// TableGrow returns table.grow of table t: (ref.null func, n) -> old size
+// or -1; the caller pushes n.
+func TableGrow(t uint32) []byte {
+	return binary.AppendUvarint([]byte{0xfc, 15}, uint64(t))
+}
+
+// RefNullFunc is ref.null func.
+var RefNullFunc = []byte{0xd0, 0x70}
+
+// Repeat returns n copies of b.
+func Repeat(b []byte, n int) []byte {
+	out := make([]byte, 0, len(b)*n)
+	for range n {
+		out = append(out, b...)
+	}
+	return out
+}
+
+// SLEB appends v as a signed LEB128 number, the encoding of the
+// immediates of i32.const and i64.const.
+func SLEB(b []byte, v int64) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
