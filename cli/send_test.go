@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -167,6 +168,10 @@ func TestRecvRefuses(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dst, "adir"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	taken := []byte("a file already here\n")
+	if err := os.WriteFile(filepath.Join(dst, "taken"), taken, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	rx := start(t, "recv", "--listen", "127.0.0.1:0", "--dir", dst)
 	addr := rx.listening(t)
 	content := []byte("evil content")
@@ -187,6 +192,7 @@ func TestRecvRefuses(t *testing.T) {
 		{"empty", xfer.Header{Name: ""}, good, "refusing file name"},
 		{"checksum", xfer.Header{Name: "evil"}, &xfer.Trailer{SHA256: strings.Repeat("0", 64)}, "SHA-256 mismatch"},
 		{"over directory", xfer.Header{Name: "adir"}, good, "not a regular file"},
+		{"over a file", xfer.Header{Name: "taken"}, good, "taken already exists"},
 		{"version", xfer.Header{Name: "evil", Version: 99}, good, "version 99"},
 	}
 	for _, tt := range tests {
@@ -202,8 +208,11 @@ func TestRecvRefuses(t *testing.T) {
 			}
 		})
 	}
-	if names := dirNames(t, dst); len(names) != 1 || names[0] != "adir" {
-		t.Errorf("receiver directory holds %v, want only adir", names)
+	if names := dirNames(t, dst); len(names) != 2 || names[0] != "adir" || names[1] != "taken" {
+		t.Errorf("receiver directory holds %v, want only adir and taken", names)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dst, "taken")); !bytes.Equal(b, taken) {
+		t.Errorf("the existing file became %q: recv replaced it without --force", b)
 	}
 	if names := dirNames(t, parent); len(names) != 1 {
 		t.Errorf("parent directory holds %v", names)
@@ -217,13 +226,13 @@ func TestRecvRefuses(t *testing.T) {
 	_, sess := rawFile(t, addr, h, make([]byte, 300<<10), nil)
 	// Both waits share one 5s budget.
 	deadline := time.Now().Add(5 * time.Second)
-	testwait.Until(time.Until(deadline), func() bool { return len(dirNames(t, dst)) == 2 })
-	if names := dirNames(t, dst); len(names) != 2 {
+	testwait.Until(time.Until(deadline), func() bool { return len(dirNames(t, dst)) == 3 })
+	if names := dirNames(t, dst); len(names) != 3 {
 		t.Fatalf("no temporary file while receiving: %v", names)
 	}
 	sess.Close()
-	testwait.Until(time.Until(deadline), func() bool { return len(dirNames(t, dst)) == 1 })
-	if names := dirNames(t, dst); len(names) != 1 {
+	testwait.Until(time.Until(deadline), func() bool { return len(dirNames(t, dst)) == 2 })
+	if names := dirNames(t, dst); len(names) != 2 {
 		t.Errorf("after the sender went away the directory holds %v", names)
 	}
 	if !strings.Contains(rx.err.String(), "partial:") {

@@ -96,8 +96,13 @@ func (r *Receiver) receive(ctx context.Context, sess *transport.Session, st *tra
 	if err := CheckName(h.Name); err != nil {
 		return refuse(err)
 	}
-	if _, err := os.Lstat(filepath.Join(r.Dir, h.Name)); err == nil && !r.Overwrite {
-		return refuse(r.errExists(h.Name))
+	if fi, err := os.Lstat(filepath.Join(r.Dir, h.Name)); err == nil {
+		switch {
+		case !fi.Mode().IsRegular():
+			return refuse(fmt.Errorf("%s exists and is not a regular file", filepath.Join(r.Dir, h.Name)))
+		case !r.Overwrite:
+			return refuse(r.errExists(h.Name))
+		}
 	}
 	start := time.Now()
 	if m != nil {
