@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -489,71 +488,11 @@ func TestChanged(t *testing.T) {
 }
 
 // TestStreamsConcurrently runs stream loops in goroutines the way a
-// server would, with a worker dying midway, and checks that every unit
-// counts exactly once.
+// server did, all sleeping on Changed, with a worker dying midway, and
+// checks that every unit counts exactly once (TestStreamsWait does the
+// same on Wait).
 func TestStreamsConcurrently(t *testing.T) {
-	s := New(Config{})
-	const n = 500
-	workers := []Worker{{ID: "a", Streams: 3, Ops: []string{"op"}}, {ID: "b", Streams: 2, Ops: []string{"op"}}, {ID: "c", Streams: 1, Ops: []string{"op"}}}
-	for _, w := range workers {
-		s.SetWorker(w)
-	}
-	deps := make([]Unit, n)
-	for i := range deps {
-		deps[i] = Unit{ID: uint64(i), Op: "op"}
-		if i >= 10 {
-			deps[i].Deps = []uint64{uint64(i - 10)}
-		}
-	}
-	mustAdd(t, s, Job{ID: 1, Units: deps})
-
-	var mu sync.Mutex
-	counted := map[uint64]int{}
-	finished := make(chan struct{})
-	var once sync.Once
-	var wg sync.WaitGroup
-	for _, w := range workers {
-		for st := range w.Streams {
-			wg.Go(func() {
-				done := 0
-				for {
-					ch := s.Changed()
-					a, ok := s.Next(w.ID, st)
-					if !ok {
-						select {
-						case <-ch:
-							continue
-						case <-finished:
-							return
-						}
-					}
-					if w.ID == "c" && done == 20 {
-						s.RemoveWorker("c") // c dies holding a
-						return
-					}
-					done++
-					c, jobDone := s.Done(a)
-					if c {
-						mu.Lock()
-						counted[a.Unit]++
-						mu.Unlock()
-					}
-					if jobDone {
-						once.Do(func() { close(finished) })
-					}
-				}
-			})
-		}
-	}
-	wg.Wait()
-	if len(counted) != n {
-		t.Fatalf("%d units counted, want %d", len(counted), n)
-	}
-	for id, c := range counted {
-		if c != 1 {
-			t.Errorf("unit %d counted %d times", id, c)
-		}
-	}
+	countedOnce(t)(runStreams(t, New(Config{}), 3, 2, 500, false))
 }
 
 // TestDynamicShare: a stream of a dynamic job holds at most its share of

@@ -111,16 +111,23 @@ func TestWaitWakesReadyUnits(t *testing.T) {
 func TestStreamsWait(t *testing.T) {
 	for _, backups := range []bool{true, false} {
 		t.Run(fmt.Sprint("backups=", backups), func(t *testing.T) {
-			counted, n := runStreams(t, New(Config{NoBackups: !backups}), 40, 2, 400, true)
-			if len(counted) != n {
-				t.Fatalf("%d units counted, want %d", len(counted), n)
-			}
-			for id, c := range counted {
-				if c != 1 {
-					t.Errorf("unit %d counted %d times", id, c)
-				}
-			}
+			countedOnce(t)(runStreams(t, New(Config{NoBackups: !backups}), 40, 2, 400, true))
 		})
+	}
+}
+
+// countedOnce fails t unless each of the n units counted exactly once.
+func countedOnce(t *testing.T) func(counted map[uint64]int, n int) {
+	return func(counted map[uint64]int, n int) {
+		t.Helper()
+		if len(counted) != n {
+			t.Fatalf("%d units counted, want %d", len(counted), n)
+		}
+		for id, c := range counted {
+			if c != 1 {
+				t.Errorf("unit %d counted %d times", id, c)
+			}
+		}
 	}
 }
 
