@@ -122,17 +122,20 @@ func (d *Disk) Used() int64 { return d.used.Load() }
 
 // Recount counts the stored bytes again, for files changed behind the
 // store's back, and returns them.
-func (d *Disk) Recount(ctx context.Context) (int64, error) {
-	list, err := d.List(ctx)
+func (d *Disk) Recount(ctx context.Context) (int64, error) { return recount(ctx, d, d.used) }
+
+// recount sums the sizes of b's blobs into used and returns the sum.
+func recount(ctx context.Context, b Blobs, used *atomic.Int64) (int64, error) {
+	list, err := b.List(ctx)
 	if err != nil {
 		return 0, err
 	}
-	var used int64
-	for _, b := range list {
-		used += b.Size
+	var n int64
+	for _, bi := range list {
+		n += bi.Size
 	}
-	d.used.Store(used)
-	return used, nil
+	used.Store(n)
+	return n, nil
 }
 
 // Path returns the file that holds blob id (which need not exist).

@@ -277,18 +277,7 @@ func (s *S3) Unsynced() Blobs { return s }
 func (s *S3) Used() int64 { return s.used.Load() }
 
 // Recount implements BlobStore.
-func (s *S3) Recount(ctx context.Context) (int64, error) {
-	list, err := s.List(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var used int64
-	for _, b := range list {
-		used += b.Size
-	}
-	s.used.Store(used)
-	return used, nil
-}
+func (s *S3) Recount(ctx context.Context) (int64, error) { return recount(ctx, s, &s.used) }
 
 // Put implements Blobs.
 func (s *S3) Put(ctx context.Context, r io.Reader) (string, int64, error) {

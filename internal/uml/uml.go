@@ -261,22 +261,7 @@ func Run(ctx context.Context, cfg Config, argv ...string) (*Result, error) {
 		return nil, fmt.Errorf("%w: start %s: %v", ErrUnavailable, c.Kernel, err)
 	}
 	pid := uml.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- uml.Wait() }()
-	var werr error
-	timedOut := false
-	select {
-	case werr = <-exited:
-	case <-ctx.Done():
-		timedOut = true
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		werr = <-exited
-	}
-	// linux.uml may leave forked helpers behind when it dies: end the
-	// group it led, and wait (bounded) until its members are reaped.
-	for i := 0; i < 200 && syscall.Kill(-pid, syscall.SIGKILL) == nil; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
+	werr, timedOut := WaitGroup(ctx, uml)
 	res := &Result{ExitCode: -1, Console: console.Bytes(), Elapsed: time.Since(start), PID: pid}
 	res.Output, _ = os.ReadFile(filepath.Join(dir, "out"))
 	if timedOut {
@@ -296,6 +281,28 @@ func Run(ctx context.Context, cfg Config, argv ...string) (*Result, error) {
 		return res, fmt.Errorf("uml: exit status %q: %w", rc, err)
 	}
 	return res, nil
+}
+
+// WaitGroup waits for cmd, started as the leader of a process group of
+// its own (Setpgid), to exit, and returns its Wait error. When ctx ends
+// first it kills the group and reports timedOut. Either way it then ends
+// what is left of the group (a guest kernel may leave forked helpers
+// behind) and waits, bounded, until its members are reaped.
+func WaitGroup(ctx context.Context, cmd *exec.Cmd) (werr error, timedOut bool) {
+	pid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case werr = <-exited:
+	case <-ctx.Done():
+		timedOut = true
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		werr = <-exited
+	}
+	for i := 0; i < 200 && syscall.Kill(-pid, syscall.SIGKILL) == nil; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return werr, timedOut
 }
 
 func tail(b []byte, n int) []byte {

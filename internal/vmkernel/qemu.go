@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/braid-hpc/braid/internal/uml"
 )
 
 // The QEMU backend. Its one-time setup (about 30 s and 70 MB of download)
@@ -533,20 +535,7 @@ func runQEMU(ctx context.Context, cfg Config, argv []string) (*Result, error) {
 		return nil, fmt.Errorf("%w: start %s: %v", ErrUnavailable, qemu, err)
 	}
 	pid := q.Process.Pid
-	exited := make(chan error, 1)
-	go func() { exited <- q.Wait() }()
-	var werr error
-	timedOut := false
-	select {
-	case werr = <-exited:
-	case <-ctx.Done():
-		timedOut = true
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		werr = <-exited
-	}
-	for i := 0; i < 200 && syscall.Kill(-pid, syscall.SIGKILL) == nil; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
+	werr, timedOut := uml.WaitGroup(ctx, q)
 	serial, _ := os.ReadFile(filepath.Join(x, "serial"))
 	guestErr, _ := os.ReadFile(filepath.Join(x, "console"))
 	res := &Result{ExitCode: -1, Elapsed: time.Since(start), PID: pid, Backend: QEMU, Kernel: kver,
