@@ -468,13 +468,7 @@ func (s *Server) postWorker(w http.ResponseWriter, r *http.Request) error {
 	if err := s.readJSON(w, r, "worker registration", &reg); err != nil {
 		return err
 	}
-	if err := s.checkRegister(&reg); err != nil {
-		return err
-	}
-	if err := s.checkOwned(&reg, caller(r), r.RemoteAddr); err != nil {
-		return err
-	}
-	ans, err := s.register(r.Context(), "", reg)
+	ans, err := s.register(r.Context(), "", reg, caller(r), r.RemoteAddr)
 	if err != nil {
 		return err
 	}
@@ -488,16 +482,10 @@ func (s *Server) putWorker(w http.ResponseWriter, r *http.Request) error {
 	if err := s.readJSON(w, r, "worker registration", &reg); err != nil {
 		return err
 	}
-	if err := s.checkRegister(&reg); err != nil {
-		return err
-	}
-	if err := s.checkOwned(&reg, caller(r), r.RemoteAddr); err != nil {
-		return err
-	}
 	if err := s.owners.check(r.PathValue("id"), caller(r)); err != nil {
 		return err
 	}
-	ans, err := s.register(r.Context(), r.PathValue("id"), reg)
+	ans, err := s.register(r.Context(), r.PathValue("id"), reg, caller(r), r.RemoteAddr)
 	if err != nil {
 		return err
 	}

@@ -108,9 +108,13 @@ func (s *Server) checkOwned(reg *api.Register, who principal, source string) err
 // worker, or one whose addresses changed or that the server does not hold
 // live (it was declared dead, or the server restarted), gets a new
 // data-plane session; the registration fails if the server cannot open
-// it.
-func (s *Server) register(ctx context.Context, id string, reg api.Register) (api.Registration, error) {
+// it. who and source are the registration's sender and its address
+// (checkOwned); an empty source is the server's own.
+func (s *Server) register(ctx context.Context, id string, reg api.Register, who principal, source string) (api.Registration, error) {
 	if err := s.checkRegister(&reg); err != nil {
+		return api.Registration{}, err
+	}
+	if err := s.checkOwned(&reg, who, source); err != nil {
 		return api.Registration{}, err
 	}
 	if id != "" {
@@ -228,7 +232,7 @@ func (s *Server) refresh(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.register(ctx, id, reg)
+	_, err = s.register(ctx, id, reg, principal{}, "") // figures the server itself asked for
 	return err
 }
 
