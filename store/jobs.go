@@ -67,6 +67,12 @@ type Job struct {
 	// Expired is when the output was removed after the retention
 	// period; zero while it is kept.
 	Expired time.Time
+	// Server names the server that owns the job while it is unfinished,
+	// and Epoch is the epoch of that server's lease when it took the
+	// job (leases.go): writes of the job's progress fenced by another
+	// epoch fail. CreateJob stores both as given.
+	Server string
+	Epoch  uint64
 }
 
 // JobSpec is the part of a job's request that only some jobs use: the
@@ -134,6 +140,9 @@ type UnitResult struct {
 	// Worker delivered the result; Result is its blob's ID.
 	Worker, Result string
 	ComputeNanos   int64
+	// Epoch, if not 0, is the lease epoch of the server that counted
+	// the result: it counts only while the job is still that epoch's.
+	Epoch uint64
 }
 
 // UnitKey names one unit.

@@ -21,6 +21,8 @@ import (
 type Meta interface {
 	// Jobs holds jobs, units and workers.
 	Jobs
+	// Leases let several servers share the database (leases.go).
+	Leases
 
 	// JobCounts returns how many jobs the store holds in each state, for
 	// the server's metrics. States without jobs are absent.

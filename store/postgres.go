@@ -23,9 +23,12 @@ import (
 // writes, kept in the one row of braid_schema. Version 1 is pgSchema
 // (the tables of SQLite's version 6); pgMigrations[v-1] takes a
 // database from version v to v+1.
-const pgSchemaVersion = 1
+const pgSchemaVersion = 2
 
-var pgMigrations = []string{}
+var pgMigrations = []string{
+	// 2: several servers over one database (leases.go).
+	leaseMigration("BIGINT"),
+}
 
 // pgSchema has the tables and columns of the SQLite schema, so that
 // copies between the two are column for column (copy.go). Times are
@@ -368,13 +371,13 @@ func (p *Postgres) CreateJob(ctx context.Context, j Job, units []Unit) (Job, err
 	j.Submitted, j.Started, j.Finished = p.now().UTC(), time.Time{}, time.Time{}
 	j.Total, j.Done, j.Failed, j.Running, j.ComputeNanos, j.Retries = len(units), 0, 0, 0, 0, 0
 	args := []any{j.Op, j.Input, toJSON(j.Params), j.Units, j.TileW, j.TileH, j.Repeat, j.Policy, j.InFlight,
-		string(j.State), nanos(j.Submitted), j.Total, specJSON(j.Spec)}
+		string(j.State), nanos(j.Submitted), j.Total, specJSON(j.Spec), j.Server, int64(min(j.Epoch, math.MaxInt64))}
 	var err error
 	if len(units) <= pgUnitBatch {
 		// One statement, so one round trip: the job and its units.
 		var id int64
 		err = p.pool.QueryRow(ctx, `WITH j AS (`+insertJob+` RETURNING id), u AS (`+
-			insertUnitsFrom(`(SELECT id FROM j)`, 14)+`) SELECT id FROM j`,
+			insertUnitsFrom(`(SELECT id FROM j)`, 16)+`) SELECT id FROM j`,
 			append(args, unitArrays(j, units)...)...).Scan(&id)
 		j.ID = uint64(id)
 		err = p.wrap(err)
@@ -397,9 +400,10 @@ func (p *Postgres) CreateJob(ctx context.Context, j Job, units []Unit) (Job, err
 // pgUnitBatch is how many units one INSERT carries, as arrays.
 const pgUnitBatch = 8192
 
-// insertJob inserts a job, given its 13 first columns.
+// insertJob inserts a job, given its 15 first columns.
 const insertJob = `INSERT INTO jobs (op, input, params, hint_units, tile_w, tile_h, hint_repeat,
-	policy, in_flight, state, submitted, total, spec) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+	policy, in_flight, state, submitted, total, spec, server, epoch)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
 
 // insertUnitsFrom inserts units of the job whose ID is the expression
 // job, from the seven arrays of unitArrays in parameters $arg, $arg+1...
@@ -602,6 +606,9 @@ func (p *Postgres) unitOp(ctx context.Context, what string, job, id uint64, fn f
 		if err != nil {
 			return err
 		}
+		if err := checkFence(ctx, j); err != nil {
+			return err
+		}
 		u, err := p.unit(ctx, tx, j, id)
 		if err != nil {
 			return err
@@ -619,6 +626,9 @@ func (p *Postgres) jobOp(ctx context.Context, what string, id uint64, fn func(tx
 	err := p.tx(ctx, func(tx pgx.Tx) error {
 		j, err := p.job(ctx, tx, id, true)
 		if err != nil {
+			return err
+		}
+		if err := checkFence(ctx, j); err != nil {
 			return err
 		}
 		return fn(tx, j)
@@ -686,19 +696,19 @@ func (p *Postgres) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, er
 		}
 		slices.Sort(ids)
 		ids = slices.Compact(ids)
-		open := map[uint64]bool{}
-		rows, err := tx.Query(ctx, "SELECT id, state FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids)
+		open := map[uint64]openJob{}
+		rows, err := tx.Query(ctx, "SELECT id, state, epoch FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE", ids)
 		if err != nil {
 			return err
 		}
 		for rows.Next() {
-			var id int64
+			var id, epoch int64
 			var st string
-			if err := rows.Scan(&id, &st); err != nil {
+			if err := rows.Scan(&id, &st, &epoch); err != nil {
 				rows.Close()
 				return err
 			}
-			open[uint64(id)] = !JobState(st).Final()
+			open[uint64(id)] = openJob{!JobState(st).Final(), uint64(epoch)}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -706,7 +716,7 @@ func (p *Postgres) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, er
 		}
 		var todo []int
 		for i, r := range rs {
-			if r.ID <= math.MaxInt64 && open[r.Job] {
+			if r.ID <= math.MaxInt64 && open[r.Job].takes(r) {
 				todo = append(todo, i)
 			}
 		}
@@ -881,8 +891,9 @@ func (p *Postgres) FinishJob(ctx context.Context, id uint64, output string) erro
 	// The usual case in one statement; the transaction below says why
 	// not, if not.
 	tag, err := p.pool.Exec(ctx, `UPDATE jobs SET state = $1, output = $2, finished = $3
-		WHERE id = $4 AND state IN ($5, $6) AND done = total`,
-		string(JobDone), output, nanos(p.now()), int64(min(id, math.MaxInt64)), string(JobQueued), string(JobRunning))
+		WHERE id = $4 AND state IN ($5, $6) AND done = total AND ($7 = 0 OR epoch = $7)`,
+		string(JobDone), output, nanos(p.now()), int64(min(id, math.MaxInt64)), string(JobQueued), string(JobRunning),
+		int64(min(fenceOf(ctx), math.MaxInt64)))
 	if err != nil {
 		return fmt.Errorf("store: finish job %d: %w", id, p.wrap(err))
 	}

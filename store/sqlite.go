@@ -16,7 +16,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Version 1 is schema;
 // each later version applies its migration on top.
-const schemaVersion = 6
+const schemaVersion = 7
 
 // migrations[v] takes a database from version v+1 to v+2.
 var migrations = []string{
@@ -88,6 +88,10 @@ CREATE TABLE IF NOT EXISTS timelines (
 	data BLOB NOT NULL
 );
 `,
+	// 7: several servers over one database (leases.go): the server that
+	// owns each job and the epoch of its lease, the leases, and the
+	// counter their epochs come from. Self-contained.
+	leaseMigration("INTEGER"),
 }
 
 const schema = `
@@ -410,9 +414,9 @@ func (s *SQLite) CreateJob(ctx context.Context, j Job, units []Unit) (Job, error
 	j.Total, j.Done, j.Failed, j.Running, j.ComputeNanos, j.Retries = len(units), 0, 0, 0, 0, 0
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO jobs (op, input, params, hint_units, tile_w, tile_h, hint_repeat,
-			policy, in_flight, state, submitted, total, spec) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			policy, in_flight, state, submitted, total, spec, server, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			j.Op, j.Input, toJSON(j.Params), j.Units, j.TileW, j.TileH, j.Repeat, j.Policy, j.InFlight,
-			j.State, nanos(j.Submitted), j.Total, specJSON(j.Spec))
+			j.State, nanos(j.Submitted), j.Total, specJSON(j.Spec), j.Server, int64(min(j.Epoch, math.MaxInt64)))
 		if err != nil {
 			return err
 		}
@@ -500,7 +504,8 @@ func (s *SQLite) addUnits(ctx context.Context, tx *sql.Tx, j Job, units []Unit) 
 }
 
 const jobColumns = `id, op, input, params, hint_units, tile_w, tile_h, hint_repeat, policy, in_flight, state,
-	output, error, submitted, started, finished, total, done, failed, running, compute_ns, spec, retries, expired`
+	output, error, submitted, started, finished, total, done, failed, running, compute_ns, spec, retries, expired,
+	server, epoch`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -510,17 +515,17 @@ func scanJob(sc scanner) (Job, error) {
 	var params string
 	var sub, start, fin int64
 	var spec string
-	var expired int64
+	var expired, epoch int64
 	err := sc.Scan(&id, &j.Op, &j.Input, &params, &j.Units, &j.TileW, &j.TileH, &j.Repeat, &j.Policy, &j.InFlight,
 		&j.State, &j.Output, &j.Error, &sub, &start, &fin, &j.Total, &j.Done, &j.Failed, &j.Running, &j.ComputeNanos,
-		&spec, &j.Retries, &expired)
+		&spec, &j.Retries, &expired, &j.Server, &epoch)
 	if err != nil {
 		return Job{}, err
 	}
 	if j.Spec, err = fromJSON[JobSpec](spec); err != nil {
 		return Job{}, fmt.Errorf("job %d spec: %w", id, err)
 	}
-	j.ID = uint64(id)
+	j.ID, j.Epoch = uint64(id), uint64(epoch)
 	j.Submitted, j.Started, j.Finished, j.Expired = fromNanos(sub), fromNanos(start), fromNanos(fin), fromNanos(expired)
 	if j.Params, err = fromJSON[map[string]string](params); err != nil {
 		return Job{}, fmt.Errorf("job %d params: %w", id, err)
@@ -725,6 +730,9 @@ func (s *SQLite) unitOp(ctx context.Context, what string, job, id uint64, fn fun
 		if err != nil {
 			return err
 		}
+		if err := checkFence(ctx, j); err != nil {
+			return err
+		}
 		u, err := s.unit(ctx, tx, j, id)
 		if err != nil {
 			return err
@@ -784,23 +792,23 @@ func (s *SQLite) FinishUnit(ctx context.Context, job, id uint64, worker, result 
 func (s *SQLite) FinishUnits(ctx context.Context, rs []UnitResult) ([]bool, error) {
 	counted := make([]bool, len(rs))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		open := map[uint64]bool{} // job ID: unfinished
+		open := map[uint64]openJob{} // job ID: unfinished, and its epoch
 		var t tally
 		var todo []int // indexes into rs of results for unfinished jobs
 		for i, r := range rs {
 			if r.Job > math.MaxInt64 || r.ID > math.MaxInt64 {
 				continue
 			}
-			ok, seen := open[r.Job]
+			o, seen := open[r.Job]
 			if !seen {
 				j, err := s.job(ctx, tx, r.Job)
 				if err != nil && !errors.Is(err, ErrNotFound) {
 					return err
 				}
-				ok = err == nil && !j.State.Final()
-				open[r.Job] = ok
+				o = openJob{err == nil && !j.State.Final(), j.Epoch}
+				open[r.Job] = o
 			}
-			if ok {
+			if o.takes(r) {
 				todo = append(todo, i)
 			}
 		}
@@ -978,6 +986,9 @@ func (s *SQLite) jobOp(ctx context.Context, what string, id uint64, fn func(tx *
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		j, err := s.job(ctx, tx, id)
 		if err != nil {
+			return err
+		}
+		if err := checkFence(ctx, j); err != nil {
 			return err
 		}
 		return fn(tx, j)

@@ -206,6 +206,9 @@ func Run(t *testing.T, b Backend) {
 		{"Pipelines", testPipelines},
 		{"Retention", testRetention},
 		{"SchemaNewerThanBuild", testSchemaNewerThanBuild},
+		{"Leases", testLeases},
+		{"FencedTakeover", testFencedTakeover},
+		{"ConcurrentClaims", testConcurrentClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
