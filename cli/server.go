@@ -133,6 +133,9 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data-plane paths to workers: tcp, mptcp, sctp or sctp-udp (workers must listen with the same)")
 	plain := plaintextFlag(fs)
 	durable := fs.Bool("durable", false, "sync unit results and every database commit to disk (slower; survives power loss)")
+	name := fs.String("name", "", "this server's `name` among the servers sharing a postgres:// --db, unique and the same across restarts (default HOST:PORT)")
+	takeover := fs.Duration("takeover-after", 0, "with a postgres:// --db shared by several servers: how long the jobs of a server that died or stalled wait "+
+		"before another takes them over (default 10s)")
 	lim := addLimitFlags(fs)
 	maxTries := fs.Int("max-tries", 0, "times a unit may fail before its job fails, for jobs that do not say (default 3)")
 	maxModule := fs.String("max-module", "64M", "largest WebAssembly `size` an operation may upload")
@@ -227,7 +230,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
 		MaxBlob: upSize, MaxData: dataSize, Retain: keep, MaxConns: *maxConns,
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},
-		TLSCert:   *tlsCert, TLSKey: *tlsKey, InsecureHTTP: *insecure,
+		TLSCert:   *tlsCert, TLSKey: *tlsKey, InsecureHTTP: *insecure, Name: *name, TakeoverAfter: *takeover,
 	})
 	if err != nil {
 		env.Errorf("%v", err)

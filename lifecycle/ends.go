@@ -34,13 +34,18 @@ const (
 )
 
 // saveEnd writes job id's end with save; if that fails, the end is kept
-// as unsaved and written again in the background.
-func (l *Lifecycle) saveEnd(id uint64, u unsaved) {
+// as unsaved and written again in the background. It returns the error
+// of the first write if that was ErrFenced (the job is another
+// server's: nothing is kept), nil otherwise.
+func (l *Lifecycle) saveEnd(id uint64, u unsaved) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := u.save(ctx)
 	cancel()
+	if errors.Is(err, store.ErrFenced) {
+		return err
+	}
 	if err == nil || errors.Is(err, store.ErrConflict) {
-		return
+		return nil
 	}
 	u.err, u.at = err, time.Now().UTC()
 	l.mu.Lock()
@@ -49,13 +54,14 @@ func (l *Lifecycle) saveEnd(id uint64, u unsaved) {
 	l.log.Error("recording the end of a job failed; it shows as ended and the server keeps trying",
 		"job", id, "state", u.state, "err", err)
 	if l.saving {
-		return
+		return nil
 	}
 	// Not while shutting down (the job resumes at the next start), nor
 	// before Start (which starts the loop).
 	if l.goBG(l.saveLoop) {
 		l.saving = true
 	}
+	return nil
 }
 
 // saveLoop writes the unsaved ends until none is left or the Lifecycle
@@ -84,9 +90,13 @@ func (l *Lifecycle) saveLoop() {
 			err := u.save(ctx)
 			cancel()
 			l.mu.Lock()
-			if err == nil || errors.Is(err, store.ErrConflict) {
+			if err == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrFenced) {
 				delete(l.unsaved, id)
-				l.log.Info("recorded the end of a job at last", "job", id, "state", u.state)
+				if err == nil {
+					l.log.Info("recorded the end of a job at last", "job", id, "state", u.state)
+				} else {
+					l.log.Warn("the end of a job was not recorded: the job database has another", "job", id, "state", u.state, "err", err)
+				}
 			} else if cur, ok := l.unsaved[id]; ok {
 				cur.err = err
 				l.unsaved[id] = cur

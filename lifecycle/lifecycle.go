@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braid-hpc/braid/sched"
@@ -25,6 +26,8 @@ type Store interface {
 	FinishJob(ctx context.Context, id uint64, output string) error
 	FailJob(ctx context.Context, id uint64, msg string) error
 	CancelJob(ctx context.Context, id uint64, msg string) error
+	// Owners tells, for Sweep, where jobs are and who owns them.
+	Owners(ctx context.Context, ids []uint64) (map[uint64]store.JobOwner, error)
 }
 
 // Hooks are what the caller does for a Lifecycle: the work on bytes.
@@ -35,7 +38,9 @@ type Hooks interface {
 	Assemble(ctx context.Context, j *Job) (output string, size int64, err error)
 	// Ended tells that j reached state (done, failed or canceled; msg
 	// says why for the last two) and left the Lifecycle: the caller
-	// drops what it kept for it.
+	// drops what it kept for it. An empty state means the job was let
+	// go unfinished (LetGo): another server owns it now, and its units'
+	// results must stay.
 	Ended(j *Job, state store.JobState, msg string)
 	// Release starts job id, which waited for parent, now done: it
 	// splits parent's output and Adds the job. An error fails the job
@@ -89,6 +94,9 @@ type Lifecycle struct {
 	closing bool
 	stop    chan struct{} // closed by Shutdown
 	bg      sync.WaitGroup
+	// epoch is the lease epoch the writes of waiting jobs are fenced
+	// by (SetEpoch); active jobs' writes use their own record's.
+	epoch atomic.Uint64
 }
 
 // New returns a Lifecycle with no jobs. Jobs may be added (recovered)
@@ -269,9 +277,51 @@ func (l *Lifecycle) Dispatched(a sched.Assignment) (j *Job, first bool) {
 // Started records in the store that the first copy of a job is going out
 // to worker: the job is running from now.
 func (l *Lifecycle) Started(ctx context.Context, a sched.Assignment, worker string) {
-	if _, err := l.store.StartUnit(ctx, a.Job, a.Unit, worker); err != nil && !errors.Is(err, store.ErrConflict) && ctx.Err() == nil {
+	j := l.Job(a.Job)
+	if j == nil {
+		return
+	}
+	_, err := l.store.StartUnit(fenced(ctx, j), a.Job, a.Unit, worker)
+	switch {
+	case errors.Is(err, store.ErrFenced):
+		l.LetGo(j, err.Error())
+	case err != nil && !errors.Is(err, store.ErrConflict) && ctx.Err() == nil:
 		l.log.Warn("recording job start failed", "job", a.Job, "err", err)
 	}
+}
+
+// fenced returns ctx for writes of j's progress: fenced by the lease
+// epoch j was taken under.
+func fenced(ctx context.Context, j *Job) context.Context { return store.Fenced(ctx, j.Rec.Epoch) }
+
+// SetEpoch sets the lease epoch of the jobs the Lifecycle is given from
+// now on, which fences the writes of waiting jobs. Let go of every job
+// (LetGoAll) before the epoch changes.
+func (l *Lifecycle) SetEpoch(e uint64) { l.epoch.Store(e) }
+
+// LetGo drops the active job j without writing its end: another server
+// owns it now (a write under j's epoch was fenced, or the store says so)
+// or it ended there. why says which, for the log. It reports false if j
+// had ended already.
+func (l *Lifecycle) LetGo(j *Job, why string) bool {
+	if !j.end() {
+		return false
+	}
+	l.sched.CancelJob(j.ID)
+	l.letGone(j, why)
+	return true
+}
+
+// LetGoAll lets go of every active and waiting job: the lease they were
+// held under was lost.
+func (l *Lifecycle) LetGoAll(why string) {
+	for _, j := range l.Jobs() {
+		l.LetGo(j, why)
+	}
+	l.mu.Lock()
+	clear(l.waiting)
+	clear(l.pending)
+	l.mu.Unlock()
 }
 
 // Unsent books a copy that could not be sent: the caller could not
@@ -314,7 +364,7 @@ func (l *Lifecycle) Result(j *Job, a sched.Assignment, worker, id string, comput
 	// the flush before assembly finds them all recorded. (The
 	// scheduler's own "job done" cannot say so: another stream's result
 	// may be counted there and not queued yet.)
-	l.rec.add(store.UnitResult{Job: a.Job, ID: a.Unit, Worker: worker, Result: id, ComputeNanos: computeNanos})
+	l.rec.add(store.UnitResult{Job: a.Job, ID: a.Unit, Worker: worker, Result: id, ComputeNanos: computeNanos, Epoch: j.Rec.Epoch})
 	if j.count(a.Unit, computeNanos) {
 		l.mu.Lock()
 		l.goBG(func() { l.assemble(j) })
@@ -345,11 +395,11 @@ func (l *Lifecycle) Failed(a sched.Assignment, worker, msg string) {
 	case retried:
 		j.failed(a.Unit, fmt.Sprintf("failed%s: %s", where, msg),
 			fmt.Sprintf("unit %d failed%s (try %d; it runs again): %s", a.Unit, where, tries, msg))
-		l.persist(func(ctx context.Context) error { return l.store.RetryUnit(ctx, a.Job, a.Unit, worker, msg) })
+		l.persist(func(ctx context.Context) error { return l.store.RetryUnit(fenced(ctx, j), a.Job, a.Unit, worker, msg) })
 		l.log.Warn("unit failed; it runs again", "job", a.Job, "unit", a.Unit, "worker", worker, "err", msg)
 	case e != nil:
 		j.failed(a.Unit, fmt.Sprintf("failed%s: %s", where, msg), "")
-		l.persist(func(ctx context.Context) error { return l.store.FailUnit(ctx, a.Job, a.Unit, worker, msg) })
+		l.persist(func(ctx context.Context) error { return l.store.FailUnit(fenced(ctx, j), a.Job, a.Unit, worker, msg) })
 		tries := ""
 		if e.Tries > 1 {
 			tries = fmt.Sprintf(" (try %d of %d)", e.Tries, e.Tries)
@@ -408,12 +458,16 @@ func (l *Lifecycle) End(j *Job, state store.JobState, msg string) bool {
 		return false
 	}
 	l.sched.CancelJob(j.ID)
-	l.saveEnd(j.ID, unsaved{state: state, msg: msg, save: func(ctx context.Context) error {
+	err := l.saveEnd(j.ID, unsaved{state: state, msg: msg, save: func(ctx context.Context) error {
 		if state == store.JobCanceled {
-			return l.store.CancelJob(ctx, j.ID, msg)
+			return l.store.CancelJob(fenced(ctx, j), j.ID, msg)
 		}
-		return l.store.FailJob(ctx, j.ID, msg)
+		return l.store.FailJob(fenced(ctx, j), j.ID, msg)
 	}})
+	if errors.Is(err, store.ErrFenced) {
+		l.letGone(j, err.Error())
+		return true
+	}
 	l.finish(j, state, msg)
 	return true
 }
@@ -441,8 +495,12 @@ func (l *Lifecycle) assemble(j *Job) {
 	if !j.end() {
 		return // canceled meanwhile
 	}
-	if err := l.store.FinishJob(ctx, j.ID, id); err != nil {
+	if err := l.store.FinishJob(fenced(ctx, j), j.ID, id); err != nil {
 		if l.Closing() {
+			return
+		}
+		if errors.Is(err, store.ErrFenced) {
+			l.letGone(j, err.Error())
 			return
 		}
 		if errors.Is(err, store.ErrConflict) {
@@ -451,21 +509,34 @@ func (l *Lifecycle) assemble(j *Job) {
 			l.log.Error("recording job done failed", "job", j.ID, "err", err)
 			msg := "recording the output: " + err.Error()
 			l.saveEnd(j.ID, unsaved{state: store.JobFailed, msg: msg,
-				save: func(ctx context.Context) error { return l.store.FailJob(ctx, j.ID, msg) }})
+				save: func(ctx context.Context) error { return l.store.FailJob(fenced(ctx, j), j.ID, msg) }})
 			l.finish(j, store.JobFailed, msg)
 			return
 		}
 		// The output is stored; only the record is missing.
 		l.saveEnd(j.ID, unsaved{state: store.JobDone, output: id,
-			save: func(ctx context.Context) error { return l.store.FinishJob(ctx, j.ID, id) }})
+			save: func(ctx context.Context) error { return l.store.FinishJob(fenced(ctx, j), j.ID, id) }})
 	}
 	l.finish(j, store.JobDone, "")
+}
+
+// letGone retires an active job that ended (j.end was called) but
+// belongs to another server now.
+func (l *Lifecycle) letGone(j *Job, why string) {
+	l.log.Warn("letting go of a job another server owns", "job", j.ID, "why", why)
+	l.mu.Lock()
+	if l.jobs[j.ID] == j {
+		delete(l.jobs, j.ID)
+	}
+	l.mu.Unlock()
+	l.hooks.Ended(j, "", why)
+	close(j.finished)
 }
 
 // finish retires an active job that reached a final state.
 func (l *Lifecycle) finish(j *Job, state store.JobState, msg string) {
 	if tries, _ := j.Tries(len(j.Units)); len(tries) > 0 {
-		l.persist(func(ctx context.Context) error { return l.store.SaveTries(ctx, j.ID, tries) })
+		l.persist(func(ctx context.Context) error { return l.store.SaveTries(fenced(ctx, j), j.ID, tries) })
 	}
 	l.mu.Lock()
 	if l.jobs[j.ID] == j {

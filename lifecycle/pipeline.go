@@ -66,7 +66,10 @@ func (l *Lifecycle) releaseWaiting(parent uint64) {
 }
 
 // startWaiting starts job id, whose input job p reached a final state.
+// Its writes are fenced by the Lifecycle's epoch: a waiting job another
+// server took over is left to it.
 func (l *Lifecycle) startWaiting(ctx context.Context, id uint64, p store.Job) {
+	ctx = store.Fenced(ctx, l.epoch.Load())
 	if p.State != store.JobDone {
 		j, err := l.store.Job(ctx, id)
 		if err != nil || j.State.Final() {
@@ -75,14 +78,23 @@ func (l *Lifecycle) startWaiting(ctx context.Context, id uint64, p store.Job) {
 		l.failWaiting(ctx, id, fmt.Sprintf("input job %d is %s: %s", p.ID, p.State, p.Error))
 		return
 	}
-	if err := l.hooks.Release(ctx, id, p); err != nil {
+	if err := l.hooks.Release(ctx, id, p); errors.Is(err, store.ErrFenced) {
+		l.log.Warn("a waiting job belongs to another server now", "job", id, "err", err)
+	} else if err != nil {
 		l.failWaiting(ctx, id, err.Error())
 	}
 }
 
 // failWaiting fails a waiting job and, in turn, the jobs waiting for it.
 func (l *Lifecycle) failWaiting(ctx context.Context, id uint64, msg string) {
-	if err := l.store.FailJob(ctx, id, msg); err != nil && !errors.Is(err, store.ErrConflict) {
+	err := l.store.FailJob(store.Fenced(ctx, l.epoch.Load()), id, msg)
+	if errors.Is(err, store.ErrFenced) {
+		// Another server owns it, and the jobs waiting for it follow
+		// its end there (Sweep).
+		l.log.Warn("a waiting job belongs to another server now", "job", id, "err", err)
+		return
+	}
+	if err != nil && !errors.Is(err, store.ErrConflict) {
 		l.log.Warn("failing a waiting job failed", "job", id, "err", err)
 	}
 	l.log.Warn("job failed", "job", id, "err", msg)
@@ -128,4 +140,68 @@ func (l *Lifecycle) RecoverWaiting(ctx context.Context, jobs []store.Job) {
 			l.mu.Unlock()
 		}
 	}
+}
+
+// Sweep brings the Lifecycle in line with a job store other servers
+// share: it lets go of the active jobs that ended elsewhere (a client
+// canceled them through another server) or that another server took
+// over, forgets the waiting jobs that did, and releases the jobs waiting
+// for an input job that ended elsewhere. A server that shares its
+// database calls it every few moments.
+func (l *Lifecycle) Sweep(ctx context.Context) error {
+	active := l.Jobs()
+	l.mu.Lock()
+	ids := make([]uint64, 0, len(active)+len(l.pending)+len(l.waiting))
+	for _, j := range active {
+		ids = append(ids, j.ID)
+	}
+	var parents, waiters []uint64
+	for p := range l.waiting {
+		if _, ok := l.jobs[p]; !ok {
+			parents = append(parents, p)
+		}
+	}
+	for w := range l.pending {
+		waiters = append(waiters, w)
+	}
+	l.mu.Unlock()
+	ids = append(append(ids, parents...), waiters...)
+	if len(ids) == 0 {
+		return nil
+	}
+	owners, err := l.store.Owners(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for _, j := range active {
+		o, ok := owners[j.ID]
+		switch {
+		case !ok:
+			l.LetGo(j, "it is no longer in the job database")
+		case o.State.Final():
+			l.LetGo(j, fmt.Sprintf("it is %s in the job database", o.State))
+		case o.Epoch != j.Rec.Epoch:
+			l.LetGo(j, fmt.Sprintf("server %q took it over", o.Server))
+		}
+	}
+	e := l.epoch.Load()
+	for _, w := range waiters {
+		if o, ok := owners[w]; !ok || o.State.Final() || o.Epoch != e {
+			l.mu.Lock()
+			if p, ok := l.pending[w]; ok {
+				delete(l.pending, w)
+				l.waiting[p] = slices.DeleteFunc(l.waiting[p], func(k uint64) bool { return k == w })
+				if len(l.waiting[p]) == 0 {
+					delete(l.waiting, p)
+				}
+			}
+			l.mu.Unlock()
+		}
+	}
+	for _, p := range parents {
+		if o, ok := owners[p]; !ok || o.State.Final() {
+			l.releaseLater(p)
+		}
+	}
+	return nil
 }

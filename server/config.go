@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"path/filepath"
@@ -134,6 +135,23 @@ type Config struct {
 	// after a power loss a unit whose result was lost runs again.
 	Durable bool
 
+	// Name names the server among those that share one database
+	// (PostgreSQL): its lease and the jobs it owns carry it. It must be
+	// unique among them and the same across restarts (a restarted
+	// server takes its jobs back at once). Empty means HOST:PORT, the
+	// host name and the port the control API listens on.
+	Name string
+	// TakeoverAfter is how long the jobs of a server that stopped
+	// renewing its lease (it died, stalled or lost the database) wait
+	// before another server sharing the database takes them over. It
+	// renews every third of it. Zero means 10 seconds.
+	TakeoverAfter time.Duration
+	// SyncInterval is how often a server sharing its database looks for
+	// jobs to take over, for jobs canceled or ended through another
+	// server, and for tokens and operations added elsewhere. Zero means
+	// TakeoverAfter/10, at most one second.
+	SyncInterval time.Duration
+
 	// Logger receives lifecycle events. Nil means slog.Default().
 	Logger *slog.Logger
 
@@ -178,6 +196,11 @@ func (c *Config) populate() error {
 	setDefault(&c.UnitTimeout, time.Minute)
 	setDefault(&c.UnitOutput, 256<<20)
 	setDefault(&c.MaxTries, 3)
+	setDefault(&c.TakeoverAfter, 10*time.Second)
+	setDefault(&c.SyncInterval, min(c.TakeoverAfter/10, time.Second))
+	if c.TakeoverAfter < 3*c.SyncInterval {
+		return fmt.Errorf("server: --takeover-after %s must be at least three times the sync interval %s", c.TakeoverAfter, c.SyncInterval)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -155,7 +155,7 @@ func (s *Server) jobRecord(req api.JobRequest) (store.Job, error) {
 		return store.Job{}, kindf(errBadRequest, "job request: in_flight %d: want 0 (the server's default) to %d", req.InFlight, maxInFlight)
 	}
 	rec := store.Job{Op: req.Op, Input: req.Input, Params: req.Params, Units: req.Units, TileW: req.Tile.W, TileH: req.Tile.H,
-		Repeat: req.Repeat, Policy: policy.String(), InFlight: req.InFlight}
+		Repeat: req.Repeat, Policy: policy.String(), InFlight: req.InFlight, Server: s.name, Epoch: s.lease.get().Epoch}
 	sp := &rec.Spec
 	sp.Module = res.module
 	split, merge := req.Split, req.Merge
@@ -354,21 +354,13 @@ func (s *Server) layout(ctx context.Context, input string, specs []ops.UnitSpec,
 	return units, nil
 }
 
-// recover resumes the unfinished jobs of the store: units that were out
-// on workers when the server stopped are pending again, units done keep
-// their results.
-func (s *Server) recover(ctx context.Context) error {
-	reset, err := s.db.ResetRunning(ctx)
-	if err != nil {
-		return err
-	}
-	jobs, err := s.db.Unfinished(ctx)
-	if err != nil {
-		return err
-	}
+// resume makes the unfinished jobs this server claimed active: units
+// that were out on workers when their server stopped are pending again
+// (store.ClaimJobs), units done keep their results.
+func (s *Server) resume(ctx context.Context, jobs []store.Job) error {
 	fail := func(j store.Job, msg string) {
 		s.log.Error("job cannot resume; failing it", "job", j.ID, "err", msg)
-		if err := s.db.FailJob(ctx, j.ID, msg); err != nil {
+		if err := s.db.FailJob(store.Fenced(ctx, j.Epoch), j.ID, msg); err != nil {
 			s.log.Error("failing job", "job", j.ID, "err", err)
 		}
 	}
@@ -410,7 +402,7 @@ func (s *Server) recover(ctx context.Context) error {
 	}
 	s.lc.RecoverWaiting(ctx, waiting)
 	if len(jobs) > 0 {
-		s.log.Info("resumed unfinished jobs", "jobs", resumed, "waiting", len(waiting), "units", reset)
+		s.log.Info("resumed unfinished jobs", "jobs", resumed, "waiting", len(waiting))
 	}
 	return nil
 }
@@ -591,7 +583,16 @@ func (s *Server) cancel(ctx context.Context, id uint64) error {
 		if err != nil {
 			return err
 		}
-		return kindf(errConflict, "job %d is already %s", id, j.State)
+		if j.State.Final() || !s.shared {
+			return kindf(errConflict, "job %d is already %s", id, j.State)
+		}
+		// Another server owns it: the store's cancel is final, and its
+		// owner lets go of it at its next sync.
+		err = s.db.CancelJob(ctx, id, "canceled by a client")
+		if errors.Is(err, store.ErrConflict) {
+			return kindf(errConflict, "job %d is finishing or finished; it cannot be canceled any more", id)
+		}
+		return err
 	}
 	if !s.endJob(j, store.JobCanceled, "canceled by a client") {
 		return kindf(errConflict, "job %d is finishing; it cannot be canceled any more", id)
@@ -600,7 +601,42 @@ func (s *Server) cancel(ctx context.Context, id uint64) error {
 }
 
 // waitJob returns when job id is final, or after d, or when ctx ends.
-func (s *Server) waitJob(ctx context.Context, id uint64, d time.Duration) { s.lc.Wait(ctx, id, d) }
+// A job this server does not run (another server sharing the database
+// does) is watched in the store.
+func (s *Server) waitJob(ctx context.Context, id uint64, d time.Duration) {
+	if !s.shared || s.lc.Job(id) != nil {
+		s.lc.Wait(ctx, id, d)
+		return
+	}
+	deadline := time.Now().Add(d)
+	for {
+		if j, err := s.db.Job(ctx, id); err != nil || j.State.Final() {
+			return
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		t := time.NewTimer(min(left, remoteWaitPoll))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-s.stop:
+			t.Stop()
+			return
+		}
+		if s.lc.Job(id) != nil { // taken over by this server meanwhile
+			s.lc.Wait(ctx, id, time.Until(deadline))
+			return
+		}
+	}
+}
+
+// remoteWaitPoll is how often a wait for a job another server runs reads
+// the job's state.
+const remoteWaitPoll = 100 * time.Millisecond
 
 // status returns a job's status.
 func (s *Server) status(ctx context.Context, id uint64) (api.JobStatus, error) {

@@ -125,7 +125,7 @@ func (h hooks) Release(ctx context.Context, id uint64, p store.Job) error {
 		if s.isClosing() {
 			return nil // it resumes at the next start
 		}
-		return fmt.Errorf("store its units: %v", err)
+		return fmt.Errorf("store its units: %w", err)
 	}
 	j.Input, j.Total = p.Output, len(units)
 	if err := s.start(j, jo, units); err != nil {

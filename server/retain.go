@@ -156,6 +156,10 @@ func (s *Server) sweep() {
 		case <-t.C:
 		}
 		ctx, cancel := s.lifetime()
+		if !s.singleton(ctx, "retention", 2*sweepEvery(s.cfg.Retain)) {
+			cancel()
+			continue // another server sharing the database sweeps
+		}
 		if err := s.expire(ctx, time.Now().Add(-s.cfg.Retain)); err != nil && ctx.Err() == nil {
 			s.log.Warn("removing expired outputs failed; the next sweep tries again", "err", err)
 		}

@@ -67,6 +67,13 @@ type Server struct {
 
 	owners owners // worker ID -> the worker token that registered it
 
+	// name names the server among those sharing its database; shared
+	// is set when others may (PostgreSQL); lease is the one it holds
+	// for its jobs (leases.go).
+	name   string
+	shared bool
+	lease  leaseHolder
+
 	metrics *serverMetrics
 	spans   timeline // the tries of recent jobs' units, for the dashboard
 
@@ -149,10 +156,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.access.load(toks)
-	if err := s.recover(ctx); err != nil {
-		s.db.Close()
-		return nil, fmt.Errorf("server: resume jobs: %w", err)
-	}
 	var tconf *tls.Config
 	if !cfg.InsecureHTTP {
 		cert, generated, err := loadCert(&cfg)
@@ -186,9 +189,29 @@ func New(cfg Config) (*Server, error) {
 	} else {
 		s.url = "http://" + s.ln.Addr().String()
 	}
+	s.name = cfg.Name
+	if s.name == "" {
+		s.name = defaultName(ln.Addr())
+	}
+	kind, _, _ := store.ParseMetaURL(cfg.metaURL())
+	s.shared = kind == store.KindPostgres
+	if err := s.acquire(ctx); err != nil {
+		s.ln.Close()
+		s.db.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := s.claim(ctx); err != nil {
+		s.ln.Close()
+		s.db.Close()
+		return nil, fmt.Errorf("server: resume jobs: %w", err)
+	}
 	opened = true
 	return s, nil
 }
+
+// Name returns the server's name among the servers that share its
+// database (Config.Name).
+func (s *Server) Name() string { return s.name }
 
 // URL returns the base URL of the control API, e.g.
 // "https://127.0.0.1:7400" ("http://" with Config.InsecureHTTP).
@@ -224,6 +247,10 @@ func (s *Server) Run(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(s.ln) }()
 	s.bg.Go(s.reap)
+	if s.shared {
+		s.bg.Go(s.renew)
+		s.bg.Go(s.sync)
+	}
 	if s.cfg.Retain > 0 {
 		s.bg.Go(s.sweep)
 	}
@@ -266,6 +293,13 @@ func (s *Server) Run(ctx context.Context) error {
 	for _, j := range s.lc.Jobs() {
 		runOf(j).closeReaders()
 	}
+	// The jobs left are anybody's now: another server sharing the
+	// database takes them at once, this one at its next start.
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if rerr := s.db.ReleaseLease(rctx, s.lease.get()); rerr != nil {
+		s.log.Warn("releasing this server's lease failed; others take its jobs when it expires", "err", rerr)
+	}
+	rcancel()
 	if cerr := s.db.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("server: close database: %w", cerr)
 	}

@@ -72,6 +72,17 @@ type Leases interface {
 	// pending: no stream survived the owner they had. It returns the
 	// jobs claimed, oldest first. ErrFenced if l is not live.
 	ClaimJobs(ctx context.Context, l Lease, all bool) ([]Job, error)
+	// Owners returns the state, server and epoch of the jobs ids that
+	// exist: how a server learns that a job it runs was canceled or
+	// taken over elsewhere.
+	Owners(ctx context.Context, ids []uint64) (map[uint64]JobOwner, error)
+}
+
+// JobOwner is where a job is and who owns it.
+type JobOwner struct {
+	State  JobState
+	Server string
+	Epoch  uint64
 }
 
 var (
@@ -458,6 +469,78 @@ func (p *Postgres) ClaimJobs(ctx context.Context, l Lease, all bool) ([]Job, err
 			return nil, err
 		}
 		out = append(out, j)
+	}
+	return out, nil
+}
+
+// ownersBatch bounds the IDs of one Owners query.
+const ownersBatch = 500
+
+// Owners implements Leases.
+func (s *SQLite) Owners(ctx context.Context, ids []uint64) (map[uint64]JobOwner, error) {
+	out := make(map[uint64]JobOwner, len(ids))
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), ownersBatch)]
+		ids = ids[len(batch):]
+		args := make([]any, len(batch))
+		for i, id := range batch {
+			args[i] = int64(min(id, math.MaxInt64))
+		}
+		rows, err := s.db.QueryContext(ctx, "SELECT id, state, server, epoch FROM jobs WHERE id IN ("+placeholders(len(batch))+")", args...)
+		if err != nil {
+			return nil, fmt.Errorf("store: owners: %w", wrapDB(err))
+		}
+		err = scanOwners(rows, out)
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("store: owners: %w", err)
+		}
+	}
+	return out, nil
+}
+
+func placeholders(n int) string {
+	b := make([]byte, 0, 2*n)
+	for i := range n {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '?')
+	}
+	return string(b)
+}
+
+func scanOwners(rows interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+}, out map[uint64]JobOwner) error {
+	for rows.Next() {
+		var id, epoch int64
+		var o JobOwner
+		if err := rows.Scan(&id, &o.State, &o.Server, &epoch); err != nil {
+			return err
+		}
+		o.Epoch = uint64(epoch)
+		out[uint64(id)] = o
+	}
+	return rows.Err()
+}
+
+// Owners implements Leases.
+func (p *Postgres) Owners(ctx context.Context, ids []uint64) (map[uint64]JobOwner, error) {
+	out := make(map[uint64]JobOwner, len(ids))
+	arg := make([]int64, len(ids))
+	for i, id := range ids {
+		arg[i] = int64(min(id, math.MaxInt64))
+	}
+	rows, err := p.pool.Query(ctx, "SELECT id, state, server, epoch FROM jobs WHERE id = ANY($1)", arg)
+	if err != nil {
+		return nil, fmt.Errorf("store: owners: %w", p.wrap(err))
+	}
+	defer rows.Close()
+	if err := scanOwners(rows, out); err != nil {
+		return nil, fmt.Errorf("store: owners: %w", p.wrap(err))
 	}
 	return out, nil
 }
