@@ -14,5 +14,8 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(childWorkerEnv); url != "" {
 		os.Exit(runChildWorker(url))
 	}
+	if spec := os.Getenv(childServerEnv); spec != "" {
+		os.Exit(runChildServer(spec))
+	}
 	leaktest.Main(m, 5*time.Second)
 }

@@ -89,6 +89,18 @@ func (s *Server) dropIntermediates(j *lifecycle.Job) {
 		return // the next start resumes nothing of it; the blobs stay
 	}
 	s.bg.Go(func() {
+		if s.shared {
+			// Another server may be storing the same bytes (blobs are
+			// content-addressed) for a job whose units it has not
+			// recorded yet: wait until it has.
+			t := time.NewTimer(s.dropGrace())
+			select {
+			case <-s.stop:
+				t.Stop()
+				return // the blobs stay
+			case <-t.C:
+			}
+		}
 		ctx, cancel := s.lifetime()
 		defer cancel()
 		n, bytes := s.dropBlobs(ctx, j.ID, ids, keep)
@@ -137,6 +149,12 @@ func (s *Server) dropBlobs(ctx context.Context, job uint64, ids []string, keep m
 	}
 	return n, bytes
 }
+
+// dropGrace is how long a server sharing its blob store waits before it
+// removes the intermediate blobs of a job that ended: time enough for
+// the other servers to record the units whose results are the same
+// bytes.
+func (s *Server) dropGrace() time.Duration { return max(10*time.Second, 2*s.cfg.TakeoverAfter) }
 
 // sweepEvery is how often the sweep looks for expired outputs, given the
 // retention period.
