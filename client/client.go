@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
@@ -37,6 +38,11 @@ type Client struct {
 	key      []byte // checks the certificate proof; nil: none
 	insecure bool
 	err      error // a bad option, returned by every call
+
+	// group are the clients of each server when several were given
+	// (failover.go); cur is the one requests go to.
+	group []*Client
+	cur   atomic.Int32
 
 	mu      sync.Mutex
 	fp      []byte // the pinned fingerprint; nil: not yet
@@ -103,8 +109,17 @@ func WithHTTPClient(hc *http.Client) Option {
 // New returns a client of the server at baseURL, e.g.
 // "https://10.0.0.1:7400". The client speaks HTTPS whatever the URL's
 // scheme (a URL without one, or with http://, gets https://), unless
-// WithInsecureHTTP.
+// WithInsecureHTTP. Several servers sharing one database may be given
+// comma-separated: the client fails over between them (failover.go).
 func New(baseURL string, opts ...Option) *Client {
+	if urls := splitURLs(baseURL); len(urls) > 1 {
+		return newGroup(urls, opts)
+	}
+	return newOne(baseURL, opts...)
+}
+
+// newOne returns a client of one server.
+func newOne(baseURL string, opts ...Option) *Client {
 	c := &Client{}
 	for _, o := range opts {
 		o(c)
@@ -184,6 +199,9 @@ func (c *Client) verify(cs tls.ConnectionState) error {
 // Fingerprint returns the fingerprint of the server's certificate the
 // client pinned, nil if none yet (or over plain HTTP).
 func (c *Client) Fingerprint() []byte {
+	if c.group != nil {
+		return c.current().Fingerprint()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.fp)
@@ -255,12 +273,21 @@ var defaultTransport = &http.Transport{
 	IdleConnTimeout:     90 * time.Second,
 }
 
-// URL returns the server's base URL.
-func (c *Client) URL() string { return c.base }
+// URL returns the server's base URL (of a group, the one requests go to
+// now).
+func (c *Client) URL() string {
+	if c.group != nil {
+		return c.current().base
+	}
+	return c.base
+}
 
 // do sends a request and decodes a JSON answer into out (if non-nil). A
 // non-2xx answer becomes an *Error.
 func (c *Client) do(ctx context.Context, op, method, path string, body io.Reader, contentType string, out any) (*http.Response, error) {
+	if c.group != nil {
+		return c.doGroup(ctx, op, method, path, body, contentType, out)
+	}
 	if c.err != nil {
 		return nil, fmt.Errorf("%s: %w", op, c.err)
 	}

@@ -238,6 +238,26 @@ func TestServersShareTheirWork(t *testing.T) {
 		}
 	}
 
+	// A client given several servers goes past one that is down.
+	dead := "https://127.0.0.1:1"
+	g := client.New(dead+","+srvs[1].URL()+","+srvs[2].URL(), client.WithKey(testKey))
+	st, err := g.Submit(ctx, api.JobRequest{Op: "noop", Input: id, Units: 2})
+	if err != nil {
+		t.Fatalf("submit through a list whose first server is down: %v", err)
+	}
+	if g.URL() != srvs[1].URL() {
+		t.Errorf("after failing over, the client uses %s, want %s", g.URL(), srvs[1].URL())
+	}
+	if _, err := client.New(dead+",https://127.0.0.1:2", client.WithKey(testKey)).Health(ctx); err == nil ||
+		!strings.Contains(err.Error(), "no server could be reached") || !strings.Contains(err.Error(), "127.0.0.1:2") {
+		t.Errorf("every server down: %v; want an error naming each", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	if done, err := g.Wait(wctx, st.Job, nil); err != nil || done.State != api.JobDone {
+		t.Errorf("job through the failover client: %+v, %v", done, err)
+	}
+	cancel()
+
 	// A token made on a is taken by c.
 	tok, err := cls[0].CreateToken(ctx, "client", "shared")
 	if err != nil {
@@ -250,7 +270,7 @@ func TestServersShareTheirWork(t *testing.T) {
 	})
 
 	// A long job on a, canceled through b.
-	st, err := cls[0].Submit(ctx, api.JobRequest{Op: "noop", Input: id, Units: 2000})
+	st, err = cls[0].Submit(ctx, api.JobRequest{Op: "noop", Input: id, Units: 2000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,8 +350,14 @@ func TestServerTakeover(t *testing.T) {
 			if took > 10*time.Second {
 				t.Errorf("takeover took %s, more than the 10s promised", took)
 			}
+			// A client of all three waits: past a killed server, it moves
+			// on; a stalled one it cannot tell from a slow one.
+			waiter := client.New(a.url+","+b.URL()+","+c.URL(), client.WithKey(testKey))
+			if sig == syscall.SIGSTOP {
+				waiter = cb
+			}
 			wctx, cancel := context.WithTimeout(ctx, time.Minute)
-			done, err := cb.Wait(wctx, st.Job, nil)
+			done, err := waiter.Wait(wctx, st.Job, nil)
 			cancel()
 			if err != nil || done.State != api.JobDone {
 				t.Fatalf("job after the takeover: %+v, %v", done, err)
