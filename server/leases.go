@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -197,4 +200,32 @@ func (s *Server) singleton(ctx context.Context, name string, ttl time.Duration) 
 	}
 	_, err := s.db.AcquireLease(ctx, name, s.name, ttl)
 	return err == nil
+}
+
+// keyLease is the lease that records, as its holder, a check of the
+// cluster key of the servers sharing a database (keyCheck): a server
+// with another key refuses to start rather than serve workers and
+// clients the others do not know.
+const keyLease = "cluster/key"
+
+// keyCheck is a value that tells cluster keys apart without revealing
+// them.
+func keyCheck(key []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("braid shared database key check v1"))
+	return hex.EncodeToString(m.Sum(nil))[:32]
+}
+
+// checkKey makes sure every server sharing the database has the same
+// cluster key.
+func (s *Server) checkKey(ctx context.Context) error {
+	if !s.shared {
+		return nil
+	}
+	_, err := s.db.AcquireLease(ctx, keyLease, keyCheck(s.cfg.Key), forever)
+	if errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("the database %s is shared by servers with another cluster key: give this server the same key "+
+			"(BRAID_KEY or --key-file) as the others", store.Redact(s.cfg.DB))
+	}
+	return err
 }

@@ -238,6 +238,16 @@ func TestServersShareTheirWork(t *testing.T) {
 		}
 	}
 
+	// A server with another cluster key is refused.
+	other := sc.config(testLogger())
+	other.Name, other.Data, other.Key = "d", t.TempDir(), []byte("another-cluster-key-0123456789abcdef")
+	if srv, err := server.New(other); err == nil || !strings.Contains(err.Error(), "another cluster key") {
+		if srv != nil {
+			srv.Run(canceled())
+		}
+		t.Errorf("a server with another key over the shared database: %v; want a refusal naming the key", err)
+	}
+
 	// A client given several servers goes past one that is down.
 	dead := "https://127.0.0.1:1"
 	g := client.New(dead+","+srvs[1].URL()+","+srvs[2].URL(), client.WithKey(testKey))
@@ -385,4 +395,11 @@ func TestServerTakeover(t *testing.T) {
 			}
 		})
 	}
+}
+
+// canceled returns a context that is done.
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }

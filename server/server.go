@@ -195,6 +195,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	kind, _, _ := store.ParseMetaURL(cfg.metaURL())
 	s.shared = kind == store.KindPostgres
+	if err := s.checkKey(ctx); err != nil {
+		s.ln.Close()
+		s.db.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if err := s.acquire(ctx); err != nil {
 		s.ln.Close()
 		s.db.Close()
