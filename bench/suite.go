@@ -66,6 +66,7 @@ func Experiments() []Experiment {
 		{"cluster", (*Suite).cluster},
 		{"slowworker", (*Suite).slowWorker},
 		{"fraction", (*Suite).fraction},
+		{"scale", (*Suite).scale},
 	}
 }
 
