@@ -82,7 +82,7 @@ func (s *Suite) scale(ctx context.Context) error {
 			defer drop()
 		}
 		s.logf("scale: %d server(s) over %s", r.servers, r.db)
-		res, err := scaleRun(ctx, dbURL, r.servers)
+		res, err := scaleRun(ctx, dbURL, r.servers, scaleJobs)
 		if err != nil {
 			return fmt.Errorf("%d servers over %s: %w", r.servers, r.db, err)
 		}
@@ -217,8 +217,8 @@ func waitWorkers(ctx context.Context, cls []*client.Client, n int) error {
 	return nil
 }
 
-// scaleRun runs the scale workload on n servers over dbURL.
-func scaleRun(ctx context.Context, dbURL string, n int) (scaleResult, error) {
+// scaleRun runs the scale workload, jobs jobs, on n servers over dbURL.
+func scaleRun(ctx context.Context, dbURL string, n, jobs int) (scaleResult, error) {
 	dir, err := os.MkdirTemp("", "braid-scale-")
 	if err != nil {
 		return scaleResult{}, err
@@ -258,7 +258,7 @@ func scaleRun(ctx context.Context, dbURL string, n int) (scaleResult, error) {
 	start := time.Now()
 	for c := range scaleClients {
 		wg.Go(func() {
-			for k := c; k < scaleJobs; k += scaleClients {
+			for k := c; k < jobs; k += scaleClients {
 				cl := cls[k%len(cls)]
 				t0 := time.Now()
 				st, err := cl.Submit(ctx, api.JobRequest{Op: "noop", Input: input, Units: scaleUnits})
@@ -284,7 +284,7 @@ func scaleRun(ctx context.Context, dbURL string, n int) (scaleResult, error) {
 	wall := time.Since(start)
 	slices.Sort(lat)
 	return scaleResult{
-		unitsPerSec: float64(scaleJobs*scaleUnits) / wall.Seconds(),
+		unitsPerSec: float64(jobs*scaleUnits) / wall.Seconds(),
 		p50:         lat[len(lat)/2],
 		p95:         lat[len(lat)*95/100],
 	}, nil
