@@ -120,6 +120,7 @@ func New(cfg Config) *Lifecycle {
 	}
 	l.rec = newRecorder(cfg.Store, cfg.Logger)
 	l.rec.lost = l.resultsLost
+	l.rec.stop = l.stop
 	return l
 }
 
@@ -599,6 +600,10 @@ func (l *Lifecycle) resultsLost(rs []store.UnitResult, err error) {
 		if len(units[id]) == 1 {
 			what = "the result of unit " + joinIDs(units[id])
 		}
-		l.End(j, store.JobFailed, fmt.Sprintf("recording %s in the job database failed: %v; free space on the server's data disk, then submit the job again", what, err))
+		advice := "submit the job again"
+		if store.IsNoSpace(err) {
+			advice = "free space on the server's data disk, then submit the job again"
+		}
+		l.End(j, store.JobFailed, fmt.Sprintf("recording %s in the job database failed: %v; %s", what, err, advice))
 	}
 }

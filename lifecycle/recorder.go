@@ -43,7 +43,14 @@ type recorder struct {
 	// lost, if set, receives a batch the store refused tries times and
 	// the last error: those results are not recorded.
 	lost func([]store.UnitResult, error)
+	// stop, if set, ends the retries of a store that cannot be reached
+	// (the Lifecycle shuts down).
+	stop <-chan struct{}
 }
+
+// maxUnreachableWait bounds the backoff while the store cannot be
+// reached.
+const maxUnreachableWait = 2 * time.Second
 
 // Defaults of recorder.tries and recorder.backoff: a store that refuses
 // a batch for about 3s (a full disk) loses it.
@@ -160,18 +167,40 @@ func (r *recorder) run() {
 
 // record writes a batch, again after a backoff while the store refuses
 // it (a full disk may clear), and hands it to lost after the last try.
+// A store that cannot be reached (the database is down or restarting)
+// is tried until it answers or the Lifecycle shuts down: the streams
+// wait meanwhile (add blocks once the queue is full), and no job fails
+// for an outage.
 func (r *recorder) record(batch []store.UnitResult) error {
 	wait := r.backoff
 	var err error
 	for try := 1; ; try++ {
 		if _, err = r.db.FinishUnits(context.Background(), batch); err == nil {
+			if try > 1 {
+				r.log.Info("recorded unit results at last", "units", len(batch), "tries", try)
+			}
 			return nil
 		}
-		if try >= r.tries || errors.Is(err, store.ErrClosed) {
+		if errors.Is(err, store.ErrClosed) {
 			break
 		}
-		r.log.Warn("recording unit results failed; trying again", "units", len(batch), "try", try, "err", err)
-		time.Sleep(wait)
+		unreachable := store.IsUnavailable(err)
+		if !unreachable && try >= r.tries {
+			break
+		}
+		if unreachable {
+			wait = min(wait, maxUnreachableWait)
+		}
+		if try <= r.tries || try%10 == 0 {
+			r.log.Warn("recording unit results failed; trying again", "units", len(batch), "try", try, "err", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-r.stop:
+			t.Stop()
+			return err // shutting down: the units run again at the next start
+		}
 		wait *= 2
 	}
 	r.log.Error("recording unit results failed; their jobs fail", "units", len(batch), "err", err)

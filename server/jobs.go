@@ -550,6 +550,13 @@ type hooks struct{ s *Server }
 func (h hooks) Ended(j *lifecycle.Job, state store.JobState, msg string) {
 	s := h.s
 	r := runOf(j)
+	if state == "" {
+		// Let go: another server owns the job now and needs its units'
+		// results; nothing of it is written or removed here.
+		r.closeReaders()
+		s.log.Info("job handed over", "job", j.ID, "why", msg)
+		return
+	}
 	s.saveTimeline(j.ID)
 	r.closeReaders()
 	s.dropIntermediates(j)

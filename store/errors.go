@@ -3,8 +3,12 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ErrNotFound is returned for a blob, job, unit or worker that does not
@@ -72,4 +76,23 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 // or EDQUOT (a disk quota).
 func IsNoSpace(err error) bool {
 	return errors.Is(err, ErrNoSpace) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
+}
+
+// IsUnavailable reports whether err says the database could not be
+// reached or lost the connection (down, restarting, a network fault):
+// the same write may succeed later. An error the database answered with
+// (a constraint, a full disk) is not.
+func IsUnavailable(err error) bool {
+	if err == nil || errors.Is(err, ErrClosed) {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// Connection exceptions, and a server shutting down or starting.
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.SafeToRetry(err) || pgconn.Timeout(err)
 }
