@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -151,4 +152,72 @@ func TestRecorderDiskFull(t *testing.T) {
 			}
 		})
 	}
+}
+
+// downJobs is a store whose database cannot be reached for its first
+// fails calls.
+type downJobs struct {
+	store.Jobs
+	mu    sync.Mutex
+	fails int
+	calls int
+}
+
+func (d *downJobs) FinishUnits(ctx context.Context, rs []store.UnitResult) ([]bool, error) {
+	d.mu.Lock()
+	d.calls++
+	down := d.calls <= d.fails
+	d.mu.Unlock()
+	if down {
+		return nil, fmt.Errorf("store: finish %d units: %w", len(rs),
+			&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+	}
+	return d.Jobs.FinishUnits(ctx, rs)
+}
+
+// TestRecorderDatabaseDown: a database that cannot be reached for far
+// more tries than a full disk is given loses nothing: the results are
+// recorded once it answers, and no job is failed. A shutdown ends the
+// retries.
+func TestRecorderDatabaseDown(t *testing.T) {
+	ctx := t.Context()
+	db, err := store.OpenMeta(ctx, "sqlite:"+filepath.Join(t.TempDir(), "jobs.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	created, err := db.CreateJob(ctx, store.Job{Op: "noop", Input: "in", Policy: "dynamic"}, []store.Unit{{ID: 0}, {ID: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dj := &downJobs{Jobs: db, fails: 2 * recordTries}
+	r := newRecorder(dj, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r.backoff = time.Millisecond
+	r.lost = func(rs []store.UnitResult, err error) { t.Errorf("results given up while the database was down: %v", err) }
+	go r.run()
+	for id := range uint64(2) {
+		r.add(store.UnitResult{Job: created.ID, ID: id, Worker: "w1", Result: "r"})
+	}
+	if err := r.flush(ctx); err != nil {
+		t.Fatalf("flush once the database is back: %v", err)
+	}
+	r.close()
+	if j, err := db.Job(ctx, created.ID); err != nil || j.Done != 2 {
+		t.Errorf("job after the outage: %+v, %v; want both units done", j, err)
+	}
+	if dj.calls <= recordTries {
+		t.Errorf("store asked %d times; the outage outlasted %d", dj.calls, recordTries)
+	}
+
+	// Down for good: a shutdown stops the retries.
+	stop := make(chan struct{})
+	r = newRecorder(&downJobs{Jobs: db, fails: 1 << 30}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r.backoff, r.stop = time.Millisecond, stop
+	go r.run()
+	r.add(store.UnitResult{Job: created.ID, ID: 0, Worker: "w1", Result: "r"})
+	close(stop)
+	if err := r.flush(ctx); err == nil {
+		t.Error("flush with the database down for good and the recorder stopped: no error")
+	}
+	r.close()
 }

@@ -91,8 +91,15 @@ func IsUnavailable(err error) bool {
 		// Connection exceptions, and a server shutting down or starting.
 		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
 	}
+	if IsNoSpace(err) {
+		return false
+	}
 	var ce *pgconn.ConnectError
-	var ne net.Error
-	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+	var oe *net.OpError
+	var de *net.DNSError
+	return errors.As(err, &ce) || errors.As(err, &oe) || errors.As(err, &de) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ETIMEDOUT) || errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
 		pgconn.SafeToRetry(err) || pgconn.Timeout(err)
 }
