@@ -617,6 +617,7 @@ func (s *Server) waitJob(ctx context.Context, id uint64, d time.Duration) {
 	}
 	deadline := time.Now().Add(d)
 	for {
+		changed := s.changed.wait()
 		if j, err := s.db.Job(ctx, id); err != nil || j.State.Final() {
 			return
 		}
@@ -626,6 +627,8 @@ func (s *Server) waitJob(ctx context.Context, id uint64, d time.Duration) {
 		}
 		t := time.NewTimer(min(left, remoteWaitPoll))
 		select {
+		case <-changed:
+			t.Stop()
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
@@ -642,8 +645,8 @@ func (s *Server) waitJob(ctx context.Context, id uint64, d time.Duration) {
 }
 
 // remoteWaitPoll is how often a wait for a job another server runs reads
-// the job's state.
-const remoteWaitPoll = 100 * time.Millisecond
+// the job's state, besides when the database notifies a change.
+const remoteWaitPoll = 250 * time.Millisecond
 
 // status returns a job's status.
 func (s *Server) status(ctx context.Context, id uint64) (api.JobStatus, error) {

@@ -158,6 +158,7 @@ func (s *Server) sync() {
 		case <-s.stop:
 			return
 		case <-t.C:
+		case <-s.wake:
 		}
 		ctx, cancel := s.lifetime()
 		ctx, cancel2 := context.WithTimeout(ctx, 4*s.cfg.SyncInterval)
@@ -228,4 +229,57 @@ func (s *Server) checkKey(ctx context.Context) error {
 			"(BRAID_KEY or --key-file) as the others", store.Redact(s.cfg.DB))
 	}
 	return err
+}
+
+// listen wakes the sync loop and the waits for other servers' jobs on
+// every change the database notifies (store.Notifier), until the server
+// stops; a lost connection is opened again. Polling stays the fallback.
+func (s *Server) listen(n store.Notifier) {
+	ctx, cancel := s.lifetime()
+	defer cancel()
+	for {
+		err := n.Listen(ctx, func(job uint64) {
+			select {
+			case s.wake <- struct{}{}:
+			default:
+			}
+			s.changed.fire()
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Debug("listening for the other servers' changes failed; polling until it works again", "err", err)
+		t := time.NewTimer(s.cfg.SyncInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// signal wakes everyone waiting on it at once.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel closed at the next fire.
+func (g *signal) wait() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch == nil {
+		g.ch = make(chan struct{})
+	}
+	return g.ch
+}
+
+func (g *signal) fire() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch != nil {
+		close(g.ch)
+		g.ch = nil
+	}
 }

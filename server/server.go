@@ -73,6 +73,10 @@ type Server struct {
 	name   string
 	shared bool
 	lease  leaseHolder
+	// wake asks the sync loop to run now; changed fires when the
+	// database notified a change (listen).
+	wake    chan struct{}
+	changed signal
 
 	metrics *serverMetrics
 	spans   timeline // the tries of recent jobs' units, for the dashboard
@@ -100,6 +104,7 @@ func New(cfg Config) (*Server, error) {
 		token: api.Token(cfg.Key),
 		peers: map[string]*peer{},
 		stop:  make(chan struct{}),
+		wake:  make(chan struct{}, 1),
 		sched: sched.New(sched.Config{InFlight: cfg.InFlight, MaxTries: cfg.MaxTries}),
 	}
 	s.metrics = newServerMetrics(s)
@@ -132,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 	if !cfg.Durable {
 		s.results = s.blobs.Unsynced()
 	}
-	s.db, err = store.OpenMeta(ctx, cfg.metaURL(), &store.MetaOptions{Durable: cfg.Durable})
+	s.db, err = store.OpenMeta(ctx, cfg.metaURL(), &store.MetaOptions{Durable: cfg.Durable, StallTimeout: cfg.TakeoverAfter / 2})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -255,6 +260,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.shared {
 		s.bg.Go(s.renew)
 		s.bg.Go(s.sync)
+		if n, ok := s.db.(store.Notifier); ok {
+			s.bg.Go(func() { s.listen(n) })
+		}
 	}
 	if s.cfg.Retain > 0 {
 		s.bg.Go(s.sweep)

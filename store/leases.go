@@ -153,6 +153,10 @@ const (
 	liveLeaseOf   = "SELECT 1 FROM leases WHERE epoch = ? AND expires > ?"
 	claimableJobs = `SELECT id FROM jobs WHERE state IN ('queued', 'running') AND epoch != ?
 		AND (? OR NOT EXISTS (SELECT 1 FROM leases l WHERE l.epoch = jobs.epoch AND l.expires > ?)) ORDER BY id`
+	// pgLockClaimable locks the claimable jobs, skipping those whose row
+	// another transaction holds (a stalled owner's, until its session
+	// ends): the next claim takes them.
+	pgLockClaimable = claimableJobs + " FOR UPDATE SKIP LOCKED"
 	claimJob = `UPDATE jobs SET server = ?, epoch = ? WHERE id = ? AND state IN ('queued', 'running') AND epoch != ?
 		AND (? OR NOT EXISTS (SELECT 1 FROM leases l WHERE l.epoch = jobs.epoch AND l.expires > ?))`
 	resetClaimed = "UPDATE units SET state = 'pending' WHERE job = ? AND state = 'running'"
@@ -432,7 +436,7 @@ func (p *Postgres) ClaimJobs(ctx context.Context, l Lease, all bool) ([]Job, err
 		} else if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, pg(claimableJobs), epoch, all, now)
+		rows, err := tx.Query(ctx, pg(pgLockClaimable), epoch, all, now)
 		if err != nil {
 			return err
 		}
@@ -543,4 +547,70 @@ func (p *Postgres) Owners(ctx context.Context, ids []uint64) (map[uint64]JobOwne
 		return nil, fmt.Errorf("store: owners: %w", p.wrap(err))
 	}
 	return out, nil
+}
+
+// Notifier is a store that tells its listeners when a job's state or
+// owner changed, or a token or an operation did, anywhere: PostgreSQL's
+// LISTEN/NOTIFY. Servers sharing a database wake on it instead of
+// waiting for their next poll.
+type Notifier interface {
+	// Listen calls fn for every change until ctx ends or the connection
+	// fails, and returns why. fn gets the job's ID, or 0 for a token or
+	// an operation. It must not block.
+	Listen(ctx context.Context, fn func(job uint64)) error
+}
+
+var _ Notifier = (*Postgres)(nil)
+
+// Notification channels.
+const (
+	pgJobsChannel = "braid_jobs"
+	pgMetaChannel = "braid_meta"
+)
+
+// pgNotifyTriggers make every change of a job's state or owner, and of
+// a token or an operation, a notification.
+const pgNotifyTriggers = `
+CREATE OR REPLACE FUNCTION braid_job_changed() RETURNS trigger AS $$
+BEGIN
+	PERFORM pg_notify('` + pgJobsChannel + `', NEW.id::text);
+	RETURN NULL;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER jobs_changed AFTER INSERT OR UPDATE OF state, epoch ON jobs
+	FOR EACH ROW EXECUTE PROCEDURE braid_job_changed();
+CREATE OR REPLACE FUNCTION braid_meta_changed() RETURNS trigger AS $$
+BEGIN
+	PERFORM pg_notify('` + pgMetaChannel + `', '');
+	RETURN NULL;
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER api_tokens_changed AFTER INSERT OR UPDATE OR DELETE ON api_tokens
+	FOR EACH STATEMENT EXECUTE PROCEDURE braid_meta_changed();
+CREATE TRIGGER user_ops_changed AFTER INSERT OR UPDATE OR DELETE ON user_ops
+	FOR EACH STATEMENT EXECUTE PROCEDURE braid_meta_changed();
+`
+
+// Listen implements Notifier on a connection of its own.
+func (p *Postgres) Listen(ctx context.Context, fn func(job uint64)) error {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("store: listen: %w", p.wrap(err))
+	}
+	// The connection leaves the pool: LISTEN is its state, and a pool
+	// must not hand it to anyone else.
+	c := conn.Hijack()
+	defer c.Close(context.Background())
+	if _, err := c.Exec(ctx, "LISTEN "+pgJobsChannel+"; LISTEN "+pgMetaChannel); err != nil {
+		return fmt.Errorf("store: listen: %w", p.wrap(err))
+	}
+	for {
+		n, err := c.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("store: listen: %w", p.wrap(err))
+		}
+		var id uint64
+		if n.Channel == pgJobsChannel {
+			fmt.Sscan(n.Payload, &id)
+		}
+		fn(id)
+	}
 }

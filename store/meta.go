@@ -125,6 +125,8 @@ type MetaOptions struct {
 	Now func() time.Time
 	// MaxConns bounds the connections to PostgreSQL. Zero means 8.
 	MaxConns int
+	// StallTimeout is PostgresConfig.StallTimeout.
+	StallTimeout time.Duration
 }
 
 // Kinds of metadata store, as ParseMetaURL names them.
@@ -168,7 +170,7 @@ func OpenMeta(ctx context.Context, rawURL string, opts *MetaOptions) (Meta, erro
 		return nil, err
 	}
 	if kind == KindPostgres {
-		return OpenPostgres(ctx, target, &PostgresConfig{Now: opts.Now, MaxConns: opts.MaxConns})
+		return OpenPostgres(ctx, target, &PostgresConfig{Now: opts.Now, MaxConns: opts.MaxConns, StallTimeout: opts.StallTimeout})
 	}
 	return OpenSQLite(ctx, target, &SQLiteConfig{Durable: opts.Durable, Now: opts.Now})
 }

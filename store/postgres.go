@@ -26,8 +26,9 @@ import (
 const pgSchemaVersion = 2
 
 var pgMigrations = []string{
-	// 2: several servers over one database (leases.go).
-	leaseMigration("BIGINT"),
+	// 2: several servers over one database (leases.go), and the
+	// notifications that wake them (Listen).
+	leaseMigration("BIGINT") + pgNotifyTriggers,
 }
 
 // pgSchema has the tables and columns of the SQLite schema, so that
@@ -152,6 +153,11 @@ type PostgresConfig struct {
 	Now func() time.Time
 	// MaxConns bounds the pool's connections. Zero means 8.
 	MaxConns int
+	// StallTimeout ends a session that sits in an open transaction this
+	// long (idle_in_transaction_session_timeout): a server stopped in
+	// the middle of one (SIGSTOP) would otherwise hold its jobs' rows
+	// locked, and no other server could take them over. Zero means 5s.
+	StallTimeout time.Duration
 }
 
 // Postgres is Meta in a PostgreSQL database, through pgx's connection
@@ -181,6 +187,11 @@ func OpenPostgres(ctx context.Context, connURL string, cfg *PostgresConfig) (*Po
 	if err != nil {
 		return nil, fmt.Errorf("store: PostgreSQL URL %s: %w", Redact(connURL), err)
 	}
+	stall := cfg.StallTimeout
+	if stall <= 0 {
+		stall = 5 * time.Second
+	}
+	pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(max(stall.Milliseconds(), 1), 10)
 	pc.MaxConns = int32(cfg.MaxConns)
 	if pc.MaxConns <= 0 {
 		pc.MaxConns = 8
