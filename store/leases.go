@@ -157,7 +157,7 @@ const (
 	// another transaction holds (a stalled owner's, until its session
 	// ends): the next claim takes them.
 	pgLockClaimable = claimableJobs + " FOR UPDATE SKIP LOCKED"
-	claimJob = `UPDATE jobs SET server = ?, epoch = ? WHERE id = ? AND state IN ('queued', 'running') AND epoch != ?
+	claimJob        = `UPDATE jobs SET server = ?, epoch = ? WHERE id = ? AND state IN ('queued', 'running') AND epoch != ?
 		AND (? OR NOT EXISTS (SELECT 1 FROM leases l WHERE l.epoch = jobs.epoch AND l.expires > ?))`
 	resetClaimed = "UPDATE units SET state = 'pending' WHERE job = ? AND state = 'running'"
 	zeroRunning  = "UPDATE jobs SET running = 0 WHERE id = ?"
