@@ -67,6 +67,9 @@ type Job struct {
 	// Expired is when the output was removed after the retention
 	// period; zero while it is kept.
 	Expired time.Time
+	// Owner is who submitted the job (see Owner in owners.go); empty for
+	// a job of the cluster key or of a schema without owners.
+	Owner string
 }
 
 // JobSpec is the part of a job's request that only some jobs use: the
@@ -167,6 +170,8 @@ type JobFilter struct {
 	State JobState
 	// Limit caps the number of jobs; 0 means 100.
 	Limit int
+	// Owner selects the jobs of this owner; empty means every owner's.
+	Owner string
 }
 
 // Jobs stores the state of jobs, their units and the workers. Every
