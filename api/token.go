@@ -50,9 +50,9 @@ type TokenRequest struct {
 // TokenInfo describes a token; the secret is not part of it.
 type TokenInfo struct {
 	// ID identifies the token: 16 hex digits.
-	ID      string    `json:"id"`
-	Name    string    `json:"name"`
-	Role    string    `json:"role"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Role string `json:"role"`
 	// Group is the token's group; empty if it has none.
 	Group   string    `json:"group,omitempty"`
 	Created time.Time `json:"created"`

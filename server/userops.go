@@ -203,6 +203,13 @@ func (s *Server) putOp(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.cfg.Ops.Lookup(name); err == nil {
 		return kindf(errConflict, "operation %q is built in; choose another name", name)
 	}
+	// Checked before the module is read, and again when it is added.
+	s.opsMu.Lock()
+	err := s.checkOpOwner(caller(r), name, "add a version of")
+	s.opsMu.Unlock()
+	if err != nil {
+		return err
+	}
 	q := r.URL.Query()
 	rec := store.UserOp{Name: name, Doc: strings.TrimSpace(q.Get("doc"))}
 	if len(rec.Doc) > 1024 {
