@@ -67,3 +67,28 @@ func (s *Server) blobVisible(ctx context.Context, p principal, id string) (bool,
 	}
 	return s.db.IsModule(ctx, id)
 }
+
+// othersNeed reports whether, for a caller p that does not see
+// everything, blob is needed by an owner other than p's: one of
+// uploaders, or one of jobs (its unfinished users and kept outputs)
+// that p cannot see. Deleting it then only takes p's upload away.
+func (s *Server) othersNeed(ctx context.Context, p principal, uploaders []string, jobs []uint64) (bool, error) {
+	if p.seesAll() {
+		return false, nil
+	}
+	for _, o := range uploaders {
+		if o != p.owner() {
+			return true, nil
+		}
+	}
+	for _, id := range jobs {
+		j, err := s.db.Job(ctx, id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return false, err
+		}
+		if err == nil && !p.sees(j.Owner) {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -56,7 +56,7 @@ func (tn tenant) expect(t *testing.T, want int, method, path string, body any) s
 // cluster key made (as rows from before owners) only admins see.
 func TestOwnerMatrix(t *testing.T) {
 	c := newCluster(t, nil)
-	noop, err := ops.Builtin().Subset("noop")
+	noop, err := ops.Builtin().Subset("noop", "checksum")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +177,20 @@ func TestOwnerMatrix(t *testing.T) {
 		b.expect(t, http.StatusNoContent, http.MethodDelete, api.PathBlobs+"/"+id, nil)
 		b.expect(t, http.StatusNotFound, http.MethodGet, api.PathBlobs+"/"+id, nil)
 		a.expect(t, http.StatusOK, http.MethodGet, api.PathBlobs+"/"+id, nil)
+
+		// The same for the kept output of a's job, which a never
+		// uploaded: b's delete neither removes it nor names a's job.
+		sum := a.run(api.JobRequest{Op: "checksum", Input: id})
+		if sum.State != api.JobDone {
+			t.Fatalf("a's checksum job: %+v", sum)
+		}
+		if got := b.put(a.get(sum.Output)); got != sum.Output {
+			t.Fatalf("same bytes, ids %s and %s", sum.Output, got)
+		}
+		if msg := b.expect(t, http.StatusNoContent, http.MethodDelete, api.PathBlobs+"/"+sum.Output, nil); msg != "" {
+			t.Errorf("b's delete answered %q", msg)
+		}
+		a.expect(t, http.StatusOK, http.MethodGet, api.PathBlobs+"/"+sum.Output, nil)
 	})
 
 	t.Run("no owner", func(t *testing.T) {

@@ -341,25 +341,27 @@ func (s *Server) deleteBlob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !p.seesAll() && slices.ContainsFunc(uploaders, func(o string) bool { return o != p.owner() }) {
-		// Another owner uploaded the same bytes: only this owner's
-		// upload goes, and the blob stays theirs.
+	users, err := s.db.BlobUsers(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	kept, err := s.db.KeptOutputs(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if others, err := s.othersNeed(r.Context(), p, uploaders, append(users, kept...)); err != nil {
+		return err
+	} else if others {
+		// Another owner uploaded the same bytes, or its job needs them:
+		// only this owner's upload goes, and the blob stays theirs.
 		if err := s.db.RemoveUpload(r.Context(), id, p.owner()); err != nil {
 			return err
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	users, err := s.db.BlobUsers(r.Context(), id)
-	if err != nil {
-		return err
-	}
 	if len(users) > 0 {
 		return kindf(errConflict, "blob %s is used by unfinished jobs %s; cancel them or wait for them to finish", id, joinIDs(users))
-	}
-	kept, err := s.db.KeptOutputs(r.Context(), id)
-	if err != nil {
-		return err
 	}
 	if len(kept) > 0 {
 		return kindf(errConflict, "blob %s is the output of jobs %s, kept until their retention ends (braid server --retain); it cannot be deleted before", id, joinIDs(kept))
