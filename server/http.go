@@ -427,15 +427,19 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.visibleJob(r.Context(), caller(r), id); err != nil {
-		return err
-	}
+	var wait time.Duration
 	if ws := r.URL.Query().Get("wait"); ws != "" {
 		d, err := time.ParseDuration(ws)
 		if err != nil || d < 0 {
 			return kindf(errBadRequest, "wait=%q: want a duration such as 30s", ws)
 		}
-		s.waitJob(r.Context(), id, min(d, maxWait))
+		wait = min(d, maxWait)
+	}
+	if _, err := s.visibleJob(r.Context(), caller(r), id); err != nil {
+		return err
+	}
+	if wait > 0 {
+		s.waitJob(r.Context(), id, wait)
 	}
 	st, err := s.status(r.Context(), id)
 	if err != nil {
