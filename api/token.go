@@ -40,14 +40,21 @@ type TokenRequest struct {
 	// among the server's tokens. Empty means one is made up from the role
 	// and the ID.
 	Name string `json:"name,omitempty"`
+	// Group puts the token in a group (a tenant): tokens of one group see
+	// and use each other's jobs, blobs and pipelines, as if one client
+	// made them. Empty means the token shares with no one. The same
+	// rules as Name apply to it.
+	Group string `json:"group,omitempty"`
 }
 
 // TokenInfo describes a token; the secret is not part of it.
 type TokenInfo struct {
 	// ID identifies the token: 16 hex digits.
-	ID      string    `json:"id"`
-	Name    string    `json:"name"`
-	Role    string    `json:"role"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Role string `json:"role"`
+	// Group is the token's group; empty if it has none.
+	Group   string    `json:"group,omitempty"`
 	Created time.Time `json:"created"`
 	// LastUsed is when a request last authenticated with the token, to
 	// the minute; zero if never.

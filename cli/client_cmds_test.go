@@ -314,8 +314,17 @@ func TestTokenCommands(t *testing.T) {
 			t.Errorf("braid %s: exit %d %q; want %d with %q", strings.Join(tt.args, " "), code, stderr, tt.code, tt.msg)
 		}
 	}
+	// A token of a group shares its jobs, blobs and pipelines with the
+	// group's other tokens (server.TestOwnerMatrix); the group is shown.
+	if code, out, stderr := runBraid(t, 10*time.Second, "token", "create", "--role", "client", "--name", "alice", "--group", "lab", "--key-file", key); code != 0 || !strings.Contains(out, "role client, group lab") {
+		t.Errorf("token create --group lab: %d %s %s", code, out, stderr)
+	}
+	if code, _, stderr := runBraid(t, 10*time.Second, "token", "create", "--role", "client", "--group", "a b", "--key-file", key); code != 2 || !strings.Contains(stderr, `token group "a b"`) {
+		t.Errorf("token create --group 'a b': %d %s", code, stderr)
+	}
 	code, out, _ := runBraid(t, 10*time.Second, "token", "list", "--key-file", key)
-	if code != 0 || !strings.Contains(out, "node1") || !strings.Contains(out, "ci") || !strings.Contains(out, "worker") {
+	if code != 0 || !strings.Contains(out, "node1") || !strings.Contains(out, "ci") || !strings.Contains(out, "worker") ||
+		!regexp.MustCompile(`alice +client +lab `).MatchString(out) {
 		t.Errorf("token list: %d %s", code, out)
 	}
 	if code, _, stderr := runBraid(t, 10*time.Second, "token", "revoke", "ci", "--key-file", key); code != 0 || !strings.Contains(stderr, "revoked token") {

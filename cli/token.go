@@ -27,7 +27,11 @@ looks (Prometheus metrics, jobs, workers: the dashboard at /ui/); an admin
 token may do all that and manage tokens. The cluster key's holder is admin. The server
 keeps only each token's SHA-256: a token is shown once, when created.
 
-  braid token create --role ROLE [--name NAME]   make a token; prints it and its join token
+A client sees only the jobs, blobs and pipelines it made, unless its token
+is in a group (--group NAME): the tokens of a group share everything, as
+one tenant. Admins and monitors see everyone's.
+
+  braid token create --role ROLE [--name NAME] [--group GROUP]   make a token; prints it and its join token
   braid token list                               list the tokens (never their secrets)
   braid token revoke ID|NAME                     revoke one; it fails at once from then on
 
@@ -59,11 +63,12 @@ func runToken(ctx context.Context, env *Env, args []string) int {
 }
 
 func runTokenCreate(ctx context.Context, env *Env, args []string) int {
-	fs := newFlags(env, "token create", "--role admin|client|worker|monitor [--name NAME] [flags]", `
+	fs := newFlags(env, "token create", "--role admin|client|worker|monitor [--name NAME] [--group GROUP] [flags]", `
 Makes a token and prints it with its join token. Store it now: the server
 keeps only its hash.`)
 	role := fs.String("role", "", "the token's `role`: admin, client, worker or monitor (required)")
 	name := fs.String("name", "", "a unique `name` for listings and revoke (default: the role and part of the ID)")
+	group := fs.String("group", "", "a `group` whose tokens share their jobs, blobs and pipelines (default: none; the token shares nothing)")
 	cf := addClientFlags(fs, 30*time.Second)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
@@ -82,7 +87,7 @@ keeps only its hash.`)
 		return 2
 	}
 	defer cancel()
-	tok, err := c.CreateToken(ctx, *role, *name)
+	tok, err := c.NewToken(ctx, api.TokenRequest{Role: *role, Name: *name, Group: *group})
 	if err != nil {
 		return clientFail(env, "token create", err)
 	}
@@ -90,7 +95,11 @@ keeps only its hash.`)
 		jsonLine(env.Stdout, tok)
 		return 0
 	}
-	fmt.Fprintf(env.Stdout, "token %s (%s), role %s\n", tok.ID, tok.Name, tok.Role)
+	fmt.Fprintf(env.Stdout, "token %s (%s), role %s", tok.ID, tok.Name, tok.Role)
+	if tok.Group != "" {
+		fmt.Fprintf(env.Stdout, ", group %s", tok.Group)
+	}
+	fmt.Fprintln(env.Stdout)
 	fmt.Fprintf(env.Stdout, "  token:       %s\n", tok.Token)
 	if tok.Join != "" {
 		fmt.Fprintf(env.Stdout, "  fingerprint: %s\n", tok.Fingerprint)
@@ -131,9 +140,13 @@ func runTokenList(ctx context.Context, env *Env, args []string) int {
 		return t.Local().Format("2006-01-02 15:04")
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED\tLAST USED\tREVOKED")
+	fmt.Fprintln(tw, "ID\tNAME\tROLE\tGROUP\tCREATED\tLAST USED\tREVOKED")
 	for _, t := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, when(t.Created), when(t.LastUsed), when(t.Revoked))
+		g := t.Group
+		if g == "" {
+			g = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, g, when(t.Created), when(t.LastUsed), when(t.Revoked))
 	}
 	tw.Flush()
 	return 0

@@ -684,8 +684,14 @@ func (c *Client) Deregister(ctx context.Context, id string) error {
 // RoleWorker) named name (empty: the server picks one). The answer holds
 // the secret, which the server shows only this once.
 func (c *Client) CreateToken(ctx context.Context, role, name string) (api.TokenCreated, error) {
+	return c.NewToken(ctx, api.TokenRequest{Role: role, Name: name})
+}
+
+// NewToken is CreateToken with every field of the request, such as the
+// group whose tokens share their jobs, blobs and pipelines.
+func (c *Client) NewToken(ctx context.Context, req api.TokenRequest) (api.TokenCreated, error) {
 	var t api.TokenCreated
-	err := c.sendJSON(ctx, "create token", http.MethodPost, api.PathTokens, api.TokenRequest{Role: role, Name: name}, &t)
+	err := c.sendJSON(ctx, "create token", http.MethodPost, api.PathTokens, req, &t)
 	return t, err
 }
 

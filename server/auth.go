@@ -69,6 +69,7 @@ type principal struct {
 	role    string
 	tokenID string
 	name    string
+	group   string
 }
 
 type principalKey struct{}
@@ -114,7 +115,7 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 			t.ID, t.Name, t.Revoked.Format(time.RFC3339))
 	}
 	s.touch(r.Context(), t.ID)
-	return principal{role: t.Role, tokenID: t.ID, name: t.Name}, nil
+	return principal{role: t.Role, tokenID: t.ID, name: t.Name, group: t.Group}, nil
 }
 
 // authorize checks that p may call an endpoint open to rs.
@@ -212,23 +213,26 @@ func newTokenID() (string, error) {
 
 // checkTokenName validates a token's name: 1 to 64 letters, digits, '.',
 // '_' or '-', and not of the form of an ID.
-func checkTokenName(name string) error {
+func checkTokenName(name string) error { return checkLabel("token name", name) }
+
+// checkLabel is checkTokenName for what: a token's name or group.
+func checkLabel(what, name string) error {
 	if name == "" || len(name) > 64 {
-		return kindf(errBadRequest, "token name %q: want 1 to 64 characters", name)
+		return kindf(errBadRequest, "%s %q: want 1 to 64 characters", what, name)
 	}
 	for _, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return kindf(errBadRequest, "token name %q: use only letters, digits, '.', '_' and '-'", name)
+			return kindf(errBadRequest, "%s %q: use only letters, digits, '.', '_' and '-'", what, name)
 		}
 	}
 	if _, err := hex.DecodeString(name); err == nil && len(name) == 16 {
-		return kindf(errBadRequest, "token name %q looks like a token ID (16 hex digits); choose another", name)
+		return kindf(errBadRequest, "%s %q looks like a token ID (16 hex digits); choose another", what, name)
 	}
 	return nil
 }
 
 func tokenInfo(t store.Token) api.TokenInfo {
-	return api.TokenInfo{ID: t.ID, Name: t.Name, Role: t.Role, Created: t.Created, LastUsed: t.LastUsed, Revoked: t.Revoked}
+	return api.TokenInfo{ID: t.ID, Name: t.Name, Role: t.Role, Group: t.Group, Created: t.Created, LastUsed: t.LastUsed, Revoked: t.Revoked}
 }
 
 func (s *Server) postToken(w http.ResponseWriter, r *http.Request) error {
@@ -253,7 +257,12 @@ func (s *Server) postToken(w http.ResponseWriter, r *http.Request) error {
 	if err := checkTokenName(req.Name); err != nil {
 		return err
 	}
-	t, err := s.db.AddToken(r.Context(), store.Token{ID: id, Hash: tokenHash(secret), Name: req.Name, Role: req.Role})
+	if req.Group != "" {
+		if err := checkLabel("token group", req.Group); err != nil {
+			return err
+		}
+	}
+	t, err := s.db.AddToken(r.Context(), store.Token{ID: id, Hash: tokenHash(secret), Name: req.Name, Role: req.Role, Group: req.Group})
 	if errors.Is(err, store.ErrConflict) {
 		return kindf(errConflict, "a token named %q exists already (braid token list); choose another name", req.Name)
 	}
@@ -261,7 +270,7 @@ func (s *Server) postToken(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.access.put(t)
-	s.log.Info("token created", "token", t.ID, "name", t.Name, "role", t.Role, "by", caller(r).name)
+	s.log.Info("token created", "token", t.ID, "name", t.Name, "role", t.Role, "group", t.Group, "by", caller(r).name)
 	ans := api.TokenCreated{TokenInfo: tokenInfo(t), Token: secret}
 	if s.fp != nil {
 		ans.Fingerprint = api.FormatFingerprint(s.fp)

@@ -48,6 +48,9 @@ type credential struct {
 	role string
 	// msg is in the 401 answer.
 	msg string
+	// join is the join token of a client token, whose records only it
+	// sees; empty for the others.
+	join string
 }
 
 // credentials makes a token of each role on c's server, and one revoked.
@@ -59,6 +62,10 @@ func credentials(t *testing.T, c *cluster) []credential {
 			t.Fatal(err)
 		}
 		return tok.Token
+	}
+	cl, err := c.c.CreateToken(t.Context(), api.RoleClient, "")
+	if err != nil {
+		t.Fatal(err)
 	}
 	revoked, err := c.c.CreateToken(t.Context(), api.RoleAdmin, "gone")
 	if err != nil {
@@ -74,7 +81,7 @@ func credentials(t *testing.T, c *cluster) []credential {
 		{name: "unknown token", header: "Bearer " + api.TokenPrefix + "AAAA", msg: "unknown token"},
 		{name: "revoked", header: "Bearer " + revoked.Token, msg: "token " + revoked.ID + " (gone) was revoked at"},
 		{name: "worker", header: "Bearer " + mk(api.RoleWorker), role: api.RoleWorker},
-		{name: "client", header: "Bearer " + mk(api.RoleClient), role: api.RoleClient},
+		{name: "client", header: "Bearer " + cl.Token, role: api.RoleClient, join: cl.Join},
 		{name: "monitor", header: "Bearer " + mk(api.RoleMonitor), role: api.RoleMonitor},
 		{name: "admin token", header: "Bearer " + mk(api.RoleAdmin), role: api.RoleAdmin},
 		{name: "cluster key", header: "Bearer " + api.Token(testKey), role: api.RoleAdmin},
@@ -95,7 +102,10 @@ type fixture struct {
 	// roles that may call the route, space-separated in api.Roles
 	// order; empty for an open route.
 	roles string
-	mk    func() request
+	// mk makes the request as c, which makes records as the calling
+	// credential's owner (the cluster key's for the credentials without
+	// records of their own).
+	mk func(c *cluster) request
 }
 
 // Who may call a route.
@@ -129,37 +139,33 @@ func matrixFixture(t *testing.T, c *cluster, wk *testWorker) map[string]fixture 
 		return r.Worker
 	}
 	live := register()
-	blob := c.put([]byte("matrix blob"))
 	mod, err := c.c.AddOp(ctx, "matrixmod", bytes.NewReader(tinyModule), client.OpOptions{})
-	must(err)
-	job := c.submit(api.JobRequest{Op: "noop", Input: blob})
-	pipe, err := c.c.SubmitPipeline(ctx, api.PipelineRequest{Steps: []api.PipelineStep{{Name: "a", JobRequest: api.JobRequest{Op: "noop", Input: blob}}}})
 	must(err)
 	js := func(v any) []byte { b, _ := json.Marshal(v); return b }
 	return map[string]fixture{
-		"GET " + api.SpecPath:   {anyone, func() request { return request{path: api.SpecPath} }},
-		"GET " + api.PathHealth: {anyone, func() request { return request{path: api.PathHealth} }},
-		"GET /v1/ops":           {adminClient, func() request { return request{path: api.PathOps} }},
-		"GET /v1/ops/{name}":    {adminClient, func() request { return request{path: api.PathOps + "/blur"} }},
-		"PUT /v1/ops/{name}":    {adminClient, func() request { return request{path: api.PathOps + "/put" + uniq(), body: tinyModule} }},
-		"DELETE /v1/ops/{name}": {adminClient, func() request {
+		"GET " + api.SpecPath:   {anyone, func(c *cluster) request { return request{path: api.SpecPath} }},
+		"GET " + api.PathHealth: {anyone, func(c *cluster) request { return request{path: api.PathHealth} }},
+		"GET /v1/ops":           {adminClient, func(c *cluster) request { return request{path: api.PathOps} }},
+		"GET /v1/ops/{name}":    {adminClient, func(c *cluster) request { return request{path: api.PathOps + "/blur"} }},
+		"PUT /v1/ops/{name}":    {adminClient, func(c *cluster) request { return request{path: api.PathOps + "/put" + uniq(), body: tinyModule} }},
+		"DELETE /v1/ops/{name}": {adminClient, func(c *cluster) request {
 			name := "del" + uniq()
 			_, err := c.c.AddOp(ctx, name, bytes.NewReader(tinyModule), client.OpOptions{})
 			must(err)
 			return request{path: api.PathOps + "/" + name}
 		}},
-		"GET " + api.PathMetrics: {lookers, func() request { return request{path: api.PathMetrics} }},
+		"GET " + api.PathMetrics: {lookers, func(c *cluster) request { return request{path: api.PathMetrics} }},
 		// The dashboard's files are open; the data they show is not.
-		"GET " + api.PathUI:    {anyone, func() request { return request{path: api.PathUI} }},
-		"HEAD " + api.PathUI:   {anyone, func() request { return request{path: api.PathUI + "app.js"} }},
-		"GET /v1/workers":      {lookers, func() request { return request{path: api.PathWorkers} }},
-		"POST /v1/workers":     {adminWorker, func() request { return request{path: api.PathWorkers, body: regBody} }},
-		"GET /v1/workers/{id}": {lookers, func() request { return request{path: api.PathWorkers + "/" + live} }},
-		"PUT /v1/workers/{id}": {adminWorker, func() request { return request{path: api.PathWorkers + "/" + live, body: regBody} }},
-		"DELETE /v1/workers/{id}": {adminWorker, func() request {
+		"GET " + api.PathUI:    {anyone, func(c *cluster) request { return request{path: api.PathUI} }},
+		"HEAD " + api.PathUI:   {anyone, func(c *cluster) request { return request{path: api.PathUI + "app.js"} }},
+		"GET /v1/workers":      {lookers, func(c *cluster) request { return request{path: api.PathWorkers} }},
+		"POST /v1/workers":     {adminWorker, func(c *cluster) request { return request{path: api.PathWorkers, body: regBody} }},
+		"GET /v1/workers/{id}": {lookers, func(c *cluster) request { return request{path: api.PathWorkers + "/" + live} }},
+		"PUT /v1/workers/{id}": {adminWorker, func(c *cluster) request { return request{path: api.PathWorkers + "/" + live, body: regBody} }},
+		"DELETE /v1/workers/{id}": {adminWorker, func(c *cluster) request {
 			return request{path: api.PathWorkers + "/" + register()}
 		}},
-		"POST /v1/workers/{id}/heartbeat": {adminWorker, func() request {
+		"POST /v1/workers/{id}/heartbeat": {adminWorker, func(*cluster) request {
 			// Nothing else keeps this registration alive: on a slow
 			// machine the server may have declared it dead since the
 			// last call. Registering it again brings it back.
@@ -167,37 +173,46 @@ func matrixFixture(t *testing.T, c *cluster, wk *testWorker) map[string]fixture 
 			must(err)
 			return request{path: api.PathWorkers + "/" + live + "/heartbeat", body: []byte("{}")}
 		}},
-		"GET /v1/blobs":  {adminClient, func() request { return request{path: api.PathBlobs} }},
-		"POST /v1/blobs": {adminClient, func() request { return request{path: api.PathBlobs, body: []byte("upload " + uniq())} }},
+		"GET /v1/blobs":  {adminClient, func(c *cluster) request { return request{path: api.PathBlobs} }},
+		"POST /v1/blobs": {adminClient, func(c *cluster) request { return request{path: api.PathBlobs, body: []byte("upload " + uniq())} }},
 		// A module: the one blob a worker may read.
-		"GET /v1/blobs/{id}":  {anyRole, func() request { return request{path: api.PathBlobs + "/" + mod.Hash} }},
-		"HEAD /v1/blobs/{id}": {anyRole, func() request { return request{path: api.PathBlobs + "/" + mod.Hash} }},
-		"DELETE /v1/blobs/{id}": {adminClient, func() request {
+		"GET /v1/blobs/{id}":  {anyRole, func(c *cluster) request { return request{path: api.PathBlobs + "/" + mod.Hash} }},
+		"HEAD /v1/blobs/{id}": {anyRole, func(c *cluster) request { return request{path: api.PathBlobs + "/" + mod.Hash} }},
+		"DELETE /v1/blobs/{id}": {adminClient, func(c *cluster) request {
 			return request{path: api.PathBlobs + "/" + c.put([]byte("to delete "+uniq()))}
 		}},
-		"GET /v1/jobs":  {lookers, func() request { return request{path: api.PathJobs} }},
-		"POST /v1/jobs": {adminClient, func() request { return request{path: api.PathJobs, body: js(api.JobRequest{Op: "noop", Input: blob})} }},
-		"GET /v1/jobs/{id}": {lookers, func() request {
+		"GET /v1/jobs": {lookers, func(c *cluster) request { return request{path: api.PathJobs} }},
+		"POST /v1/jobs": {adminClient, func(c *cluster) request {
+			return request{path: api.PathJobs, body: js(api.JobRequest{Op: "noop", Input: c.put([]byte("matrix blob"))})}
+		}},
+		"GET /v1/jobs/{id}": {lookers, func(c *cluster) request {
+			job := c.submit(api.JobRequest{Op: "noop", Input: c.put([]byte("matrix blob"))})
 			return request{path: fmt.Sprintf("%s/%d", api.PathJobs, job.Job)}
 		}},
-		"GET /v1/jobs/{id}/units": {lookers, func() request {
+		"GET /v1/jobs/{id}/units": {lookers, func(c *cluster) request {
+			job := c.submit(api.JobRequest{Op: "noop", Input: c.put([]byte("matrix blob"))})
 			return request{path: fmt.Sprintf("%s/%d/units", api.PathJobs, job.Job)}
 		}},
-		"POST /v1/jobs/{id}/cancel": {adminClient, func() request {
+		"POST /v1/jobs/{id}/cancel": {adminClient, func(c *cluster) request {
 			// No worker runs checksum: the job stays queued.
-			st := c.submit(api.JobRequest{Op: "checksum", Input: blob})
+			st := c.submit(api.JobRequest{Op: "checksum", Input: c.put([]byte("matrix blob"))})
 			return request{path: fmt.Sprintf("%s/%d/cancel", api.PathJobs, st.Job), body: []byte("{}")}
 		}},
-		"POST /v1/pipelines": {adminClient, func() request {
+		"POST /v1/pipelines": {adminClient, func(c *cluster) request {
 			return request{path: api.PathPipelines, body: js(api.PipelineRequest{Steps: []api.PipelineStep{
-				{Name: "a", JobRequest: api.JobRequest{Op: "noop", Input: blob}}}})}
+				{Name: "a", JobRequest: api.JobRequest{Op: "noop", Input: c.put([]byte("matrix blob"))}}}})}
 		}},
-		"GET /v1/pipelines/{id}": {adminClient, func() request {
+		"GET /v1/pipelines/{id}": {adminClient, func(c *cluster) request {
+			pipe, err := c.c.SubmitPipeline(ctx, api.PipelineRequest{Steps: []api.PipelineStep{
+				{Name: "a", JobRequest: api.JobRequest{Op: "noop", Input: c.put([]byte("matrix blob"))}}}})
+			must(err)
 			return request{path: fmt.Sprintf("%s/%d", api.PathPipelines, pipe.Pipeline)}
 		}},
-		"GET /v1/tokens":  {admin, func() request { return request{path: api.PathTokens} }},
-		"POST /v1/tokens": {admin, func() request { return request{path: api.PathTokens, body: js(api.TokenRequest{Role: api.RoleClient})} }},
-		"DELETE /v1/tokens/{id}": {admin, func() request {
+		"GET /v1/tokens": {admin, func(c *cluster) request { return request{path: api.PathTokens} }},
+		"POST /v1/tokens": {admin, func(c *cluster) request {
+			return request{path: api.PathTokens, body: js(api.TokenRequest{Role: api.RoleClient})}
+		}},
+		"DELETE /v1/tokens/{id}": {admin, func(*cluster) request {
 			tok, err := c.c.CreateToken(ctx, api.RoleClient, "")
 			must(err)
 			return request{path: api.PathTokens + "/" + tok.ID}
@@ -236,7 +251,11 @@ func TestRoleMatrix(t *testing.T) {
 		}
 		for _, cr := range creds {
 			t.Run(key+"/"+cr.name, func(t *testing.T) {
-				req := fx.mk()
+				as := c
+				if cr.join != "" {
+					as = c.as(client.New(c.srv.URL(), client.WithToken(cr.join)))
+				}
+				req := fx.mk(as)
 				code, body := call(t, c, rt.Method, req, cr.header)
 				switch {
 				case rt.Roles == nil || slices.Contains(rt.Roles, cr.role):

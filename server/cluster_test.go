@@ -176,6 +176,14 @@ func (c *cluster) waitWorkers(n int) {
 	}
 }
 
+// as returns c seen through cl: its put, submit and the rest send cl's
+// credential, so what they make is cl's owner's.
+func (c *cluster) as(cl *client.Client) *cluster {
+	v := *c
+	v.c = cl
+	return &v
+}
+
 func (c *cluster) put(data []byte) string {
 	c.t.Helper()
 	id, err := c.c.Put(context.Background(), bytes.NewReader(data))

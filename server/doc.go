@@ -49,7 +49,9 @@
 // holders can pin it. Every request but the health check and the spec
 // carries a bearer credential: the key's api.Token (admin) or a token
 // (auth.go) whose role the route table (http.go) checks: 401 without a
-// valid credential, 403 for a role the route does not admit. See
+// valid credential, 403 for a role the route does not admit. Then the
+// record's owner (access.go): a client token reaches only its own, or its
+// group's, jobs, blobs and pipelines, and anything else is 404. See
 // docs/security.md.
 //
 // Lock order: Server.mu, then run.mu, then peer.mu; the lifecycle's,

@@ -233,7 +233,7 @@ func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) error {
 	if err := st.Commit(r.Context()); err != nil {
 		return storageError("upload", err)
 	}
-	if err := s.db.AddUpload(r.Context(), id); err != nil {
+	if err := s.db.AddUpload(r.Context(), id, caller(r).owner()); err != nil {
 		return storageError("upload: record it", err)
 	}
 	s.log.Debug("blob stored", "blob", id, "bytes", size)
@@ -245,6 +245,17 @@ func (s *Server) listBlobs(w http.ResponseWriter, r *http.Request) error {
 	infos, err := s.blobs.List(r.Context())
 	if err != nil {
 		return err
+	}
+	if p := caller(r); !p.seesAll() {
+		own, err := s.db.OwnedBlobs(r.Context(), p.owner())
+		if err != nil {
+			return err
+		}
+		slices.Sort(own)
+		infos = slices.DeleteFunc(infos, func(b store.BlobInfo) bool {
+			_, found := slices.BinarySearch(own, b.ID)
+			return !found
+		})
 	}
 	list := api.BlobList{Blobs: make([]api.BlobInfo, 0, len(infos))}
 	for _, b := range infos {
@@ -259,7 +270,7 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if caller(r).role == api.RoleWorker {
+	if p := caller(r); p.role == api.RoleWorker {
 		mod, err := s.db.IsModule(r.Context(), id)
 		if err != nil {
 			return err
@@ -267,6 +278,10 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
 		if !mod {
 			return kindf(errForbidden, "a worker credential may read only the modules of user operations, and blob %s is not one", id)
 		}
+	} else if ok, err := s.blobVisible(r.Context(), p, id); err != nil {
+		return err
+	} else if !ok {
+		return kindf(errNotFound, "no blob %s on this server", id)
 	}
 	f, _, err := s.blobs.Open(id)
 	if errors.Is(err, store.ErrNotFound) {
@@ -316,16 +331,37 @@ func (s *Server) deleteBlob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	p := caller(r)
+	if ok, err := s.blobVisible(r.Context(), p, id); err != nil {
+		return err
+	} else if !ok {
+		return kindf(errNotFound, "no blob %s on this server", id)
+	}
+	uploaders, err := s.db.Uploaders(r.Context(), id)
+	if err != nil {
+		return err
+	}
 	users, err := s.db.BlobUsers(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	if len(users) > 0 {
-		return kindf(errConflict, "blob %s is used by unfinished jobs %s; cancel them or wait for them to finish", id, joinIDs(users))
-	}
 	kept, err := s.db.KeptOutputs(r.Context(), id)
 	if err != nil {
 		return err
+	}
+	if others, err := s.othersNeed(r.Context(), p, uploaders, append(users, kept...)); err != nil {
+		return err
+	} else if others {
+		// Another owner uploaded the same bytes, or its job needs them:
+		// only this owner's upload goes, and the blob stays theirs.
+		if err := s.db.RemoveUpload(r.Context(), id, p.owner()); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	if len(users) > 0 {
+		return kindf(errConflict, "blob %s is used by unfinished jobs %s; cancel them or wait for them to finish", id, joinIDs(users))
 	}
 	if len(kept) > 0 {
 		return kindf(errConflict, "blob %s is the output of jobs %s, kept until their retention ends (braid server --retain); it cannot be deleted before", id, joinIDs(kept))
@@ -342,8 +378,10 @@ func (s *Server) deleteBlob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.known.forget(id)
-	if err := s.db.RemoveUpload(r.Context(), id); err != nil {
-		return err
+	for _, o := range uploaders {
+		if err := s.db.RemoveUpload(r.Context(), id, o); err != nil {
+			return err
+		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -373,7 +411,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) error {
 	if err := s.readJSON(w, r, "job request", &req); err != nil {
 		return err
 	}
-	st, err := s.submit(r.Context(), req)
+	st, err := s.submit(r.Context(), caller(r), req)
 	if err != nil {
 		return err
 	}
@@ -389,12 +427,19 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var wait time.Duration
 	if ws := r.URL.Query().Get("wait"); ws != "" {
 		d, err := time.ParseDuration(ws)
 		if err != nil || d < 0 {
 			return kindf(errBadRequest, "wait=%q: want a duration such as 30s", ws)
 		}
-		s.waitJob(r.Context(), id, min(d, maxWait))
+		wait = min(d, maxWait)
+	}
+	if _, err := s.visibleJob(r.Context(), caller(r), id); err != nil {
+		return err
+	}
+	if wait > 0 {
+		s.waitJob(r.Context(), id, wait)
 	}
 	st, err := s.status(r.Context(), id)
 	if err != nil {
@@ -405,7 +450,11 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
+	p := caller(r)
 	f := store.JobFilter{State: store.JobState(q.Get("state"))}
+	if !p.seesAll() {
+		f.Owner = p.owner()
+	}
 	if f.State != "" && !api.JobState(f.State).Valid() {
 		return kindf(errBadRequest, "state=%q: want queued, running, done, failed or canceled", f.State)
 	}
@@ -424,7 +473,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 		// Jobs whose end is not yet in the store are listed by that end.
 		ids := s.lc.UnsavedIn(f.State)
 		for _, id := range ids {
-			if j, err := s.db.Job(r.Context(), id); err == nil && !slices.ContainsFunc(jobs, func(o store.Job) bool { return o.ID == id }) {
+			if j, err := s.db.Job(r.Context(), id); err == nil && p.sees(j.Owner) && !slices.ContainsFunc(jobs, func(o store.Job) bool { return o.ID == id }) {
 				jobs = append(jobs, j)
 			}
 		}
@@ -449,6 +498,9 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) error {
 	id, err := jobID(r)
 	if err != nil {
+		return err
+	}
+	if _, err := s.visibleJob(r.Context(), caller(r), id); err != nil {
 		return err
 	}
 	if err := s.cancel(r.Context(), id); err != nil {

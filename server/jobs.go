@@ -25,8 +25,8 @@ const maxInFlight = 1024
 
 // submit validates a job request, splits the job into units, stores it
 // and hands it to the scheduler.
-func (s *Server) submit(ctx context.Context, req api.JobRequest) (api.JobStatus, error) {
-	return s.submitWith(ctx, req, submitOpts{})
+func (s *Server) submit(ctx context.Context, who principal, req api.JobRequest) (api.JobStatus, error) {
+	return s.submitWith(ctx, req, submitOpts{who: who})
 }
 
 func (s *Server) submitWith(ctx context.Context, req api.JobRequest, o submitOpts) (api.JobStatus, error) {
@@ -42,13 +42,18 @@ func (s *Server) submitWith(ctx context.Context, req api.JobRequest, o submitOpt
 	if err != nil {
 		return api.JobStatus{}, err
 	}
-	rec.Spec.Pipeline, rec.Spec.Step = o.pipeline, o.step
+	rec.Spec.Pipeline, rec.Spec.Step, rec.Owner = o.pipeline, o.step, o.who.owner()
 	jo, err := s.jobOps(rec)
 	if err != nil {
 		return api.JobStatus{}, err
 	}
 	if !store.ValidID(req.Input) {
 		return api.JobStatus{}, kindf(errBadRequest, "job request: input %q is not a blob id; upload the data first (braid put FILE) and pass the id it prints, or give job:ID", req.Input)
+	}
+	if ok, err := s.blobVisible(ctx, o.who, req.Input); err != nil {
+		return api.JobStatus{}, err
+	} else if !ok {
+		return api.JobStatus{}, kindf(errNotFound, "job request: no blob %s on this server; upload it first (braid put FILE)", req.Input)
 	}
 	return s.create(ctx, rec, jo, req.Input)
 }

@@ -24,6 +24,8 @@ const maxSteps = 256
 
 // submitOpts place a job in a pipeline.
 type submitOpts struct {
+	// who submits: the job is its owner's.
+	who      principal
 	pipeline uint64
 	step     string
 }
@@ -48,13 +50,13 @@ func (s *Server) submitAfter(ctx context.Context, req api.JobRequest, parent uin
 		return api.JobStatus{}, err
 	}
 	rec.Input, rec.Spec.InputJob = "", parent
-	rec.Spec.Pipeline, rec.Spec.Step = o.pipeline, o.step
+	rec.Spec.Pipeline, rec.Spec.Step, rec.Owner = o.pipeline, o.step, o.who.owner()
 	jo, err := s.jobOps(rec)
 	if err != nil {
 		return api.JobStatus{}, err
 	}
 	p, err := s.db.Job(ctx, parent)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && !o.who.sees(p.Owner) {
 		return api.JobStatus{}, kindf(errNotFound, "job request: input job %d: no such job on this server", parent)
 	}
 	if err != nil {
@@ -142,7 +144,7 @@ var stepName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
 // submitPipeline checks a pipeline and submits its steps in an order
 // where every step comes after the step whose output it reads.
-func (s *Server) submitPipeline(ctx context.Context, req api.PipelineRequest) (api.PipelineStatus, error) {
+func (s *Server) submitPipeline(ctx context.Context, who principal, req api.PipelineRequest) (api.PipelineStatus, error) {
 	bad := func(format string, args ...any) (api.PipelineStatus, error) {
 		return api.PipelineStatus{}, kindf(errBadRequest, "pipeline: "+format, args...)
 	}
@@ -186,7 +188,7 @@ func (s *Server) submitPipeline(ctx context.Context, req api.PipelineRequest) (a
 	if err != nil {
 		return bad("%v", err)
 	}
-	p, err := s.db.CreatePipeline(ctx, store.Pipeline{Name: req.Name, Steps: []store.PipelineStep{}})
+	p, err := s.db.CreatePipeline(ctx, store.Pipeline{Name: req.Name, Steps: []store.PipelineStep{}, Owner: who.owner()})
 	if err != nil {
 		return api.PipelineStatus{}, err
 	}
@@ -194,7 +196,7 @@ func (s *Server) submitPipeline(ctx context.Context, req api.PipelineRequest) (a
 	for _, i := range order {
 		st := req.Steps[i]
 		jr := st.JobRequest
-		o := submitOpts{pipeline: p.ID, step: st.Name}
+		o := submitOpts{who: who, pipeline: p.ID, step: st.Name}
 		var js api.JobStatus
 		var err error
 		if deps[i] >= 0 {
@@ -221,7 +223,7 @@ func (s *Server) submitPipeline(ctx context.Context, req api.PipelineRequest) (a
 		return api.PipelineStatus{}, err
 	}
 	s.log.Info("pipeline accepted", "pipeline", p.ID, "steps", len(steps))
-	return s.pipelineStatus(ctx, p.ID)
+	return s.pipelineStatus(ctx, who, p.ID)
 }
 
 func stepNames(steps []api.PipelineStep) string {
@@ -261,9 +263,9 @@ func topoOrder(steps []api.PipelineStep, deps []int) ([]int, error) {
 }
 
 // pipelineStatus returns a pipeline with its steps' jobs.
-func (s *Server) pipelineStatus(ctx context.Context, id uint64) (api.PipelineStatus, error) {
+func (s *Server) pipelineStatus(ctx context.Context, who principal, id uint64) (api.PipelineStatus, error) {
 	p, err := s.db.Pipeline(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) || err == nil && !who.sees(p.Owner) {
 		return api.PipelineStatus{}, kindf(errNotFound, "no pipeline %d on this server", id)
 	}
 	if err != nil {
@@ -305,7 +307,7 @@ func (s *Server) postPipeline(w http.ResponseWriter, r *http.Request) error {
 	if err := s.readJSON(w, r, "pipeline", &req); err != nil {
 		return err
 	}
-	ps, err := s.submitPipeline(r.Context(), req)
+	ps, err := s.submitPipeline(r.Context(), caller(r), req)
 	if err != nil {
 		return err
 	}
@@ -319,7 +321,7 @@ func (s *Server) getPipeline(w http.ResponseWriter, r *http.Request) error {
 	if err != nil || id == 0 {
 		return kindf(errBadRequest, "%q is not a pipeline id: want a positive whole number", v)
 	}
-	ps, err := s.pipelineStatus(r.Context(), id)
+	ps, err := s.pipelineStatus(r.Context(), caller(r), id)
 	if err != nil {
 		return err
 	}

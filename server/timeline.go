@@ -196,9 +196,7 @@ func (s *Server) getUnits(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.db.Job(r.Context(), id); errors.Is(err, store.ErrNotFound) {
-		return kindf(errNotFound, "no job %d on this server", id)
-	} else if err != nil {
+	if _, err := s.visibleJob(r.Context(), caller(r), id); err != nil {
 		return err
 	}
 	spans, kept := s.spans.get(id)

@@ -203,6 +203,13 @@ func (s *Server) putOp(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.cfg.Ops.Lookup(name); err == nil {
 		return kindf(errConflict, "operation %q is built in; choose another name", name)
 	}
+	// Checked before the module is read, and again when it is added.
+	s.opsMu.Lock()
+	err := s.checkOpOwner(caller(r), name, "add a version of")
+	s.opsMu.Unlock()
+	if err != nil {
+		return err
+	}
 	q := r.URL.Query()
 	rec := store.UserOp{Name: name, Doc: strings.TrimSpace(q.Get("doc"))}
 	if len(rec.Doc) > 1024 {
@@ -251,9 +258,12 @@ func (s *Server) putOp(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storageError("operation "+name+": store the module", err)
 	}
-	rec.Hash, rec.Size = id, size
+	rec.Hash, rec.Size, rec.Owner = id, size, caller(r).owner()
 	s.opsMu.Lock()
 	defer s.opsMu.Unlock()
+	if err := s.checkOpOwner(caller(r), name, "add a version of"); err != nil {
+		return err
+	}
 	if rec, err = s.db.AddOp(r.Context(), rec); err != nil {
 		return err
 	}
@@ -261,6 +271,18 @@ func (s *Server) putOp(w http.ResponseWriter, r *http.Request) error {
 	s.log.Info("operation added", "op", name, "version", rec.Version, "module", id, "bytes", size)
 	info := opInfo(rec)
 	return writeJSON(w, http.StatusCreated, &info)
+}
+
+// checkOpOwner refuses p to do what to operation name unless p is an
+// admin, the operation does not exist, or p's owner added its newest
+// version. Names are global, so one client cannot replace another's
+// operation. The caller holds opsMu.
+func (s *Server) checkOpOwner(p principal, name, what string) error {
+	op, ok := s.userOps.get(name)
+	if !ok || p.role == api.RoleAdmin || op.Owner != "" && op.Owner == p.owner() {
+		return nil
+	}
+	return kindf(errForbidden, "operation %q belongs to another client; only it or an admin may %s it (choose another name)", name, what)
 }
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
@@ -286,6 +308,9 @@ func (s *Server) deleteOp(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.opsMu.Lock()
 	defer s.opsMu.Unlock()
+	if err := s.checkOpOwner(caller(r), name, "remove"); err != nil {
+		return err
+	}
 	if err := s.db.RemoveOp(r.Context(), name); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return kindf(errNotFound, "no operation %q; see GET %s", name, api.PathOps)

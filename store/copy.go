@@ -66,7 +66,7 @@ var tables = []table{
 		cols(colInt, "hint_units", "tile_w", "tile_h", "hint_repeat"), cols(colText, "policy"), cols(colInt, "in_flight"),
 		cols(colText, "state", "output", "error"),
 		cols(colInt, "submitted", "started", "finished", "total", "done", "failed", "running", "compute_ns"),
-		cols(colText, "spec"), cols(colInt, "retries", "expired"))},
+		cols(colText, "spec"), cols(colInt, "retries", "expired"), cols(colText, "owner"))},
 	{name: "units", key: "job, id", cols: concat(
 		cols(colInt, "job", "id"), cols(colNulText, "params"), cols(colText, "blob"), cols(colInt, "off", "len"),
 		cols(colText, "deps", "state", "worker"), cols(colInt, "attempts"), cols(colText, "result", "error"),
@@ -77,12 +77,12 @@ var tables = []table{
 		cols(colInt, "registered", "last_seen", "running", "queued"), cols(colFloat, "load"), cols(colInt, "done"))},
 	{name: "user_ops", key: "name, version", cols: concat(
 		cols(colText, "name"), cols(colInt, "version"), cols(colText, "hash"), cols(colInt, "size"),
-		cols(colText, "doc", "split", "merge", "params"), cols(colInt, "added", "removed"))},
+		cols(colText, "doc", "split", "merge", "params"), cols(colInt, "added", "removed"), cols(colText, "owner"))},
 	{name: "pipelines", key: "id", seq: "id", cols: concat(
-		cols(colInt, "id"), cols(colText, "name", "steps"), cols(colInt, "submitted"))},
-	{name: "uploads", key: "id", cols: concat(cols(colText, "id"), cols(colInt, "added"))},
+		cols(colInt, "id"), cols(colText, "name", "steps"), cols(colInt, "submitted"), cols(colText, "owner"))},
+	{name: "uploads", key: "id, owner", cols: concat(cols(colText, "id", "owner"), cols(colInt, "added"))},
 	{name: "api_tokens", key: "id", cols: concat(
-		cols(colText, "id", "hash", "name", "role"), cols(colInt, "created", "last_used", "revoked"))},
+		cols(colText, "id", "hash", "name", "role"), cols(colInt, "created", "last_used", "revoked"), cols(colText, "grp"))},
 	{name: "timelines", key: "job", cols: concat(cols(colInt, "job"), cols(colBytes, "data"))},
 }
 

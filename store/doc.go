@@ -30,4 +30,8 @@
 // race. Each records its schema version, migrates older schemas when
 // opened and refuses newer ones. Copy moves every record of one store
 // into another, IDs and ID sequences included.
+//
+// Jobs, pipelines, uploads and operation versions carry an owner string
+// that the server chooses and the store only keeps and matches
+// (owners.go); a blob has one upload row per owner.
 package store

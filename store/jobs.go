@@ -73,6 +73,9 @@ type Job struct {
 	// epoch fail. CreateJob stores both as given.
 	Server string
 	Epoch  uint64
+	// Owner is who submitted the job (see Owner in owners.go); empty for
+	// a job of the cluster key or of a schema without owners.
+	Owner string
 }
 
 // JobSpec is the part of a job's request that only some jobs use: the
@@ -176,6 +179,8 @@ type JobFilter struct {
 	State JobState
 	// Limit caps the number of jobs; 0 means 100.
 	Limit int
+	// Owner selects the jobs of this owner; empty means every owner's.
+	Owner string
 }
 
 // Jobs stores the state of jobs, their units and the workers. Every

@@ -53,7 +53,7 @@ type Meta interface {
 	// with its Version (one more than the newest, from 1) and Added set.
 	AddOp(ctx context.Context, op UserOp) (UserOp, error)
 	// Ops returns the newest version of every operation not removed, by
-	// name.
+	// name, each with the owner of that version.
 	Ops(ctx context.Context) ([]UserOp, error)
 	// RemoveOp removes the operation name: it is no longer listed. Jobs
 	// that use it keep their module. ErrNotFound if there is none.
@@ -86,11 +86,20 @@ type Meta interface {
 	// time than the last use changes nothing.
 	TouchToken(ctx context.Context, id string, at time.Time) error
 
-	// AddUpload records that a client uploaded blob id, so it is kept
-	// until the client deletes it. Adding it twice is no error.
-	AddUpload(ctx context.Context, id string) error
-	// RemoveUpload forgets the upload of blob id.
-	RemoveUpload(ctx context.Context, id string) error
+	// AddUpload records that owner uploaded blob id, so it is kept
+	// until the owner deletes it. Adding it twice is no error.
+	AddUpload(ctx context.Context, id, owner string) error
+	// RemoveUpload forgets owner's upload of blob id; other owners'
+	// uploads of the same blob stay.
+	RemoveUpload(ctx context.Context, id, owner string) error
+	// Uploaders returns the owners that uploaded blob id, in order.
+	Uploaders(ctx context.Context, id string) ([]string, error)
+	// BlobVisible reports whether owner uploaded blob id or owns a job
+	// whose input or output it is.
+	BlobVisible(ctx context.Context, id, owner string) (bool, error)
+	// OwnedBlobs returns the IDs of the blobs owner uploaded and of the
+	// unexpired outputs of its jobs, in order.
+	OwnedBlobs(ctx context.Context, owner string) ([]string, error)
 	// KeptOutputs returns the done jobs whose output is blob and not
 	// yet expired, by ID: the blob must stay until their retention ends.
 	KeptOutputs(ctx context.Context, blob string) ([]uint64, error)

@@ -109,6 +109,21 @@ func TestMigrateV1(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Version 7: rows from before have no owner (only admins see them);
+	// the uploads version 3 made from old inputs are the empty owner's.
+	if j1.Owner != "" {
+		t.Errorf("job 1 owner %q after migration, want none", j1.Owner)
+	}
+	if up := must[[]string](t)(s.Uploaders(ctx, "in1")); len(up) != 1 || up[0] != "" {
+		t.Errorf("uploaders of in1 after migration: %q, want the empty owner", up)
+	}
+	if err := s.AddUpload(ctx, "in1", "group:lab"); err != nil {
+		t.Fatal(err)
+	}
+	if up := must[[]string](t)(s.Uploaders(ctx, "in1")); len(up) != 2 {
+		t.Errorf("uploaders of in1 after a second owner's upload: %q", up)
+	}
+
 	// Opening it again changes nothing.
 	s.Close()
 	s = openDB(t, path)

@@ -23,12 +23,18 @@ import (
 // writes, kept in the one row of braid_schema. Version 1 is pgSchema
 // (the tables of SQLite's version 6); pgMigrations[v-1] takes a
 // database from version v to v+1.
-const pgSchemaVersion = 2
+const pgSchemaVersion = 3
 
 var pgMigrations = []string{
 	// 2: several servers over one database (leases.go), and the
 	// notifications that wake them (Listen).
 	leaseMigration("BIGINT") + pgNotifyTriggers,
+	// 3: owners, as SQLite's version 8.
+	ownersMigration + `
+ALTER TABLE uploads ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE uploads DROP CONSTRAINT uploads_pkey;
+ALTER TABLE uploads ADD PRIMARY KEY (id, owner);
+`,
 }
 
 // pgSchema has the tables and columns of the SQLite schema, so that
@@ -382,13 +388,13 @@ func (p *Postgres) CreateJob(ctx context.Context, j Job, units []Unit) (Job, err
 	j.Submitted, j.Started, j.Finished = p.now().UTC(), time.Time{}, time.Time{}
 	j.Total, j.Done, j.Failed, j.Running, j.ComputeNanos, j.Retries = len(units), 0, 0, 0, 0, 0
 	args := []any{j.Op, j.Input, toJSON(j.Params), j.Units, j.TileW, j.TileH, j.Repeat, j.Policy, j.InFlight,
-		string(j.State), nanos(j.Submitted), j.Total, specJSON(j.Spec), j.Server, int64(min(j.Epoch, math.MaxInt64))}
+		string(j.State), nanos(j.Submitted), j.Total, specJSON(j.Spec), j.Server, int64(min(j.Epoch, math.MaxInt64)), j.Owner}
 	var err error
 	if len(units) <= pgUnitBatch {
 		// One statement, so one round trip: the job and its units.
 		var id int64
 		err = p.pool.QueryRow(ctx, `WITH j AS (`+insertJob+` RETURNING id), u AS (`+
-			insertUnitsFrom(`(SELECT id FROM j)`, 16)+`) SELECT id FROM j`,
+			insertUnitsFrom(`(SELECT id FROM j)`, 17)+`) SELECT id FROM j`,
 			append(args, unitArrays(j, units)...)...).Scan(&id)
 		j.ID = uint64(id)
 		err = p.wrap(err)
@@ -411,10 +417,10 @@ func (p *Postgres) CreateJob(ctx context.Context, j Job, units []Unit) (Job, err
 // pgUnitBatch is how many units one INSERT carries, as arrays.
 const pgUnitBatch = 8192
 
-// insertJob inserts a job, given its 15 first columns.
+// insertJob inserts a job, given its 16 first columns.
 const insertJob = `INSERT INTO jobs (op, input, params, hint_units, tile_w, tile_h, hint_repeat,
-	policy, in_flight, state, submitted, total, spec, server, epoch)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+	policy, in_flight, state, submitted, total, spec, server, epoch, owner)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
 
 // insertUnitsFrom inserts units of the job whose ID is the expression
 // job, from the seven arrays of unitArrays in parameters $arg, $arg+1...
@@ -534,10 +540,8 @@ func (p *Postgres) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	if f.State != "" {
-		return p.jobs(ctx, "WHERE state = ? ORDER BY id DESC LIMIT ?", string(f.State), limit)
-	}
-	return p.jobs(ctx, "ORDER BY id DESC LIMIT ?", limit)
+	where, args := f.where()
+	return p.jobs(ctx, where+" ORDER BY id DESC LIMIT ?", append(args, limit)...)
 }
 
 // Unfinished implements Jobs.

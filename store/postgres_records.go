@@ -120,8 +120,8 @@ func (p *Postgres) AddToken(ctx context.Context, t Token) (Token, error) {
 		if n > 0 {
 			return fmt.Errorf("a token named %q or with the same id exists: %w", t.Name, ErrConflict)
 		}
-		_, err = tx.Exec(ctx, "INSERT INTO api_tokens ("+tokenColumns+") VALUES ($1, $2, $3, $4, $5, 0, 0)",
-			t.ID, t.Hash, t.Name, t.Role, nanos(t.Created))
+		_, err = tx.Exec(ctx, "INSERT INTO api_tokens ("+tokenColumns+") VALUES ($1, $2, $3, $4, $5, 0, 0, $6)",
+			t.ID, t.Hash, t.Name, t.Role, nanos(t.Created), t.Group)
 		return err
 	})
 	if err != nil {
@@ -202,9 +202,9 @@ func (p *Postgres) AddOp(ctx context.Context, op UserOp) (UserOp, error) {
 			return err
 		}
 		op.Version = v + 1
-		_, err := tx.Exec(ctx, `INSERT INTO user_ops (name, version, hash, size, doc, split, merge, params, added)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, op.Name, op.Version, op.Hash, op.Size, op.Doc, op.Split, op.Merge,
-			toJSON(op.Params), nanos(op.Added))
+		_, err := tx.Exec(ctx, `INSERT INTO user_ops (name, version, hash, size, doc, split, merge, params, added, owner)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, op.Name, op.Version, op.Hash, op.Size, op.Doc, op.Split, op.Merge,
+			toJSON(op.Params), nanos(op.Added), op.Owner)
 		return err
 	})
 	if err != nil {
@@ -265,8 +265,8 @@ func (p *Postgres) IsModule(ctx context.Context, hash string) (bool, error) {
 func (p *Postgres) CreatePipeline(ctx context.Context, pl Pipeline) (Pipeline, error) {
 	pl.Submitted = p.now().UTC()
 	var id int64
-	err := p.pool.QueryRow(ctx, "INSERT INTO pipelines (name, steps, submitted) VALUES ($1, $2, $3) RETURNING id",
-		pl.Name, toJSON(pl.Steps), nanos(pl.Submitted)).Scan(&id)
+	err := p.pool.QueryRow(ctx, "INSERT INTO pipelines (name, steps, submitted, owner) VALUES ($1, $2, $3, $4) RETURNING id",
+		pl.Name, toJSON(pl.Steps), nanos(pl.Submitted), pl.Owner).Scan(&id)
 	if err != nil {
 		return Pipeline{}, fmt.Errorf("store: create pipeline: %w", p.wrap(err))
 	}
@@ -284,7 +284,7 @@ func (p *Postgres) SetPipelineSteps(ctx context.Context, id uint64, steps []Pipe
 
 // Pipeline implements Meta.
 func (p *Postgres) Pipeline(ctx context.Context, id uint64) (Pipeline, error) {
-	pl, err := scanPipeline(p.pool.QueryRow(ctx, "SELECT id, name, steps, submitted FROM pipelines WHERE id = $1",
+	pl, err := scanPipeline(p.pool.QueryRow(ctx, "SELECT id, name, steps, submitted, owner FROM pipelines WHERE id = $1",
 		int64(min(id, math.MaxInt64))))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Pipeline{}, fmt.Errorf("store: pipeline %d: %w", id, ErrNotFound)
@@ -296,8 +296,9 @@ func (p *Postgres) Pipeline(ctx context.Context, id uint64) (Pipeline, error) {
 }
 
 // AddUpload implements Meta.
-func (p *Postgres) AddUpload(ctx context.Context, id string) error {
-	_, err := p.pool.Exec(ctx, "INSERT INTO uploads (id, added) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING", id, nanos(p.now()))
+func (p *Postgres) AddUpload(ctx context.Context, id, owner string) error {
+	_, err := p.pool.Exec(ctx, "INSERT INTO uploads (id, owner, added) VALUES ($1, $2, $3) ON CONFLICT (id, owner) DO NOTHING",
+		id, owner, nanos(p.now()))
 	if err != nil {
 		return fmt.Errorf("store: add upload %s: %w", id, p.wrap(err))
 	}
@@ -305,8 +306,8 @@ func (p *Postgres) AddUpload(ctx context.Context, id string) error {
 }
 
 // RemoveUpload implements Meta.
-func (p *Postgres) RemoveUpload(ctx context.Context, id string) error {
-	if _, err := p.pool.Exec(ctx, "DELETE FROM uploads WHERE id = $1", id); err != nil {
+func (p *Postgres) RemoveUpload(ctx context.Context, id, owner string) error {
+	if _, err := p.pool.Exec(ctx, "DELETE FROM uploads WHERE id = $1 AND owner = $2", id, owner); err != nil {
 		return fmt.Errorf("store: remove upload %s: %w", id, p.wrap(err))
 	}
 	return nil

@@ -14,19 +14,19 @@ import (
 // A job's other blobs (unit results, tile data) are intermediate: they
 // may go when the job ends.
 
-// AddUpload records that a client uploaded blob id, so it is kept until
-// the client deletes it.
-func (s *SQLite) AddUpload(ctx context.Context, id string) error {
-	_, err := s.db.ExecContext(ctx, "INSERT OR IGNORE INTO uploads (id, added) VALUES (?, ?)", id, nanos(s.now()))
+// AddUpload records that owner uploaded blob id, so it is kept until
+// the owner deletes it.
+func (s *SQLite) AddUpload(ctx context.Context, id, owner string) error {
+	_, err := s.db.ExecContext(ctx, "INSERT OR IGNORE INTO uploads (id, owner, added) VALUES (?, ?, ?)", id, owner, nanos(s.now()))
 	if err != nil {
 		return fmt.Errorf("store: add upload %s: %w", id, wrapDB(err))
 	}
 	return nil
 }
 
-// RemoveUpload forgets the upload of blob id (a client deleted it).
-func (s *SQLite) RemoveUpload(ctx context.Context, id string) error {
-	if _, err := s.db.ExecContext(ctx, "DELETE FROM uploads WHERE id = ?", id); err != nil {
+// RemoveUpload forgets owner's upload of blob id (the owner deleted it).
+func (s *SQLite) RemoveUpload(ctx context.Context, id, owner string) error {
+	if _, err := s.db.ExecContext(ctx, "DELETE FROM uploads WHERE id = ? AND owner = ?", id, owner); err != nil {
 		return fmt.Errorf("store: remove upload %s: %w", id, wrapDB(err))
 	}
 	return nil

@@ -16,7 +16,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Version 1 is schema;
 // each later version applies its migration on top.
-const schemaVersion = 7
+const schemaVersion = 8
 
 // migrations[v] takes a database from version v+1 to v+2.
 var migrations = []string{
@@ -92,6 +92,22 @@ CREATE TABLE IF NOT EXISTS timelines (
 	// owns each job and the epoch of its lease, the leases, and the
 	// counter their epochs come from. Self-contained.
 	leaseMigration("INTEGER"),
+	// 8: owners (owners.go): who submitted each job and pipeline and
+	// added each operation version, the group of each token, and one
+	// upload row per owner of a blob. Existing rows have no owner.
+	// Self-contained: it may be renumbered when other migrations are
+	// merged before it.
+	ownersMigration + `
+CREATE TABLE uploads_owned (
+	id    TEXT NOT NULL,
+	owner TEXT NOT NULL DEFAULT '',
+	added INTEGER NOT NULL,
+	PRIMARY KEY (id, owner)
+) WITHOUT ROWID;
+INSERT INTO uploads_owned (id, owner, added) SELECT id, '', added FROM uploads;
+DROP TABLE uploads;
+ALTER TABLE uploads_owned RENAME TO uploads;
+`,
 }
 
 const schema = `
@@ -414,9 +430,9 @@ func (s *SQLite) CreateJob(ctx context.Context, j Job, units []Unit) (Job, error
 	j.Total, j.Done, j.Failed, j.Running, j.ComputeNanos, j.Retries = len(units), 0, 0, 0, 0, 0
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO jobs (op, input, params, hint_units, tile_w, tile_h, hint_repeat,
-			policy, in_flight, state, submitted, total, spec, server, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			policy, in_flight, state, submitted, total, spec, server, epoch, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			j.Op, j.Input, toJSON(j.Params), j.Units, j.TileW, j.TileH, j.Repeat, j.Policy, j.InFlight,
-			j.State, nanos(j.Submitted), j.Total, specJSON(j.Spec), j.Server, int64(min(j.Epoch, math.MaxInt64)))
+			j.State, nanos(j.Submitted), j.Total, specJSON(j.Spec), j.Server, int64(min(j.Epoch, math.MaxInt64)), j.Owner)
 		if err != nil {
 			return err
 		}
@@ -505,7 +521,7 @@ func (s *SQLite) addUnits(ctx context.Context, tx *sql.Tx, j Job, units []Unit) 
 
 const jobColumns = `id, op, input, params, hint_units, tile_w, tile_h, hint_repeat, policy, in_flight, state,
 	output, error, submitted, started, finished, total, done, failed, running, compute_ns, spec, retries, expired,
-	server, epoch`
+	server, epoch, owner`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -518,7 +534,7 @@ func scanJob(sc scanner) (Job, error) {
 	var expired, epoch int64
 	err := sc.Scan(&id, &j.Op, &j.Input, &params, &j.Units, &j.TileW, &j.TileH, &j.Repeat, &j.Policy, &j.InFlight,
 		&j.State, &j.Output, &j.Error, &sub, &start, &fin, &j.Total, &j.Done, &j.Failed, &j.Running, &j.ComputeNanos,
-		&spec, &j.Retries, &expired, &j.Server, &epoch)
+		&spec, &j.Retries, &expired, &j.Server, &epoch, &j.Owner)
 	if err != nil {
 		return Job{}, err
 	}
@@ -608,10 +624,8 @@ func (s *SQLite) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	if f.State != "" {
-		return s.jobs(ctx, "WHERE state = ? ORDER BY id DESC LIMIT ?", f.State, limit)
-	}
-	return s.jobs(ctx, "ORDER BY id DESC LIMIT ?", limit)
+	where, args := f.where()
+	return s.jobs(ctx, where+" ORDER BY id DESC LIMIT ?", append(args, limit)...)
 }
 
 // Unfinished implements Jobs.

@@ -24,14 +24,17 @@ type Token struct {
 	LastUsed time.Time
 	// Revoked is zero while the token is valid.
 	Revoked time.Time
+	// Group names the group whose tokens share what they make (see
+	// owners.go); empty for a token on its own.
+	Group string
 }
 
-const tokenColumns = "id, hash, name, role, created, last_used, revoked"
+const tokenColumns = "id, hash, name, role, created, last_used, revoked, grp"
 
 func scanToken(sc interface{ Scan(...any) error }) (Token, error) {
 	var t Token
 	var created, used, revoked int64
-	if err := sc.Scan(&t.ID, &t.Hash, &t.Name, &t.Role, &created, &used, &revoked); err != nil {
+	if err := sc.Scan(&t.ID, &t.Hash, &t.Name, &t.Role, &created, &used, &revoked, &t.Group); err != nil {
 		return Token{}, err
 	}
 	t.Created, t.LastUsed, t.Revoked = fromNanos(created), fromNanos(used), fromNanos(revoked)
@@ -52,8 +55,8 @@ func (s *SQLite) AddToken(ctx context.Context, t Token) (Token, error) {
 		if n > 0 {
 			return fmt.Errorf("a token named %q or with the same id exists: %w", t.Name, ErrConflict)
 		}
-		_, err = tx.ExecContext(ctx, "INSERT INTO api_tokens ("+tokenColumns+") VALUES (?, ?, ?, ?, ?, 0, 0)",
-			t.ID, t.Hash, t.Name, t.Role, nanos(t.Created))
+		_, err = tx.ExecContext(ctx, "INSERT INTO api_tokens ("+tokenColumns+") VALUES (?, ?, ?, ?, ?, 0, 0, ?)",
+			t.ID, t.Hash, t.Name, t.Role, nanos(t.Created), t.Group)
 		return err
 	})
 	if err != nil {

@@ -25,6 +25,8 @@ type UserOp struct {
 	// Params are the parameters the operation declares.
 	Params []UserParam
 	Added  time.Time
+	// Owner added this version (see owners.go).
+	Owner string
 }
 
 // UserParam is a parameter a user operation declares.
@@ -47,9 +49,9 @@ func (s *SQLite) AddOp(ctx context.Context, op UserOp) (UserOp, error) {
 			return err
 		}
 		op.Version = int(v.Int64) + 1
-		_, err := tx.ExecContext(ctx, `INSERT INTO user_ops (name, version, hash, size, doc, split, merge, params, added)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, op.Name, op.Version, op.Hash, op.Size, op.Doc, op.Split, op.Merge,
-			toJSON(op.Params), nanos(op.Added))
+		_, err := tx.ExecContext(ctx, `INSERT INTO user_ops (name, version, hash, size, doc, split, merge, params, added, owner)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, op.Name, op.Version, op.Hash, op.Size, op.Doc, op.Split, op.Merge,
+			toJSON(op.Params), nanos(op.Added), op.Owner)
 		return err
 	})
 	if err != nil {
@@ -59,7 +61,7 @@ func (s *SQLite) AddOp(ctx context.Context, op UserOp) (UserOp, error) {
 }
 
 // opsQuery selects the newest version of every operation not removed.
-const opsQuery = `SELECT name, version, hash, size, doc, split, merge, params, added
+const opsQuery = `SELECT name, version, hash, size, doc, split, merge, params, added, owner
 		FROM user_ops o WHERE removed = 0 AND version = (SELECT MAX(version) FROM user_ops WHERE name = o.name)
 		ORDER BY name`
 
@@ -68,7 +70,7 @@ func scanOp(sc scanner) (UserOp, error) {
 	var op UserOp
 	var params string
 	var added int64
-	if err := sc.Scan(&op.Name, &op.Version, &op.Hash, &op.Size, &op.Doc, &op.Split, &op.Merge, &params, &added); err != nil {
+	if err := sc.Scan(&op.Name, &op.Version, &op.Hash, &op.Size, &op.Doc, &op.Split, &op.Merge, &params, &added, &op.Owner); err != nil {
 		return UserOp{}, err
 	}
 	op.Added = fromNanos(added)
@@ -193,6 +195,8 @@ type Pipeline struct {
 	Name      string
 	Steps     []PipelineStep
 	Submitted time.Time
+	// Owner submitted the pipeline (see owners.go).
+	Owner string
 }
 
 // PipelineStep names one step's job.
@@ -205,8 +209,8 @@ type PipelineStep struct {
 func (s *SQLite) CreatePipeline(ctx context.Context, p Pipeline) (Pipeline, error) {
 	p.Submitted = s.now().UTC()
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "INSERT INTO pipelines (name, steps, submitted) VALUES (?, ?, ?)",
-			p.Name, toJSON(p.Steps), nanos(p.Submitted))
+		res, err := tx.ExecContext(ctx, "INSERT INTO pipelines (name, steps, submitted, owner) VALUES (?, ?, ?, ?)",
+			p.Name, toJSON(p.Steps), nanos(p.Submitted), p.Owner)
 		if err != nil {
 			return err
 		}
@@ -231,7 +235,7 @@ func (s *SQLite) SetPipelineSteps(ctx context.Context, id uint64, steps []Pipeli
 
 // Pipeline returns one pipeline.
 func (s *SQLite) Pipeline(ctx context.Context, id uint64) (Pipeline, error) {
-	p, err := scanPipeline(s.db.QueryRowContext(ctx, "SELECT id, name, steps, submitted FROM pipelines WHERE id = ?",
+	p, err := scanPipeline(s.db.QueryRowContext(ctx, "SELECT id, name, steps, submitted, owner FROM pipelines WHERE id = ?",
 		int64(min(id, math.MaxInt64))))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Pipeline{}, fmt.Errorf("store: pipeline %d: %w", id, ErrNotFound)
@@ -242,12 +246,12 @@ func (s *SQLite) Pipeline(ctx context.Context, id uint64) (Pipeline, error) {
 	return p, nil
 }
 
-// scanPipeline reads a row of id, name, steps, submitted.
+// scanPipeline reads a row of id, name, steps, submitted, owner.
 func scanPipeline(sc scanner) (Pipeline, error) {
 	var p Pipeline
 	var steps string
 	var sub, pid int64
-	if err := sc.Scan(&pid, &p.Name, &steps, &sub); err != nil {
+	if err := sc.Scan(&pid, &p.Name, &steps, &sub, &p.Owner); err != nil {
 		return Pipeline{}, err
 	}
 	p.ID, p.Submitted = uint64(pid), fromNanos(sub)

@@ -43,7 +43,7 @@ func fill(t *testing.T, s store.Meta) {
 	if err := s.ExpireOutput(ctx, done.ID); err != nil {
 		t.Fatal(err)
 	}
-	running := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "noop", Input: in, Params: map[string]string{"k": "v"}},
+	running := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "noop", Input: in, Params: map[string]string{"k": "v"}, Owner: "group:lab"},
 		[]store.Unit{{ID: 0, Blob: in, Len: 3}, {ID: 1, Params: map[string]string{"k": "w"}}}))
 	must[int](t)(s.StartUnit(ctx, running.ID, 0, w2.ID))
 	must[int](t)(s.StartUnit(ctx, running.ID, 1, w2.ID))
@@ -62,20 +62,22 @@ func fill(t *testing.T, s store.Meta) {
 	}
 	must[store.UserOp](t)(s.AddOp(ctx, store.UserOp{Name: "cat", Hash: mod, Size: 9, Doc: "d",
 		Params: []store.UserParam{{Name: "sep", Default: ","}}}))
-	must[store.UserOp](t)(s.AddOp(ctx, store.UserOp{Name: "cat", Hash: mod, Size: 9}))
+	must[store.UserOp](t)(s.AddOp(ctx, store.UserOp{Name: "cat", Hash: mod, Size: 9, Owner: "aa"}))
 	must[store.UserOp](t)(s.AddOp(ctx, store.UserOp{Name: "old", Hash: mod, Size: 1}))
 	if err := s.RemoveOp(ctx, "old"); err != nil {
 		t.Fatal(err)
 	}
 	p := must[store.Pipeline](t)(s.CreatePipeline(ctx, store.Pipeline{Name: "p", Steps: []store.PipelineStep{{Name: "a", Job: done.ID}}}))
-	must[store.Pipeline](t)(s.CreatePipeline(ctx, store.Pipeline{Name: "q"}))
+	must[store.Pipeline](t)(s.CreatePipeline(ctx, store.Pipeline{Name: "q", Owner: "aa"}))
 	if err := s.SetPipelineSteps(ctx, p.ID, []store.PipelineStep{{Name: "a", Job: done.ID}, {Name: "b", Job: running.ID}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddUpload(ctx, in); err != nil {
-		t.Fatal(err)
+	for _, owner := range []string{"group:lab", "aa"} {
+		if err := s.AddUpload(ctx, in, owner); err != nil {
+			t.Fatal(err)
+		}
 	}
-	must[store.Token](t)(s.AddToken(ctx, store.Token{ID: "aa", Hash: "h1", Name: "ci", Role: "client"}))
+	must[store.Token](t)(s.AddToken(ctx, store.Token{ID: "aa", Hash: "h1", Name: "ci", Role: "client", Group: "lab"}))
 	must[store.Token](t)(s.AddToken(ctx, store.Token{ID: "bb", Hash: "h2", Name: "ops", Role: "admin"}))
 	must[store.Token](t)(s.RevokeToken(ctx, "ops"))
 }
@@ -92,13 +94,15 @@ type snapshot struct {
 	Pipelines []store.Pipeline
 	Tokens    []store.Token
 	Kept      map[string]string
+	Uploaders map[string][]string
+	Owned     map[string][]string
 }
 
 func snap(t *testing.T, s store.Meta) snapshot {
 	t.Helper()
 	ctx := t.Context()
 	sn := snapshot{Units: map[uint64][]store.Unit{}, Timelines: map[uint64]string{}, Tries: map[uint64][]store.UnitTries{},
-		Modules: map[string]bool{}, Kept: map[string]string{}}
+		Modules: map[string]bool{}, Kept: map[string]string{}, Uploaders: map[string][]string{}, Owned: map[string][]string{}}
 	sn.Jobs = must[[]store.Job](t)(s.ListJobs(ctx, store.JobFilter{Limit: 1000}))
 	for _, j := range sn.Jobs {
 		sn.Units[j.ID] = must[[]store.Unit](t)(s.Units(ctx, j.ID))
@@ -112,7 +116,9 @@ func snap(t *testing.T, s store.Meta) snapshot {
 		sn.Tries[j.ID] = tries
 		for _, blob := range []string{j.Input, j.Output, j.Spec.Module} {
 			sn.Kept[blob] = must[string](t)(s.BlobKept(ctx, blob, 0))
+			sn.Uploaders[blob] = must[[]string](t)(s.Uploaders(ctx, blob))
 		}
+		sn.Owned[j.Owner] = must[[]string](t)(s.OwnedBlobs(ctx, j.Owner))
 	}
 	sn.Workers = must[[]store.Worker](t)(s.Workers(ctx))
 	sn.Ops = must[[]store.UserOp](t)(s.Ops(ctx))

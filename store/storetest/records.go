@@ -248,10 +248,10 @@ func testRetention(t *testing.T, h *harness) {
 	s := h.open(t)
 	up, in, data, mod, out := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64),
 		strings.Repeat("d", 64), strings.Repeat("e", 64)
-	if err := s.AddUpload(ctx, up); err != nil {
+	if err := s.AddUpload(ctx, up, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddUpload(ctx, up); err != nil {
+	if err := s.AddUpload(ctx, up, ""); err != nil {
 		t.Errorf("adding an upload twice: %v", err)
 	}
 	j := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "cat", Input: in, Spec: store.JobSpec{Module: mod}},
@@ -284,7 +284,7 @@ func testRetention(t *testing.T, h *harness) {
 	if why := must[string](t)(s.BlobKept(ctx, in, 0)); why != "" {
 		t.Errorf("BlobKept(input of a done job) = %q", why)
 	}
-	if err := s.RemoveUpload(ctx, up); err != nil {
+	if err := s.RemoveUpload(ctx, up, ""); err != nil {
 		t.Fatal(err)
 	}
 	if why := must[string](t)(s.BlobKept(ctx, up, 0)); why != "" {
@@ -334,5 +334,99 @@ func testSchemaNewerThanBuild(t *testing.T, h *harness) {
 	}
 	if !strings.Contains(err.Error(), "schema version 99 is newer") || !strings.Contains(err.Error(), "upgrade braid") {
 		t.Errorf("opening a newer schema: %v", err)
+	}
+}
+
+// testOwners checks that jobs, pipelines, operations, uploads and tokens
+// keep who made them, that listings select by owner, and that a blob
+// two owners uploaded stays visible to the one that did not delete it.
+func testOwners(t *testing.T, h *harness) {
+	ctx := t.Context()
+	s := h.open(t)
+	const a, b = "0123456789abcdef", "group:lab"
+	shared, onlyA, outB := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64)
+	ja := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "noop", Input: onlyA, Owner: a}, []store.Unit{{ID: 0}}))
+	jb := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "noop", Input: shared, Owner: b}, []store.Unit{{ID: 0}}))
+	legacy := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "noop"}, []store.Unit{{ID: 0}}))
+	if got := must[store.Job](t)(s.Job(ctx, jb.ID)); got.Owner != b {
+		t.Errorf("job %d owner %q, want %q", jb.ID, got.Owner, b)
+	}
+	ids := func(jobs []store.Job) []uint64 {
+		var out []uint64
+		for _, j := range jobs {
+			out = append(out, j.ID)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		f    store.JobFilter
+		want []uint64
+	}{
+		{store.JobFilter{Owner: a}, []uint64{ja.ID}},
+		{store.JobFilter{Owner: b, State: store.JobQueued}, []uint64{jb.ID}},
+		{store.JobFilter{Owner: b, State: store.JobDone}, nil},
+		{store.JobFilter{}, []uint64{legacy.ID, jb.ID, ja.ID}},
+	} {
+		if got := ids(must[[]store.Job](t)(s.ListJobs(ctx, c.f))); !slices.Equal(got, c.want) {
+			t.Errorf("ListJobs(%+v) = %v, want %v", c.f, got, c.want)
+		}
+	}
+	for _, u := range []struct{ id, owner string }{{shared, a}, {shared, b}, {shared, b}, {onlyA, a}} {
+		if err := s.AddUpload(ctx, u.id, u.owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := must[[]string](t)(s.Uploaders(ctx, shared)); !slices.Equal(got, []string{a, b}) {
+		t.Errorf("Uploaders = %q, want %q", got, []string{a, b})
+	}
+	if err := s.RemoveUpload(ctx, shared, a); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[[]string](t)(s.Uploaders(ctx, shared)); !slices.Equal(got, []string{b}) {
+		t.Errorf("Uploaders after a removed its upload = %q, want %q", got, []string{b})
+	}
+	if why := must[string](t)(s.BlobKept(ctx, shared, 0)); why == "" {
+		t.Error("a blob another owner still uploaded is not kept")
+	}
+	for _, u := range must[[]store.Unit](t)(s.Units(ctx, jb.ID)) {
+		must[int](t)(s.StartUnit(ctx, jb.ID, u.ID, "w1"))
+		must[bool](t)(s.FinishUnit(ctx, jb.ID, u.ID, "w1", outB, 1))
+	}
+	if err := s.FinishJob(ctx, jb.ID, outB); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id, owner string
+		want      bool
+	}{
+		{shared, a, false}, // removed its upload, and no job of a reads it
+		{shared, b, true},
+		{onlyA, a, true},
+		{onlyA, b, false},
+		{outB, b, true}, // its job's output
+		{outB, a, false},
+		{strings.Repeat("f", 64), a, false},
+	} {
+		if got := must[bool](t)(s.BlobVisible(ctx, c.id, c.owner)); got != c.want {
+			t.Errorf("BlobVisible(%.4s..., %s) = %v, want %v", c.id, c.owner, got, c.want)
+		}
+	}
+	if got := must[[]string](t)(s.OwnedBlobs(ctx, b)); !slices.Equal(got, []string{shared, outB}) {
+		t.Errorf("OwnedBlobs(b) = %q, want %q", got, []string{shared, outB})
+	}
+	if got := must[[]string](t)(s.OwnedBlobs(ctx, "nobody")); len(got) != 0 {
+		t.Errorf("OwnedBlobs(nobody) = %q", got)
+	}
+	p := must[store.Pipeline](t)(s.CreatePipeline(ctx, store.Pipeline{Name: "etl", Owner: b}))
+	if got := must[store.Pipeline](t)(s.Pipeline(ctx, p.ID)); got.Owner != b {
+		t.Errorf("pipeline owner %q, want %q", got.Owner, b)
+	}
+	must[store.UserOp](t)(s.AddOp(ctx, store.UserOp{Name: "x", Hash: onlyA, Size: 1, Owner: a}))
+	if ops := must[[]store.UserOp](t)(s.Ops(ctx)); len(ops) != 1 || ops[0].Owner != a {
+		t.Errorf("Ops = %+v, want x owned by %s", ops, a)
+	}
+	must[store.Token](t)(s.AddToken(ctx, store.Token{ID: "aa", Hash: "h", Name: "lab1", Role: "client", Group: "lab"}))
+	if toks := must[[]store.Token](t)(s.Tokens(ctx)); len(toks) != 1 || toks[0].Group != "lab" {
+		t.Errorf("Tokens = %+v, want lab1 in group lab", toks)
 	}
 }
