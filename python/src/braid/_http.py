@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import http.client
+import http
 import json
 import socket
 import ssl
@@ -92,43 +92,180 @@ def split_join_token(s: str) -> Tuple[str, Optional[bytes]]:
         raise errors.ConfigurationError(f"join token: the part after the dot: {e}") from None
 
 
-class _PinnedConnection(http.client.HTTPSConnection):
-    """An HTTPS connection that calls check with the server certificate's
-    DER bytes right after the handshake, before any request is sent."""
+class ProtocolError(OSError):
+    """The server's answer is not the HTTP/1.1 this client reads."""
 
-    def __init__(self, host: str, port: int, timeout: float, context: ssl.SSLContext,
-                 check: Callable[[bytes], None]) -> None:
-        super().__init__(host, port, timeout=timeout, context=context, blocksize=BLOCK)
-        self._check = check
 
-    def connect(self) -> None:
-        super().connect()
-        assert self.sock is not None
-        der = self.sock.getpeercert(binary_form=True)  # type: ignore[union-attr]
+class _Conn:
+    """One HTTP/1.1 connection, over TLS unless ctx is None. With TLS,
+    check sees the server certificate's DER bytes right after the
+    handshake, before any request is written.
+
+    http.client is not used: it parses headers with the email package and
+    writes a request's headers and body in two writes, which together cost
+    more per small request than the rest of the client (see
+    python/benchmarks/submit.py)."""
+
+    def __init__(self, host: str, port: int, timeout: float, ctx: Optional[ssl.SSLContext],
+                 check: Optional[Callable[[bytes], None]]) -> None:
+        sock = socket.create_connection((host, port), timeout)
         try:
-            self._check(der or b"")
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if ctx is not None:
+                sock = ctx.wrap_socket(sock, server_hostname=host)
+                self.der = sock.getpeercert(binary_form=True) or b""
+                if check is not None:
+                    check(self.der)
         except BaseException:
-            self.sock.close()
-            self.sock = None
+            sock.close()
             raise
+        self.sock = sock
+        self.rfile = sock.makefile("rb", buffering=BLOCK)
+        self.host = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def close(self) -> None:
+        try:
+            self.rfile.close()
+        finally:
+            self.sock.close()
+
+    def send(self, method: str, path: str, headers: Dict[str, str],
+             body: Union[None, bytes, BinaryIO], length: int) -> None:
+        lines = [f"{method} {path} HTTP/1.1", f"Host: {self.host}", "User-Agent: braid-python",
+                 "Accept-Encoding: identity"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        if body is not None or method in ("POST", "PUT"):
+            lines.append(f"Content-Length: {length}")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if body is None or isinstance(body, (bytes, bytearray)):
+            # One write: no delayed-ACK wait between headers and body.
+            self.sock.sendall(head + bytes(body or b""))
+            return
+        self.sock.sendall(head)
+        left = length
+        while left > 0:
+            b = body.read(min(BLOCK, left))
+            if not b:
+                raise errors.BraidError(f"the upload's source ended {left} bytes short of its size")
+            self.sock.sendall(b)
+            left -= len(b)
+
+    def _line(self) -> bytes:
+        line = self.rfile.readline(_MAX_LINE + 1)
+        if len(line) > _MAX_LINE:
+            raise ProtocolError("an answer's header line is longer than 64 KiB")
+        return line
+
+    def receive(self, method: str) -> Tuple[int, Dict[str, str]]:
+        """Reads a status line and headers (skipping 1xx answers)."""
+        for _ in range(10):
+            line = self._line()
+            if not line:
+                raise ConnectionResetError("the server closed the connection without answering")
+            parts = line.split(None, 2)
+            if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):
+                raise ProtocolError(f"not an HTTP/1.1 status line: {line[:80]!r}")
+            try:
+                status = int(parts[1])
+            except ValueError:
+                raise ProtocolError(f"not an HTTP status: {line[:80]!r}") from None
+            headers: Dict[str, str] = {}
+            for _ in range(_MAX_HEADERS + 1):
+                h = self._line()
+                if h in (b"\r\n", b"\n", b""):
+                    break
+                k, sep, v = h.decode("latin-1").partition(":")
+                if not sep:
+                    raise ProtocolError(f"not a header line: {h[:80]!r}")
+                headers[k.strip().lower()] = v.strip()
+            else:
+                raise ProtocolError(f"an answer with more than {_MAX_HEADERS} headers")
+            if 100 <= status < 200:
+                continue
+            return status, headers
+        raise ProtocolError("too many informational answers")
+
+
+_MAX_LINE = 64 << 10
+_MAX_HEADERS = 200
 
 
 class Response:
-    """A response whose body is still to be read (stream) or already read."""
+    """An answer whose body is read as it comes: by its length, in chunks,
+    or to the connection's end."""
 
-    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse,
-                 release: Callable[[http.client.HTTPConnection, bool], None]) -> None:
+    def __init__(self, conn: _Conn, status: int, headers: Dict[str, str], method: str,
+                 release: Callable[[_Conn, bool], None]) -> None:
         self._conn = conn
-        self.raw = resp
-        self.status = resp.status
+        self.status = status
+        self.headers = headers
         self._release = release
         self._done = False
+        self._keep = headers.get("connection", "").lower() != "close"
+        self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        self._chunk_left = 0
+        self._eof = False
+        self.length: Optional[int] = None
+        if method == "HEAD" or status in (204, 304):
+            self._left: Optional[int] = 0
+        elif self._chunked:
+            self._left = None
+        else:
+            cl = headers.get("content-length")
+            if cl is not None and cl.isdigit():
+                self._left = self.length = int(cl)
+            else:
+                self._left, self._keep = None, False  # to the connection's end
+        if self._left == 0:
+            self._eof = True
 
     def header(self, name: str) -> Optional[str]:
-        return self.raw.getheader(name)
+        return self.headers.get(name.lower())
 
     def read(self, n: int = -1) -> bytes:
-        return self.raw.read(n) if n >= 0 else self.raw.read()
+        """Reads up to n bytes of the body (all of it if n < 0); b"" at its end."""
+        if n < 0:
+            parts = []
+            while True:
+                b = self.read(BLOCK)
+                if not b:
+                    return b"".join(parts)
+                parts.append(b)
+        if self._eof or n == 0:
+            return b""
+        f = self._conn.rfile
+        if self._chunked:
+            if self._chunk_left == 0:
+                line = self._conn._line()
+                try:
+                    size = int(line.split(b";", 1)[0].strip(), 16)
+                except ValueError:
+                    raise ProtocolError(f"not a chunk size: {line[:80]!r}") from None
+                if size == 0:
+                    while self._conn._line() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    self._eof = True
+                    return b""
+                self._chunk_left = size
+            b = f.read(min(n, self._chunk_left))
+            if not b:
+                raise ConnectionResetError("the answer ended inside a chunk")
+            self._chunk_left -= len(b)
+            if self._chunk_left == 0:
+                f.readline(8)
+            return b
+        want = n if self._left is None else min(n, self._left)
+        b = f.read1(want) if want > 0 else b""
+        if self._left is None:
+            if not b:
+                self._eof = True
+            return b
+        if not b:
+            raise ConnectionResetError(f"the answer ended {self._left} bytes short")
+        self._left -= len(b)
+        if self._left == 0:
+            self._eof = True
+        return b
 
     def close(self, reusable: bool = True) -> None:
         """Gives the connection back (if the body was read to its end) or
@@ -136,7 +273,7 @@ class Response:
         if self._done:
             return
         self._done = True
-        self._release(self._conn, reusable and self.raw.isclosed())
+        self._release(self._conn, reusable and self._keep and self._eof)
 
 
 class Transport:
@@ -164,7 +301,7 @@ class Transport:
         self._learned = False
         self._lock = threading.Lock()
         self._pin_lock = threading.Lock()
-        self._idle: List[http.client.HTTPConnection] = []
+        self._idle: List[_Conn] = []
         if not insecure_http:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
             # No chain of trust: the pinned fingerprint is checked instead.
@@ -195,10 +332,14 @@ class Transport:
                 "replaced on purpose, give the new fingerprint or a new join token"
             )
 
-    def _connect(self) -> http.client.HTTPConnection:
-        if self._ctx is None:
-            return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout, blocksize=BLOCK)
-        return _PinnedConnection(self.host, self.port, self.timeout, self._ctx, self._verify)
+    def _connect(self) -> _Conn:
+        try:
+            return _Conn(self.host, self.port, self.timeout, self._ctx,
+                         self._verify if self._ctx is not None else None)
+        except (errors.BraidError, ssl.CertificateError):
+            raise
+        except OSError as e:
+            raise errors.Unreachable(self.url, e) from e
 
     def _pin(self) -> None:
         """Makes sure a certificate is pinned: with the cluster key, learns
@@ -214,20 +355,16 @@ class Transport:
                     "no way to check the server's certificate: give its fingerprint, a join token "
                     "(braid token create) or the cluster key"
                 )
-            conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=self._ctx)
+            conn = self._connect_unchecked()
             try:
-                conn.request("GET", self.prefix + "/v1/health", headers={"Connection": "close"})
-                der = conn.sock.getpeercert(binary_form=True) if conn.sock else None  # type: ignore[union-attr]
-                resp = conn.getresponse()
-                resp.read(64 << 10)
-                proof = resp.getheader(HEADER_CERT_PROOF) or ""
-            except (OSError, http.client.HTTPException) as e:
+                conn.send("GET", self.prefix + "/v1/health", {"Connection": "close"}, None, 0)
+                status, headers = conn.receive("GET")
+                proof = headers.get(HEADER_CERT_PROOF.lower(), "")
+            except OSError as e:
                 raise errors.Unreachable(self.url, e) from e
             finally:
                 conn.close()
-            if not der:
-                raise errors.CertificateError("the server presented no TLS certificate; no credential was sent")
-            fp = hashlib.sha256(der).digest()
+            fp = hashlib.sha256(conn.der).digest()
             if not hmac.compare_digest(proof.encode(), cert_proof(self.key, fp).encode()):
                 raise errors.CertificateError(
                     f"the server did not prove that it holds the cluster key for its certificate "
@@ -237,6 +374,12 @@ class Transport:
             with self._lock:
                 self._fp, self._learned = fp, True
 
+    def _connect_unchecked(self) -> _Conn:
+        try:
+            return _Conn(self.host, self.port, self.timeout, self._ctx, None)
+        except OSError as e:
+            raise errors.Unreachable(self.url, e) from e
+
     def _unpin(self) -> bool:
         with self._lock:
             if not self._learned:
@@ -244,13 +387,13 @@ class Transport:
             self._fp, self._learned = None, False
             return True
 
-    def _get_conn(self) -> Tuple[http.client.HTTPConnection, bool]:
+    def _get_conn(self) -> Tuple[_Conn, bool]:
         with self._lock:
             if self._idle:
                 return self._idle.pop(), True
         return self._connect(), False
 
-    def _release(self, conn: http.client.HTTPConnection, reusable: bool) -> None:
+    def _release(self, conn: _Conn, reusable: bool) -> None:
         if reusable:
             with self._lock:
                 if len(self._idle) < _POOL_SIZE:
@@ -278,45 +421,46 @@ class Transport:
             headers["Content-Type"] = content_type
         if self.token:
             headers["Authorization"] = "Bearer " + self.token
-        if body is not None and not isinstance(body, (bytes, bytearray)):
-            if length is None:
-                raise ValueError("a streamed body needs its length")
-            headers["Content-Length"] = str(length)
-        start = body.tell() if body is not None and hasattr(body, "seek") and not isinstance(body, (bytes, bytearray)) else None
+        streamed = body is not None and not isinstance(body, (bytes, bytearray))
+        if streamed and length is None:
+            raise ValueError("a streamed body needs its length")
+        n = len(body) if isinstance(body, (bytes, bytearray)) else (length or 0)
+        start = body.tell() if streamed and hasattr(body, "seek") else None  # type: ignore[union-attr]
+        replayable = not streamed or start is not None
+        wait = timeout if timeout is not None else self.timeout
         relearned = False
-        for attempt in range(3):
+        for _ in range(3):
             self._pin()
-            conn, reused = self._get_conn()
-            conn.timeout = timeout if timeout is not None else self.timeout
-            if conn.sock is not None:
-                conn.sock.settimeout(conn.timeout)
             try:
-                conn.request(method, self.prefix + path, body=body, headers=headers)
-                resp = conn.getresponse()
+                conn, reused = self._get_conn()
             except errors.CertificateError:
-                conn.close()
                 # A certificate learned from the key's proof was replaced
-                # (a server set up anew): learn the new one once.
-                if not relearned and self._unpin() and (body is None or start is not None or isinstance(body, (bytes, bytearray))):
-                    relearned = True
-                    if start is not None:
-                        body.seek(start)  # type: ignore[union-attr]
-                    continue
-                raise
-            except (OSError, http.client.HTTPException) as e:
+                # (a server set up anew): learn the new one, once.
+                if relearned or not replayable or not self._unpin():
+                    raise
+                relearned = True
+                continue
+            conn.sock.settimeout(wait)
+            try:
+                conn.send(method, self.prefix + path, headers, body, n)
+                status, rh = conn.receive(method)
+            except OSError as e:
                 conn.close()
-                stale = reused and isinstance(e, (http.client.RemoteDisconnected, ConnectionResetError,
-                                                  BrokenPipeError, http.client.BadStatusLine))
-                if stale and (body is None or isinstance(body, (bytes, bytearray)) or start is not None):
+                # A connection kept open that the server meanwhile closed:
+                # send again on a new one.
+                if reused and replayable and isinstance(e, (ConnectionResetError, BrokenPipeError)):
                     if start is not None:
                         body.seek(start)  # type: ignore[union-attr]
                     continue
                 if isinstance(e, socket.timeout):
                     raise errors.Unreachable(self.url, TimeoutError(
-                        f"no answer within {conn.timeout:g}s to {method} {path}")) from e
+                        f"no answer within {wait:g}s to {method} {path}")) from e
                 raise errors.Unreachable(self.url, e) from e
-            r = Response(conn, resp, self._release)
-            if resp.status // 100 != 2:
+            except errors.CertificateError:
+                conn.close()
+                raise
+            r = Response(conn, status, rh, method, self._release)
+            if status // 100 != 2:
                 raise _decode_error(op, r)
             return r
         raise errors.Unreachable(self.url, ConnectionError("the server closed the connection three times"))
@@ -329,7 +473,7 @@ class Transport:
                          timeout=timeout)
         try:
             data = r.read()
-        except (OSError, http.client.HTTPException) as e:
+        except OSError as e:
             r.close(False)
             raise errors.Unreachable(self.url, e) from e
         r.close()
@@ -344,7 +488,7 @@ class Transport:
 def _decode_error(op: str, r: Response) -> errors.APIError:
     try:
         b = r.read(64 << 10)
-    except (OSError, http.client.HTTPException):
+    except OSError:
         b = b""
     r.close(False)
     msg = ""
@@ -354,6 +498,13 @@ def _decode_error(op: str, r: Response) -> errors.APIError:
         pass
     if not msg:
         s = b.decode("utf-8", "replace").strip()
-        msg = s if s and len(s) < 200 else http.client.responses.get(r.status, f"HTTP {r.status}")
+        msg = s if s and len(s) < 200 else _reason(r.status)
     return errors.api_error(op, r.status, msg)
 
+
+
+def _reason(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return f"HTTP {status}"

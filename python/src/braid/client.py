@@ -16,7 +16,6 @@ poll per 50 ms.
 from __future__ import annotations
 
 import hashlib
-import http.client
 import io
 import json
 import os
@@ -667,7 +666,7 @@ class Client:
                 h.update(b)
                 w.write(b)
                 n += len(b)
-        except (OSError, http.client.HTTPException) as e:
+        except OSError as e:
             r.close(False)
             raise errors.IntegrityError(f"{op}: the download stopped after {n} of {want} bytes ({e})") from e
         r.close()
