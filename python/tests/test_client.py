@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import pathlib
 import random
 import socket
@@ -297,3 +296,15 @@ def test_wait_draws_progress(client):
     bar.close()
     lines = out.getvalue().splitlines()
     assert lines and lines[-1].startswith("3/3 jobs [") and "9/9 units" in lines[-1]
+
+
+def test_wait_gives_up_on_a_server_that_stays_down(join_token):
+    url = f"https://127.0.0.1:{free_port()}"
+    with braid.Client(url, token=join_token, retry_window=0.5) as c:
+        job = braid.Job(c, braid.JobStatus(job=1, state=braid.RUNNING))
+        with pytest.raises(braid.Unreachable):
+            job.result(timeout=60)
+        with pytest.raises(braid.WaitTimeout):
+            job.result(timeout=0.2)  # the timeout ends the wait first
+        with pytest.raises(braid.Unreachable):
+            list(braid.as_completed([job], timeout=60))

@@ -23,12 +23,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import http
+import io
 import json
 import socket
 import ssl
 import threading
 import urllib.parse
-from typing import Any, BinaryIO, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, BinaryIO, Callable, Dict, List, Optional, Tuple, Union, cast
 
 from . import errors
 
@@ -120,7 +121,7 @@ class _Conn:
             sock.close()
             raise
         self.sock = sock
-        self.rfile = sock.makefile("rb", buffering=BLOCK)
+        self.rfile = cast(io.BufferedReader, sock.makefile("rb", buffering=BLOCK))
         self.host = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     def close(self) -> None:
@@ -225,12 +226,12 @@ class Response:
     def read(self, n: int = -1) -> bytes:
         """Reads up to n bytes of the body (all of it if n < 0); b"" at its end."""
         if n < 0:
-            parts = []
+            parts: List[bytes] = []
             while True:
-                b = self.read(BLOCK)
-                if not b:
+                part = self.read(BLOCK)
+                if not part:
                     return b"".join(parts)
-                parts.append(b)
+                parts.append(part)
         if self._eof or n == 0:
             return b""
         f = self._conn.rfile
@@ -247,7 +248,7 @@ class Response:
                     self._eof = True
                     return b""
                 self._chunk_left = size
-            b = f.read(min(n, self._chunk_left))
+            b: bytes = f.read(min(n, self._chunk_left))
             if not b:
                 raise ConnectionResetError("the answer ended inside a chunk")
             self._chunk_left -= len(b)
@@ -466,23 +467,30 @@ class Transport:
         raise errors.Unreachable(self.url, ConnectionError("the server closed the connection three times"))
 
     def json(self, op: str, method: str, path: str, payload: Any = None,
-             timeout: Optional[float] = None) -> Any:
-        """Sends payload as JSON (if not None) and decodes the JSON answer."""
+             timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Sends payload as JSON (if not None) and decodes the JSON object
+        the server answers."""
         body = None if payload is None else json.dumps(payload, separators=(",", ":")).encode()
         r = self.request(op, method, path, body, "application/json" if body is not None else None,
                          timeout=timeout)
-        try:
-            data = r.read()
-        except OSError as e:
-            r.close(False)
-            raise errors.Unreachable(self.url, e) from e
-        r.close()
-        if not data:
-            return None
-        try:
-            return json.loads(data)
-        except ValueError as e:
-            raise errors.BraidError(f"{op}: the server's answer is not JSON: {e}") from None
+        return read_object(op, r, self.url)
+
+
+def read_object(op: str, r: Response, url: str) -> Dict[str, Any]:
+    """Reads an answer's body to its end and decodes the JSON object in it."""
+    try:
+        data = r.read()
+    except OSError as e:
+        r.close(False)
+        raise errors.Unreachable(url, e) from e
+    r.close()
+    try:
+        v = json.loads(data)
+    except ValueError as e:
+        raise errors.BraidError(f"{op}: the server's answer is not JSON: {e}") from None
+    if not isinstance(v, dict):
+        raise errors.BraidError(f"{op}: the server's answer is not a JSON object")
+    return v
 
 
 def _decode_error(op: str, r: Response) -> errors.APIError:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import tempfile
 import time
@@ -27,7 +26,7 @@ from typing import (Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Opti
                     Sequence, Tuple, Union)
 
 from . import errors
-from ._http import (BLOCK, Transport, admin_token, format_fingerprint, parse_fingerprint,
+from ._http import (BLOCK, Transport, admin_token, format_fingerprint, parse_fingerprint, read_object,
                     split_join_token)
 from .progress import Progress
 
@@ -556,7 +555,7 @@ class Client:
             path += "?" + urllib.parse.urlencode(q)
         data = bytes(module) if isinstance(module, (bytes, bytearray)) else _read_file(module)
         r = self._t.request(f"add operation {name}", "PUT", path, data, "application/octet-stream")
-        return _json_body(r, f"add operation {name}")
+        return read_object(f"add operation {name}", r, self.url)
 
     def remove_op(self, name: str) -> None:
         """Removes a user operation; jobs that use it keep running it."""
@@ -587,14 +586,14 @@ class Client:
             TooLarge: larger than the server's --max-upload.
             InsufficientStorage: the server's storage is full.
         """
-        return self.put_info(source)["id"]
+        return str(self.put_info(source)["id"])
 
     def put_info(self, source: Union[str, "os.PathLike[str]", bytes, BinaryIO]) -> Dict[str, Any]:
         """:meth:`put` returning {"id": ..., "size": ...}."""
         op = "upload blob"
         if isinstance(source, (bytes, bytearray)):
             r = self._t.request(op, "POST", "/v1/blobs", bytes(source), "application/octet-stream")
-            return _json_body(r, op)
+            return read_object(op, r, self.url)
         if isinstance(source, (str, os.PathLike)):
             try:
                 f = open(source, "rb")
@@ -604,13 +603,13 @@ class Client:
                 size = os.fstat(f.fileno()).st_size
                 r = self._t.request(f"{op} {os.fspath(source)}", "POST", "/v1/blobs", f,
                                     "application/octet-stream", length=size)
-                return _json_body(r, op)
+                return read_object(op, r, self.url)
         try:
             size = os.fstat(source.fileno()).st_size - source.tell()
         except (AttributeError, OSError, io.UnsupportedOperation):
             return self.put_info(source.read())
         r = self._t.request(op, "POST", "/v1/blobs", source, "application/octet-stream", length=size)
-        return _json_body(r, op)
+        return read_object(op, r, self.url)
 
     def get(self, blob: Union[str, Job], path: Union[str, "os.PathLike[str]"]) -> int:
         """Downloads a blob (or a done job's output) into the file at path
@@ -838,17 +837,6 @@ def _read_file(path: Union[str, "os.PathLike[str]"]) -> bytes:
             return f.read()
     except OSError as e:
         raise errors.BraidError(f"read {os.fspath(path)}: {e}") from None
-
-
-def _json_body(r: Any, op: str) -> Dict[str, Any]:
-    try:
-        data = r.read()
-    finally:
-        r.close()
-    try:
-        return json.loads(data)
-    except ValueError as e:
-        raise errors.BraidError(f"{op}: the server's answer is not JSON: {e}") from None
 
 
 __all__ = ["Client", "Job", "Pipeline", "JobStatus", "PipelineStatus", "UnitCounts", "as_completed", "wait",

@@ -32,7 +32,7 @@ def _notebook_display() -> Optional[Any]:
     if ip is None:
         return None
     try:
-        shell = ip.get_ipython()  # type: ignore[attr-defined]
+        shell = ip.get_ipython()
     except Exception:
         return None
     # A kernel's shell has a kernel; the terminal IPython's has not.
@@ -123,6 +123,7 @@ class Progress:
         self._drawn = True
         if self.mode == "notebook":
             d = self._display
+            assert d is not None
             sts = list(self._jobs.values())
             done = sum(s.units.done for s in sts)
             total = max(sum(s.units.total for s in sts), 1)
