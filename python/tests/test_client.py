@@ -308,3 +308,19 @@ def test_wait_gives_up_on_a_server_that_stays_down(join_token):
             job.result(timeout=0.2)  # the timeout ends the wait first
         with pytest.raises(braid.Unreachable):
             list(braid.as_completed([job], timeout=60))
+
+
+def test_insecure_http(binary):
+    """A server started with --insecure-http: plain HTTP on request, and an
+    HTTPS client pinned to nothing cannot talk to it."""
+    from cluster import Cluster
+
+    with Cluster(binary, workers=0, insecure_http=True) as cl:
+        assert cl.url.startswith("http://")
+        with braid.Client(cl.url, key=cl.key, insecure_http=True) as c:
+            assert c.url == cl.url and c.fingerprint is None
+            blob = c.put(b"plain")
+            assert c.get_bytes(blob) == b"plain"
+        with braid.Client(cl.url, key=cl.key) as c:  # HTTPS to a plain-HTTP server
+            with pytest.raises(braid.Unreachable):
+                c.health()
