@@ -4,7 +4,9 @@
 #   examples/ops/build.sh [OUTDIR]      # default examples/ops/out
 #
 # The Go ones need Go 1.21 or later (GOOS=wasip1); the C ones need clang
-# with the wasm32-wasi target, wasi-libc and the wasm32 compiler runtime.
+# with the wasm32-wasi target, wasi-libc and the wasm32 compiler runtime;
+# the Rust one rustc with the wasm32-wasi standard library (Debian: rustc
+# libstd-rust-dev-wasm32; rustup: rustup target add wasm32-wasip1).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -47,5 +49,29 @@ fi
 cflags=(--target=wasm32-wasi -O3 -msimd128 -Wall -Wextra -ffp-contract=off -Wl,--strip-debug)
 for name in cat boxblur blur; do
 	clang "${cflags[@]}" -o "$out/$name.wasm" "$here/$name/$name.c" -lm
+	echo "$out/$name.wasm"
+done
+
+# Rust: one file, no cargo and no crates. The first rustc (RUSTC, the one
+# on PATH, Debian's, which a rustup installation on PATH may hide) that
+# builds for WASI preview 1, by its new name (Rust 1.78 on) or its old
+# one (until 1.84).
+printf 'fn main() {}\n' >"$probe/probe.rs"
+rustc=
+for c in ${RUSTC:-} $(command -v rustc || true) /usr/bin/rustc; do
+	[ -x "$c" ] || continue
+	for t in wasm32-wasip1 wasm32-wasi; do
+		if "$c" --target "$t" -o "$probe/probe-rs.wasm" "$probe/probe.rs" 2>/dev/null; then
+			rustc=$c target=$t
+			break 2
+		fi
+	done
+done
+if [ -z "$rustc" ]; then
+	echo "build.sh: no rustc that builds for WASI; the Rust example needs apt-get install -y rustc libstd-rust-dev-wasm32 (or rustup target add wasm32-wasip1)" >&2
+	exit 1
+fi
+for name in bytehist; do
+	"$rustc" --target "$target" --edition 2021 -C opt-level=3 -C strip=debuginfo -o "$out/$name.wasm" "$here/$name/main.rs"
 	echo "$out/$name.wasm"
 done

@@ -4,9 +4,10 @@
 // results merged by braid's merges (package ops), as a job would.
 //
 // The Go examples build with the go tool that runs the tests. The C ones
-// need clang for wasm32-wasi with wasi-libc; without them their tests
-// skip, saying what to install, unless BRAID_REQUIRE_WASM=1, which makes
-// that a failure (for CI).
+// need clang for wasm32-wasi with wasi-libc, the Rust one rustc with the
+// wasm32-wasi standard library; without them their tests skip, saying
+// what to install, unless BRAID_REQUIRE_WASM=1 (or, for Rust,
+// BRAID_REQUIRE_RUST=1), which makes that a failure (for CI).
 package examples
 
 import (
@@ -32,10 +33,12 @@ import (
 )
 
 // goExamples are the examples written in Go, one main package each;
-// cExamples those written in C, each one file NAME/NAME.c.
+// cExamples those written in C, each one file NAME/NAME.c; rustExamples
+// those written in Rust, each one file NAME/main.rs.
 var (
-	goExamples = []string{"wordcount", "sumcounts"}
-	cExamples  = []string{"cat", "boxblur", "blur"}
+	goExamples   = []string{"wordcount", "sumcounts"}
+	cExamples    = []string{"cat", "boxblur", "blur"}
+	rustExamples = []string{"bytehist"}
 )
 
 // cFlags are build.sh's flags for the C examples.
@@ -65,7 +68,7 @@ type builds struct {
 	dir string
 	eng *wasm.Engine
 
-	goLang, cLang lang
+	goLang, cLang, rustLang lang
 }
 
 // lang is the compiled examples of one language.
@@ -112,9 +115,13 @@ func (b *builds) close() {
 // BRAID_REQUIRE_WASM=1.
 func module(t testing.TB, name string) *wasm.Module {
 	t.Helper()
-	l, build := &built.goLang, buildGo
-	if slices.Contains(cExamples, name) {
+	l, build, require := &built.goLang, buildGo, os.Getenv("BRAID_REQUIRE_WASM") == "1"
+	switch {
+	case slices.Contains(cExamples, name):
 		l, build = &built.cLang, buildC
+	case slices.Contains(rustExamples, name):
+		l, build = &built.rustLang, buildRust
+		require = require || os.Getenv("BRAID_REQUIRE_RUST") == "1"
 	}
 	l.once.Do(func() {
 		dir, eng, err := built.setup()
@@ -158,8 +165,8 @@ func module(t testing.TB, name string) *wasm.Module {
 	switch {
 	case l.err != nil:
 		t.Fatalf("build the examples: %v", l.err)
-	case l.skip != "" && os.Getenv("BRAID_REQUIRE_WASM") == "1":
-		t.Fatalf("%s (BRAID_REQUIRE_WASM=1)", l.skip)
+	case l.skip != "" && require:
+		t.Fatalf("%s (BRAID_REQUIRE_WASM=1 or BRAID_REQUIRE_RUST=1)", l.skip)
 	case l.skip != "":
 		t.Skip(l.skip)
 	}
@@ -222,6 +229,70 @@ func buildC(dir string) (files map[string]string, skip string, err error) {
 		args := append(slices.Clone(cFlags), "-Werror", "-o", file, filepath.Join(n, n+".c"), "-lm")
 		if msg, err := exec.Command(clang, args...).CombinedOutput(); err != nil {
 			return nil, "", fmt.Errorf("clang %s: %v\n%s", strings.Join(args, " "), err, msg)
+		}
+		files[n] = file
+	}
+	return files, "", nil
+}
+
+// rustHint says how to get a Rust toolchain that builds for WASI.
+const rustHint = "apt-get install -y rustc libstd-rust-dev-wasm32 (Debian's rustc, with the wasm32-wasi standard library), " +
+	"or rustup target add wasm32-wasip1; RUSTC names the rustc to use"
+
+// rustFlags are the flags of every Rust example's build, after --target.
+var rustFlags = []string{"--edition", "2021", "-C", "opt-level=3", "-C", "strip=debuginfo"}
+
+// rustCompiler finds a rustc that builds for WASI preview 1: $RUSTC, the
+// rustc on PATH, or Debian's /usr/bin/rustc (which a rustup installation
+// on PATH may hide), each tried with the target's new name, wasm32-wasip1
+// (Rust 1.78 on), then its old one, wasm32-wasi (until Rust 1.84). It
+// returns the compiler and target, or why there is none.
+func rustCompiler(dir string) (rustc, target, skip string, err error) {
+	var cands []string
+	if p := os.Getenv("RUSTC"); p != "" {
+		cands = append(cands, p)
+	}
+	if p, err := exec.LookPath("rustc"); err == nil {
+		cands = append(cands, p)
+	}
+	if fileExists("/usr/bin/rustc") {
+		cands = append(cands, "/usr/bin/rustc")
+	}
+	if len(cands) == 0 {
+		return "", "", "rustc not found, so the Rust examples cannot be built; " + rustHint, nil
+	}
+	probe := filepath.Join(dir, "probe.rs")
+	if err := os.WriteFile(probe, []byte("fn main() { println!(\"{}\", std::env::args().count()); }\n"), 0o666); err != nil {
+		return "", "", "", err
+	}
+	var tried []string
+	for _, c := range slices.Compact(cands) {
+		for _, tg := range []string{"wasm32-wasip1", "wasm32-wasi"} {
+			msg, err := exec.Command(c, "--target", tg, "-o", probe+".wasm", probe).CombinedOutput()
+			if err == nil {
+				return c, tg, "", nil
+			}
+			first, _, _ := strings.Cut(strings.TrimSpace(string(msg)), "\n")
+			tried = append(tried, fmt.Sprintf("%s --target %s: %s", c, tg, first))
+		}
+	}
+	return "", "", fmt.Sprintf("no rustc here builds for WASI (%s), so the Rust examples cannot be built; %s",
+		strings.Join(tried, "; "), rustHint), nil
+}
+
+// buildRust builds the Rust examples into dir with rustc, one file each.
+func buildRust(dir string) (files map[string]string, skip string, err error) {
+	rustc, target, skip, err := rustCompiler(dir)
+	if skip != "" || err != nil {
+		return nil, skip, err
+	}
+	files = map[string]string{}
+	for _, n := range rustExamples {
+		file := filepath.Join(dir, n+".wasm")
+		args := append([]string{"--target", target}, rustFlags...)
+		args = append(args, "-D", "warnings", "-o", file, filepath.Join(n, "main.rs"))
+		if msg, err := exec.Command(rustc, args...).CombinedOutput(); err != nil {
+			return nil, "", fmt.Errorf("%s %s: %v\n%s", rustc, strings.Join(args, " "), err, msg)
 		}
 		files[n] = file
 	}

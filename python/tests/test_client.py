@@ -1,0 +1,326 @@
+"""The Python client against a real braid server and worker (conftest.py):
+what a user would check: ids, outputs, errors and their messages."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import pathlib
+import random
+import socket
+from collections import Counter
+from typing import Iterator
+
+import pytest
+
+import braid
+
+
+@pytest.fixture(scope="session")
+def join_token(cluster) -> str:
+    """A client-role join token made by the braid CLI."""
+    p = cluster.braid("token", "create", "--role", "client", "--name", "pytest", "--json")
+    return json.loads(p.stdout)["join"]
+
+
+@pytest.fixture
+def client(cluster, join_token) -> Iterator[braid.Client]:
+    c = braid.Client(cluster.url, token=join_token)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def admin(cluster) -> Iterator[braid.Client]:
+    c = braid.Client(cluster.url, key=cluster.key)
+    yield c
+    c.close()
+
+
+def checksum_of(data: bytes, block: int) -> bytes:
+    """What the built-in checksum operation outputs (ops.ChecksumOf)."""
+    h = hashlib.sha256()
+    for off in range(0, len(data), block):
+        h.update(hashlib.sha256(data[off:off + block]).digest())
+    return (h.hexdigest() + "\n").encode()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# Connecting: the ways to pin the certificate and authenticate.
+
+
+def test_join_token_pins_the_certificate(cluster, client):
+    h = client.health()
+    assert h["status"] == "ok" and h["workers"] >= 1
+    assert client.fingerprint == cluster.fingerprint
+
+
+def test_key_pins_by_the_servers_proof(cluster, admin, tmp_path):
+    assert admin.fingerprint is None  # nothing pinned before the first request
+    assert admin.health()["status"] == "ok"
+    assert admin.fingerprint == cluster.fingerprint
+    kf = tmp_path / "key"
+    kf.write_text(cluster.key + "\n")
+    with braid.Client(cluster.url, key_file=kf) as c:
+        assert c.health()["status"] == "ok"
+        assert c.fingerprint == cluster.fingerprint
+
+
+def test_plain_token_and_fingerprint(cluster, join_token):
+    token, _, fp = join_token.partition(".")
+    with braid.Client(cluster.url, token=token, fingerprint=cluster.fingerprint) as c:
+        assert c.put(b"x") == hashlib.sha256(b"x").hexdigest()
+    # openssl's form of the fingerprint, and a URL without scheme.
+    colons = ":".join(fp[i:i + 2] for i in range(0, len(fp), 2)).upper()
+    with braid.Client(cluster.url.split("://", 1)[1], token=token, fingerprint=colons) as c:
+        assert c.health()["status"] == "ok"
+
+
+def test_wrong_token_is_an_auth_error(cluster):
+    fp = cluster.fingerprint.split(":", 1)[1]
+    with braid.Client(cluster.url, token="braid_0000000000000000wrong." + fp) as c:
+        with pytest.raises(braid.AuthError) as ei:
+            c.put(b"data")
+    e = ei.value
+    assert e.status == 401 and e.op == "upload blob"
+    assert e.message and e.message in str(e), "the server's message is carried"
+
+
+def test_wrong_fingerprint_sends_nothing(cluster, join_token):
+    token = join_token.partition(".")[0]
+    with braid.Client(cluster.url, token=token, fingerprint="sha256:" + "ab" * 32) as c:
+        with pytest.raises(braid.CertificateError, match="not the pinned sha256:abab"):
+            c.health()
+
+
+def test_wrong_key_is_a_certificate_error(cluster):
+    with braid.Client(cluster.url, key="not the cluster's key") as c:
+        with pytest.raises(braid.CertificateError, match="did not prove that it holds the cluster key"):
+            c.health()
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"token": "braid_abc"}, "no way to check the server's certificate"),
+    ({"token": "braid_abc.nothex"}, "join token: the part after the dot"),
+    ({"token": "braid_abc", "fingerprint": "sha256:1234"}, "not a sha256 certificate fingerprint"),
+    ({"key": "short"}, "shorter than 8 bytes"),
+    ({"key_file": "/nonexistent/braid.key"}, "read key file"),
+])
+def test_bad_arguments_are_configuration_errors(cluster, kwargs, match, monkeypatch):
+    for v in ("BRAID_KEY", "BRAID_TOKEN", "BRAID_SERVER_FINGERPRINT"):
+        monkeypatch.delenv(v, raising=False)
+    with pytest.raises(braid.ConfigurationError, match=match):
+        braid.Client(cluster.url, **kwargs)
+
+
+def test_server_down_is_unreachable(cluster, join_token):
+    url = f"https://127.0.0.1:{free_port()}"
+    with braid.Client(url, token=join_token) as c:
+        with pytest.raises(braid.Unreachable, match="cannot reach the braid server at " + url) as ei:
+            c.submit("noop", "0" * 64)
+    assert isinstance(ei.value, ConnectionError)
+    with braid.Client(url, key=cluster.key) as c:
+        with pytest.raises(braid.Unreachable):
+            c.health()
+
+
+# Blobs.
+
+
+def test_put_and_get(client, tmp_path):
+    data = random.Random(1).randbytes(3 << 20)
+    want = hashlib.sha256(data).hexdigest()
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    assert client.put(src) == want
+    assert client.put(str(src)) == want
+    assert client.put(data) == want
+    with open(src, "rb") as f:
+        assert client.put(f) == want
+    assert client.put(io.BytesIO(data)) == want
+    assert client.put_info(b"")["size"] == 0
+    dst = tmp_path / "out.bin"
+    assert client.get(want, dst) == len(data)
+    assert dst.read_bytes() == data
+    assert client.get_bytes(want) == data
+    assert any(b["id"] == want for b in client.blobs())
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
+
+
+def test_get_unknown_blob(client, tmp_path):
+    dst = tmp_path / "out.bin"
+    with pytest.raises(braid.NotFound) as ei:
+        client.get("ab" * 32, dst)
+    assert ei.value.status == 404 and ei.value.message
+    assert list(tmp_path.iterdir()) == [], "nothing is left behind"
+
+
+# Jobs.
+
+
+def test_submit_and_result(client):
+    data = random.Random(2).randbytes(300_000)
+    blob = client.put(data)
+    job = client.submit("checksum", blob, params={"block": 4096})
+    assert isinstance(job, braid.Job) and job.id > 0
+    out = job.result(timeout=120)
+    assert client.get_bytes(out) == checksum_of(data, 4096)
+    st = job.status()
+    assert st.state == braid.DONE and st.output == out and st.units.done == st.units.total > 1
+    assert client.job(job.id).last_status.output == out
+    # A job's output as the next job's input, given as the Job.
+    again = client.submit("noop", job)
+    assert again.result(timeout=120) == out
+    assert client.get_bytes(again) == checksum_of(data, 4096)
+
+
+def test_failed_job_raises_with_the_servers_message(client):
+    blob = client.put(b"x")
+    job = client.submit("sleep", blob, params={"ms": 0, "fail": "0"}, max_tries=1)
+    with pytest.raises(braid.JobFailed) as ei:
+        job.result(timeout=120)
+    e = ei.value
+    assert e.job == job.id and e.status.state == braid.FAILED
+    assert e.message and e.message == e.status.error
+    assert "unit" in e.message
+    assert isinstance(job.exception(), braid.JobFailed)
+
+
+def test_bad_submission_is_a_bad_request(client):
+    blob = client.put(b"x")
+    with pytest.raises(braid.BadRequest, match="nosuchop"):
+        client.submit("nosuchop", blob)
+    with pytest.raises(braid.BadRequest, match="block"):
+        client.submit("checksum", blob, params={"block": "many"})
+    with pytest.raises(braid.NotFound):
+        client.submit("noop", "cd" * 32)
+    with pytest.raises(braid.NotFound):
+        client.job(987654321)
+
+
+def test_timeout_and_cancel(client):
+    blob = client.put(b"x")
+    job = client.submit("sleep", blob, params={"ms": 60000})
+    with pytest.raises(braid.WaitTimeout) as ei:
+        job.result(timeout=0.3)
+    assert isinstance(ei.value, TimeoutError)
+    assert not job.done()
+    job.cancel()
+    with pytest.raises(braid.JobCanceled):
+        job.result(timeout=60)
+
+
+def test_as_completed(client):
+    blob = client.put(b"x")
+    # Submitted first, ended first; given last, after one that ends later.
+    fast = [client.submit("sleep", blob, params={"ms": 0}) for _ in range(5)]
+    slow = client.submit("sleep", blob, params={"ms": 1500})
+    failing = client.submit("sleep", blob, params={"ms": 0, "fail": "0"}, max_tries=1)
+    order = []
+    for j in braid.as_completed([slow] + fast + [failing], timeout=120):
+        assert j.last_status.final
+        order.append(j)
+    assert sorted(j.id for j in order) == sorted(j.id for j in [slow] + fast + [failing])
+    assert order.index(slow) > order.index(fast[0]), "a job that ends first is yielded first"
+    with pytest.raises(braid.JobFailed):
+        failing.result()
+    sts = braid.wait(fast, progress=False)
+    assert [s.state for s in sts] == [braid.DONE] * 5
+
+
+def test_wasm_operations_and_a_pipeline(client, wasm_ops):
+    info = client.add_op("pywordcount", wasm_ops["wordcount"], doc="word count", split="lines:4K",
+                         merge="reduce:pysumcounts", params={"LOWER": "0"})
+    assert info["name"] == "pywordcount" and info["kind"] == "wasm"
+    assert info["hash"] == hashlib.sha256(pathlib.Path(wasm_ops["wordcount"]).read_bytes()).hexdigest()
+    with open(wasm_ops["sumcounts"], "rb") as f:
+        client.add_op("pysumcounts", f.read())
+    assert {"pywordcount", "pysumcounts"} <= {o["name"] for o in client.ops()}
+    assert client.op("pywordcount")["split"] == "lines:4K"
+
+    rng = random.Random(3)
+    words = ["alpha", "beta", "gamma", "delta", "Epsilon", "zeta"]
+    text = "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(1, 12))) for _ in range(4000)) + "\n"
+    want = "".join(f"{w}\t{n}\n" for w, n in sorted(Counter(text.split()).items()))
+
+    job = client.submit("pywordcount", text.encode())
+    assert job.result(timeout=120) and job.status().units.total > 1
+    assert client.get_bytes(job).decode() == want
+    lower = client.submit("pywordcount", text.encode(), split="lines:16K", params={"LOWER": True})
+    want_lower = "".join(f"{w}\t{n}\n" for w, n in sorted(Counter(text.lower().split()).items()))
+    assert client.get_bytes(lower).decode() == want_lower
+
+    p = client.submit_pipeline([
+        {"name": "count", "op": "pywordcount", "input": text.encode()},
+        {"name": "sum", "op": "checksum", "input": "step:count", "params": {"block": 7}},
+    ], name="pytest")
+    outs = p.result(timeout=120)
+    assert set(outs) == {"count", "sum"}
+    assert client.get_bytes(outs["count"]).decode() == want
+    assert client.get_bytes(outs["sum"]) == checksum_of(want.encode(), 7)
+    assert p.last_status.state == braid.DONE and p.jobs["sum"].last_status.step == "sum"
+
+    client.remove_op("pysumcounts")
+    with pytest.raises(braid.NotFound):
+        client.op("pysumcounts")
+
+
+def test_pipeline_errors(client):
+    blob = client.put(b"x")
+    with pytest.raises(braid.BadRequest, match="nosuchstep"):
+        client.submit_pipeline([{"name": "a", "op": "noop", "input": "step:nosuchstep"}])
+    with pytest.raises(ValueError, match="step 0: no 'op'"):
+        client.submit_pipeline([{"name": "a", "input": blob}])
+    p = client.submit_pipeline([
+        {"name": "bad", "op": "sleep", "input": blob, "params": {"ms": 0, "fail": "0"}, "max_tries": 1},
+        {"name": "after", "op": "noop", "input": "step:bad"},
+    ])
+    with pytest.raises(braid.JobFailed) as ei:
+        p.result(timeout=120)
+    assert ei.value.step == "bad"
+
+
+def test_wait_draws_progress(client):
+    blob = client.put(b"x")
+    jobs = [client.submit("sleep", blob, params={"ms": 200}, units=3) for _ in range(3)]
+    out = io.StringIO()
+    bar = braid.Progress(total=len(jobs), out=out, mode="lines")
+    for j in jobs:
+        j.wait(timeout=120, progress=bar)
+    bar.close()
+    lines = out.getvalue().splitlines()
+    assert lines and lines[-1].startswith("3/3 jobs [") and "9/9 units" in lines[-1]
+
+
+def test_wait_gives_up_on_a_server_that_stays_down(join_token):
+    url = f"https://127.0.0.1:{free_port()}"
+    with braid.Client(url, token=join_token, retry_window=0.5) as c:
+        job = braid.Job(c, braid.JobStatus(job=1, state=braid.RUNNING))
+        with pytest.raises(braid.Unreachable):
+            job.result(timeout=60)
+        with pytest.raises(braid.WaitTimeout):
+            job.result(timeout=0.2)  # the timeout ends the wait first
+        with pytest.raises(braid.Unreachable):
+            list(braid.as_completed([job], timeout=60))
+
+
+def test_insecure_http(binary):
+    """A server started with --insecure-http: plain HTTP on request, and an
+    HTTPS client pinned to nothing cannot talk to it."""
+    from cluster import Cluster
+
+    with Cluster(binary, workers=0, insecure_http=True) as cl:
+        assert cl.url.startswith("http://")
+        with braid.Client(cl.url, key=cl.key, insecure_http=True) as c:
+            assert c.url == cl.url and c.fingerprint is None
+            blob = c.put(b"plain")
+            assert c.get_bytes(blob) == b"plain"
+        with braid.Client(cl.url, key=cl.key) as c:  # HTTPS to a plain-HTTP server
+            with pytest.raises(braid.Unreachable):
+                c.health()
