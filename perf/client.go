@@ -329,10 +329,10 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 	if rsampler != nil {
 		ip.Intervals = mergeBidir(ip.Intervals, rsampler.stop())
 	}
+	iv.stop() // the data is over: the last interval ends here
 	if err == nil {
 		err = ctl.ReadJSONWhileBusy(ctx, ctrl, ctl.SessionMoving(sess), 30*time.Second, &res)
 	}
-	iv.stop()
 	if err != nil {
 		return nil, err
 	}
