@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"runtime"
@@ -47,6 +48,8 @@ type Worker struct {
 	sessions, streams       atomic.Int64
 	units, failed, computeN atomic.Int64
 	running                 atomic.Int64
+	jobsMu                  sync.Mutex
+	jobsRunning             map[uint64]int // units executing by job, for heartbeats
 	first, last             atomic.Int64 // unix nanoseconds
 
 	reg    *prometheus.Registry
@@ -411,7 +414,7 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 			hb.Stop()
 			return nil
 		case <-hb.C:
-			_, err = c.Heartbeat(ctx, id, api.Heartbeat{Running: int(w.running.Load()), Load: loadAvg()})
+			_, err = c.Heartbeat(ctx, id, api.Heartbeat{Running: int(w.running.Load()), Load: loadAvg(), Jobs: w.runningJobs()})
 		case <-next:
 			hb.Stop()
 			announcing = true
@@ -741,6 +744,36 @@ func (q *unitQueue) close() {
 	q.cond.Broadcast()
 }
 
+// unitStarted counts a unit of job executing, unitEnded its end.
+func (w *Worker) unitStarted(job uint64) {
+	w.running.Add(1)
+	w.jobsMu.Lock()
+	if w.jobsRunning == nil {
+		w.jobsRunning = map[uint64]int{}
+	}
+	w.jobsRunning[job]++
+	w.jobsMu.Unlock()
+}
+
+func (w *Worker) unitEnded(job uint64) {
+	w.running.Add(-1)
+	w.jobsMu.Lock()
+	if w.jobsRunning[job]--; w.jobsRunning[job] <= 0 {
+		delete(w.jobsRunning, job)
+	}
+	w.jobsMu.Unlock()
+}
+
+// runningJobs returns the units executing now by job; nil for none.
+func (w *Worker) runningJobs() map[uint64]int {
+	w.jobsMu.Lock()
+	defer w.jobsMu.Unlock()
+	if len(w.jobsRunning) == 0 {
+		return nil
+	}
+	return maps.Clone(w.jobsRunning)
+}
+
 // compute runs one unit into res.
 func (w *Worker) compute(ctx context.Context, u *api.Unit, res *api.Result) {
 	if hash, ok := strings.CutPrefix(u.Op, api.ModulePrefix); ok {
@@ -757,11 +790,11 @@ func (w *Worker) compute(ctx context.Context, u *api.Unit, res *api.Result) {
 		res.Err = "worker stopping: " + err.Error()
 		return
 	}
-	w.running.Add(1)
+	w.unitStarted(u.Job)
 	start := time.Now()
 	out, err := runSafely(ctx, op.Run, u)
 	d := time.Since(start)
-	w.running.Add(-1)
+	w.unitEnded(u.Job)
 	w.gate.release()
 	res.ComputeNanos = d.Nanoseconds()
 	w.computeN.Add(res.ComputeNanos)
@@ -781,9 +814,9 @@ func (w *Worker) computeModule(ctx context.Context, hash string, u *api.Unit, re
 		w.failed.Add(1)
 		return
 	}
-	w.running.Add(1)
+	w.unitStarted(u.Job)
 	out, d, err := w.mods.run(ctx, &w.gate, hash, u)
-	w.running.Add(-1)
+	w.unitEnded(u.Job)
 	res.ComputeNanos = d.Nanoseconds()
 	w.computeN.Add(res.ComputeNanos)
 	w.units.Add(1)
