@@ -50,7 +50,7 @@ type Worker struct {
 	running                 atomic.Int64
 	jobsMu                  sync.Mutex
 	jobsRunning             map[uint64]int // units executing by job, for heartbeats
-	first, last             atomic.Int64 // unix nanoseconds
+	first, last             atomic.Int64   // unix nanoseconds
 
 	reg    *prometheus.Registry
 	liveMu sync.Mutex
