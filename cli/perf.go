@@ -466,8 +466,10 @@ const encryptedNote = "note: braid's data plane is encrypted and authenticated (
 	"compare with iperf3 using --insecure-plaintext at both ends, or --tcp-baseline"
 
 // printStreamTotals prints each stream's sender and receiver totals and
-// their sums, as iperf3 ends its output ("Retr" is bytes braid sent
-// again on another path after a path failed).
+// their sums, as iperf3 ends its output. "Retr" is the TCP segments the
+// session's channels retransmitted (which all its streams share), empty
+// where the channels are not TCP; bytes braid sent again on another path
+// after a path failed are in the path table below.
 func printStreamTotals(w io.Writer, ip *perf.IperfReport, u rateUnit) {
 	e := ip.End
 	if len(e.Streams) == 0 {
@@ -477,12 +479,8 @@ func printStreamTotals(w io.Writer, ip *perf.IperfReport, u rateUnit) {
 	fmt.Fprintf(w, "[ ID] %-15s  %11s  %-15s %10s\n", "Interval", "Transfer", "Bitrate", "Retr")
 	line := func(id string, s perf.IperfSpan, role string) {
 		retr := ""
-		if role == "sender" {
-			var n int64
-			if s.Retransmits != nil {
-				n = *s.Retransmits
-			}
-			retr = formatBytes(n)
+		if role == "sender" && id != "SUM" && s.Retransmits != nil {
+			retr = fmt.Sprint(*s.Retransmits) // TCP segments of the channels (perf.TCPFigures)
 		}
 		fmt.Fprintf(w, "[%s] %5.2f-%-5.2f sec  %11s  %8.1f %-6s %10s  %s\n", id, s.Start, s.End, formatBytes(s.Bytes),
 			u.of(s.BitsPerSecond/1e6), u.name, retr, role)

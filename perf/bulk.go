@@ -35,6 +35,9 @@ type bulkSendResult struct {
 	seconds     float64
 	// paths is the session's path statistics when the receiver closed it.
 	paths []transport.PathStats
+	// tcp is what the kernel measured of the session's TCP channels;
+	// nil when they are not TCP.
+	tcp *TCPFigures
 }
 
 // bulkSend writes messages of size on n new streams of sess until the
@@ -46,6 +49,8 @@ type bulkSendResult struct {
 // their streams and wait for the receiver to close the session.
 func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, omit, d time.Duration, bitrate, total int64, ctr *streamCounter) (bulkSendResult, error) {
 	defer endData(sess)
+	tcp := startTCPSampler(sess)
+	defer tcp.stop()
 	buf := make([]byte, size)
 	fillPattern(buf)
 	start := time.Now()
@@ -134,7 +139,7 @@ func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, o
 		return bulkSendResult{}, err
 	}
 	return bulkSendResult{bytes: bytes.Load() - baseBytes.Load(), msgs: msgs.Load() - baseMsgs.Load(),
-		seconds: max(0, last.get().Sub(start.Add(omit)).Seconds()), paths: sess.Stats()}, nil
+		seconds: max(0, last.get().Sub(start.Add(omit)).Seconds()), paths: sess.Stats(), tcp: tcp.stop()}, nil
 }
 
 // bulkRecvResult is what a bulk receiver counted over its interval.

@@ -54,3 +54,28 @@ func TestStreamsEven(t *testing.T) {
 		})
 	}
 }
+
+// Each stream's sender figures have the TCP_INFO of the sender's TCP
+// channels, as iperf3's have its sockets', whichever side sends.
+func TestStreamsTCPFigures(t *testing.T) {
+	paths, cfg, _ := serve(t)
+	for _, reverse := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		o := &Options{Paths: paths, Config: cfg, Mode: "bulk", Size: 256 << 10, Seconds: 0.5, Streams: 2, Reverse: reverse}
+		_, ip, err := Run(ctx, o)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range ip.End.Streams {
+			s := st.Sender
+			if s.MaxSendCwnd == nil || s.MaxRTT == nil || s.MinRTT == nil || s.MeanRTT == nil || s.Retransmits == nil {
+				t.Fatalf("reverse %v: stream %v's sender lacks TCP figures: %+v", reverse, s.Socket, s)
+			}
+			if *s.MaxSendCwnd <= 0 || *s.MinRTT <= 0 || *s.MinRTT > *s.MeanRTT || *s.MeanRTT > *s.MaxRTT || *s.Retransmits < 0 {
+				t.Errorf("reverse %v: stream %v: cwnd %d B, rtt min %d mean %d max %d µs, %d retransmits", reverse, *s.Socket,
+					*s.MaxSendCwnd, *s.MinRTT, *s.MeanRTT, *s.MaxRTT, *s.Retransmits)
+			}
+		}
+	}
+}

@@ -115,6 +115,13 @@ type IperfSpan struct {
 	// Retransmits counts the bytes the session sent again on another
 	// path after a path failed (iperf3 counts TCP segments); sender only.
 	Retransmits *int64 `json:"retransmits,omitempty"`
+	// What the kernel measured of the sender's TCP channels over the
+	// test (end.streams' sender only; TCP channels only): see TCPFigures.
+	// Here Retransmits counts TCP segments, as iperf3's do.
+	MaxSendCwnd *int64 `json:"max_snd_cwnd,omitempty"`
+	MaxRTT      *int64 `json:"max_rtt,omitempty"`
+	MinRTT      *int64 `json:"min_rtt,omitempty"`
+	MeanRTT     *int64 `json:"mean_rtt,omitempty"`
 	Omitted     *bool  `json:"omitted,omitempty"` // intervals only
 	Sender      bool   `json:"sender"`            // whether this side sent the bytes counted
 }
