@@ -18,9 +18,11 @@ import (
 // (connected, version, system_info, timestamp, connecting_to, cookie,
 // test_start), intervals (streams and their sum, every --interval), end
 // (streams, sum_sent, sum_received, cpu_utilization_percent) and error on
-// failure. What iperf3 takes from TCP sockets (congestion window, socket
-// RTT, buffer sizes) has no counterpart in a braid session and is left
-// out; braid's own figures, per path, are in the "braid" section.
+// failure. Each stream's sender figures carry the TCP_INFO of the
+// sender's channels over the test (max_snd_cwnd, max_rtt, min_rtt,
+// mean_rtt, retransmits: TCPFigures), which all the test's streams share;
+// the per-interval socket figures (snd_cwnd, rtt per interval) are left
+// out. braid's own figures, per path, are in the "braid" section.
 //
 // A braid "stream" (iperf3's socket) is one transport stream, or one
 // plain TCP connection of --tcp-baseline; "socket" holds its id.
