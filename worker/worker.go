@@ -48,6 +48,7 @@ type Worker struct {
 	sessions, streams       atomic.Int64
 	units, failed, computeN atomic.Int64
 	running                 atomic.Int64
+	queued                  atomic.Int64 // units received and not yet taken by a thread
 	jobsMu                  sync.Mutex
 	jobsRunning             map[uint64]int // units executing by job, for heartbeats
 	first, last             atomic.Int64   // unix nanoseconds
@@ -414,7 +415,7 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 			hb.Stop()
 			return nil
 		case <-hb.C:
-			_, err = c.Heartbeat(ctx, id, api.Heartbeat{Running: int(w.running.Load()), Load: loadAvg(), Jobs: w.runningJobs()})
+			_, err = c.Heartbeat(ctx, id, api.Heartbeat{Running: int(w.running.Load()), Queued: int(max(0, w.queued.Load())), Load: loadAvg(), Jobs: w.runningJobs()})
 		case <-next:
 			hb.Stop()
 			announcing = true
@@ -493,7 +494,7 @@ func (w *Worker) session(ctx context.Context, sess *transport.Session) {
 	defer w.track(sess, false)
 	id := sess.ID()[:8]
 	w.log.Info("server session opened", "session", id)
-	q := newUnitQueue()
+	q := newUnitQueue(&w.queued)
 	var readers, procs, writers sync.WaitGroup
 	var outs []*outStream
 	clk := sessionClock(time.Now()) // the origin of the session's api.Timing
@@ -704,10 +705,11 @@ type unitQueue struct {
 	cond   *sync.Cond
 	items  []task
 	closed bool
+	count  *atomic.Int64 // the worker's units queued, over all its sessions
 }
 
-func newUnitQueue() *unitQueue {
-	q := &unitQueue{}
+func newUnitQueue(count *atomic.Int64) *unitQueue {
+	q := &unitQueue{count: count}
 	q.cond = sync.NewCond(&q.mu)
 	return q
 }
@@ -715,6 +717,7 @@ func newUnitQueue() *unitQueue {
 func (q *unitQueue) push(t task) {
 	q.mu.Lock()
 	q.items = append(q.items, t)
+	q.count.Add(1)
 	q.mu.Unlock()
 	q.cond.Signal()
 }
@@ -733,12 +736,14 @@ func (q *unitQueue) pop() (task, bool) {
 	t := q.items[0]
 	q.items[0] = task{}
 	q.items = q.items[1:]
+	q.count.Add(-1)
 	return t, true
 }
 
 func (q *unitQueue) close() {
 	q.mu.Lock()
 	q.closed = true
+	q.count.Add(-int64(len(q.items)))
 	q.items = nil
 	q.mu.Unlock()
 	q.cond.Broadcast()
