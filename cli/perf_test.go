@@ -209,7 +209,7 @@ func TestPerfTextLikeIperf3(t *testing.T) {
 	srvPlain := start(t, "perf", "-s", "--listen", "127.0.0.1:0", "--insecure-plaintext")
 	addrPlain := srvPlain.listening(t)
 	interval := regexp.MustCompile(`(?m)^\[\s*[\d.]+-\s*[\d.]+ \]\s+[\d.]+`)
-	stream := regexp.MustCompile(`(?m)^\[\s*(\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s\s+(?:[\d.]+ [KMG]?i?B\s+)?(sender|receiver)$`)
+	stream := regexp.MustCompile(`(?m)^\[\s*(\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s\s+(?:\d+\s+)?(sender|receiver)$`)
 	for _, tc := range []struct {
 		args      []string
 		intervals int // at least
