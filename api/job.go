@@ -98,6 +98,10 @@ type UnitCounts struct {
 	Done    int `json:"done"`
 	Failed  int `json:"failed"`
 	Running int `json:"running"`
+	// Computing counts the units executing on a worker now, as of the
+	// workers' last heartbeats (at most a heartbeat interval old): the
+	// units of Running that are not waiting in a worker's queue.
+	Computing int `json:"computing"`
 	// Retries counts the failed tries of units that then ran again.
 	Retries int `json:"retries"`
 	// Retried counts the units with a try that brought no result: it

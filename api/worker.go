@@ -52,6 +52,10 @@ type Heartbeat struct {
 	Queued int `json:"queued"`
 	// Load is the host's one-minute load average.
 	Load float64 `json:"load"`
+	// Jobs counts the units executing now by job ID, for the units a
+	// job has computing (UnitCounts.Computing); omitted when none is.
+	// Older workers send none.
+	Jobs map[uint64]int `json:"jobs,omitempty"`
 }
 
 // WorkerInfo is the server's view of one worker.

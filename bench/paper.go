@@ -394,7 +394,7 @@ func (res *Results) Write(dir string) error {
 	}
 	for _, p := range res.Papers {
 		for _, f := range p.Figures {
-			if err := f.Draw(filepath.Join(dir, f.Plot)); err != nil {
+			if err := f.DrawAll(dir); err != nil {
 				return fmt.Errorf("plot %s: %w", f.ID, err)
 			}
 		}

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"math"
 	"net/netip"
 	"os"
@@ -491,5 +492,74 @@ func TestFig10Findings(t *testing.T) {
 	}
 	if !strings.Contains(pr.Findings[1], "at 2.5% loss: the kernel's delayed SACK moved nothing") {
 		t.Errorf("2.5%% finding: %q", pr.Findings[1])
+	}
+}
+
+// TestDrawReadable: a figure reads at a glance. Its byte axis says 10 KB
+// and 1 MB (not 10000 and 1e+06); the legend stands right of the data
+// (every legend label starts right of the last x tick label); the paper's
+// points are drawn in their series' colour, each series in its own; and
+// DrawAll writes a PNG beside the SVG.
+func TestDrawReadable(t *testing.T) {
+	f := &Figure{ID: "t", Title: "t", XLabel: "message size (bytes)", YLabel: "effective bandwidth (Mbit/s)", Unit: "Mbit/s",
+		Higher: true, LogX: true, Comparable: true}
+	xs := []float64{1e3, 1e4, 1e5, 1e6, 4e6}
+	for i := range 9 {
+		name := fmt.Sprintf("series %d", i)
+		for _, x := range xs {
+			f.add(name, kindBraid, x, strconv.FormatFloat(x, 'g', -1, 64), 100+10*float64(i))
+		}
+	}
+	paper := 150.0
+	for _, p := range f.Points {
+		if p.Series == "series 8" && p.X == 1e6 {
+			p.Paper = &paper
+		}
+	}
+	f.finish()
+	f.Plot = "t.svg"
+	dir := t.TempDir()
+	if err := f.DrawAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "t.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := string(b)
+	for _, want := range []string{">1 KB<", ">10 KB<", ">1 MB<", "series 8 (paper)"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the plot lacks %q", want)
+		}
+	}
+	if strings.Contains(svg, "e+06") || strings.Contains(svg, ">10000<") {
+		t.Error("the x axis has raw numbers")
+	}
+	// gonum's SVG places text with x="..." on the <text> element.
+	xOf := func(label string) float64 {
+		m := regexp.MustCompile(`<text x="([-0-9.]+)"[^>]*>` + regexp.QuoteMeta(label) + `<`).FindStringSubmatch(svg)
+		if m == nil {
+			t.Fatalf("no text %q in the plot", label)
+		}
+		x, _ := strconv.ParseFloat(m[1], 64)
+		return x
+	}
+	if lastTick, legend := xOf("2 MB"), xOf("series 0"); legend <= lastTick {
+		t.Errorf("the legend (x %v) is not right of the data (last tick at x %v)", legend, lastTick)
+	}
+	colours := map[string]bool{}
+	for i := range 9 {
+		r, g, bl, _ := seriesColor(i).RGBA()
+		colours[fmt.Sprint(r, g, bl)] = true
+	}
+	if len(colours) != 9 {
+		t.Errorf("9 series share %d colours", len(colours))
+	}
+	r, g, bl, _ := seriesColor(8).RGBA()
+	if c := fmt.Sprintf("stroke:#%02X%02X%02X", r>>8, g>>8, bl>>8); strings.Count(svg, c) < 3 {
+		t.Errorf("series 8's colour %s is not on its line, markers and paper point", c)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "t.png")); err != nil {
+		t.Errorf("no PNG beside the SVG: %v", err)
 	}
 }

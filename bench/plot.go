@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -24,28 +28,37 @@ type spread struct {
 func (s spread) YError(i int) (float64, float64) { return s.lo[i], s.hi[i] }
 
 // Draw writes the figure as a plot to file (SVG, PNG or PDF by the
-// extension): one line per series with its min-max range as error bars,
-// ideal lines dashed, and the paper's values as black rings where they
-// compare with braid's (else they stay in the report's table).
+// extension): one line per series in a colour and marker of its own, with
+// its min-max range as error bars, ideal lines dashed, and the paper's
+// values, where they compare with braid's (else they stay in the
+// report's table), as large hollow markers of the series' colour and
+// shape. The legend stands right of the data, never over it; the axes
+// read in human units (10 KB, 1 MB) on a grid, with room at the edges so
+// that no marker is clipped.
 func (f *Figure) Draw(file string) error {
 	p := plot.New()
 	p.Title.Text = f.Title
 	p.X.Label.Text = f.XLabel
 	p.Y.Label.Text = f.YLabel
-	p.Legend.Top = true
-	p.Legend.Left = !f.Higher
 	p.Add(plotter.NewGrid())
+	bytesX := strings.Contains(f.XLabel, "(bytes)")
 	if f.LogX {
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.X.Tick.Marker = humanTicks{log: true, bytes: bytesX}
+	} else {
+		p.X.Tick.Marker = humanTicks{bytes: bytesX}
 	}
+	p.Y.Tick.Marker = humanTicks{}
+	legend := plot.NewLegend()
+	legend.Top, legend.Left = true, true
 	// Each series' line runs left to right, whatever order its points
 	// were measured in.
 	pts := slices.Clone(f.Points)
 	slices.SortStableFunc(pts, func(a, b *Point) int { return cmp.Compare(a.X, b.X) })
-	var paper plotter.XYs
+	xr, yr := newRange(), newRange()
 	for i, name := range f.series() {
 		var s spread
+		var paper plotter.XYs
 		for _, pt := range pts {
 			if pt.Series != name || pt.Reps == 0 || math.IsNaN(pt.Value) || math.IsInf(pt.Value, 0) {
 				continue
@@ -53,8 +66,12 @@ func (f *Figure) Draw(file string) error {
 			s.XYs = append(s.XYs, plotter.XY{X: pt.X, Y: pt.Value})
 			s.lo = append(s.lo, pt.Value-pt.Min)
 			s.hi = append(s.hi, pt.Max-pt.Value)
+			xr.add(pt.X)
+			yr.add(pt.Min)
+			yr.add(pt.Max)
 			if pt.Paper != nil && f.Comparable {
 				paper = append(paper, plotter.XY{X: pt.X, Y: *pt.Paper})
+				yr.add(*pt.Paper)
 			}
 		}
 		if len(s.XYs) == 0 {
@@ -64,7 +81,7 @@ func (f *Figure) Draw(file string) error {
 		if err != nil {
 			return fmt.Errorf("series %s: %w", name, err)
 		}
-		c := plotutil.Color(i)
+		c := seriesColor(i)
 		line.Color, points.Color = c, c
 		line.Width = vg.Points(1.5)
 		points.Shape = plotutil.Shape(i)
@@ -80,20 +97,164 @@ func (f *Figure) Draw(file string) error {
 			eb.Color = c
 			p.Add(eb)
 		}
-		p.Legend.Add(name, line, points)
-	}
-	if len(paper) > 0 {
-		sc, err := plotter.NewScatter(paper)
-		if err != nil {
-			return err
+		legend.Add(name, line, points)
+		if len(paper) > 0 {
+			sc, err := plotter.NewScatter(paper)
+			if err != nil {
+				return err
+			}
+			sc.Shape = hollow(i)
+			sc.Radius = vg.Points(6)
+			sc.Color = c
+			p.Add(sc)
+			legend.Add(name+" (paper)", sc)
 		}
-		sc.Shape = draw.RingGlyph{}
-		sc.Radius = vg.Points(5)
-		sc.Color = color.Black
-		p.Add(sc)
-		p.Legend.Add("paper", sc)
 	}
-	return p.Save(8*vg.Inch, 5*vg.Inch, file)
+	// Room at the edges: a marker on the first or last x, or at the
+	// extremes of y, is drawn whole.
+	if xr.ok() {
+		if f.LogX && xr.lo > 0 {
+			p.X.Min, p.X.Max = xr.lo/1.4, xr.hi*1.4
+		} else {
+			pad := 0.05 * max(xr.hi-xr.lo, math.Abs(xr.hi), 1e-9)
+			p.X.Min, p.X.Max = xr.lo-pad, xr.hi+pad
+		}
+	}
+	if yr.ok() {
+		pad := 0.08 * max(yr.hi-yr.lo, math.Abs(yr.hi), 1e-9)
+		p.Y.Min, p.Y.Max = yr.lo-pad, yr.hi+pad
+		if yr.lo >= 0 && yr.lo-pad < 0 {
+			p.Y.Min = 0 // no negative axis under figures that cannot be
+			if yr.lo == 0 {
+				p.Y.Min = -pad / 2 // a point at 0 is drawn whole
+			}
+		}
+	}
+	const width, height = 10 * vg.Inch, 5 * vg.Inch
+	c, err := draw.NewFormattedCanvas(width, height, strings.TrimPrefix(filepath.Ext(file), "."))
+	if err != nil {
+		return err
+	}
+	dc := draw.New(c)
+	r := legend.Rectangle(dc)
+	legendW := r.Max.X - r.Min.X + vg.Points(10)
+	p.Draw(draw.Crop(dc, 0, -legendW-vg.Points(8), 0, 0))
+	legend.Draw(draw.Crop(dc, width-legendW, 0, 0, -vg.Points(30)))
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(out); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// DrawAll writes the figure as SVG (f.Plot) and as PNG beside it, into dir.
+func (f *Figure) DrawAll(dir string) error {
+	if err := f.Draw(filepath.Join(dir, f.Plot)); err != nil {
+		return err
+	}
+	return f.Draw(filepath.Join(dir, strings.TrimSuffix(f.Plot, filepath.Ext(f.Plot))+".png"))
+}
+
+// palette is Tableau's ten colours (matplotlib's default): more distinct
+// colours than plotutil's seven, so no two series of a figure share one.
+var palette = []color.RGBA{
+	{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255}, {148, 103, 189, 255},
+	{140, 86, 75, 255}, {227, 119, 194, 255}, {127, 127, 127, 255}, {188, 189, 34, 255}, {23, 190, 207, 255},
+}
+
+// seriesColor is series i's colour.
+func seriesColor(i int) color.Color { return palette[i%len(palette)] }
+
+// hollow is the outline of series i's marker shape (plotutil.Shape), for
+// the paper's points of that series.
+func hollow(i int) draw.GlyphDrawer {
+	switch plotutil.Shape(i).(type) {
+	case draw.BoxGlyph:
+		return draw.SquareGlyph{}
+	case draw.PyramidGlyph:
+		return draw.TriangleGlyph{}
+	case draw.CircleGlyph:
+		return draw.RingGlyph{}
+	}
+	return plotutil.Shape(i) // the outlined shapes already are
+}
+
+// valueRange is the extent of the values a plot shows.
+type valueRange struct{ lo, hi float64 }
+
+func newRange() *valueRange { return &valueRange{lo: math.Inf(1), hi: math.Inf(-1)} }
+
+func (r *valueRange) add(v float64) {
+	if !math.IsNaN(v) && !math.IsInf(v, 0) {
+		r.lo, r.hi = min(r.lo, v), max(r.hi, v)
+	}
+}
+
+func (r *valueRange) ok() bool { return r.lo <= r.hi }
+
+// humanTicks labels an axis in human units: 10 KB, 1 MB for a byte axis,
+// 10k and 1M for other large numbers, and plain decimals below 1000. A
+// log axis gets a labelled tick at each power of ten and 2 and 5 times
+// it, when the range spans few decades; a linear one gonum's default
+// positions.
+type humanTicks struct{ log, bytes bool }
+
+func (h humanTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	if h.log && lo > 0 {
+		decades := math.Log10(hi / lo)
+		steps := []float64{1, 2, 5}
+		if decades > 4 {
+			steps = []float64{1}
+		}
+		for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+			for _, m := range steps {
+				v := m * math.Pow(10, e)
+				if v >= lo && v <= hi {
+					ticks = append(ticks, plot.Tick{Value: v, Label: h.label(v)})
+				}
+			}
+			for m := 2.0; m < 10; m++ {
+				if v := m * math.Pow(10, e); v >= lo && v <= hi && !slices.Contains(steps, m) {
+					ticks = append(ticks, plot.Tick{Value: v}) // minor
+				}
+			}
+		}
+		return ticks
+	}
+	for _, t := range (plot.DefaultTicks{}).Ticks(lo, hi) {
+		if t.Label != "" {
+			t.Label = h.label(t.Value)
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks
+}
+
+// label writes v in human units.
+func (h humanTicks) label(v float64) string {
+	if h.bytes {
+		for _, u := range []struct {
+			n    float64
+			name string
+		}{{1e9, "GB"}, {1e6, "MB"}, {1e3, "KB"}} {
+			if math.Abs(v) >= u.n {
+				return strconv.FormatFloat(v/u.n, 'g', 4, 64) + " " + u.name
+			}
+		}
+		return strconv.FormatFloat(v, 'g', 4, 64) + " B"
+	}
+	switch a := math.Abs(v); {
+	case a >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'g', 4, 64) + "M"
+	case a >= 1e4:
+		return strconv.FormatFloat(v/1e3, 'g', 4, 64) + "k"
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
 }
 
 func kindOf(f *Figure, series string) string {

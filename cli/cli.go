@@ -190,7 +190,7 @@ func parse(env *Env, fs *pflag.FlagSet, args []string, interspersed bool) int {
 		fs.Usage()
 		return 0
 	case err != nil:
-		return failUsage(env, fs.Name(), suggestFlag(fs, err))
+		return failUsage(env, fs.Name(), badValue(suggestFlag(fs, err), func(f *pflag.Flag, v string) string { return fmt.Sprintf("--%s %q", f.Name, v) }))
 	}
 	fs.Visit(func(f *pflag.Flag) {
 		if f.Deprecated != "" {

@@ -55,7 +55,7 @@ func applyConfig(fs *pflag.FlagSet, lookup func(string) (string, bool)) error {
 			return
 		}
 		if err := fs.Set(f.Name, strings.TrimSpace(v)); err != nil {
-			errs = append(errs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
+			errs = append(errs, badValue(err, func(f *pflag.Flag, v string) string { return fmt.Sprintf("%s=%q", envName(f.Name), v) }))
 		}
 	})
 	if len(errs) > 0 {
@@ -123,7 +123,7 @@ func applyConfigFile(fs *pflag.FlagSet, path string, b []byte) error {
 			continue // the command line or the environment gave it
 		}
 		if err := fs.Set(k.Value, val); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s: %w", at, k.Value, err))
+			errs = append(errs, badValue(err, func(f *pflag.Flag, v string) string { return fmt.Sprintf("%s: %s %q", at, f.Name, v) }))
 		}
 	}
 	return errors.Join(errs...)

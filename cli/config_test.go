@@ -21,6 +21,7 @@ func configFlags(env *Env) (*map[string]any, func(args ...string) int) {
 		"heartbeat": fs.Duration("heartbeat", time.Second, ""),
 		"verbose":   fs.BoolP("verbose", "v", false, ""),
 		"ops":       fs.String("ops", "", ""),
+		"max-data":  sizeFlag(fs, "max-data", "0", 0, 0, "500G, or 0 for no limit", ""),
 	}
 	configFlag(fs)
 	return &v, func(args ...string) int { return parseFlags(env, fs, args) }
@@ -84,11 +85,16 @@ func TestConfigErrors(t *testing.T) {
 		want       string
 	}{
 		{"unknown key", "listen: x\n\nmax-dataa: 5G\n", [2]string{}, `braid.yaml:3: unknown key "max-dataa": keys are the long flags of 'braid server --help'`},
-		{"bad value", "data: /d\nmax-tries: many\n", [2]string{}, `braid.yaml:2: max-tries: invalid argument "many"`},
+		{"bad value", "data: /d\nmax-tries: many\n", [2]string{}, `braid.yaml:2: max-tries "many": want a whole number`},
+		// A value checked by its flag's type, not later by the command:
+		// the error names the file and line, not a flag.
+		{"bad size", "data: /d\n\nmax-data: lots\n", [2]string{}, `braid.yaml:3: max-data "lots": want a size such as 500G, or 0 for no limit`},
+		{"bad duration", "heartbeat: often\n", [2]string{}, `braid.yaml:1: heartbeat "often": want a duration such as 30s`},
 		{"not a mapping", "- listen\n- data\n", [2]string{}, `braid.yaml:1: want keys and values`},
 		{"nested", "data:\n  dir: /d\n", [2]string{}, `braid.yaml:1: data: want a value or a list of values`},
 		{"yaml syntax", "data: [unclosed\n", [2]string{}, `braid.yaml: yaml:`},
-		{"bad variable", "", [2]string{"BRAID_MAX_TRIES", "lots"}, `BRAID_MAX_TRIES="lots": invalid argument "lots"`},
+		{"bad variable", "", [2]string{"BRAID_MAX_TRIES", "lots"}, `BRAID_MAX_TRIES="lots": want a whole number`},
+		{"bad size variable", "", [2]string{"BRAID_MAX_DATA", "lots"}, `BRAID_MAX_DATA="lots": want a size such as 500G`},
 		{"bad variable wins over a good file", "max-tries: 3\n", [2]string{"BRAID_VERBOSE", "maybe"}, `BRAID_VERBOSE="maybe"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,5 +125,61 @@ func TestServerConfigFile(t *testing.T) {
 	srv.waitOutput(t, regexp.MustCompile(`listening on (https?://\S+) \(data in `+regexp.QuoteMeta(dir)+`\)`))
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		t.Errorf("the data directory from BRAID_DATA: %v", err)
+	}
+}
+
+// A bad value in braid server's and braid worker's config files is
+// reported with the file, the line and the key, as the user wrote it,
+// not as a flag they never typed; so is one from the environment.
+func TestConfigFileBadValues(t *testing.T) {
+	t.Setenv("BRAID_KEY", "config-file-test-key-0123456789")
+	for _, tc := range []struct {
+		cmd, file string
+		want      []string
+	}{
+		{"server", "data: /tmp/braid-never\nmax-data: lots\nretain: soon\nmax-module: 0\nunit-mem: 8G\n", []string{
+			`braid.yaml:2: max-data "lots": want a size such as 500G, or 0 for no limit`,
+			`braid.yaml:3: retain "soon": want days such as 7d`,
+			`braid.yaml:4: max-module "0": want a size such as 64M`,
+			`braid.yaml:5: unit-mem "8G": want a size such as 256M (64K to 4G)`}},
+		{"worker", "server: https://127.0.0.1:1\nmodule-cache: big\nmax-unit-mem: 1K\n", []string{
+			`braid.yaml:2: module-cache "big": want a size such as 512M or 4G`,
+			`braid.yaml:3: max-unit-mem "1K": want a size such as 512M or 2G, at least 64K`}},
+	} {
+		t.Run(tc.cmd, func(t *testing.T) {
+			code, _, stderr := runQuick(t, tc.cmd, "--config", writeConfig(t, tc.file))
+			if code != 2 {
+				t.Errorf("exit %d, want 2: %s", code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr %q\nlacks %q", stderr, w)
+				}
+			}
+			if strings.Contains(stderr, "--max-data") || strings.Contains(stderr, "--module-cache") {
+				t.Errorf("stderr names a flag the user did not give: %q", stderr)
+			}
+		})
+	}
+	t.Setenv("BRAID_MAX_DATA", "lots")
+	if code, _, stderr := runQuick(t, "server", "--data", t.TempDir()); code != 2 || !strings.Contains(stderr, `BRAID_MAX_DATA="lots": want a size such as 500G`) {
+		t.Errorf("BRAID_MAX_DATA=lots: exit %d, %q", code, stderr)
+	}
+}
+
+// A bad --timeout (any duration flag) names the flag and the forms it
+// takes, not Go's parser ("time: invalid duration").
+func TestBadDurationFlag(t *testing.T) {
+	for _, args := range [][]string{{"jobs", "--timeout", "long"}, {"wait", "1", "--timeout=5 minutes"}, {"server", "--heartbeat", "1"}} {
+		code, _, stderr := runQuick(t, args...)
+		flag := strings.SplitN(strings.TrimPrefix(args[len(args)-2], "--"), "=", 2)[0]
+		if strings.HasPrefix(args[len(args)-1], "--") {
+			flag = strings.SplitN(strings.TrimPrefix(args[len(args)-1], "--"), "=", 2)[0]
+		}
+		want := "--" + flag + ` "`
+		if code != 2 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "want a duration such as 30s, 5m, 1h30m or 250ms") ||
+			strings.Contains(stderr, "time: invalid duration") {
+			t.Errorf("braid %s: exit %d, %q; want 2 naming %s and the forms", strings.Join(args, " "), code, stderr, want)
+		}
 	}
 }

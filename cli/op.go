@@ -16,6 +16,8 @@ import (
 	"github.com/braid-hpc/braid/internal/outfile"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/wasm"
+
+	"github.com/spf13/pflag"
 )
 
 func init() {
@@ -277,34 +279,22 @@ module file: --merge reduce:sumcounts.wasm.
 
 // limitFlags are the per-unit limits of a module.
 type limitFlags struct {
-	mem, output *string
+	mem, output *sizeValue
 	timeout     *time.Duration
 }
 
-func addLimitFlags(fs interface {
-	String(name, value, usage string) *string
-	Duration(name string, value time.Duration, usage string) *time.Duration
-}) *limitFlags {
+func addLimitFlags(fs *pflag.FlagSet) *limitFlags {
 	return &limitFlags{
-		mem:     fs.String("unit-mem", "", "memory `limit` of a module's unit, e.g. 64M (default: the server's, 256M)"),
-		output:  fs.String("unit-output", "", "output `limit` of a module's unit, e.g. 16M (default: the server's, 256M)"),
+		mem: sizeFlag(fs, "unit-mem", "", 64<<10, wasm.MaxMemory, "256M (64K to 4G)",
+			"memory `limit` of a module's unit, e.g. 64M (default: the server's, 256M)"),
+		output: sizeFlag(fs, "unit-output", "", 1, api.DefaultMaxMessage, fmt.Sprintf("16M (1 to %d bytes)", api.DefaultMaxMessage),
+			"output `limit` of a module's unit, e.g. 16M (default: the server's, 256M)"),
 		timeout: fs.Duration("unit-timeout", 0, "time `limit` of a module's unit, e.g. 30s (default: the server's, 60s)"),
 	}
 }
 
 func (l *limitFlags) limits() (wasm.Limits, error) {
-	var lim wasm.Limits
-	var err error
-	if *l.mem != "" {
-		if lim.Memory, err = parseSize(*l.mem); err != nil || lim.Memory < 64<<10 || lim.Memory > wasm.MaxMemory {
-			return lim, fmt.Errorf("--unit-mem %q: want 64K to 4G, e.g. 256M", *l.mem)
-		}
-	}
-	if *l.output != "" {
-		if lim.Output, err = parseSize(*l.output); err != nil || lim.Output < 1 || lim.Output > api.DefaultMaxMessage {
-			return lim, fmt.Errorf("--unit-output %q: want 1 to %d bytes, e.g. 16M", *l.output, api.DefaultMaxMessage)
-		}
-	}
+	lim := wasm.Limits{Memory: l.mem.Bytes(), Output: l.output.Bytes()}
 	if *l.timeout < 0 || *l.timeout > 24*time.Hour {
 		return lim, fmt.Errorf("--unit-timeout %v: want 1ms to 24h", *l.timeout)
 	}

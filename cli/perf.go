@@ -85,8 +85,9 @@ reason (braid measures reliable streams).
 own flags apply to its echoes and to -R data, so start it with the same ones
 (the client warns when they differ).
 
-Output: a header, interval lines every --interval seconds for runs longer
-than two of them, and a summary with per-path bytes and Mbit/s (bytes the
+Output: a header, interval lines every --interval seconds (the last one
+partial, as iperf3's), each stream's sender and receiver totals as
+iperf3 prints them, and a summary with per-path bytes and Mbit/s (bytes the
 client sent in bulk, received with -R, both in pingpong). -J/--json prints
 one JSON object shaped like iperf3's -J output (start, intervals, end with
 sum_sent and sum_received, error on failure) plus a "braid" section with
@@ -277,7 +278,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	o.Warn = func(msg string) { env.Errorf("perf: warning: %s", msg) }
 	if !*asJSON {
 		printPerfHeader(env.Stdout, o)
-		if o.Interval > 0 && o.Seconds > 2*o.Interval {
+		if o.Interval > 0 {
 			o.OnInterval = func(i int, e perf.Interval) { printInterval(env.Stdout, o.Mode, i, e, ix.unit) }
 		}
 	}
@@ -294,6 +295,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		return 1
 	}
 	if !*asJSON {
+		printStreamTotals(env.Stdout, ip, ix.unit)
 		printPerfSummary(env.Stdout, rep, ix.unit)
 		printServerOutput(env.Stdout, ip)
 	}
@@ -432,12 +434,18 @@ func printPerfHeader(w io.Writer, o *perf.Options) {
 	if r.Reverse {
 		what += " (reverse: the server sends)"
 	}
+	// How the test ends: after -t seconds, or once -n bytes (-k
+	// messages, as bytes) are sent.
+	until := fmt.Sprintf("%gs", o.Seconds)
+	if o.Bytes > 0 {
+		until = formatBytes(o.Bytes)
+	}
 	if r.Baseline {
-		fmt.Fprintf(w, "braid perf: %s over %s as plain TCP connections striped by hand, %s messages, %gs\n",
-			what, plural(r.Paths, "path", "paths"), formatBytes(r.Size), o.Seconds)
+		fmt.Fprintf(w, "braid perf: %s over %s as plain TCP connections striped by hand, %s messages, %s\n",
+			what, plural(r.Paths, "path", "paths"), formatBytes(r.Size), until)
 	} else {
-		fmt.Fprintf(w, "braid perf: %s over %s, %s, %s messages, %gs, stripe %s, policy %s, transport %s\n",
-			what, plural(r.Paths, "path", "paths"), plural(r.Streams, "stream", "streams"), formatBytes(r.Size), o.Seconds,
+		fmt.Fprintf(w, "braid perf: %s over %s, %s, %s messages, %s, stripe %s, policy %s, transport %s\n",
+			what, plural(r.Paths, "path", "paths"), plural(r.Streams, "stream", "streams"), formatBytes(r.Size), until,
 			r.Stripe, r.Policy, r.Transport)
 	}
 	for i, p := range o.Paths {
@@ -446,6 +454,50 @@ func printPerfHeader(w io.Writer, o *perf.Options) {
 			local = "*"
 		}
 		fmt.Fprintf(w, "  path %d: %s -> %s\n", i, local, p.Remote)
+	}
+	if !r.Baseline && (o.Config == nil || !o.Config.InsecurePlaintext) {
+		fmt.Fprintln(w, encryptedNote)
+	}
+}
+
+// encryptedNote tells an iperf3 user why braid's figures are lower than
+// iperf3's on fast links: printed once, in the header.
+const encryptedNote = "note: braid's data plane is encrypted and authenticated (AES-GCM), iperf3's is not; " +
+	"compare with iperf3 using --insecure-plaintext at both ends, or --tcp-baseline"
+
+// printStreamTotals prints each stream's sender and receiver totals and
+// their sums, as iperf3 ends its output. "Retr" is the TCP segments the
+// session's channels retransmitted (which all its streams share), empty
+// where the channels are not TCP; bytes braid sent again on another path
+// after a path failed are in the path table below.
+func printStreamTotals(w io.Writer, ip *perf.IperfReport, u rateUnit) {
+	e := ip.End
+	if len(e.Streams) == 0 {
+		return
+	}
+	fmt.Fprintln(w, strings.Repeat("- ", 30))
+	fmt.Fprintf(w, "[ ID] %-15s  %11s  %-15s %10s\n", "Interval", "Transfer", "Bitrate", "Retr")
+	line := func(id string, s perf.IperfSpan, role string) {
+		retr := ""
+		if role == "sender" && id != "SUM" && s.Retransmits != nil {
+			retr = fmt.Sprint(*s.Retransmits) // TCP segments of the channels (perf.TCPFigures)
+		}
+		fmt.Fprintf(w, "[%s] %5.2f-%-5.2f sec  %11s  %8.1f %-6s %10s  %s\n", id, s.Start, s.End, formatBytes(s.Bytes),
+			u.of(s.BitsPerSecond/1e6), u.name, retr, role)
+	}
+	for _, st := range e.Streams {
+		id := "  ?"
+		if st.Sender.Socket != nil {
+			id = fmt.Sprintf("%3d", *st.Sender.Socket)
+		} else if st.Receiver.Socket != nil {
+			id = fmt.Sprintf("%3d", *st.Receiver.Socket)
+		}
+		line(id, st.Sender, "sender")
+		line(id, st.Receiver, "receiver")
+	}
+	if e.SumSent != nil && e.SumReceived != nil && len(e.Streams) > 1 {
+		line("SUM", *e.SumSent, "sender")
+		line("SUM", *e.SumReceived, "receiver")
 	}
 }
 

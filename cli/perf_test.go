@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +193,61 @@ func TestParseSize(t *testing.T) {
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("parseSize(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
 		}
+	}
+}
+
+// The text report as an iperf3 user reads it: interval lines however
+// short the test (-t 2, -i 0.5 -t 1, -n), each stream's sender and
+// receiver totals and their sum, the -n byte count in the header instead
+// of a duration, and the note, once, that braid encrypts (iperf3 does
+// not), which --insecure-plaintext drops.
+func TestPerfTextLikeIperf3(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
+	addr := srv.listening(t)
+	srvPlain := start(t, "perf", "-s", "--listen", "127.0.0.1:0", "--insecure-plaintext")
+	addrPlain := srvPlain.listening(t)
+	interval := regexp.MustCompile(`(?m)^\[\s*[\d.]+-\s*[\d.]+ \]\s+[\d.]+`)
+	stream := regexp.MustCompile(`(?m)^\[\s*(\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s\s+(?:\d+\s+)?(sender|receiver)$`)
+	for _, tc := range []struct {
+		args      []string
+		intervals int // at least
+		streams   int
+		header    string
+		plain     bool
+	}{
+		{[]string{"-t", "2", "-P", "2", "-l", "64K"}, 2, 2, "2 streams, 64.0 KiB messages, 2s,", false},
+		{[]string{"-i", "0.5", "-t", "1", "-l", "64K"}, 2, 1, "1 stream, 64.0 KiB messages, 1s,", false},
+		{[]string{"-n", "20M", "-P", "2", "-l", "64K"}, 1, 2, "2 streams, 64.0 KiB messages, 20.0 MiB,", false},
+		{[]string{"-t", "1", "-l", "64K", "--insecure-plaintext"}, 1, 1, "1 stream, 64.0 KiB messages, 1s,", true},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			a := addr
+			if tc.plain {
+				a = addrPlain
+			}
+			code, out, errs := runCmd(t, 30*time.Second, append([]string{"perf", "-c", a}, tc.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errs)
+			}
+			if !strings.Contains(out, tc.header) {
+				t.Errorf("header lacks %q:\n%s", tc.header, out)
+			}
+			if n := len(interval.FindAllString(out, -1)); n < tc.intervals {
+				t.Errorf("%d interval lines, want at least %d:\n%s", n, tc.intervals, out)
+			}
+			lines := stream.FindAllStringSubmatch(out, -1)
+			want := 2 * tc.streams
+			if tc.streams > 1 {
+				want += 2 // [SUM] sender and receiver
+			}
+			if len(lines) != want {
+				t.Errorf("%d stream total lines, want %d (sender and receiver of each stream, and the sums):\n%s", len(lines), want, out)
+			}
+			if n := strings.Count(out, "encrypted"); n != map[bool]int{false: 1, true: 0}[tc.plain] {
+				t.Errorf("the encryption note is printed %d times (plaintext %v):\n%s", n, tc.plain, out)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -76,19 +77,41 @@ create) or --server-fingerprint.
 // number of days ("7d"); "0" means keep forever.
 func parseRetention(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
+	bad := errors.New("want days such as 7d, a duration such as 36h, or 0 to keep outputs forever")
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.ParseFloat(days, 64)
 		if err != nil || n < 0 || n > 100*365 {
-			return 0, fmt.Errorf("%q: want days such as 7d, a duration such as 36h, or 0 to keep outputs forever", s)
+			return 0, bad
 		}
 		return time.Duration(n * float64(24*time.Hour)), nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%q: want days such as 7d, a duration such as 36h, or 0 to keep outputs forever", s)
+		return 0, bad
 	}
 	return d, nil
 }
+
+// retainValue is --retain: a duration that also takes days (7d).
+type retainValue struct {
+	d    time.Duration
+	text string
+}
+
+func (v *retainValue) Set(s string) (err error) {
+	v.d, err = parseRetention(s)
+	v.text = s
+	return err
+}
+
+func (v *retainValue) String() string {
+	if v.text == "" {
+		return "0"
+	}
+	return v.text
+}
+
+func (v *retainValue) Type() string { return "retention" }
 
 // logFlags registers -V/--verbose, --log-level and --log-format and returns a
 // constructor of the command's logger, which writes to env.Stderr. The
@@ -121,7 +144,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	data := fs.String("data", "", "`directory` of the blobs and the default job database (required)")
 	db := fs.String("db", "", "metadata store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB (default: sqlite:DATA/jobs.db); see braid db --help")
 	blobs := fs.String("blobs", "", "where to keep the blobs: "+store.BlobSpecHelp+" (default: dir:DATA/blobs)")
-	blobCache := fs.String("blob-cache", "2G", "bound of the read-through cache of an s3:// --blobs store, in DATA/blobcache (`size`; 0: no cache)")
+	blobCache := sizeFlag(fs, "blob-cache", "2G", 0, 0, "2G, or 0 for no cache", "bound of the read-through cache of an s3:// --blobs store, in DATA/blobcache (`size`; 0: no cache)")
 	heartbeat := fs.Duration("heartbeat", time.Second, "how often workers send a heartbeat")
 	timeout := fs.Duration("worker-timeout", 0, "declare a worker dead after this long without heartbeat (default 5 heartbeats)")
 	dataTimeout := fs.Duration("data-plane-timeout", 0, "declare a worker dead when every path of its data-plane session has been down this long, "+
@@ -138,11 +161,12 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		"before another takes them over (default 10s)")
 	lim := addLimitFlags(fs)
 	maxTries := fs.Int("max-tries", 0, "times a unit may fail before its job fails, for jobs that do not say (default 3)")
-	maxModule := fs.String("max-module", "64M", "largest WebAssembly `size` an operation may upload")
+	maxModule := sizeFlag(fs, "max-module", "64M", 1, 0, "64M", "largest WebAssembly `size` an operation may upload")
 	maxConns := fs.Int("max-conns", 0, "most control API `connections` open at once; more wait until one closes (default: a quarter of the file descriptor limit, 64 to 4096)")
-	maxUpload := fs.String("max-upload", "16G", "largest `size` of one upload; larger ones are refused (413)")
-	maxData := fs.String("max-data", "0", "most bytes stored in all (`size`; 0: no limit but the disk); uploads past it and jobs submitted at it are refused (507)")
-	retain := fs.String("retain", "0", "keep job outputs this `long` after the job ends, e.g. 7d or 36h; 0 keeps them until deleted")
+	maxUpload := sizeFlag(fs, "max-upload", "16G", 1, 0, "16G", "largest `size` of one upload; larger ones are refused (413)")
+	maxData := sizeFlag(fs, "max-data", "0", 0, 0, "500G, or 0 for no limit", "most bytes stored in all (`size`; 0: no limit but the disk); uploads past it and jobs submitted at it are refused (507)")
+	retain := &retainValue{}
+	fs.Var(retain, "retain", "keep job outputs this `long` after the job ends, e.g. 7d or 36h; 0 keeps them until deleted")
 	sctp := addSCTPFlags(fs)
 	tlsCert := fs.String("tls-cert", "", "PEM `file` of the control API's TLS certificate (default: one generated on the first start, kept in DATA/tls)")
 	tlsKey := fs.String("tls-key", "", "PEM `file` of the --tls-cert certificate's private key")
@@ -173,33 +197,9 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		env.Errorf("server: %v", err)
 		return 2
 	}
-	modSize, err := parseSize(*maxModule)
-	if err != nil || modSize < 1 {
-		env.Errorf("server: --max-module %q: want a size such as 64M", *maxModule)
-		return 2
-	}
-	upSize, err := parseSize(*maxUpload)
-	if err != nil || upSize < 1 {
-		env.Errorf("server: --max-upload %q: want a size such as 16G", *maxUpload)
-		return 2
-	}
-	dataSize, err := parseSize(*maxData)
-	if err != nil {
-		env.Errorf("server: --max-data %q: want a size such as 500G, or 0 for no limit", *maxData)
-		return 2
-	}
-	cacheSize, err := parseSize(*blobCache)
-	if err != nil || cacheSize < 0 {
-		env.Errorf("server: --blob-cache %q: want a size such as 2G, or 0 for no cache", *blobCache)
-		return 2
-	}
+	cacheSize := blobCache.Bytes()
 	if cacheSize == 0 {
 		cacheSize = -1 // server.Config: no cache
-	}
-	keep, err := parseRetention(*retain)
-	if err != nil {
-		env.Errorf("server: --retain: %v", err)
-		return 2
 	}
 	if *maxTries < 0 || *maxTries > 100 {
 		env.Errorf("server: --max-tries %d: want 1 to 100", *maxTries)
@@ -227,8 +227,8 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	srv, err := server.New(server.Config{
 		Listen: *listen, Data: *data, DB: *db, Blobs: *blobs, BlobCache: cacheSize, Key: k, HeartbeatInterval: *heartbeat, WorkerTimeout: *timeout,
 		DataPlaneTimeout: *dataTimeout, InFlight: *inFlight, MaxThreads: *maxThreads, WorkerNetworks: nets, Durable: *durable, Logger: log,
-		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: modSize,
-		MaxBlob: upSize, MaxData: dataSize, Retain: keep, MaxConns: *maxConns,
+		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: maxModule.Bytes(),
+		MaxBlob: maxUpload.Bytes(), MaxData: maxData.Bytes(), Retain: retain.d, MaxConns: *maxConns,
 		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},
 		TLSCert:   *tlsCert, TLSKey: *tlsKey, InsecureHTTP: *insecure, Name: *name, TakeoverAfter: *takeover,
 	})

@@ -52,8 +52,8 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	opsList := fs.String("ops", "", "offer only these `operations`, comma-separated: built-in ones, user operations by name, "+
 		"and wasm for every user operation (default: all)")
 	moduleDir := fs.String("module-dir", defaultModuleDir(), "keep downloaded modules and their compiled code in this `directory`")
-	moduleCache := fs.String("module-cache", "1G", "bound the modules kept in --module-dir to this `size`")
-	maxUnitMem := fs.String("max-unit-mem", "", "the most memory (linear memory and tables) a unit of a user operation may ask for, a `size` such as 512M; "+
+	moduleCache := sizeFlag(fs, "module-cache", "1G", 1, 0, "512M or 4G", "bound the modules kept in --module-dir to this `size`")
+	maxUnitMem := sizeFlag(fs, "max-unit-mem", "", 64<<10, 0, "512M or 2G, at least 64K", "the most memory (linear memory and tables) a unit of a user operation may ask for, a `size` such as 512M; "+
 		"a job asking more fails (default: a quarter of the RAM divided by --threads, at least 256M)")
 	name := fs.String("name", "", "`name` in listings (default: the host name)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data plane: tcp, mptcp, sctp or sctp-udp (the server must dial with the same)")
@@ -112,18 +112,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 			return 2
 		}
 	}
-	cacheSize, err := parseSize(*moduleCache)
-	if err != nil || cacheSize < 1 {
-		env.Errorf("worker: --module-cache %q: want a size such as 512M or 4G", *moduleCache)
-		return 2
-	}
-	var unitMem int64
-	if *maxUnitMem != "" {
-		if unitMem, err = parseSize(*maxUnitMem); err != nil || unitMem < 64<<10 {
-			env.Errorf("worker: --max-unit-mem %q: want a size of at least 64K, such as 512M or 2G", *maxUnitMem)
-			return 2
-		}
-	}
+	cacheSize, unitMem := moduleCache.Bytes(), maxUnitMem.Bytes()
 	// GOMAXPROCS stays Go's default (the CPUs this process may use). An
 	// extra P for the data plane while every lent thread computes was
 	// tried: on 2 cores it made the paper's blur jobs 10-15% slower and

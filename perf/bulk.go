@@ -35,6 +35,9 @@ type bulkSendResult struct {
 	seconds     float64
 	// paths is the session's path statistics when the receiver closed it.
 	paths []transport.PathStats
+	// tcp is what the kernel measured of the session's TCP channels;
+	// nil when they are not TCP.
+	tcp *TCPFigures
 }
 
 // bulkSend writes messages of size on n new streams of sess until the
@@ -46,6 +49,8 @@ type bulkSendResult struct {
 // their streams and wait for the receiver to close the session.
 func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, omit, d time.Duration, bitrate, total int64, ctr *streamCounter) (bulkSendResult, error) {
 	defer endData(sess)
+	tcp := startTCPSampler(sess)
+	defer tcp.stop()
 	buf := make([]byte, size)
 	fillPattern(buf)
 	start := time.Now()
@@ -62,20 +67,26 @@ func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, o
 		defer t.Stop()
 	}
 	pace := &pacer{start: start, bytesPerSec: float64(bitrate) / 8}
-	var quota atomic.Int64 // messages left to send with total > 0
-	// Each stream's first message is its own (Hello.validate: at least
-	// one per stream), so that the receiver accepts every stream.
-	quota.Store((total+size-1)/size - int64(n))
+	// With total > 0 each stream sends its share of the messages, the
+	// first streams one more when they do not divide evenly; and at least
+	// one (Hello.validate: at least one per stream), so that the receiver
+	// accepts every stream.
+	msgsTotal := (total + size - 1) / size
+	share := func(i int) int64 { return max(1, msgsTotal/int64(n)+b2i(int64(i) < msgsTotal%int64(n))) }
 	wctx, cancel := context.WithDeadline(ctx, start.Add(sendGrace(omit+d)))
 	defer cancel()
 	var (
 		last latest
 		wg   sync.WaitGroup
 	)
+	turns := newFairShare(n, fairLead)
 	errs := make([]error, n)
 	for i := range n {
 		st, err := sess.OpenStream(wctx)
 		if err != nil {
+			for j := i; j < n; j++ {
+				turns.done(j) // never opened: the others do not wait for it
+			}
 			if testOver(ctx, wctx, err) {
 				break
 			}
@@ -84,16 +95,22 @@ func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, o
 		c := ctr.stream(int(st.ID()))
 		wg.Go(func() {
 			defer last.mark()
-			for first := true; ; first = false {
-				if total > 0 && !first && quota.Add(-1) < 0 {
+			defer turns.done(i)
+			quota := share(i)
+			for {
+				if total > 0 && quota == 0 {
 					// Sent: the receiver counts to the end of the
 					// stream, then closes the session.
+					turns.done(i)
 					_ = st.Close()
 					select {
 					case <-sess.Done():
 					case <-wctx.Done():
 					}
 					return
+				}
+				if err := turns.wait(wctx, i); err != nil {
+					return // the test is over
 				}
 				if err := pace.wait(wctx, size); err != nil {
 					if !testOver(ctx, wctx, err) {
@@ -112,6 +129,8 @@ func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, o
 				c.Add(size)
 				bytes.Add(size)
 				msgs.Add(1)
+				turns.sent(i)
+				quota--
 			}
 		})
 	}
@@ -120,7 +139,7 @@ func bulkSend(ctx context.Context, sess *transport.Session, n int, size int64, o
 		return bulkSendResult{}, err
 	}
 	return bulkSendResult{bytes: bytes.Load() - baseBytes.Load(), msgs: msgs.Load() - baseMsgs.Load(),
-		seconds: max(0, last.get().Sub(start.Add(omit)).Seconds()), paths: sess.Stats()}, nil
+		seconds: max(0, last.get().Sub(start.Add(omit)).Seconds()), paths: sess.Stats(), tcp: tcp.stop()}, nil
 }
 
 // bulkRecvResult is what a bulk receiver counted over its interval.
@@ -320,4 +339,95 @@ func (p *pacer) wait(ctx context.Context, n int64) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// The streams of a braid session share its paths, and whichever stream
+// writes first gets the next segments: left alone, one of two streams
+// carried seven times the other's bytes on loopback. iperf3's streams are
+// TCP connections, which the kernel shares out about evenly, and a user
+// comparing the two expects even streams. So a bulk sender lets no stream
+// run more than fairLead messages ahead of the slowest stream still
+// sending: the streams take turns, and their bytes differ by at most
+// fairLead messages.
+const fairLead = 2
+
+// fairShare holds back a stream that is lead messages ahead of the
+// slowest stream still sending.
+type fairShare struct {
+	mu      sync.Mutex
+	count   []int64 // messages each stream wrote
+	stopped []bool  // the stream no longer sends
+	lead    int64
+	waiters int
+	changed chan struct{} // closed when a count or stopped changes while someone waits
+}
+
+func newFairShare(n int, lead int64) *fairShare {
+	return &fairShare{count: make([]int64, n), stopped: make([]bool, n), lead: lead, changed: make(chan struct{})}
+}
+
+// slowest returns the fewest messages of a stream still sending; f.mu held.
+func (f *fairShare) slowest() int64 {
+	low := int64(-1)
+	for i, c := range f.count {
+		if !f.stopped[i] && (low < 0 || c < low) {
+			low = c
+		}
+	}
+	return low
+}
+
+// wait blocks stream i while it is lead messages ahead of the slowest
+// stream still sending, until ctx ends. Each round waits for another
+// stream to write or stop, so it ends within the test's time.
+func (f *fairShare) wait(ctx context.Context, i int) error {
+	f.mu.Lock()
+	for f.count[i]-f.slowest() >= f.lead {
+		ch := f.changed
+		f.waiters++
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			f.mu.Lock()
+			f.waiters--
+			f.mu.Unlock()
+			return ctx.Err()
+		}
+		f.mu.Lock()
+		f.waiters--
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// sent counts a message of stream i.
+func (f *fairShare) sent(i int) {
+	f.mu.Lock()
+	f.count[i]++
+	f.wake()
+	f.mu.Unlock()
+}
+
+// done marks stream i stopped: the others no longer wait for it.
+func (f *fairShare) done(i int) {
+	f.mu.Lock()
+	f.stopped[i] = true
+	f.wake()
+	f.mu.Unlock()
+}
+
+// wake tells the waiters that counts changed; f.mu held.
+func (f *fairShare) wake() {
+	if f.waiters > 0 {
+		close(f.changed)
+		f.changed = make(chan struct{})
+	}
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

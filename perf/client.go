@@ -329,10 +329,10 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 	if rsampler != nil {
 		ip.Intervals = mergeBidir(ip.Intervals, rsampler.stop())
 	}
+	iv.stop() // the data is over: the last interval ends here
 	if err == nil {
 		err = ctl.ReadJSONWhileBusy(ctx, ctrl, ctl.SessionMoving(sess), 30*time.Second, &res)
 	}
-	iv.stop()
 	if err != nil {
 		return nil, err
 	}
@@ -373,8 +373,10 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 		}
 		rids, rcounts := rctr.since()
 		for i, id := range rids {
-			ip.End.Streams = append(ip.End.Streams, IperfEndStream{Sender: streamSpan(id, res.Rev.Seconds, theirs[id], false),
-				Receiver: streamSpan(id, rev.seconds, rcounts[i], false)})
+			es := IperfEndStream{Sender: streamSpan(id, res.Rev.Seconds, theirs[id], false),
+				Receiver: streamSpan(id, rev.seconds, rcounts[i], false)}
+			es.Sender.withTCP(res.Rev.TCP)
+			ip.End.Streams = append(ip.End.Streams, es)
 		}
 		ss, sr := span(0, res.Rev.Seconds, res.Rev.Bytes, false), span(0, rev.seconds, rev.bytes, false)
 		ss.Retransmits = &res.Rev.Retransmits
@@ -439,6 +441,13 @@ func (o *Options) IperfEnd(rep *Report, res *Result, sent bulkSendResult, ids []
 	}
 	sumSent.Retransmits = &retrans
 	e.SumSent, e.SumReceived = &sumSent, &sumRecv
+	tcp := sent.tcp
+	if o.Reverse {
+		tcp = res.TCP
+	}
+	for i := range e.Streams {
+		e.Streams[i].Sender.withTCP(tcp)
+	}
 	var c IperfCPU
 	c.HostTotal, c.HostUser, c.HostSystem = cpuPercent(rep.CPUUser, rep.CPUSys, max(rep.Seconds, sent.seconds))
 	c.RemoteTotal, c.RemoteUser, c.RemoteSystem = cpuPercent(res.CPUUser, res.CPUSys, max(rep.Seconds, res.Seconds))

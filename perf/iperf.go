@@ -18,9 +18,11 @@ import (
 // (connected, version, system_info, timestamp, connecting_to, cookie,
 // test_start), intervals (streams and their sum, every --interval), end
 // (streams, sum_sent, sum_received, cpu_utilization_percent) and error on
-// failure. What iperf3 takes from TCP sockets (congestion window, socket
-// RTT, buffer sizes) has no counterpart in a braid session and is left
-// out; braid's own figures, per path, are in the "braid" section.
+// failure. Each stream's sender figures carry the TCP_INFO of the
+// sender's channels over the test (max_snd_cwnd, max_rtt, min_rtt,
+// mean_rtt, retransmits: TCPFigures), which all the test's streams share;
+// the per-interval socket figures (snd_cwnd, rtt per interval) are left
+// out. braid's own figures, per path, are in the "braid" section.
 //
 // A braid "stream" (iperf3's socket) is one transport stream, or one
 // plain TCP connection of --tcp-baseline; "socket" holds its id.
@@ -115,6 +117,13 @@ type IperfSpan struct {
 	// Retransmits counts the bytes the session sent again on another
 	// path after a path failed (iperf3 counts TCP segments); sender only.
 	Retransmits *int64 `json:"retransmits,omitempty"`
+	// What the kernel measured of the sender's TCP channels over the
+	// test (end.streams' sender only; TCP channels only): see TCPFigures.
+	// Here Retransmits counts TCP segments, as iperf3's do.
+	MaxSendCwnd *int64 `json:"max_snd_cwnd,omitempty"`
+	MaxRTT      *int64 `json:"max_rtt,omitempty"`
+	MinRTT      *int64 `json:"min_rtt,omitempty"`
+	MeanRTT     *int64 `json:"mean_rtt,omitempty"`
 	Omitted     *bool  `json:"omitted,omitempty"` // intervals only
 	Sender      bool   `json:"sender"`            // whether this side sent the bytes counted
 }

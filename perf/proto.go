@@ -173,6 +173,9 @@ type Result struct {
 	StreamBytes []StreamBytes `json:"stream_bytes,omitempty"`
 	// Rev is what the server sent in a --bidir test.
 	Rev *Sent `json:"rev,omitempty"`
+	// TCP is what the kernel measured of the server's TCP channels when
+	// it sent (reverse).
+	TCP *TCPFigures `json:"tcp,omitempty"`
 	// Congestion is the congestion control of the server's first data
 	// channel, for a TCP channel.
 	Congestion string `json:"congestion,omitempty"`
@@ -206,6 +209,8 @@ type Sent struct {
 	// Retransmits counts the bytes the sender sent again on another path
 	// after a path failed.
 	Retransmits int64 `json:"retransmits"`
+	// TCP is what the kernel measured of the sender's TCP channels.
+	TCP *TCPFigures `json:"tcp,omitempty"`
 }
 
 // StreamBytes is one stream's payload.

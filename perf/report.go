@@ -231,48 +231,55 @@ func (iv *intervals) run() {
 	var prevRounds, prevSum int64
 	start := time.Now()
 	last := start
-	for i := 0; ; i++ {
+	i := 0
+	for {
 		var now time.Time
+		final := false
 		select {
 		case <-iv.stopCh:
-			return
+			// The test's last, partial interval, as iperf3 prints one;
+			// or the only one of a test shorter than a period.
+			now, final = time.Now(), true
+			if d := now.Sub(last); d < iv.period/10 && (i > 0 || d <= 0) {
+				return
+			}
 		case now = <-warmup:
 		case now = <-t.C:
 		}
-		{
-			cur := iv.meter()
-			dt := now.Sub(last).Seconds()
-			e := Interval{Start: last.Sub(start).Seconds(), End: now.Sub(start).Seconds(), Omitted: omitting}
-			var total int64
-			for j, c := range cur {
-				var p int64
-				if j < len(prev) {
-					p = prev[j]
-				}
-				e.PerPath = append(e.PerPath, ctl.Mbps(c-p, dt))
-				total += c - p
+		cur := iv.meter()
+		dt := now.Sub(last).Seconds()
+		e := Interval{Start: last.Sub(start).Seconds(), End: now.Sub(start).Seconds(), Omitted: omitting}
+		var total int64
+		for j, c := range cur {
+			var p int64
+			if j < len(prev) {
+				p = prev[j]
 			}
-			e.Mbps = ctl.Mbps(total, dt)
-			rounds, sum := iv.rounds.Load(), iv.rttSum.Load()
-			if rounds > prevRounds {
-				e.RTTus = float64(sum-prevSum) / float64(rounds-prevRounds) / 1e3
-			}
-			prev, prevRounds, prevSum, last = cur, rounds, sum, now
-			if omitting && warmup != nil && now.Sub(start) >= iv.omit-iv.period/100 {
-				// The warm-up is over (its timer or a tick at its end):
-				// the measured intervals count from 0 again.
-				omitting, warmup = false, nil
-				start = now
-				t.Reset(iv.period)
-			}
-			if dt < iv.period.Seconds()/100 {
-				i-- // nothing left of the warm-up's last interval
-				continue
-			}
+			e.PerPath = append(e.PerPath, ctl.Mbps(c-p, dt))
+			total += c - p
+		}
+		e.Mbps = ctl.Mbps(total, dt)
+		rounds, sum := iv.rounds.Load(), iv.rttSum.Load()
+		if rounds > prevRounds {
+			e.RTTus = float64(sum-prevSum) / float64(rounds-prevRounds) / 1e3
+		}
+		prev, prevRounds, prevSum, last = cur, rounds, sum, now
+		if omitting && warmup != nil && now.Sub(start) >= iv.omit-iv.period/100 {
+			// The warm-up is over (its timer or a tick at its end):
+			// the measured intervals count from 0 again.
+			omitting, warmup = false, nil
+			start = now
+			t.Reset(iv.period)
+		}
+		if dt >= iv.period.Seconds()/100 { // else nothing left of the warm-up's last interval
 			iv.rep.Intervals = append(iv.rep.Intervals, e)
 			if iv.each != nil {
 				iv.each(i, e)
 			}
+			i++
+		}
+		if final {
+			return
 		}
 	}
 }

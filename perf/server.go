@@ -308,7 +308,7 @@ func (s *Server) data(ctx context.Context, sess *transport.Session, h *Hello, ct
 		if err != nil {
 			return nil, err
 		}
-		return &Result{Bytes: r.bytes, Messages: r.msgs, Seconds: r.seconds, at: sess.Stats()}, nil
+		return &Result{Bytes: r.bytes, Messages: r.msgs, Seconds: r.seconds, at: sess.Stats(), TCP: r.tcp}, nil
 	case h.Mode == "bulk" && h.Bidir:
 		rctr := &streamCounter{}
 		var (
@@ -325,7 +325,7 @@ func (s *Server) data(ctx context.Context, sess *transport.Session, h *Hello, ct
 		if err := errors.Join(err, serr); err != nil {
 			return nil, err
 		}
-		rev := &Sent{Bytes: sent.bytes, Messages: sent.msgs, Seconds: sent.seconds}
+		rev := &Sent{Bytes: sent.bytes, Messages: sent.msgs, Seconds: sent.seconds, TCP: sent.tcp}
 		for _, p := range sent.paths { // the data session is the test's own
 			rev.Retransmits += p.Retransmitted
 		}

@@ -708,6 +708,8 @@ func (s *Server) jobStatus(j store.Job) api.JobStatus {
 	if r := s.lc.Job(j.ID); r != nil && !j.State.Final() {
 		done, running, compute, started := r.Counts()
 		st.Units.Done, st.Units.Running, st.Timings.ComputeNanos = done, running, compute
+		// A heartbeat can be a little older than the last results.
+		st.Units.Computing = min(s.computing(j.ID), running)
 		if retries, last := r.Failures(); retries > 0 {
 			st.Units.Retries = retries
 			st.Error = last

@@ -41,6 +41,10 @@ type peer struct {
 	figSeq  uint64
 	figWait map[uint64]chan api.Result
 
+	// computing is the units executing on the worker by job, from its
+	// last heartbeat.
+	computing map[uint64]int
+
 	// busy is the worker's compute fraction over this session.
 	busy *busy
 	// clock places the worker's timing of units on the server's clock.

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"html"
 	"image/png"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/internal/testwait"
 )
 
 // chromium returns the path of a Chromium (Debian package chromium) or
@@ -200,6 +202,49 @@ func TestDashboard(t *testing.T) {
 	if !strings.Contains(denied, `<section id="login">`) || !strings.Contains(denied, `<main id="main" hidden="">`) ||
 		!strings.Contains(denied, "a worker credential may not GET") || strings.Contains(denied, `data-job="`+fmt.Sprint(st.Job)+`"`) {
 		t.Errorf("with a worker token the page does not show the sign-in form and the refusal alone; DOM:\n%s", denied)
+	}
+
+	// The figures of a busy cluster: a job whose 8 long units fill the 3
+	// threads (the rest wait in the workers' queues), and a failed job.
+	// "Running" is the units computing (3), not those sent (In flight),
+	// "Busy" the share of each worker's threads computing (100%), and the
+	// failed job's error is in its row, not only in a tooltip.
+	failed := c.run(api.JobRequest{Op: "sleep", Input: c.put(nil), Params: map[string]string{"ms": "1", "fail": "0"}, Units: 2, MaxTries: 1})
+	if failed.State != api.JobFailed || failed.Error == "" {
+		t.Fatalf("the failing job is %s (%q)", failed.State, failed.Error)
+	}
+	long := c.submit(api.JobRequest{Op: "sleep", Input: c.put(nil), Params: map[string]string{"ms": "120000"}, Units: 8})
+	t.Cleanup(func() { c.c.Cancel(context.Background(), long.Job) })
+	var ls api.JobStatus
+	if !testwait.Until(30*time.Second, func() bool {
+		ls, err = c.c.Status(t.Context(), long.Job)
+		return err == nil && ls.Units.Computing == 3
+	}) {
+		t.Fatalf("job %d: %d units computing after 30s, want 3 (the threads): %+v, %v", long.Job, ls.Units.Computing, ls.Units, err)
+	}
+	if ls.Units.Running < 3 {
+		t.Errorf("job %d: %d units in flight, want at least the 3 computing", long.Job, ls.Units.Running)
+	}
+	busyDom := headless(t, bin, url, "--dump-dom")
+	lrow := regexp.MustCompile(`(?s)<tr data-job="` + fmt.Sprint(long.Job) + `" data-state="running"[^>]*>(.*?)</tr>`).FindStringSubmatch(busyDom)
+	if lrow == nil {
+		t.Fatalf("no row for running job %d; DOM:\n%s", long.Job, busyDom)
+	}
+	for _, want := range []string{`<td class="num running">3</td>`, fmt.Sprintf(`<td class="num inflight">%d</td>`, ls.Units.Running)} {
+		if !strings.Contains(lrow[1], want) {
+			t.Errorf("running job's row lacks %s: %s", want, lrow[1])
+		}
+	}
+	frow := regexp.MustCompile(`(?s)<tr data-job="` + fmt.Sprint(failed.Job) + `" data-state="failed"[^>]*>(.*?)</tr>`).FindStringSubmatch(busyDom)
+	if frow == nil || !strings.Contains(frow[1], `<td class="error"`) || !strings.Contains(frow[1], ">"+html.EscapeString(failed.Error[:min(40, len(failed.Error))])) {
+		t.Errorf("failed job %d's row does not show its error %q: %v", failed.Job, failed.Error, frow)
+	}
+	for _, tw := range []*testWorker{w1, w2} {
+		id := workerID(tw)
+		wrow := regexp.MustCompile(`(?s)<tr data-worker="` + regexp.QuoteMeta(id) + `">(.*?)</tr>`).FindStringSubmatch(busyDom)
+		if wrow == nil || !strings.Contains(wrow[1], `<td class="num busy">100%</td>`) {
+			t.Errorf("worker %s, all of whose threads compute, is not shown 100%% busy: %v", id, wrow)
+		}
 	}
 
 	shot := filepath.Join(artifacts(t), "dashboard.png")

@@ -193,10 +193,33 @@ func (s *Server) heartbeat(ctx context.Context, id string, hb api.Heartbeat) (ap
 			"(declared dead, deregistered, or the server restarted); register again", id)
 	}
 	p.seen()
+	p.mu.Lock()
+	p.computing = hb.Jobs
+	p.mu.Unlock()
 	if err := s.db.Heartbeat(ctx, id, hb.Running, hb.Queued, hb.Load); err != nil {
 		return api.Registration{}, err
 	}
 	return s.registration(id), nil
+}
+
+// computing returns the units of job executing on live workers, as of
+// their last heartbeats.
+func (s *Server) computing(job uint64) int {
+	s.mu.Lock()
+	peers := make([]*peer, 0, len(s.peers))
+	for _, p := range s.peers {
+		peers = append(peers, p)
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, p := range peers {
+		p.mu.Lock()
+		if !p.dead {
+			n += p.computing[job]
+		}
+		p.mu.Unlock()
+	}
+	return n
 }
 
 // deregister forgets a worker; its units run elsewhere.

@@ -509,6 +509,25 @@ func (s *Session) SocketInfo() channel.SocketInfo {
 	return channel.Info(socketOf(c))
 }
 
+// TCPStats returns TCP_INFO of the channel of each live path whose
+// channel is TCP (or MPTCP), by path id: the kernel's round trip,
+// congestion window and retransmitted segments, as iperf3 reports them.
+func (s *Session) TCPStats() map[int]channel.TCPInfo {
+	s.mu.Lock()
+	conns := map[int]net.Conn{}
+	for _, p := range s.live {
+		conns[p.id] = p.conn
+	}
+	s.mu.Unlock()
+	out := map[int]channel.TCPInfo{}
+	for id, c := range conns {
+		if st, ok := channel.TCPStats(socketOf(c)); ok {
+			out[id] = st
+		}
+	}
+	return out
+}
+
 // socketOf returns the connection under a channel's records: what socket
 // options apply to.
 func socketOf(c net.Conn) net.Conn {

@@ -15,7 +15,9 @@
 // environment env (NAME=VALUE, sorted by name) and argv = [name]. What it
 // writes to stdout is the output. It succeeds when it exits with code 0 (or
 // returns 0 from main); stderr is kept only for diagnostics: its last 2 KiB
-// go into the RunError of a failed run. Every run is a new instance with
+// go into the RunError of a failed run, except for a Go program's crash
+// (out of memory, panic), whose message is kept and its goroutine dump
+// left out (gocrash.go). Every run is a new instance with
 // fresh memory: nothing carries over from one unit to the next.
 //
 // # Sandbox

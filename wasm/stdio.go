@@ -96,12 +96,14 @@ const tailSize = 2 << 10
 // tail keeps the last tailSize bytes written to it in buf, which holds at
 // most 2*tailSize bytes: it slides its tail down when full.
 type tail struct {
-	buf []byte
-	cut bool // bytes were dropped before buf
+	buf   []byte
+	cut   bool // bytes were dropped before buf
+	crash goCrash
 }
 
 // Write implements io.Writer for the module's stderr; it never fails.
 func (t *tail) Write(p []byte) (int, error) {
+	t.crash.write(p)
 	n := len(p)
 	if n >= tailSize {
 		if t.buf == nil {
@@ -123,8 +125,12 @@ func (t *tail) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// String returns the kept tail as valid UTF-8.
+// String returns the kept tail as valid UTF-8; for a Go program that
+// crashed, its crash message without the goroutine stacks (goCrash).
 func (t *tail) String() string {
+	if s, ok := t.crash.summary(); ok {
+		return s
+	}
 	if len(t.buf) == 0 {
 		return ""
 	}
@@ -142,4 +148,5 @@ func (t *tail) String() string {
 func (t *tail) reset() {
 	t.buf = t.buf[:0]
 	t.cut = false
+	t.crash.reset()
 }

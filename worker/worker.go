@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"runtime"
@@ -47,7 +48,10 @@ type Worker struct {
 	sessions, streams       atomic.Int64
 	units, failed, computeN atomic.Int64
 	running                 atomic.Int64
-	first, last             atomic.Int64 // unix nanoseconds
+	queued                  atomic.Int64 // units received and not yet taken by a thread
+	jobsMu                  sync.Mutex
+	jobsRunning             map[uint64]int // units executing by job, for heartbeats
+	first, last             atomic.Int64   // unix nanoseconds
 
 	reg    *prometheus.Registry
 	liveMu sync.Mutex
@@ -411,7 +415,7 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 			hb.Stop()
 			return nil
 		case <-hb.C:
-			_, err = c.Heartbeat(ctx, id, api.Heartbeat{Running: int(w.running.Load()), Load: loadAvg()})
+			_, err = c.Heartbeat(ctx, id, api.Heartbeat{Running: int(w.running.Load()), Queued: int(max(0, w.queued.Load())), Load: loadAvg(), Jobs: w.runningJobs()})
 		case <-next:
 			hb.Stop()
 			announcing = true
@@ -490,7 +494,7 @@ func (w *Worker) session(ctx context.Context, sess *transport.Session) {
 	defer w.track(sess, false)
 	id := sess.ID()[:8]
 	w.log.Info("server session opened", "session", id)
-	q := newUnitQueue()
+	q := newUnitQueue(&w.queued)
 	var readers, procs, writers sync.WaitGroup
 	var outs []*outStream
 	clk := sessionClock(time.Now()) // the origin of the session's api.Timing
@@ -701,10 +705,11 @@ type unitQueue struct {
 	cond   *sync.Cond
 	items  []task
 	closed bool
+	count  *atomic.Int64 // the worker's units queued, over all its sessions
 }
 
-func newUnitQueue() *unitQueue {
-	q := &unitQueue{}
+func newUnitQueue(count *atomic.Int64) *unitQueue {
+	q := &unitQueue{count: count}
 	q.cond = sync.NewCond(&q.mu)
 	return q
 }
@@ -712,6 +717,7 @@ func newUnitQueue() *unitQueue {
 func (q *unitQueue) push(t task) {
 	q.mu.Lock()
 	q.items = append(q.items, t)
+	q.count.Add(1)
 	q.mu.Unlock()
 	q.cond.Signal()
 }
@@ -730,15 +736,47 @@ func (q *unitQueue) pop() (task, bool) {
 	t := q.items[0]
 	q.items[0] = task{}
 	q.items = q.items[1:]
+	q.count.Add(-1)
 	return t, true
 }
 
 func (q *unitQueue) close() {
 	q.mu.Lock()
 	q.closed = true
+	q.count.Add(-int64(len(q.items)))
 	q.items = nil
 	q.mu.Unlock()
 	q.cond.Broadcast()
+}
+
+// unitStarted counts a unit of job executing, unitEnded its end.
+func (w *Worker) unitStarted(job uint64) {
+	w.running.Add(1)
+	w.jobsMu.Lock()
+	if w.jobsRunning == nil {
+		w.jobsRunning = map[uint64]int{}
+	}
+	w.jobsRunning[job]++
+	w.jobsMu.Unlock()
+}
+
+func (w *Worker) unitEnded(job uint64) {
+	w.running.Add(-1)
+	w.jobsMu.Lock()
+	if w.jobsRunning[job]--; w.jobsRunning[job] <= 0 {
+		delete(w.jobsRunning, job)
+	}
+	w.jobsMu.Unlock()
+}
+
+// runningJobs returns the units executing now by job; nil for none.
+func (w *Worker) runningJobs() map[uint64]int {
+	w.jobsMu.Lock()
+	defer w.jobsMu.Unlock()
+	if len(w.jobsRunning) == 0 {
+		return nil
+	}
+	return maps.Clone(w.jobsRunning)
 }
 
 // compute runs one unit into res.
@@ -757,11 +795,11 @@ func (w *Worker) compute(ctx context.Context, u *api.Unit, res *api.Result) {
 		res.Err = "worker stopping: " + err.Error()
 		return
 	}
-	w.running.Add(1)
+	w.unitStarted(u.Job)
 	start := time.Now()
 	out, err := runSafely(ctx, op.Run, u)
 	d := time.Since(start)
-	w.running.Add(-1)
+	w.unitEnded(u.Job)
 	w.gate.release()
 	res.ComputeNanos = d.Nanoseconds()
 	w.computeN.Add(res.ComputeNanos)
@@ -781,9 +819,9 @@ func (w *Worker) computeModule(ctx context.Context, hash string, u *api.Unit, re
 		w.failed.Add(1)
 		return
 	}
-	w.running.Add(1)
+	w.unitStarted(u.Job)
 	out, d, err := w.mods.run(ctx, &w.gate, hash, u)
-	w.running.Add(-1)
+	w.unitEnded(u.Job)
 	res.ComputeNanos = d.Nanoseconds()
 	w.computeN.Add(res.ComputeNanos)
 	w.units.Add(1)

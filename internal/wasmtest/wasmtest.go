@@ -1,5 +1,6 @@
-// Package wasmtest builds small WebAssembly command modules from C for
-// tests, with clang and Debian's wasi-libc.
+// Package wasmtest builds small WebAssembly command modules for tests:
+// from C with clang and Debian's wasi-libc, and from Go with the go
+// command that runs the tests (GOOS=wasip1).
 package wasmtest
 
 import (
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -61,6 +63,56 @@ func C(t testing.TB, src string) []byte {
 	cmd := exec.Command("clang", "--target=wasm32-wasi", "-O2", "-o", out, in)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		missing(t, "clang cannot build WebAssembly here: "+err.Error()+": "+string(b))
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built[key] = b
+	return b
+}
+
+// Go compiles the Go program src (package main, standard library only)
+// with GOOS=wasip1 GOARCH=wasm and returns the module's bytes; the same
+// source is built once per process. The toolchain is go test's own, so
+// it is always there: a failed build fails the test.
+func Go(t testing.TB, src string) []byte {
+	t.Helper()
+	sum := sha256.Sum256([]byte(src))
+	key := "go-" + hex.EncodeToString(sum[:8])
+	mu.Lock()
+	defer mu.Unlock()
+	if b, ok := built[key]; ok {
+		return b
+	}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "braid-wasmtest-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = d
+	}
+	pkgDir := filepath.Join(dir, key)
+	if err := os.MkdirAll(pkgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"main.go": src, "go.mod": "module " + key + "\n\ngo 1.21\n"} {
+		if err := os.WriteFile(filepath.Join(pkgDir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := pkgDir + ".wasm"
+	// runtime.GOROOT is deprecated for finding a toolchain at run time,
+	// but a test binary runs where it was built: it names go test's own.
+	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goCmd); err != nil {
+		goCmd = "go"
+	}
+	cmd := exec.Command(goCmd, "build", "-o", out, ".")
+	cmd.Dir = pkgDir
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOFLAGS=-mod=mod", "GOWORK=off")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("GOOS=wasip1 GOARCH=wasm go build: %v\n%s", err, b)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {

@@ -8,7 +8,7 @@
 "use strict";
 
 const tokenKey = "braid-token";
-const pollMs = 2000;
+const pollMs = 1000; // a dead worker shows within 2 s: the server notices at once, the page within a poll
 let selectedJob = 0;
 let lastPaths = new Map(); // worker/path -> {t, sent, received}
 
@@ -72,6 +72,10 @@ function secs(s) {
   return (s / 60).toFixed(1) + " min";
 }
 
+// short cuts s to n characters, with an ellipsis; the whole is in the
+// cell's title.
+function short(s, n) { return s.length > n ? s.slice(0, n - 1) + "\u2026" : s; }
+
 function when(t) { return t ? new Date(t).toLocaleTimeString() : ""; }
 
 function renderJobs(jobs) {
@@ -86,12 +90,14 @@ function renderJobs(jobs) {
     const row = el("tr", { "data-job": j.job, "data-state": j.state },
       el("td", { class: "num" }, j.job),
       el("td", {}, j.op),
-      el("td", { class: "state state-" + j.state, title: j.error || "" }, j.state),
+      el("td", { class: "state state-" + j.state }, j.state),
       el("td", { class: "progress" }, el("span", { class: "bar" }, fill), `${u.done}/${u.total} (${pct}%)`),
-      el("td", { class: "num" }, u.running || 0),
+      el("td", { class: "num running" }, u.computing || 0),
+      el("td", { class: "num inflight" }, u.running || 0),
       el("td", { class: "num" }, u.retries || 0),
       el("td", {}, when(t.submitted)),
-      el("td", {}, took));
+      el("td", {}, took),
+      el("td", { class: "error", title: j.error || "" }, short(j.error || "", 160)));
     if (j.job === selectedJob) row.classList.add("selected");
     row.addEventListener("click", () => { selectedJob = j.job; refresh(); });
     body.append(row);
@@ -107,7 +113,11 @@ function renderWorkers(workers) {
   const seen = new Map();
   for (const w of workers) {
     const threads = w.threads || 0;
-    const busy = w.lent_ns ? Math.round(100 * (w.compute_ns || 0) / w.lent_ns) + "%" : "";
+    // Busy: the share of the lent threads computing now (last heartbeat).
+    const busy = w.alive && threads ? Math.round(100 * Math.min(w.running || 0, threads) / threads) + "%" : "";
+    // Compute share: compute time over the thread time lent while the
+    // worker had units (the rest went to waiting for and moving units).
+    const share = w.lent_ns ? Math.round(100 * (w.compute_ns || 0) / w.lent_ns) + "%" : "";
     body.append(el("tr", { "data-worker": w.id },
       el("td", {}, w.id),
       el("td", {}, w.name || ""),
@@ -118,7 +128,8 @@ function renderWorkers(workers) {
       el("td", { class: "num" }, (w.load || 0).toFixed(2)),
       el("td", { class: "num" }, w.done || 0),
       el("td", { class: "num" }, secs((w.compute_ns || 0) / 1e9)),
-      el("td", { class: "num", title: "compute time / thread time lent while it had units" }, busy)));
+      el("td", { class: "num busy" }, busy),
+      el("td", { class: "num share", title: "compute time / thread time lent while it had units" }, share)));
     (w.paths || []).forEach((p, i) => {
       const key = w.id + "/" + i + "/" + p.local + "/" + p.remote;
       const prev = lastPaths.get(key);

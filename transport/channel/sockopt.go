@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 )
 
 // SocketOptions are settings of a channel's socket that a user asks for,
@@ -130,4 +131,12 @@ func Info(c net.Conn) SocketInfo {
 	i := socketInfo(tc)
 	i.IsTCPOrMultipath = true
 	return i
+}
+
+// TCPInfo is what the kernel measures of a TCP connection (TCP_INFO), as
+// iperf3 reports it per stream.
+type TCPInfo struct {
+	RTT         time.Duration // smoothed round trip (tcpi_rtt)
+	SendCwnd    int64         // congestion window in bytes (tcpi_snd_cwnd * tcpi_snd_mss)
+	Retransmits int64         // segments retransmitted since the connection opened (tcpi_total_retrans)
 }

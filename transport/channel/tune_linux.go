@@ -159,3 +159,27 @@ func setMSS(raw syscall.RawConn, mss int) error {
 	}
 	return nil
 }
+
+// TCPStats reads c's TCP_INFO: the smoothed round trip, the congestion
+// window in bytes (segments times the send MSS) and the segments
+// retransmitted since the connection opened. ok is false where c is not
+// a TCP connection.
+func TCPStats(c net.Conn) (s TCPInfo, ok bool) {
+	tc, isTCP := c.(*net.TCPConn)
+	if !isTCP {
+		return s, false
+	}
+	raw, err := tc.SyscallConn()
+	if err != nil {
+		return s, false
+	}
+	var info *unix.TCPInfo
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		info, serr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil || serr != nil {
+		return s, false
+	}
+	return TCPInfo{RTT: time.Duration(info.Rtt) * time.Microsecond, SendCwnd: int64(info.Snd_cwnd) * int64(info.Snd_mss),
+		Retransmits: int64(info.Total_retrans)}, true
+}

@@ -39,3 +39,6 @@ func setTOS(c *net.TCPConn, tos int) error {
 
 // setMSS is refused where TCP_MAXSEG is not known here.
 func setMSS(raw syscall.RawConn, mss int) error { return errors.New("TCP_MAXSEG is set on Linux only") }
+
+// TCPStats reports nothing where TCP_INFO is missing.
+func TCPStats(net.Conn) (TCPInfo, bool) { return TCPInfo{}, false }
