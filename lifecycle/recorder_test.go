@@ -193,7 +193,9 @@ func TestRecorderDatabaseDown(t *testing.T) {
 	dj := &downJobs{Jobs: db, fails: 2 * recordTries}
 	r := newRecorder(dj, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	r.backoff = time.Millisecond
-	r.lost = func(rs []store.UnitResult, err error) { t.Errorf("results given up while the database was down: %v", err) }
+	r.lost = func(rs []store.UnitResult, err error) {
+		t.Errorf("results given up while the database was down: %v", err)
+	}
 	go r.run()
 	for id := range uint64(2) {
 		r.add(store.UnitResult{Job: created.ID, ID: id, Worker: "w1", Result: "r"})
