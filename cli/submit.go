@@ -47,6 +47,7 @@ if it failed).
   braid submit --op noop --input ID --repeat 1000 --policy proportional
   braid submit --op wordcount --input ID --split lines:1M --merge reduce:sumcounts --wait
   braid submit --op sumcounts --input job:42    # the output of job 42, once it is done
+  braid submit --op compare --input job:42 --input ID2   # both joined (fan-in), in this order
 
 User operations (braid op add) run in a sandbox with per-unit limits:
 --unit-mem, --unit-timeout and --unit-output. A unit that fails runs
@@ -58,7 +59,7 @@ inputs may be other steps' outputs, all at once (see below); it prints
 the pipeline's id (pN, for status and wait) and its steps' job ids.
 `+pipelineHelp)
 	op := fs.String("op", "", "the `operation` to apply (required)")
-	input := fs.String("input", "", "the blob `ID` to apply it to, or job:ID for the output of another job (required)")
+	input := fs.StringArray("input", nil, "the blob or dataset `ID` to apply it to, or job:ID for the output of another job (required; repeat it to join several inputs)")
 	params := paramFlag{}
 	fs.Var(params, "param", "an operation parameter `NAME=VALUE` (repeatable)")
 	units := fs.Int("units", 0, "split into about `N` units (0: the operation chooses)")
@@ -84,13 +85,13 @@ the pipeline's id (pN, for status and wait) and its steps' job ids.
 		return 2
 	}
 	if *pipeline != "" {
-		if *op != "" || *input != "" {
+		if *op != "" || len(*input) > 0 {
 			env.Errorf("submit: --pipeline takes the operations and inputs from its file; drop --op and --input")
 			return 2
 		}
 		return submitPipeline(ctx, env, cf, *pipeline, *wait)
 	}
-	if *op == "" || *input == "" {
+	if *op == "" || len(*input) == 0 {
 		env.Errorf("submit: give --op OP and --input ID (upload the data first with 'braid put FILE')")
 		return 2
 	}
@@ -109,8 +110,13 @@ the pipeline's id (pN, for status and wait) and its steps' job ids.
 		env.Errorf("submit: %v", err)
 		return 2
 	}
-	req := api.JobRequest{Op: *op, Input: *input, Units: *units, Tile: tile, Repeat: *repeat, Policy: *policy, InFlight: *inFlight,
+	req := api.JobRequest{Op: *op, Units: *units, Tile: tile, Repeat: *repeat, Policy: *policy, InFlight: *inFlight,
 		Split: *split, Merge: *merge, UnitMem: limits.Memory, UnitOutput: limits.Output, MaxTries: *maxTries}
+	if len(*input) == 1 {
+		req.Input = (*input)[0]
+	} else {
+		req.Inputs = *input
+	}
 	if limits.Timeout > 0 {
 		req.UnitTimeout = limits.Timeout.String()
 	}

@@ -33,6 +33,14 @@ func (s *Server) submitWith(ctx context.Context, req api.JobRequest, o submitOpt
 	if err := s.room("job request", 0); err != nil {
 		return api.JobStatus{}, err
 	}
+	switch {
+	case req.Input != "" && len(req.Inputs) > 0:
+		return api.JobStatus{}, kindf(errBadRequest, "job request: give input or inputs, not both")
+	case len(req.Inputs) > 1:
+		return s.submitFanIn(ctx, req, o)
+	case len(req.Inputs) == 1:
+		req.Input, req.Inputs = req.Inputs[0], nil
+	}
 	if parent, ok, err := inputJob(req.Input); err != nil {
 		return api.JobStatus{}, err
 	} else if ok {
@@ -83,8 +91,12 @@ func (s *Server) splitJob(ctx context.Context, rec store.Job, jo jobOps, input s
 	units, err := s.split(ctx, rec, jo, input)
 	if err != nil {
 		s.unpin(input)
+		return nil, err
 	}
-	return units, err
+	if len(rec.Spec.InputSizes) > 0 && jo.main.module != "" {
+		addFiles(units, input, rec.Spec.InputNames, rec.Spec.InputSizes)
+	}
+	return units, nil
 }
 
 func (s *Server) split(ctx context.Context, rec store.Job, jo jobOps, input string) ([]store.Unit, error) {
@@ -637,7 +649,7 @@ func (s *Server) jobStatus(j store.Job) api.JobStatus {
 		Units:   api.UnitCounts{Total: j.Total, Done: j.Done, Failed: j.Failed, Running: j.Running, Retries: j.Retries},
 		Timings: api.Timings{Submitted: j.Submitted, Started: j.Started, Finished: j.Finished, ComputeNanos: j.ComputeNanos},
 		Module:  j.Spec.Module, Split: j.Spec.Split, Merge: j.Spec.Merge, InputJob: j.Spec.InputJob,
-		Pipeline: j.Spec.Pipeline, Step: j.Spec.Step,
+		Pipeline: j.Spec.Pipeline, Step: j.Spec.Step, Inputs: j.Spec.Inputs, Dataset: j.Spec.Dataset,
 	}
 	if len(st.Params) == 0 {
 		st.Params = nil
@@ -653,6 +665,9 @@ func (s *Server) jobStatus(j store.Job) api.JobStatus {
 	}
 	if j.Spec.InputJob != 0 && j.Total == 0 && !j.State.Final() {
 		st.Error = fmt.Sprintf("waiting for job %d, whose output is the input", j.Spec.InputJob)
+		if len(j.Spec.Inputs) > 0 {
+			st.Error = fmt.Sprintf("waiting for job %d, whose output is one of the inputs", j.Spec.InputJob)
+		}
 	}
 	if r := s.lc.Job(j.ID); r != nil && !j.State.Final() {
 		done, running, compute, started := r.Counts()
