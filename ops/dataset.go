@@ -37,12 +37,6 @@ func reduceTree(specs []UnitSpec, params map[string]string) []UnitSpec {
 	}
 }
 
-// Member is one member of a dataset, for SplitEach.
-type Member struct {
-	In   io.ReaderAt
-	Size int64
-}
-
 // MemberSpec is a unit of SplitEach: Member is the index of the member
 // whose bytes a FromInput unit reads (-1 for a reduce unit).
 type MemberSpec struct {
@@ -56,7 +50,10 @@ type MemberSpec struct {
 // operation as Planned returns it, with sp, mg and reduce what it was
 // planned with. Operations that take images (tiles) and repeated jobs
 // cannot run over a dataset.
-func SplitEach(op Op, sp Split, mg Merge, reduce Op, members []Member, params map[string]string, hint Hint) ([]MemberSpec, error) {
+//
+// member(i) returns member i's bytes, for i from 0 to members-1 in
+// order; its errors are returned as they are.
+func SplitEach(op Op, sp Split, mg Merge, reduce Op, members int, member func(i int) (io.ReaderAt, int64, error), params map[string]string, hint Hint) ([]MemberSpec, error) {
 	name := op.Name()
 	switch {
 	case op.Info().Tiles:
@@ -69,7 +66,7 @@ func SplitEach(op Op, sp Split, mg Merge, reduce Op, members []Member, params ma
 		return nil, fmt.Errorf("%s: a job over a dataset takes a split, not units, tiles or repeat: %w", name, ErrBadParam)
 	case (mg.Kind == MergeReduce) != (reduce != nil):
 		return nil, fmt.Errorf("%s: a reduce merge needs its operation, and only it: %w", name, ErrBadParam)
-	case len(members) == 0:
+	case members <= 0:
 		return nil, fmt.Errorf("%s: the dataset has no members: %w", name, ErrBadInput)
 	}
 	if err := CheckParams(name, op.Info(), params); err != nil {
@@ -79,8 +76,12 @@ func SplitEach(op Op, sp Split, mg Merge, reduce Op, members []Member, params ma
 		sp = Split{Kind: SplitWhole}
 	}
 	var out []MemberSpec
-	for i, m := range members {
-		specs, _, err := splitInput(name, m.In, m.Size, sp, params, "", nil)
+	for i := range members {
+		in, size, err := member(i)
+		if err != nil {
+			return nil, err
+		}
+		specs, _, err := splitInput(name, in, size, sp, params, "", nil)
 		if err != nil {
 			return nil, fmt.Errorf("member %d: %w", i+1, err)
 		}

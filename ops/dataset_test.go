@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 )
 
@@ -48,8 +49,9 @@ func TestReduceTree(t *testing.T) {
 // job cannot take is refused.
 func TestSplitEach(t *testing.T) {
 	a, b := []byte("one\ntwo\nthree\n"), []byte("four\n")
-	members := []Member{{bytes.NewReader(a), int64(len(a))}, {bytes.NewReader(b), int64(len(b))}, {bytes.NewReader(nil), 0}}
-	specs, err := SplitEach(Noop(), Split{Kind: SplitLines, Size: 4}, Merge{Kind: MergeConcat}, nil, members, nil, Hint{})
+	data := [][]byte{a, b, nil}
+	members := func(i int) (io.ReaderAt, int64, error) { return bytes.NewReader(data[i]), int64(len(data[i])), nil }
+	specs, err := SplitEach(Noop(), Split{Kind: SplitLines, Size: 4}, Merge{Kind: MergeConcat}, nil, 3, members, nil, Hint{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,22 +62,22 @@ func TestSplitEach(t *testing.T) {
 	if fmt.Sprint(got) != "[0:0+4 0:4+4 0:8+6 1:0+5 2:0+0]" {
 		t.Errorf("units %v", got)
 	}
-	specs, err = SplitEach(Noop(), Split{}, Merge{Kind: MergeReduce, Op: "count"}, Noop(), members, nil, Hint{})
+	specs, err = SplitEach(Noop(), Split{}, Merge{Kind: MergeReduce, Op: "count"}, Noop(), 3, members, nil, Hint{})
 	if err != nil || len(specs) != 4 || specs[3].Member != -1 || len(specs[3].Deps) != 3 {
 		t.Errorf("reduce: %+v, %v", specs, err)
 	}
 	for _, c := range []struct {
 		op      Op
 		hint    Hint
-		members []Member
+		members int
 	}{
-		{Blur(), Hint{}, members},
-		{Noop(), Hint{Repeat: 2}, members},
-		{Noop(), Hint{}, nil},
+		{Blur(), Hint{}, 3},
+		{Noop(), Hint{Repeat: 2}, 3},
+		{Noop(), Hint{}, 0},
 	} {
-		_, err := SplitEach(c.op, Split{}, Merge{}, nil, c.members, nil, c.hint)
+		_, err := SplitEach(c.op, Split{}, Merge{}, nil, c.members, members, nil, c.hint)
 		if !errors.Is(err, ErrBadParam) && !errors.Is(err, ErrBadInput) {
-			t.Errorf("%s %+v %d members: %v, want refused", c.op.Name(), c.hint, len(c.members), err)
+			t.Errorf("%s %+v %d members: %v, want refused", c.op.Name(), c.hint, c.members, err)
 		}
 	}
 }

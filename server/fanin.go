@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"strconv"
 
 	"github.com/braid-hpc/braid/api"
@@ -203,10 +202,7 @@ func addFiles(units []store.Unit, input string, names []string, sizes []int64) {
 			}
 			start += n
 		}
-		p := make(map[string]string, len(u.Params)+1)
-		maps.Copy(p, u.Params)
-		p[api.ParamFiles] = api.EncodeFiles(parts)
-		u.Params = p
+		u.Params = withParam(u.Params, api.ParamFiles, api.EncodeFiles(parts))
 	}
 }
 

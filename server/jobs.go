@@ -108,6 +108,14 @@ func (s *Server) split(ctx context.Context, rec store.Job, jo jobOps, input stri
 		return nil, err
 	}
 	defer in.Close()
+	if d, ok, err := s.dataset(ctx, input); err != nil {
+		return nil, fmt.Errorf("job input: %w", err)
+	} else if ok {
+		return s.splitDataset(ctx, rec, jo, d)
+	}
+	if jo.merge.Kind == ops.MergeNone {
+		return nil, kindf(errBadRequest, "job request: merge none keeps a dataset's members apart, and the input %s is no dataset; merge by concat or reduce:OP", input)
+	}
 	// Split and the units read the input at offsets, which cannot be
 	// checked as they go: the whole input is checked once, streamed.
 	if err := s.blobs.Verify(ctx, input); err != nil {
@@ -237,6 +245,9 @@ func (s *Server) jobRecord(req api.JobRequest) (store.Job, error) {
 type jobOps struct {
 	op           ops.Op
 	main, reduce resolved
+	// split and merge are the job's own (zero: the operation's).
+	split ops.Split
+	merge ops.Merge
 	// extra are the reserved parameters of main's (0) and reduce's (1)
 	// units when they run modules.
 	extra [2]map[string]string
@@ -269,6 +280,7 @@ func (s *Server) jobOps(j store.Job) (jobOps, error) {
 		}
 		reduce = jo.reduce.op
 	}
+	jo.split, jo.merge = sp, mg
 	if jo.op, err = ops.Planned(jo.main.op, sp, mg, reduce); err != nil {
 		return jobOps{}, opsError("job request", err)
 	}
@@ -445,6 +457,11 @@ func (h hooks) Assemble(ctx context.Context, j *lifecycle.Job) (string, int64, e
 // memory.
 func (s *Server) assembleOutput(ctx context.Context, j *lifecycle.Job) (string, int64, error) {
 	r := runOf(j)
+	if d, ok, err := s.dataset(ctx, j.Rec.Input); err != nil {
+		return "", 0, fmt.Errorf("assemble: %w", err)
+	} else if ok {
+		return s.assembleDataset(ctx, j, d)
+	}
 	st, ok := r.ops.op.(ops.Streamer)
 	if !ok {
 		results, err := s.readResults(j)

@@ -78,11 +78,20 @@ func (s *Server) activeBlobs() map[string]bool {
 func (s *Server) dropIntermediates(j *lifecycle.Job) {
 	results, spare, output := j.Blobs()
 	ids := make([]string, 0, len(j.Units)+len(results)+len(spare))
-	for _, u := range j.Units {
-		ids = append(ids, u.Blob)
+	// The units of a job over a dataset read its members, which stay.
+	if ok, err := s.isDataset(j.Rec.Input); err == nil && !ok {
+		for _, u := range j.Units {
+			ids = append(ids, u.Blob)
+		}
 	}
 	ids = append(append(ids, results...), spare...)
 	keep := map[string]bool{"": true, output: true, j.Rec.Input: true}
+	// An output dataset's members may have the bytes of a result.
+	if d, ok, err := s.dataset(context.Background(), output); err == nil && ok {
+		for _, m := range d.Members {
+			keep[m.Blob] = true
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -172,7 +181,14 @@ func (s *Server) expire(ctx context.Context, t time.Time) error {
 			return err
 		}
 		for _, j := range due {
-			n, bytes := s.dropBlobs(ctx, j.ID, []string{j.Output}, nil)
+			ids := []string{j.Output}
+			// An output dataset's members go with it.
+			if d, ok, err := s.dataset(ctx, j.Output); err == nil && ok {
+				for _, m := range d.Members {
+					ids = append(ids, m.Blob)
+				}
+			}
+			n, bytes := s.dropBlobs(ctx, j.ID, ids, nil)
 			if err := s.db.ExpireOutput(ctx, j.ID); err != nil {
 				return err
 			}
