@@ -63,6 +63,9 @@ earlier job's output:
       inputs: [step:count, step:top, job:42]   # a join (fan-in)
 
 A step with inputs (a list) reads them joined, in order (see docs/ops.md).
+An input file:DIR is uploaded as a dataset (see 'braid put DIR'): the step
+maps its operation over every file; merge: none makes its output a dataset
+of the same names, which the next step maps over in turn.
 A step also takes units, tile, repeat, policy, unit_mem, unit_timeout,
 unit_output and max_tries, as submit's flags. The server refuses the whole
 pipeline, naming the step, if a step names an unknown operation or step,
@@ -143,6 +146,18 @@ func pipelineInput(ctx context.Context, c *client.Client, path, in string, uploa
 		}
 		if id, ok := uploaded[name]; ok {
 			return id, nil
+		}
+		if fi, err := os.Stat(name); err == nil && fi.IsDir() {
+			files, err := datasetFiles([]string{name})
+			if err != nil {
+				return "", fmt.Errorf("input: %v", err)
+			}
+			info, err := putDataset(ctx, c, files)
+			if err != nil {
+				return "", fmt.Errorf("upload %s as a dataset: %w", name, err)
+			}
+			uploaded[name] = info.ID
+			return info.ID, nil
 		}
 		f, err := os.Open(name)
 		if err != nil {

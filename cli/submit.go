@@ -70,7 +70,7 @@ the pipeline's id (pN, for status and wait) and its steps' job ids.
 	withChoices(fs, "policy", api.PolicyEqual, api.PolicyProportional, api.PolicyDynamic)
 	inFlight := fs.Int("in-flight", 0, "units a stream may hold at once (0: the server's default)")
 	split := fs.String("split", "", "cut the input into units: whole, bytes:SIZE, lines:SIZE or tiles:WxH[+HALO] (default: the operation's)")
-	merge := fs.String("merge", "", "join the units' outputs: concat, tiles or reduce:OP (default: the operation's)")
+	merge := fs.String("merge", "", "join the units' outputs: concat, tiles, reduce:OP, or none (per member of a dataset) (default: the operation's)")
 	lim := addLimitFlags(fs)
 	maxTries := fs.Int("max-tries", 0, "times a unit may fail before the job fails (0: the server's default, 3)")
 	wait := fs.Bool("wait", false, "wait for the job and print its final status; progress on stderr")
