@@ -129,7 +129,8 @@ func matrixFixture(t *testing.T, c *cluster, wk *testWorker) map[string]fixture 
 		return r.Worker
 	}
 	live := register()
-	blob := c.put([]byte("matrix blob"))
+	blobBytes := []byte("matrix blob")
+	blob := c.put(blobBytes)
 	mod, err := c.c.AddOp(ctx, "matrixmod", bytes.NewReader(tinyModule), client.OpOptions{})
 	must(err)
 	job := c.submit(api.JobRequest{Op: "noop", Input: blob})
@@ -174,6 +175,16 @@ func matrixFixture(t *testing.T, c *cluster, wk *testWorker) map[string]fixture 
 		"HEAD /v1/blobs/{id}": {anyRole, func() request { return request{path: api.PathBlobs + "/" + mod.Hash} }},
 		"DELETE /v1/blobs/{id}": {adminClient, func() request {
 			return request{path: api.PathBlobs + "/" + c.put([]byte("to delete "+uniq()))}
+		}},
+		"POST /v1/datasets": {adminClient, func() request {
+			b := []byte("member " + uniq())
+			return request{path: api.PathDatasets, body: js(api.DatasetRequest{Members: []api.DatasetMember{
+				{Name: "m", Size: int64(len(b)), Blob: c.put(b)}}})}
+		}},
+		"GET /v1/datasets/{id}": {adminClient, func() request {
+			info, err := c.c.PutDataset(ctx, []api.DatasetMember{{Name: "m", Size: int64(len(blobBytes)), Blob: blob}})
+			must(err)
+			return request{path: api.PathDatasets + "/" + info.ID}
 		}},
 		"GET /v1/jobs":  {lookers, func() request { return request{path: api.PathJobs} }},
 		"POST /v1/jobs": {adminClient, func() request { return request{path: api.PathJobs, body: js(api.JobRequest{Op: "noop", Input: blob})} }},
