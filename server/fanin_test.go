@@ -105,4 +105,41 @@ func TestFanInRefused(t *testing.T) {
 			t.Errorf("%v: %d jobs before, %d after (%v)", b.req.Inputs, len(before), len(after), err)
 		}
 	}
+
+	// A pipeline of 10,000 steps, each joining the one before: refused
+	// whole, naming the limit, before any step is submitted.
+	steps := make([]api.PipelineStep, 10_000)
+	for i := range steps {
+		steps[i] = api.PipelineStep{Name: fmt.Sprintf("s%d", i), JobRequest: api.JobRequest{Op: "noop", Inputs: []string{a}}}
+		if i > 0 {
+			steps[i].Inputs = append(steps[i].Inputs, fmt.Sprintf("step:s%d", i-1))
+		}
+	}
+	before, _ := c.c.Jobs(t.Context(), "", 0)
+	_, err := c.c.SubmitPipeline(t.Context(), api.PipelineRequest{Steps: steps})
+	if client.StatusOf(err) != http.StatusBadRequest && client.StatusOf(err) != http.StatusRequestEntityTooLarge {
+		t.Errorf("10,000 steps: %v; want 400 or 413", err)
+	}
+	if err != nil && !strings.Contains(err.Error(), "10000 steps; want 1 to 256") && !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("10,000 steps: %v; want it to name the limit", err)
+	}
+	if after, _ := c.c.Jobs(t.Context(), "", 0); len(after) != len(before) {
+		t.Errorf("10,000 steps: %d jobs before, %d after", len(before), len(after))
+	}
+	// A join in a pipeline that names an unknown step, or a step that
+	// joins itself (a cycle), is refused whole too.
+	for _, b := range []struct {
+		steps []api.PipelineStep
+		want  string
+	}{
+		{[]api.PipelineStep{{Name: "x", JobRequest: api.JobRequest{Op: "noop", Inputs: []string{a, "step:nope"}}}}, `input "step:nope" names no step`},
+		{[]api.PipelineStep{{Name: "x", JobRequest: api.JobRequest{Op: "noop", Inputs: []string{a, "step:y"}}},
+			{Name: "y", JobRequest: api.JobRequest{Op: "noop", Inputs: []string{"step:x", a}}}}, `cycle: "x" reads "y" reads "x"`},
+		{[]api.PipelineStep{{Name: "x", JobRequest: api.JobRequest{Op: "noop", Input: a, Inputs: []string{a}}}}, "input or inputs, not both"},
+	} {
+		_, err := c.c.SubmitPipeline(t.Context(), api.PipelineRequest{Steps: b.steps})
+		if client.StatusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("pipeline %v: %v; want 400 saying %s", b.steps, err, b.want)
+		}
+	}
 }
