@@ -191,9 +191,6 @@ type JobStatus struct {
 	// as job:ID); Input is the blob of their concatenation once they
 	// are all there.
 	Inputs []string `json:"inputs,omitempty"`
-	// Dataset is true when Input is a dataset, whose members the
-	// operation ran on.
-	Dataset bool `json:"dataset,omitempty"`
 	// Pipeline and Step place the job in a pipeline.
 	Pipeline uint64 `json:"pipeline,omitempty"`
 	Step     string `json:"step,omitempty"`

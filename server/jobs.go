@@ -666,7 +666,7 @@ func (s *Server) jobStatus(j store.Job) api.JobStatus {
 		Units:   api.UnitCounts{Total: j.Total, Done: j.Done, Failed: j.Failed, Running: j.Running, Retries: j.Retries},
 		Timings: api.Timings{Submitted: j.Submitted, Started: j.Started, Finished: j.Finished, ComputeNanos: j.ComputeNanos},
 		Module:  j.Spec.Module, Split: j.Spec.Split, Merge: j.Spec.Merge, InputJob: j.Spec.InputJob,
-		Pipeline: j.Spec.Pipeline, Step: j.Spec.Step, Inputs: j.Spec.Inputs, Dataset: j.Spec.Dataset,
+		Pipeline: j.Spec.Pipeline, Step: j.Spec.Step, Inputs: j.Spec.Inputs,
 	}
 	if len(st.Params) == 0 {
 		st.Params = nil

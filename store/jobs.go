@@ -97,16 +97,13 @@ type JobSpec struct {
 	Pipeline uint64 `json:"pipeline,omitempty"`
 	Step     string `json:"step,omitempty"`
 	// Inputs are the inputs of a fan-in job (blob IDs and job:ID), in
-	// order, and InputNames the names of the files a module finds them
-	// as. Input is their concatenation once they are all there; until
-	// then InputJob is one of the jobs it waits for.
+	// order, InputNames the names of the files a module finds them as,
+	// and InputSizes their sizes once joined. Input is their
+	// concatenation once they are all there; until then InputJob is one
+	// of the jobs it waits for.
 	Inputs     []string `json:"inputs,omitempty"`
 	InputNames []string `json:"input_names,omitempty"`
 	InputSizes []int64  `json:"input_sizes,omitempty"`
-	// Dataset is set when Input is a dataset: MemberUnits[i] is how
-	// many units map member i (they come first, member by member).
-	Dataset     bool  `json:"dataset,omitempty"`
-	MemberUnits []int `json:"member_units,omitempty"`
 }
 
 // Unit is a computation unit's record.
