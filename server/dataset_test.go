@@ -2,14 +2,18 @@ package server_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/internal/wasmtest"
+	"github.com/braid-hpc/braid/server"
 )
 
 // putDataset uploads files (name: bytes) and makes a dataset of them.
@@ -162,5 +166,43 @@ func TestDatasetRefused(t *testing.T) {
 		if after, _ := c.c.Jobs(t.Context(), "", 0); len(after) != len(before) {
 			t.Errorf("%+v: %d jobs before, %d after", x.req, len(before), len(after))
 		}
+	}
+}
+
+// TestDatasetRetention: while a job over a dataset runs and after it
+// ends, the dataset and its members stay; an output dataset (merge none)
+// stays whole until its retention ends, then goes with its members, and
+// fetching it answers 410. The input dataset, an upload, stays.
+func TestDatasetRetention(t *testing.T) {
+	const retain = 500 * time.Millisecond
+	c := newCluster(t, func(cfg *server.Config) { cfg.Retain = retain })
+	c.addWorker(2, nil)
+	c.waitWorkers(1)
+	mod := c.addOp("up", wasmtest.Upper, client.OpOptions{})
+	one, two := c.put([]byte("one\n")), c.put([]byte("two\n"))
+	info, err := c.c.PutDataset(t.Context(), []api.DatasetMember{{Name: "1", Size: 4, Blob: one}, {Name: "2", Size: 4, Blob: two}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := c.run(api.JobRequest{Op: "up", Input: info.ID, Merge: "none"})
+	if st.State != api.JobDone {
+		t.Fatalf("job: %s %q", st.State, st.Error)
+	}
+	out, err := c.c.Dataset(t.Context(), st.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Members) != 2 || string(c.get(out.Members[1].Blob)) != "TWO\n" {
+		t.Fatalf("output dataset %+v", out)
+	}
+	if !testwait.Until(10*time.Second, func() bool {
+		st, err = c.c.Status(t.Context(), st.Job)
+		return err == nil && !st.OutputExpired.IsZero()
+	}) {
+		t.Fatalf("output not expired 10s after a retention of %v: %+v, %v", retain, st, err)
+	}
+	c.waitBlobs("after the output dataset expired", mod.Hash, one, two, info.ID)
+	if _, err := c.c.Dataset(t.Context(), st.Output); !errors.Is(err, client.ErrGone) {
+		t.Errorf("an expired output dataset: %v, want 410", err)
 	}
 }
