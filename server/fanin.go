@@ -53,8 +53,13 @@ func (s *Server) submitFanIn(ctx context.Context, req api.JobRequest, o submitOp
 		if err != nil {
 			return api.JobStatus{}, err
 		}
-		defer s.unpin(joined)
-		return s.create(ctx, rec, jo, joined)
+		st, err := s.create(ctx, rec, jo, joined)
+		s.unpin(joined)
+		if err != nil {
+			// Refused: the join goes unless something else keeps it.
+			s.dropBlobs(context.WithoutCancel(ctx), 0, []string{joined}, nil)
+		}
+		return st, err
 	}
 	if s.isClosing() {
 		return api.JobStatus{}, kindf(errUnavailable, "the server is shutting down; submit again once it is back")
