@@ -48,6 +48,8 @@ if it failed).
   braid submit --op wordcount --input ID --split lines:1M --merge reduce:sumcounts --wait
   braid submit --op sumcounts --input job:42    # the output of job 42, once it is done
   braid submit --op compare --input job:42 --input ID2   # both joined (fan-in), in this order
+  braid submit --op wordcount --input DATASET --merge reduce:sumcounts   # over every member (braid put DIR)
+  braid submit --op wordcount --input DATASET --merge none               # a count per member: a dataset
 
 User operations (braid op add) run in a sandbox with per-unit limits:
 --unit-mem, --unit-timeout and --unit-output. A unit that fails runs
