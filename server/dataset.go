@@ -33,8 +33,12 @@ import (
 //
 // While the job runs its members are kept as the blobs of its units are;
 // when it ends they stay (dropIntermediates keeps a dataset input's
-// blobs). An output dataset's members go with its manifest when the
-// output expires (expire).
+// blobs, and its members where a result has the same bytes). An output
+// dataset's members go with its manifest when the output expires
+// (expire). The store's BlobKept does not know datasets: a member of an
+// output dataset (not an upload) with the very bytes of an intermediate
+// result of an unrelated job goes with that job's intermediates. An
+// index of members in the store would close that.
 
 // maxManifest bounds a manifest, and the body of a dataset request: some
 // 400 bytes for each of api.MaxMembers.

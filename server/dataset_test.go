@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -93,6 +94,26 @@ func TestDatasetJobs(t *testing.T) {
 	st = c.run(api.JobRequest{Op: "count", Input: fmt.Sprintf("job:%d", st.Job), Merge: "reduce:sum"})
 	if st.State != api.JobDone || string(c.get(st.Output)) != "4\n" {
 		t.Errorf("a job over an output dataset: %s %q: %q", st.State, st.Error, c.get(st.Output))
+	}
+	// In a pipeline: a step maps over a dataset into a dataset, the next
+	// maps over that one and reduces.
+	ps, err := c.c.SubmitPipeline(t.Context(), api.PipelineRequest{Steps: []api.PipelineStep{
+		{Name: "per", JobRequest: api.JobRequest{Op: "count", Input: big, Merge: "none"}},
+		{Name: "total", JobRequest: api.JobRequest{Op: "sum", Input: "step:per", Merge: "reduce:sum"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if ps, err = c.c.WaitPipeline(ctx, ps.Pipeline, nil); err != nil || ps.State != api.JobDone {
+		t.Fatalf("pipeline over datasets: %+v, %v", ps, err)
+	}
+	if per, err := c.c.Dataset(t.Context(), ps.Steps[0].Output); err != nil || len(per.Members) != 40 || string(c.get(per.Members[7].Blob)) != "10\n" {
+		t.Errorf("step per: %v, %+v", err, per)
+	}
+	if got := string(c.get(ps.Steps[1].Output)); got != "400\n" {
+		t.Errorf("step total: %q", got)
 	}
 	// The members of the input are still there after the jobs.
 	for _, m := range out.Members {

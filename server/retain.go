@@ -78,14 +78,19 @@ func (s *Server) activeBlobs() map[string]bool {
 func (s *Server) dropIntermediates(j *lifecycle.Job) {
 	results, spare, output := j.Blobs()
 	ids := make([]string, 0, len(j.Units)+len(results)+len(spare))
-	// The units of a job over a dataset read its members, which stay.
-	if ok, err := s.isDataset(j.Rec.Input); err == nil && !ok {
+	// The units of a job over a dataset read its members, which stay,
+	// also where a result has the bytes of one.
+	in, isDataset, err := s.dataset(context.Background(), j.Rec.Input)
+	if err == nil && !isDataset {
 		for _, u := range j.Units {
 			ids = append(ids, u.Blob)
 		}
 	}
 	ids = append(append(ids, results...), spare...)
 	keep := map[string]bool{"": true, output: true, j.Rec.Input: true}
+	for _, m := range in.Members {
+		keep[m.Blob] = true
+	}
 	// An output dataset's members may have the bytes of a result.
 	if d, ok, err := s.dataset(context.Background(), output); err == nil && ok {
 		for _, m := range d.Members {
