@@ -1,6 +1,11 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Error is the body of every 4xx and 5xx answer. Message says what went
 // wrong and, where the caller can fix it, how.
@@ -66,7 +71,46 @@ const (
 	ParamMemory  = "braid.mem"
 	ParamOutput  = "braid.output"
 	ParamTimeout = "braid.timeout_ms"
+	// ParamFiles cuts a module unit's input into the named files the
+	// module finds in /in (EncodeFiles): the parts of a fan-in's inputs,
+	// or the dataset member, that the unit's bytes hold.
+	ParamFiles = "braid.files"
 )
+
+// FilePart is a named part of a unit's input: the next Len bytes.
+type FilePart struct {
+	Name string
+	Len  int64
+}
+
+// EncodeFiles encodes parts for ParamFiles: a line "LEN NAME" each.
+func EncodeFiles(parts []FilePart) string {
+	var b strings.Builder
+	for _, p := range parts {
+		fmt.Fprintf(&b, "%d %s\n", p.Len, p.Name)
+	}
+	return b.String()
+}
+
+// ParseFiles decodes ParamFiles and checks that the parts' lengths add up
+// to size, the unit's input.
+func ParseFiles(s string, size int64) ([]FilePart, error) {
+	var parts []FilePart
+	var sum int64
+	for line := range strings.Lines(s) {
+		n, name, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		l, err := strconv.ParseInt(n, 10, 64)
+		if !ok || err != nil || l < 0 || name == "" {
+			return nil, fmt.Errorf("%s: line %q: want LEN NAME", ParamFiles, line)
+		}
+		sum += l
+		parts = append(parts, FilePart{Name: name, Len: l})
+	}
+	if sum != size {
+		return nil, fmt.Errorf("%s: the parts hold %d bytes, the input %d", ParamFiles, sum, size)
+	}
+	return parts, nil
+}
 
 // ParamInfo describes one parameter of an operation.
 type ParamInfo struct {

@@ -50,8 +50,14 @@ const (
 type JobRequest struct {
 	// Op names the operation, e.g. "blur"; GET /v1/ops lists them.
 	Op string `json:"op"`
-	// Input is the ID of an uploaded blob.
-	Input string `json:"input"`
+	// Input is the ID of an uploaded blob or dataset, or job:ID.
+	Input string `json:"input,omitempty"`
+	// Inputs, instead of Input, join several inputs (fan-in): blob IDs
+	// and job:ID (in a pipeline also step:NAME), at most MaxInputs. The
+	// operation reads them concatenated in this order; a module also
+	// finds each as a file of its own (see docs/ops.md). A dataset cannot
+	// be joined.
+	Inputs []string `json:"inputs,omitempty"`
 	// Params are the operation's parameters, e.g. {"radius": "5"}.
 	Params map[string]string `json:"params,omitempty"`
 	// Units asks for this many computation units; 0 lets the operation
@@ -86,6 +92,17 @@ type JobRequest struct {
 	// MaxTries is how many times a unit may fail before the job fails;
 	// 0 means the server's default (3).
 	MaxTries int `json:"max_tries,omitempty"`
+}
+
+// MaxInputs bounds JobRequest.Inputs.
+const MaxInputs = 64
+
+// InputList returns the request's inputs: Inputs, or Input alone.
+func (r JobRequest) InputList() []string {
+	if len(r.Inputs) > 0 || r.Input == "" {
+		return r.Inputs
+	}
+	return []string{r.Input}
 }
 
 // InputJobPrefix makes JobRequest.Input name another job, whose output
@@ -174,6 +191,10 @@ type JobStatus struct {
 	// InputJob is the job whose output is the input; Input is empty
 	// until it is done.
 	InputJob uint64 `json:"input_job,omitempty"`
+	// Inputs are the inputs of a fan-in job, as submitted (step:NAME
+	// as job:ID); Input is the blob of their concatenation once they
+	// are all there.
+	Inputs []string `json:"inputs,omitempty"`
 	// Pipeline and Step place the job in a pipeline.
 	Pipeline uint64 `json:"pipeline,omitempty"`
 	Step     string `json:"step,omitempty"`

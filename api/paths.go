@@ -13,6 +13,9 @@ const (
 	PathWorkers = "/v1/workers"
 	// PathBlobs uploads (POST) and lists (GET) blobs.
 	PathBlobs = "/v1/blobs"
+	// PathDatasets makes (POST) a dataset of uploaded blobs; GET
+	// PathDatasets + "/ID" returns its manifest.
+	PathDatasets = "/v1/datasets"
 	// PathJobs submits (POST) and lists (GET) jobs.
 	PathJobs = "/v1/jobs"
 	// PathPipelines submits (POST) pipelines of jobs.

@@ -16,7 +16,9 @@ func init() {
 func runGet(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "get", "ID -o FILE [flags]", `
 Downloads blob ID, e.g. a job's output, into FILE ("-" for standard
-output). The file appears whole or not at all. A progress bar is drawn on
+output). The file appears whole or not at all. A dataset's ID (see
+'braid put DIR') fetches its members as files into the directory FILE
+(made if missing), and -o - writes its manifest. A progress bar is drawn on
 stderr when it is a terminal (or with --progress).`)
 	out := fs.StringP("output", "o", "", "write to this `FILE` (required; - for standard output)")
 	cf := addClientFlags(fs, 0)
@@ -47,6 +49,21 @@ stderr when it is a terminal (or with --progress).`)
 		}
 		if err != nil {
 			return clientFail(env, "get", err)
+		}
+		return 0
+	}
+	if d, err := c.Dataset(ctx, id); err == nil {
+		n, err := getDataset(ctx, c, id, d, *out)
+		if prog != nil {
+			prog.stop()
+		}
+		if err != nil {
+			return clientFail(env, "get", err)
+		}
+		if *cf.json {
+			jsonLine(env.Stdout, map[string]any{"id": id, "size": n, "dir": *out, "members": len(d.Members)})
+		} else {
+			fmt.Fprintf(env.Stderr, "braid: wrote %d files into %s (%d bytes)\n", len(d.Members), *out, n)
 		}
 		return 0
 	}

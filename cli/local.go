@@ -51,6 +51,8 @@ With --op FILE.wasm it runs your own operation instead (docs/ops.md): the
 module is uploaded to the embedded server, --input FILE is split with
 --split, every unit runs on the workers, the outputs are merged with
 --merge and written to -o. A reduce merge may name another module file.
+An --input DIR is a dataset of its files: the operation maps over every
+file and the merge joins them all (a reduce: in a tree).
 
   braid local --op wordcount.wasm --input book.txt --split lines:64K \
       --merge reduce:sumcounts.wasm -o counts.txt
@@ -105,7 +107,7 @@ func runLocal(ctx context.Context, env *Env, args []string) int {
 	withChoices(fs, "policy", api.PolicyEqual, api.PolicyProportional, api.PolicyDynamic)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	module := fs.String("op", "", "run this WebAssembly module `FILE.wasm` instead of the blur (with --input)")
-	input := fs.String("input", "", "the input `file` of --op")
+	input := fs.String("input", "", "the input `file` of --op; a directory is a dataset of its files")
 	split := fs.String("split", "", "with --op: how to cut the input into units (whole, bytes:SIZE, lines:SIZE, tiles:WxH[+HALO])")
 	merge := fs.String("merge", "", "with --op: how to join the units' outputs (concat, tiles, reduce:OP or reduce:FILE.wasm)")
 	params := paramFlag{}
@@ -398,14 +400,28 @@ func (l *localRun) runModule(ctx context.Context, c *client.Client, rep *localRe
 		}
 		merge = "reduce:" + rname
 	}
-	f, err := os.Open(job.input)
-	if err != nil {
-		return rep, err
-	}
-	in, err := c.Put(ctx, f)
-	f.Close()
-	if err != nil {
-		return rep, err
+	var in string
+	if fi, err := os.Stat(job.input); err == nil && fi.IsDir() {
+		// A directory is a dataset: the job maps over its files.
+		files, err := datasetFiles([]string{job.input})
+		if err != nil {
+			return rep, err
+		}
+		info, err := putDataset(ctx, c, files)
+		if err != nil {
+			return rep, err
+		}
+		in = info.ID
+	} else {
+		f, err := os.Open(job.input)
+		if err != nil {
+			return rep, err
+		}
+		in, err = c.Put(ctx, f)
+		f.Close()
+		if err != nil {
+			return rep, err
+		}
 	}
 	rep.Op, rep.Image, rep.Tile = name, job.input, job.split
 	start := time.Now()

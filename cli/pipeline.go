@@ -26,7 +26,9 @@ type pipelineStep struct {
 	Op   string `yaml:"op"`
 	// Input is blob:ID (or a bare ID), file:PATH (uploaded first; relative
 	// to the pipeline file), step:NAME or job:ID.
-	Input       string            `yaml:"input"`
+	Input string `yaml:"input"`
+	// Inputs join several inputs, each written as Input (fan-in).
+	Inputs      []string          `yaml:"inputs"`
 	Params      map[string]string `yaml:"params"`
 	Split       string            `yaml:"split"`
 	Merge       string            `yaml:"merge"`
@@ -56,7 +58,14 @@ earlier job's output:
       op: topwords
       input: step:count
       params: {N: "10"}
+    - name: both
+      op: compare
+      inputs: [step:count, step:top, job:42]   # a join (fan-in)
 
+A step with inputs (a list) reads them joined, in order (see docs/ops.md).
+An input file:DIR is uploaded as a dataset (see 'braid put DIR'): the step
+maps its operation over every file; merge: none makes its output a dataset
+of the same names, which the next step maps over in turn.
 A step also takes units, tile, repeat, policy, unit_mem, unit_timeout,
 unit_output and max_tries, as submit's flags. The server refuses the whole
 pipeline, naming the step, if a step names an unknown operation or step,
@@ -100,36 +109,73 @@ func loadPipeline(ctx context.Context, c *client.Client, path string) (api.Pipel
 				}
 			}
 		}
-		switch in := st.Input; {
-		case strings.HasPrefix(in, "file:"):
-			name := strings.TrimPrefix(in, "file:")
-			if !filepath.IsAbs(name) {
-				name = filepath.Join(filepath.Dir(path), name)
-			}
-			id, ok := uploaded[name]
-			if !ok {
-				f, err := os.Open(name)
-				if err != nil {
-					return req, fmt.Errorf("%s: input: %v", where, err)
-				}
-				id, err = c.Put(ctx, f)
-				f.Close()
-				if err != nil {
-					return req, fmt.Errorf("%s: upload %s: %w", where, name, err)
-				}
-				uploaded[name] = id
-			}
-			jr.Input = id
-		case strings.HasPrefix(in, "blob:"):
-			jr.Input = strings.TrimPrefix(in, "blob:")
-		case in == "":
+		ins := st.Inputs
+		switch {
+		case st.Input != "" && len(ins) > 0:
+			return req, fmt.Errorf("%s: give input or inputs, not both", where)
+		case st.Input != "":
+			ins = []string{st.Input}
+		case len(ins) == 0:
 			return req, fmt.Errorf("%s: no input; give file:PATH, blob:ID, step:NAME or job:ID", where)
-		default:
-			jr.Input = in
+		}
+		resolved := make([]string, len(ins))
+		for k, in := range ins {
+			if resolved[k], err = pipelineInput(ctx, c, path, in, uploaded); err != nil {
+				return req, fmt.Errorf("%s: %v", where, err)
+			}
+		}
+		if len(st.Inputs) > 0 {
+			jr.Inputs = resolved
+		} else {
+			jr.Input = resolved[0]
 		}
 		req.Steps = append(req.Steps, api.PipelineStep{Name: st.Name, JobRequest: jr})
 	}
 	return req, nil
+}
+
+// pipelineInput resolves one input of a pipeline file: file:PATH is
+// uploaded (once; relative to the pipeline file), blob:ID is ID, the rest
+// is as written.
+func pipelineInput(ctx context.Context, c *client.Client, path, in string, uploaded map[string]string) (string, error) {
+	switch {
+	case strings.HasPrefix(in, "file:"):
+		name := strings.TrimPrefix(in, "file:")
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(filepath.Dir(path), name)
+		}
+		if id, ok := uploaded[name]; ok {
+			return id, nil
+		}
+		if fi, err := os.Stat(name); err == nil && fi.IsDir() {
+			files, err := datasetFiles([]string{name})
+			if err != nil {
+				return "", fmt.Errorf("input: %v", err)
+			}
+			info, err := putDataset(ctx, c, files)
+			if err != nil {
+				return "", fmt.Errorf("upload %s as a dataset: %w", name, err)
+			}
+			uploaded[name] = info.ID
+			return info.ID, nil
+		}
+		f, err := os.Open(name)
+		if err != nil {
+			return "", fmt.Errorf("input: %v", err)
+		}
+		id, err := c.Put(ctx, f)
+		f.Close()
+		if err != nil {
+			return "", fmt.Errorf("upload %s: %w", name, err)
+		}
+		uploaded[name] = id
+		return id, nil
+	case strings.HasPrefix(in, "blob:"):
+		return strings.TrimPrefix(in, "blob:"), nil
+	case in == "":
+		return "", fmt.Errorf("an empty input; give file:PATH, blob:ID, step:NAME or job:ID")
+	}
+	return in, nil
 }
 
 // pipelineID parses "p3" (or "pipeline:3"); ok is false for a job id.

@@ -47,6 +47,9 @@ if it failed).
   braid submit --op noop --input ID --repeat 1000 --policy proportional
   braid submit --op wordcount --input ID --split lines:1M --merge reduce:sumcounts --wait
   braid submit --op sumcounts --input job:42    # the output of job 42, once it is done
+  braid submit --op compare --input job:42 --input ID2   # both joined (fan-in), in this order
+  braid submit --op wordcount --input DATASET --merge reduce:sumcounts   # over every member (braid put DIR)
+  braid submit --op wordcount --input DATASET --merge none               # a count per member: a dataset
 
 User operations (braid op add) run in a sandbox with per-unit limits:
 --unit-mem, --unit-timeout and --unit-output. A unit that fails runs
@@ -58,7 +61,7 @@ inputs may be other steps' outputs, all at once (see below); it prints
 the pipeline's id (pN, for status and wait) and its steps' job ids.
 `+pipelineHelp)
 	op := fs.String("op", "", "the `operation` to apply (required)")
-	input := fs.String("input", "", "the blob `ID` to apply it to, or job:ID for the output of another job (required)")
+	input := fs.StringArray("input", nil, "the blob or dataset `ID` to apply it to, or job:ID for the output of another job (required; repeat it to join several inputs)")
 	params := paramFlag{}
 	fs.Var(params, "param", "an operation parameter `NAME=VALUE` (repeatable)")
 	units := fs.Int("units", 0, "split into about `N` units (0: the operation chooses)")
@@ -69,7 +72,7 @@ the pipeline's id (pN, for status and wait) and its steps' job ids.
 	withChoices(fs, "policy", api.PolicyEqual, api.PolicyProportional, api.PolicyDynamic)
 	inFlight := fs.Int("in-flight", 0, "units a stream may hold at once (0: the server's default)")
 	split := fs.String("split", "", "cut the input into units: whole, bytes:SIZE, lines:SIZE or tiles:WxH[+HALO] (default: the operation's)")
-	merge := fs.String("merge", "", "join the units' outputs: concat, tiles or reduce:OP (default: the operation's)")
+	merge := fs.String("merge", "", "join the units' outputs: concat, tiles, reduce:OP, or none (per member of a dataset) (default: the operation's)")
 	lim := addLimitFlags(fs)
 	maxTries := fs.Int("max-tries", 0, "times a unit may fail before the job fails (0: the server's default, 3)")
 	wait := fs.Bool("wait", false, "wait for the job and print its final status; progress on stderr")
@@ -84,13 +87,13 @@ the pipeline's id (pN, for status and wait) and its steps' job ids.
 		return 2
 	}
 	if *pipeline != "" {
-		if *op != "" || *input != "" {
+		if *op != "" || len(*input) > 0 {
 			env.Errorf("submit: --pipeline takes the operations and inputs from its file; drop --op and --input")
 			return 2
 		}
 		return submitPipeline(ctx, env, cf, *pipeline, *wait)
 	}
-	if *op == "" || *input == "" {
+	if *op == "" || len(*input) == 0 {
 		env.Errorf("submit: give --op OP and --input ID (upload the data first with 'braid put FILE')")
 		return 2
 	}
@@ -109,8 +112,13 @@ the pipeline's id (pN, for status and wait) and its steps' job ids.
 		env.Errorf("submit: %v", err)
 		return 2
 	}
-	req := api.JobRequest{Op: *op, Input: *input, Units: *units, Tile: tile, Repeat: *repeat, Policy: *policy, InFlight: *inFlight,
+	req := api.JobRequest{Op: *op, Units: *units, Tile: tile, Repeat: *repeat, Policy: *policy, InFlight: *inFlight,
 		Split: *split, Merge: *merge, UnitMem: limits.Memory, UnitOutput: limits.Output, MaxTries: *maxTries}
+	if len(*input) == 1 {
+		req.Input = (*input)[0]
+	} else {
+		req.Inputs = *input
+	}
 	if limits.Timeout > 0 {
 		req.UnitTimeout = limits.Timeout.String()
 	}

@@ -498,8 +498,19 @@ func (c *Client) PutInfo(ctx context.Context, r io.Reader) (api.BlobInfo, error)
 // size before the first byte, so that a progress display can show a
 // percentage.
 func (c *Client) Get(ctx context.Context, id string, w io.Writer) (int64, error) {
+	return c.get(ctx, id, "", w)
+}
+
+// GetMember is Get for a member of dataset: a client may read the
+// members of every dataset it may read, whoever stored them (the members
+// of a job's output dataset are that job's results).
+func (c *Client) GetMember(ctx context.Context, dataset, id string, w io.Writer) (int64, error) {
+	return c.get(ctx, id, "?dataset="+url.QueryEscape(dataset), w)
+}
+
+func (c *Client) get(ctx context.Context, id, query string, w io.Writer) (int64, error) {
 	op := "download blob " + id
-	resp, err := c.do(ctx, op, http.MethodGet, api.PathBlobs+"/"+url.PathEscape(id), nil, "", nil)
+	resp, err := c.do(ctx, op, http.MethodGet, api.PathBlobs+"/"+url.PathEscape(id)+query, nil, "", nil)
 	if err != nil {
 		return 0, err
 	}

@@ -26,13 +26,19 @@ const (
 	// MergeTiles places result tiles into one PNG image (see
 	// AssembleTiles).
 	MergeTiles = "tiles"
-	// MergeReduce runs one more unit, of the operation Merge.Op, whose
-	// inputs are all the results; its result is the output.
+	// MergeReduce runs the operation Merge.Op on the results: one more
+	// unit whose input is all of them, or, for more than ReduceFanIn
+	// results, a tree of such units (see ReduceFanIn). The root's
+	// result is the output.
 	MergeReduce = "reduce"
+	// MergeNone keeps the results of each member of a dataset apart,
+	// concatenated per member: the output is a dataset of the same
+	// names. Only a job over a dataset takes it.
+	MergeNone = "none"
 )
 
 // mergeForms lists the forms ParseMerge takes, for error messages.
-const mergeForms = "want concat, tiles or reduce:OP, as in reduce:sum"
+const mergeForms = "want concat, tiles, none or reduce:OP, as in reduce:sum"
 
 // ParseMerge parses "concat", "tiles" or "reduce:OP", where OP is an
 // operation's name: one word without spaces, commas or colons. The kind
@@ -46,7 +52,7 @@ func ParseMerge(s string) (Merge, error) {
 		return Merge{}, fmt.Errorf("ops: merge %q: %s: %w", s, fmt.Sprintf(format, args...), ErrBadParam)
 	}
 	switch kind {
-	case MergeConcat, MergeTiles:
+	case MergeConcat, MergeTiles, MergeNone:
 		if hasArg {
 			return bad("%s takes no argument; write %s", kind, kind)
 		}

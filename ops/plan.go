@@ -98,11 +98,7 @@ func (p *planned) splitTo(in io.ReaderAt, size int64, params map[string]string, 
 		return nil, 0, err
 	}
 	if p.reduce != nil {
-		deps := make([]int, len(specs))
-		for i := range deps {
-			deps[i] = i
-		}
-		specs = append(specs, UnitSpec{Params: params, Deps: deps, Reduce: true})
+		specs = reduceTree(specs, params)
 	}
 	if err := checkUnits(name, len(specs), hint); err != nil {
 		return nil, 0, err
@@ -114,6 +110,9 @@ func (p *planned) Assemble(params map[string]string, hint Hint, results [][]byte
 	name := p.Name()
 	if p.native {
 		return p.Op.Assemble(params, hint, results)
+	}
+	if p.merge.Kind == MergeNone {
+		return nil, fmt.Errorf("%s: merge none: the input is not a dataset: %w", name, ErrBadParam)
 	}
 	results, err := firstCopy(name, results, hint)
 	if err != nil {
@@ -150,6 +149,9 @@ func (p *planned) AssembleStored(params map[string]string, hint Hint, rs Results
 		}
 		_, err = w.Write(out)
 		return err
+	}
+	if p.merge.Kind == MergeNone {
+		return fmt.Errorf("%s: merge none: the input is not a dataset: %w", name, ErrBadParam)
 	}
 	rs, err := firstCopyOf(name, rs, hint)
 	if err != nil {

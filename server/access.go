@@ -68,6 +68,28 @@ func (s *Server) blobVisible(ctx context.Context, p principal, id string) (bool,
 	return s.db.IsModule(ctx, id)
 }
 
+// memberVisible reports whether blob id is a member of dataset, which p
+// may read: the members of a dataset are readable with it, whoever
+// stored them (a job's output dataset holds that job's results).
+func (s *Server) memberVisible(ctx context.Context, p principal, dataset, id string) (bool, error) {
+	if dataset == "" || !store.ValidID(dataset) {
+		return false, nil
+	}
+	if ok, err := s.blobVisible(ctx, p, dataset); err != nil || !ok {
+		return false, err
+	}
+	d, ok, err := s.dataset(ctx, dataset)
+	if err != nil || !ok {
+		return false, err
+	}
+	for _, m := range d.Members {
+		if m.Blob == id {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // othersNeed reports whether, for a caller p that does not see
 // everything, blob is needed by an owner other than p's: one of
 // uploaders, or one of jobs (its unfinished users and kept outputs)

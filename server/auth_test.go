@@ -181,6 +181,17 @@ func matrixFixture(t *testing.T, c *cluster, wk *testWorker) map[string]fixture 
 		"DELETE /v1/blobs/{id}": {adminClient, func(c *cluster) request {
 			return request{path: api.PathBlobs + "/" + c.put([]byte("to delete "+uniq()))}
 		}},
+		"POST /v1/datasets": {adminClient, func(c *cluster) request {
+			b := []byte("member " + uniq())
+			return request{path: api.PathDatasets, body: js(api.DatasetRequest{Members: []api.DatasetMember{
+				{Name: "m", Size: int64(len(b)), Blob: c.put(b)}}})}
+		}},
+		"GET /v1/datasets/{id}": {adminClient, func(c *cluster) request {
+			b := []byte("matrix blob")
+			info, err := c.c.PutDataset(ctx, []api.DatasetMember{{Name: "m", Size: int64(len(b)), Blob: c.put(b)}})
+			must(err)
+			return request{path: api.PathDatasets + "/" + info.ID}
+		}},
 		"GET /v1/jobs": {lookers, func(c *cluster) request { return request{path: api.PathJobs} }},
 		"POST /v1/jobs": {adminClient, func(c *cluster) request {
 			return request{path: api.PathJobs, body: js(api.JobRequest{Op: "noop", Input: c.put([]byte("matrix blob"))})}

@@ -58,6 +58,8 @@ func (s *Server) routes() []route {
 		{api.PathBlobs + "/{id}", get, anyRole, s.getBlob},
 		{api.PathBlobs + "/{id}", head, anyRole, s.getBlob},
 		{api.PathBlobs + "/{id}", del, clientSide, s.deleteBlob},
+		{api.PathDatasets, post, clientSide, s.postDataset},
+		{api.PathDatasets + "/{id}", get, clientSide, s.getDataset},
 		{api.PathJobs, get, lookers, s.listJobs},
 		{api.PathJobs, post, clientSide, s.postJob},
 		{api.PathJobs + "/{id}", get, lookers, s.getJob},
@@ -153,12 +155,17 @@ func writeJSON(w http.ResponseWriter, code int, v any) error {
 // readJSON decodes a JSON request body of at most MaxRequest bytes into v,
 // rejecting unknown fields, so a misspelt field is an error, not ignored.
 func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, what string, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequest))
+	return s.readJSONMax(w, r, what, v, s.cfg.MaxRequest)
+}
+
+// readJSONMax is readJSON with a bound of its own on the body.
+func (s *Server) readJSONMax(w http.ResponseWriter, r *http.Request, what string, v any, limit int64) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return fmt.Errorf("%s: body larger than %d bytes: %w", what, s.cfg.MaxRequest, err)
+			return fmt.Errorf("%s: body larger than %d bytes: %w", what, limit, err)
 		}
 		if errors.Is(err, io.EOF) {
 			return kindf(errBadRequest, "%s: empty body; send a JSON object", what)
@@ -281,7 +288,12 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
 	} else if ok, err := s.blobVisible(r.Context(), p, id); err != nil {
 		return err
 	} else if !ok {
-		return kindf(errNotFound, "no blob %s on this server", id)
+		if ok, err := s.memberVisible(r.Context(), p, r.URL.Query().Get("dataset"), id); err != nil || !ok {
+			if err != nil {
+				return err
+			}
+			return kindf(errNotFound, "no blob %s on this server", id)
+		}
 	}
 	f, _, err := s.blobs.Open(id)
 	if errors.Is(err, store.ErrNotFound) {

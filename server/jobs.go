@@ -33,6 +33,14 @@ func (s *Server) submitWith(ctx context.Context, req api.JobRequest, o submitOpt
 	if err := s.room("job request", 0); err != nil {
 		return api.JobStatus{}, err
 	}
+	switch {
+	case req.Input != "" && len(req.Inputs) > 0:
+		return api.JobStatus{}, kindf(errBadRequest, "job request: give input or inputs, not both")
+	case len(req.Inputs) > 1:
+		return s.submitFanIn(ctx, req, o)
+	case len(req.Inputs) == 1:
+		req.Input, req.Inputs = req.Inputs[0], nil
+	}
 	if parent, ok, err := inputJob(req.Input); err != nil {
 		return api.JobStatus{}, err
 	} else if ok {
@@ -88,8 +96,12 @@ func (s *Server) splitJob(ctx context.Context, rec store.Job, jo jobOps, input s
 	units, err := s.split(ctx, rec, jo, input)
 	if err != nil {
 		s.unpin(input)
+		return nil, err
 	}
-	return units, err
+	if len(rec.Spec.InputSizes) > 0 && jo.main.module != "" {
+		addFiles(units, input, rec.Spec.InputNames, rec.Spec.InputSizes)
+	}
+	return units, nil
 }
 
 func (s *Server) split(ctx context.Context, rec store.Job, jo jobOps, input string) ([]store.Unit, error) {
@@ -101,6 +113,14 @@ func (s *Server) split(ctx context.Context, rec store.Job, jo jobOps, input stri
 		return nil, err
 	}
 	defer in.Close()
+	if d, ok, err := s.dataset(ctx, input); err != nil {
+		return nil, fmt.Errorf("job input: %w", err)
+	} else if ok {
+		return s.splitDataset(ctx, rec, jo, d)
+	}
+	if jo.merge.Kind == ops.MergeNone {
+		return nil, kindf(errBadRequest, "job request: merge none keeps a dataset's members apart, and the input %s is no dataset; merge by concat or reduce:OP", input)
+	}
 	// Split and the units read the input at offsets, which cannot be
 	// checked as they go: the whole input is checked once, streamed.
 	if err := s.blobs.Verify(ctx, input); err != nil {
@@ -230,6 +250,9 @@ func (s *Server) jobRecord(req api.JobRequest) (store.Job, error) {
 type jobOps struct {
 	op           ops.Op
 	main, reduce resolved
+	// split and merge are the job's own (zero: the operation's).
+	split ops.Split
+	merge ops.Merge
 	// extra are the reserved parameters of main's (0) and reduce's (1)
 	// units when they run modules.
 	extra [2]map[string]string
@@ -262,6 +285,7 @@ func (s *Server) jobOps(j store.Job) (jobOps, error) {
 		}
 		reduce = jo.reduce.op
 	}
+	jo.split, jo.merge = sp, mg
 	if jo.op, err = ops.Planned(jo.main.op, sp, mg, reduce); err != nil {
 		return jobOps{}, opsError("job request", err)
 	}
@@ -430,6 +454,11 @@ func (h hooks) Assemble(ctx context.Context, j *lifecycle.Job) (string, int64, e
 // memory.
 func (s *Server) assembleOutput(ctx context.Context, j *lifecycle.Job) (string, int64, error) {
 	r := runOf(j)
+	if d, ok, err := s.dataset(ctx, j.Rec.Input); err != nil {
+		return "", 0, fmt.Errorf("assemble: %w", err)
+	} else if ok {
+		return s.assembleDataset(ctx, j, d)
+	}
 	st, ok := r.ops.op.(ops.Streamer)
 	if !ok {
 		results, err := s.readResults(j)
@@ -688,7 +717,7 @@ func (s *Server) jobStatus(j store.Job) api.JobStatus {
 		Units:   api.UnitCounts{Total: j.Total, Done: j.Done, Failed: j.Failed, Running: j.Running, Retries: j.Retries},
 		Timings: api.Timings{Submitted: j.Submitted, Started: j.Started, Finished: j.Finished, ComputeNanos: j.ComputeNanos},
 		Module:  j.Spec.Module, Split: j.Spec.Split, Merge: j.Spec.Merge, InputJob: j.Spec.InputJob,
-		Pipeline: j.Spec.Pipeline, Step: j.Spec.Step,
+		Pipeline: j.Spec.Pipeline, Step: j.Spec.Step, Inputs: j.Spec.Inputs,
 	}
 	if len(st.Params) == 0 {
 		st.Params = nil
@@ -704,6 +733,9 @@ func (s *Server) jobStatus(j store.Job) api.JobStatus {
 	}
 	if j.Spec.InputJob != 0 && j.Total == 0 && !j.State.Final() {
 		st.Error = fmt.Sprintf("waiting for job %d, whose output is the input", j.Spec.InputJob)
+		if len(j.Spec.Inputs) > 0 {
+			st.Error = fmt.Sprintf("waiting for job %d, whose output is one of the inputs", j.Spec.InputJob)
+		}
 	}
 	if r := s.lc.Job(j.ID); r != nil && !j.State.Final() {
 		done, running, compute, started := r.Counts()

@@ -28,6 +28,9 @@ type submitOpts struct {
 	who      principal
 	pipeline uint64
 	step     string
+	// names are the files a fan-in's inputs are for a module (nil: by
+	// inputName).
+	names []string
 }
 
 // inputJob parses "job:ID".
@@ -118,18 +121,25 @@ func (h hooks) Release(ctx context.Context, id uint64, p store.Job) error {
 	if err != nil {
 		return err
 	}
-	units, err := s.splitJob(ctx, j, jo, p.Output)
+	input := p.Output
+	if len(j.Spec.Inputs) > 0 {
+		if input, err = s.releaseFanIn(ctx, &j); err != nil || input == "" {
+			return err
+		}
+		defer s.unpin(input)
+	}
+	units, err := s.splitJob(ctx, j, jo, input)
 	if err != nil {
 		return fmt.Errorf("split the output of job %d: %v", p.ID, err)
 	}
-	defer s.unpinUnits(p.Output, units)
-	if err := s.db.SetUnits(ctx, id, p.Output, units); err != nil {
+	defer s.unpinUnits(input, units)
+	if err := s.db.SetUnits(ctx, id, input, units); err != nil {
 		if s.isClosing() {
 			return nil // it resumes at the next start
 		}
 		return fmt.Errorf("store its units: %w", err)
 	}
-	j.Input, j.Total = p.Output, len(units)
+	j.Input, j.Total = input, len(units)
 	if err := s.start(j, jo, units); err != nil {
 		s.log.Warn("job could not start", "job", id, "err", err)
 		return nil
@@ -161,24 +171,35 @@ func (s *Server) submitPipeline(ctx context.Context, who principal, req api.Pipe
 		}
 		index[st.Name] = i
 	}
-	// deps[i] is the step whose output step i reads, or -1.
-	deps := make([]int, len(req.Steps))
+	// deps[i] are the steps whose outputs step i reads.
+	deps := make([][]int, len(req.Steps))
 	for i, st := range req.Steps {
-		deps[i] = -1
-		from, ok := strings.CutPrefix(st.Input, api.InputStepPrefix)
-		switch {
-		case ok:
-			d, known := index[from]
-			if !known {
-				return bad("step %q: input %q names no step of the pipeline (steps: %s)", st.Name, st.Input, stepNames(req.Steps))
+		if st.Input != "" && len(st.Inputs) > 0 {
+			return bad("step %q: give input or inputs, not both", st.Name)
+		}
+		ins := st.InputList()
+		if len(ins) == 0 {
+			return bad("step %q: no input; give a blob id, step:NAME or job:ID", st.Name)
+		}
+		if len(ins) > api.MaxInputs {
+			return bad("step %q: %d inputs; a step joins at most %d", st.Name, len(ins), api.MaxInputs)
+		}
+		for _, in := range ins {
+			from, ok := strings.CutPrefix(in, api.InputStepPrefix)
+			switch {
+			case ok:
+				d, known := index[from]
+				if !known {
+					return bad("step %q: input %q names no step of the pipeline (steps: %s)", st.Name, in, stepNames(req.Steps))
+				}
+				deps[i] = append(deps[i], d)
+			case strings.HasPrefix(in, api.InputJobPrefix):
+				if _, _, err := inputJob(in); err != nil {
+					return bad("step %q: %v", st.Name, err)
+				}
+			case !store.ValidID(in):
+				return bad("step %q: input %q: want a blob id, step:NAME or job:ID", st.Name, in)
 			}
-			deps[i] = d
-		case strings.HasPrefix(st.Input, api.InputJobPrefix):
-			if _, _, err := inputJob(st.Input); err != nil {
-				return bad("step %q: %v", st.Name, err)
-			}
-		case !store.ValidID(st.Input):
-			return bad("step %q: input %q: want a blob id, step:NAME or job:ID", st.Name, st.Input)
 		}
 		if _, err := s.jobRecord(st.JobRequest); err != nil {
 			return api.PipelineStatus{}, withKind(err, fmt.Errorf("pipeline: step %q: %w", st.Name, err))
@@ -199,8 +220,21 @@ func (s *Server) submitPipeline(ctx context.Context, who principal, req api.Pipe
 		o := submitOpts{who: who, pipeline: p.ID, step: st.Name}
 		var js api.JobStatus
 		var err error
-		if deps[i] >= 0 {
-			js, err = s.submitAfter(ctx, jr, jobs[deps[i]], o)
+		if ins := jr.InputList(); len(ins) > 1 {
+			// A join: step:NAME becomes job:ID, and NAME the file a
+			// module finds its output as.
+			jr.Input, jr.Inputs, o.names = "", make([]string, len(ins)), make([]string, len(ins))
+			for k, in := range ins {
+				jr.Inputs[k], o.names[k] = in, inputName(in)
+				if from, ok := strings.CutPrefix(in, api.InputStepPrefix); ok {
+					jr.Inputs[k] = api.InputJobPrefix + strconv.FormatUint(jobs[index[from]], 10)
+					o.names[k] = from
+				}
+			}
+			js, err = s.submitWith(ctx, jr, o)
+		} else if len(deps[i]) > 0 {
+			jr.Input, jr.Inputs = "", nil
+			js, err = s.submitAfter(ctx, jr, jobs[deps[i][0]], o)
 		} else {
 			js, err = s.submitWith(ctx, jr, o)
 		}
@@ -234,29 +268,43 @@ func stepNames(steps []api.PipelineStep) string {
 	return strings.Join(names, ", ")
 }
 
-// topoOrder orders the steps so that each comes after its input step; a
-// cycle is an error naming its steps.
-func topoOrder(steps []api.PipelineStep, deps []int) ([]int, error) {
-	var order []int
+// topoOrder orders the steps so that each comes after its input steps;
+// a cycle is an error naming its steps.
+func topoOrder(steps []api.PipelineStep, deps [][]int) ([]int, error) {
+	order := make([]int, 0, len(steps))
 	state := make([]int, len(steps)) // 0 new, 1 on the path, 2 placed
-	for i := range steps {
-		var path []int
-		for j := i; j >= 0 && state[j] != 2; j = deps[j] {
-			if state[j] == 1 {
-				k := slices.Index(path, j)
-				names := make([]string, 0, len(path)-k+1)
-				for _, c := range path[k:] {
-					names = append(names, strconv.Quote(steps[c].Name))
-				}
-				names = append(names, strconv.Quote(steps[j].Name))
-				return nil, fmt.Errorf("the steps' inputs form a cycle: %s", strings.Join(names, " reads "))
+	var path []int
+	// visit places step i after its inputs; the depth is at most
+	// len(steps) (maxSteps).
+	var visit func(i int) error
+	visit = func(i int) error {
+		switch state[i] {
+		case 2:
+			return nil
+		case 1:
+			k := slices.Index(path, i)
+			names := make([]string, 0, len(path)-k+1)
+			for _, c := range path[k:] {
+				names = append(names, strconv.Quote(steps[c].Name))
 			}
-			state[j] = 1
-			path = append(path, j)
+			names = append(names, strconv.Quote(steps[i].Name))
+			return fmt.Errorf("the steps' inputs form a cycle: %s", strings.Join(names, " reads "))
 		}
-		for k := len(path) - 1; k >= 0; k-- {
-			state[path[k]] = 2
-			order = append(order, path[k])
+		state[i] = 1
+		path = append(path, i)
+		for _, d := range deps[i] {
+			if err := visit(d); err != nil {
+				return err
+			}
+		}
+		path = path[:len(path)-1]
+		state[i] = 2
+		order = append(order, i)
+		return nil
+	}
+	for i := range steps {
+		if err := visit(i); err != nil {
+			return nil, err
 		}
 	}
 	return order, nil

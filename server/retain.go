@@ -78,11 +78,25 @@ func (s *Server) activeBlobs() map[string]bool {
 func (s *Server) dropIntermediates(j *lifecycle.Job) {
 	results, spare, output := j.Blobs()
 	ids := make([]string, 0, len(j.Units)+len(results)+len(spare))
-	for _, u := range j.Units {
-		ids = append(ids, u.Blob)
+	// The units of a job over a dataset read its members, which stay,
+	// also where a result has the bytes of one.
+	in, isDataset, err := s.dataset(context.Background(), j.Rec.Input)
+	if err == nil && !isDataset {
+		for _, u := range j.Units {
+			ids = append(ids, u.Blob)
+		}
 	}
 	ids = append(append(ids, results...), spare...)
 	keep := map[string]bool{"": true, output: true, j.Rec.Input: true}
+	for _, m := range in.Members {
+		keep[m.Blob] = true
+	}
+	// An output dataset's members may have the bytes of a result.
+	if d, ok, err := s.dataset(context.Background(), output); err == nil && ok {
+		for _, m := range d.Members {
+			keep[m.Blob] = true
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
@@ -194,7 +208,14 @@ func (s *Server) expire(ctx context.Context, t time.Time) error {
 			return err
 		}
 		for _, j := range due {
-			n, bytes := s.dropBlobs(ctx, j.ID, []string{j.Output}, nil)
+			ids := []string{j.Output}
+			// An output dataset's members go with it.
+			if d, ok, err := s.dataset(ctx, j.Output); err == nil && ok {
+				for _, m := range d.Members {
+					ids = append(ids, m.Blob)
+				}
+			}
+			n, bytes := s.dropBlobs(ctx, j.ID, ids, nil)
 			if err := s.db.ExpireOutput(ctx, j.ID); err != nil {
 				return err
 			}

@@ -113,41 +113,51 @@ func (r *run) keepTwin(unit uint64, id string, data []byte) {
 	r.twinBytes += len(data)
 }
 
-// reader returns an open reader of blob, opened once per job. A blob
-// the job did not verify yet (a resumed job's) is verified first: units
-// read it at offsets, which are not checked as they are read.
-func (r *run) reader(s *Server, j *lifecycle.Job, blob string) (store.Reader, error) {
+// maxReaders bounds the blobs a run keeps open: a job over a dataset
+// reads from as many blobs as it has members.
+const maxReaders = 64
+
+// reader returns an open reader of blob, opened once per job for up to
+// maxReaders blobs; call done when through with it (it closes a reader
+// the run does not keep). A blob the job did not verify yet (a resumed
+// job's) is verified first: units read it at offsets, which are not
+// checked as they are read.
+func (r *run) reader(s *Server, j *lifecycle.Job, blob string) (rd store.Reader, done func(), err error) {
+	keep := func() {}
 	r.mu.Lock()
 	rd, checked := r.readers[blob], r.checked[blob]
 	r.mu.Unlock()
 	if rd != nil {
-		return rd, nil
+		return rd, keep, nil
 	}
 	if !checked {
 		ctx, cancel := s.lifetime()
 		err := s.blobs.Verify(ctx, blob)
 		cancel()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	rd, _, err := s.blobs.Open(blob)
+	rd, _, err = s.blobs.Open(blob)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.checked[blob] = true
 	if j.Ended() {
 		rd.Close()
-		return nil, fmt.Errorf("job %d ended", j.ID)
+		return nil, nil, fmt.Errorf("job %d ended", j.ID)
 	}
 	if old := r.readers[blob]; old != nil {
 		rd.Close() // another stream opened it meanwhile
-		return old, nil
+		return old, keep, nil
+	}
+	if len(r.readers) >= maxReaders {
+		return rd, func() { rd.Close() }, nil
 	}
 	r.readers[blob] = rd
-	return rd, nil
+	return rd, keep, nil
 }
 
 func (r *run) closeReaders() {
@@ -174,10 +184,11 @@ func (r *run) message(s *Server, j *lifecycle.Job, a sched.Assignment, buf, scra
 
 	inputs := make([][]byte, 1, 1+len(deps))
 	if u.Blob != "" && u.Len > 0 {
-		rd, err := r.reader(s, j, u.Blob)
+		rd, done, err := r.reader(s, j, u.Blob)
 		if err != nil {
 			return buf, scratch, fmt.Errorf("open its data: %w", err)
 		}
+		defer done()
 		if int64(cap(scratch)) < u.Len {
 			scratch = make([]byte, u.Len)
 		}

@@ -351,12 +351,14 @@ func (d *Disk) Verify(ctx context.Context, id string) error {
 }
 
 func (d *Disk) verify(ctx context.Context, id string) error {
-	r, _, err := d.Open(id)
+	r, size, err := d.Open(id)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	buf := make([]byte, verifyBuf)
+	// A small blob (a dataset's member) gets a small buffer: one read
+	// to its end and one to see EOF.
+	buf := make([]byte, min(verifyBuf, size+1))
 	for {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -105,6 +105,14 @@ type JobSpec struct {
 	// Pipeline and Step place the job in a pipeline.
 	Pipeline uint64 `json:"pipeline,omitempty"`
 	Step     string `json:"step,omitempty"`
+	// Inputs are the inputs of a fan-in job (blob IDs and job:ID), in
+	// order, InputNames the names of the files a module finds them as,
+	// and InputSizes their sizes once joined. Input is their
+	// concatenation once they are all there; until then InputJob is one
+	// of the jobs it waits for.
+	Inputs     []string `json:"inputs,omitempty"`
+	InputNames []string `json:"input_names,omitempty"`
+	InputSizes []int64  `json:"input_sizes,omitempty"`
 }
 
 // Unit is a computation unit's record.

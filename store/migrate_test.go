@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -60,7 +61,7 @@ func TestMigrateV1(t *testing.T) {
 	j1 := must[Job](t)(s.Job(ctx, 1))
 	if j1.Op != "blur" || j1.Input != "in1" || j1.Params["radius"] != "5" || j1.State != JobDone || j1.Output != "out1" ||
 		j1.Total != 2 || j1.Done != 2 || j1.ComputeNanos != 1234 || !j1.Submitted.Equal(sub) || !j1.Finished.Equal(fin) ||
-		j1.TileW != 256 || j1.InFlight != 16 || j1.Spec != (JobSpec{}) || j1.Retries != 0 {
+		j1.TileW != 256 || j1.InFlight != 16 || !reflect.ValueOf(j1.Spec).IsZero() || j1.Retries != 0 {
 		t.Errorf("job 1 after migration: %+v", j1)
 	}
 	u1 := must[[]Unit](t)(s.Units(ctx, 1))

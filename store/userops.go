@@ -183,10 +183,10 @@ func (s *SQLite) SetUnits(ctx context.Context, id uint64, input string, units []
 }
 
 func specJSON(sp JobSpec) string {
-	if sp == (JobSpec{}) {
-		return ""
+	if b := toJSON(sp); b != "{}" {
+		return b
 	}
-	return toJSON(sp)
+	return ""
 }
 
 // Pipeline is a pipeline's record: its steps' names and jobs.

@@ -29,6 +29,8 @@
 //     cryptographically random bytes (random_get);
 //   - no files: nothing is preopened, so path_open fails (ENOTCAPABLE or
 //     EBADF) and a module cannot read or write the host's filesystem;
+//     RunFiles alone preopens FilesDir (/in), a read-only directory of
+//     the files it is given, in memory;
 //   - no network: no sockets are preopened;
 //   - sleeping (poll_oneoff on a clock) returns at once.
 //

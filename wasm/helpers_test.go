@@ -39,6 +39,7 @@ var builds = []struct {
 	{"flood", "flood.c", nil},
 	{"errflood", "errflood.c", nil},
 	{"open", "open.c", nil},
+	{"files", "files.c", nil},
 	{"clock", "clock.c", nil},
 	{"envimport", "envimport.c", nil},
 	{"tickimport", "tickimport.c", nil},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
 	"strings"
@@ -174,6 +175,11 @@ func (e *Engine) putState(st *runState) {
 // If the module was evicted from its Engine (Config.MaxModules), Run
 // compiles it again first.
 func (m *Module) Run(ctx context.Context, name string, stdin []byte, env map[string]string, lim Limits) ([]byte, error) {
+	return m.run(ctx, name, stdin, nil, env, lim)
+}
+
+// run is Run, with fsys (if not nil) mounted at FilesDir.
+func (m *Module) run(ctx context.Context, name string, stdin []byte, fsys fs.FS, env map[string]string, lim Limits) ([]byte, error) {
 	e := m.e
 	if e.done.Load() {
 		return nil, fmt.Errorf("wasm: run %s: %w", name, ErrClosed)
@@ -208,6 +214,7 @@ func (m *Module) Run(ctx context.Context, name string, stdin []byte, env map[str
 	if err != nil {
 		return nil, fmt.Errorf("wasm: run %s: %w", name, err)
 	}
+	cfg = withFiles(cfg, fsys)
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errTimeout)
 	defer cancel()

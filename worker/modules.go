@@ -148,6 +148,11 @@ func (m *modules) close() {
 	}
 }
 
+// InputsEnv is the environment variable that lists, one a line, the
+// names of the files a module unit finds in wasm.FilesDir, in the order
+// its input holds them.
+const InputsEnv = "BRAID_INPUTS"
+
 // run runs the unit u of a module with hash.
 func (m *modules) run(ctx context.Context, g *gate, hash string, u *api.Unit) ([]byte, time.Duration, error) {
 	name := u.Params[api.ParamOpName]
@@ -188,12 +193,27 @@ func (m *modules) run(ctx context.Context, g *gate, hash string, u *api.Unit) ([
 	default:
 		stdin = bytes.Join(u.Inputs, nil)
 	}
+	var files []wasm.File
+	if spec, ok := u.Params[api.ParamFiles]; ok {
+		parts, err := api.ParseFiles(spec, int64(len(stdin)))
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", name, err)
+		}
+		names := make([]string, len(parts))
+		off := int64(0)
+		for i, p := range parts {
+			files = append(files, wasm.File{Name: p.Name, Data: stdin[off : off+p.Len : off+p.Len]})
+			names[i] = p.Name
+			off += p.Len
+		}
+		env[InputsEnv] = strings.Join(names, "\n")
+	}
 	if err := g.acquire(ctx); err != nil {
 		return nil, 0, err
 	}
 	defer g.release()
 	start := time.Now()
-	out, err := mod.Run(ctx, name, stdin, env, lim)
+	out, err := mod.RunFiles(ctx, name, stdin, files, env, lim)
 	return out, time.Since(start), err
 }
 

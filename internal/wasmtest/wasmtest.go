@@ -172,6 +172,29 @@ int main(void) {
 }
 `
 
+// Files writes, for each name in BRAID_INPUTS (one a line, the files
+// of a fan-in or a dataset member in /in), "NAME: N bytes" from its
+// file in /in, then the bytes of stdin.
+const Files = `#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(void) {
+	const char *env = getenv("BRAID_INPUTS");
+	char names[4096] = "";
+	if (env) strncpy(names, env, sizeof names - 1);
+	for (char *n = strtok(names, "\n"); n; n = strtok(NULL, "\n")) {
+		char path[512]; snprintf(path, sizeof path, "/in/%s", n);
+		FILE *f = fopen(path, "r");
+		if (!f) { printf("%s: cannot open\n", n); continue; }
+		long k = 0; while (getc(f) != EOF) k++;
+		fclose(f);
+		printf("%s: %ld bytes\n", n, k);
+	}
+	int c; while ((c = getchar()) != EOF) putchar(c);
+	return 0;
+}
+`
+
 // Fail writes a message to stderr and exits with code 3.
 const Fail = `#include <stdio.h>
 int main(void) { fprintf(stderr, "cannot parse record 7"); return 3; }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package mapreduce
+
+const raceEnabled = false

@@ -1,0 +1,393 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/lifecycle"
+	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/store"
+)
+
+// Datasets. A dataset is a blob, its manifest (api.Dataset: JSON, members
+// sorted by name, each a name, a size and a blob ID), so that storing,
+// fetching, checking and removing it are a blob's. A blob is a dataset
+// when it begins with api.DatasetMagic.
+//
+// A job whose input is a dataset maps its operation over every member:
+// each member is split as the job's split cuts one input (whole when it
+// names none), its units read the member's blob, and they come member by
+// member in name order. The merge concat joins all the units' results in
+// that order; reduce:OP reduces them all in one tree (ops.ReduceFanIn);
+// none joins each member's results apart, into a new blob each, and the
+// output is a new dataset of the same names. A module's unit finds its
+// member's bytes as /in/NAME too.
+//
+// While the job runs its members are kept as the blobs of its units are;
+// when it ends they stay (dropIntermediates keeps a dataset input's
+// blobs, and its members where a result has the same bytes). An output
+// dataset's members go with its manifest when the output expires
+// (expire). The store's BlobKept does not know datasets: a member of an
+// output dataset (not an upload) with the very bytes of an intermediate
+// result of an unrelated job goes with that job's intermediates. An
+// index of members in the store would close that.
+
+// maxManifest bounds a manifest, and the body of a dataset request: some
+// 400 bytes for each of api.MaxMembers.
+const maxManifest = api.MaxMembers * 400
+
+// isDataset reports whether blob id begins as a manifest does. A missing
+// blob is no dataset.
+func (s *Server) isDataset(id string) (bool, error) {
+	f, size, err := s.blobs.Open(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if size < int64(len(api.DatasetMagic)) {
+		return false, nil
+	}
+	b := make([]byte, len(api.DatasetMagic))
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return false, fmt.Errorf("read blob %s: %w", id, err)
+	}
+	return string(b) == api.DatasetMagic, nil
+}
+
+// dataset reads and checks the manifest of dataset id; ok is false if
+// the blob is no dataset.
+func (s *Server) dataset(ctx context.Context, id string) (d api.Dataset, ok bool, err error) {
+	if ok, err := s.isDataset(id); err != nil || !ok {
+		return d, false, err
+	}
+	if err := s.blobs.Verify(ctx, id); err != nil {
+		return d, true, fmt.Errorf("dataset %s: its manifest: %w", id, err)
+	}
+	f, size, err := s.blobs.Open(id)
+	if err != nil {
+		return d, true, fmt.Errorf("dataset %s: %w", id, err)
+	}
+	defer f.Close()
+	if size > maxManifest {
+		return d, true, fmt.Errorf("dataset %s: a manifest of %d bytes is larger than the limit of %d", id, size, maxManifest)
+	}
+	dec := json.NewDecoder(io.NewSectionReader(f, 0, size))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return d, true, kindf(errBadRequest, "dataset %s: its manifest does not decode: %v", id, err)
+	}
+	if err := d.Check(); err != nil {
+		return d, true, kindf(errBadRequest, "dataset %s: its manifest is invalid: %v", id, err)
+	}
+	return d, true, nil
+}
+
+// makeDataset stores the manifest of members, which must be blobs of
+// this server and no datasets, as an upload.
+func (s *Server) makeDataset(ctx context.Context, p principal, members []api.DatasetMember) (api.DatasetInfo, error) {
+	d := api.Dataset{Format: api.DatasetFormat, Members: slices.Clone(members)}
+	slices.SortFunc(d.Members, func(a, b api.DatasetMember) int { return strings.Compare(a.Name, b.Name) })
+	if err := d.Check(); err != nil {
+		return api.DatasetInfo{}, kindf(errBadRequest, "%v", err)
+	}
+	var total int64
+	for _, m := range d.Members {
+		info, err := s.blobs.Stat(m.Blob)
+		if err == nil {
+			var ok bool
+			if ok, err = s.blobVisible(ctx, p, m.Blob); err == nil && !ok {
+				err = store.ErrNotFound // another owner's: as if it did not exist
+			}
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return api.DatasetInfo{}, kindf(errNotFound, "dataset: member %q: no blob %s on this server; upload it first (braid put)", m.Name, m.Blob)
+		}
+		if err != nil {
+			return api.DatasetInfo{}, err
+		}
+		if info.Size != m.Size {
+			return api.DatasetInfo{}, kindf(errBadRequest, "dataset: member %q: blob %s has %d bytes, not %d", m.Name, m.Blob, info.Size, m.Size)
+		}
+		if ok, err := s.isDataset(m.Blob); err != nil {
+			return api.DatasetInfo{}, err
+		} else if ok {
+			return api.DatasetInfo{}, kindf(errBadRequest, "dataset: member %q: blob %s is a dataset; datasets do not nest", m.Name, m.Blob)
+		}
+		total += m.Size
+	}
+	id, err := s.putManifest(ctx, d, p.owner(), true)
+	if err != nil {
+		return api.DatasetInfo{}, err
+	}
+	return api.DatasetInfo{ID: id, Members: len(d.Members), Size: total}, nil
+}
+
+// putManifest stores d's manifest and returns its ID; as an upload (kept
+// until deleted) if upload.
+func (s *Server) putManifest(ctx context.Context, d api.Dataset, owner string, upload bool) (string, error) {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return "", err
+	}
+	if !bytes.HasPrefix(b, []byte(api.DatasetMagic)) {
+		return "", fmt.Errorf("dataset: the manifest does not begin with %s", api.DatasetMagic)
+	}
+	if err := s.room("dataset", int64(len(b))); err != nil {
+		return "", err
+	}
+	st, err := s.blobs.Stage(ctx, bytes.NewReader(b))
+	if err != nil {
+		return "", storageError("dataset", err)
+	}
+	defer st.Discard()
+	s.pin(st.ID)
+	defer s.unpin(st.ID)
+	if err := st.Commit(ctx); err != nil {
+		return "", storageError("dataset", err)
+	}
+	if upload {
+		if err := s.db.AddUpload(ctx, st.ID, owner); err != nil {
+			return "", storageError("dataset: record it", err)
+		}
+	}
+	return st.ID, nil
+}
+
+func (s *Server) postDataset(w http.ResponseWriter, r *http.Request) error {
+	var req api.DatasetRequest
+	if err := s.readJSONMax(w, r, "dataset", &req, maxManifest); err != nil {
+		return err
+	}
+	info, err := s.makeDataset(r.Context(), caller(r), req.Members)
+	if err != nil {
+		return err
+	}
+	s.log.Info("dataset stored", "blob", info.ID, "members", info.Members, "bytes", info.Size)
+	w.Header().Set("Location", api.PathDatasets+"/"+info.ID)
+	return writeJSON(w, http.StatusCreated, &info)
+}
+
+func (s *Server) getDataset(w http.ResponseWriter, r *http.Request) error {
+	id, err := blobID(r)
+	if err != nil {
+		return err
+	}
+	if p := caller(r); p.role != api.RoleWorker {
+		if ok, err := s.blobVisible(r.Context(), p, id); err != nil {
+			return err
+		} else if !ok {
+			return kindf(errNotFound, "no dataset %s on this server", id)
+		}
+	}
+	d, ok, err := s.dataset(r.Context(), id)
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		return writeJSON(w, http.StatusOK, &d)
+	}
+	if _, err := s.blobs.Stat(id); errors.Is(err, store.ErrNotFound) {
+		if gone := s.expiredOutput(r.Context(), id); gone != nil {
+			return gone
+		}
+		return kindf(errNotFound, "no dataset %s on this server", id)
+	}
+	return kindf(errBadRequest, "blob %s is not a dataset (braid get fetches it as a file)", id)
+}
+
+// datasetMembers opens, one after the other, the members of d for
+// ops.SplitEach, each checked against its sha256 and its size in the
+// manifest first. Close the last one with close.
+type datasetMembers struct {
+	s    *Server
+	ctx  context.Context
+	d    api.Dataset
+	open store.Reader
+}
+
+func (dm *datasetMembers) member(i int) (io.ReaderAt, int64, error) {
+	dm.close()
+	m := dm.d.Members[i]
+	if err := dm.s.blobs.Verify(dm.ctx, m.Blob); errors.Is(err, store.ErrNotFound) {
+		return nil, 0, kindf(errNotFound, "dataset member %q: its blob %s is missing on this server; upload it again and make the dataset anew", m.Name, m.Blob)
+	} else if err != nil {
+		return nil, 0, fmt.Errorf("dataset member %q: %w", m.Name, err)
+	}
+	f, size, err := dm.s.blobs.Open(m.Blob)
+	if err != nil {
+		return nil, 0, fmt.Errorf("dataset member %q: %w", m.Name, err)
+	}
+	dm.open = f
+	if size != m.Size {
+		return nil, 0, kindf(errBadRequest, "dataset member %q: blob %s has %d bytes, the manifest says %d", m.Name, m.Blob, size, m.Size)
+	}
+	return f, size, nil
+}
+
+func (dm *datasetMembers) close() {
+	if dm.open != nil {
+		dm.open.Close()
+		dm.open = nil
+	}
+}
+
+// splitDataset splits a job over dataset d: see the top of this file.
+func (s *Server) splitDataset(ctx context.Context, rec store.Job, jo jobOps, d api.Dataset) ([]store.Unit, error) {
+	dm := &datasetMembers{s: s, ctx: ctx, d: d}
+	defer dm.close()
+	hint := ops.Hint{Units: rec.Units, TileW: rec.TileW, TileH: rec.TileH, Repeat: rec.Repeat}
+	specs, err := ops.SplitEach(jo.main.op, jo.split, jo.merge, jo.reduce.op, len(d.Members), dm.member, rec.Params, hint)
+	if err != nil {
+		var ke *kindError
+		if errors.As(err, &ke) {
+			return nil, err
+		}
+		return nil, opsError("job request", err)
+	}
+	units := make([]store.Unit, len(specs))
+	for i, sp := range specs {
+		u := store.Unit{ID: uint64(i), Params: sp.Params, Reduce: sp.Reduce}
+		for _, d := range sp.Deps {
+			u.Deps = append(u.Deps, uint64(d))
+		}
+		if sp.Member >= 0 {
+			m := d.Members[sp.Member]
+			u.Blob, u.Off, u.Len = m.Blob, sp.Off, sp.Len
+			if jo.main.module != "" {
+				u.Params = withParam(sp.Params, api.ParamFiles, api.EncodeFiles([]api.FilePart{{Name: m.Name, Len: sp.Len}}))
+			}
+		}
+		units[i] = u
+	}
+	return units, nil
+}
+
+// memberGroups returns, for each member of d, the indexes of the units
+// that map it, from the units as splitDataset made them: member by
+// member, each unit reading its member's blob. Members with the same
+// bytes (one blob) split alike, so a run of units of one blob is shared
+// evenly among the run of members it holds.
+func memberGroups(d api.Dataset, units []store.Unit) ([][]int, error) {
+	groups := make([][]int, len(d.Members))
+	u := 0
+	for m := 0; m < len(d.Members); {
+		blob := d.Members[m].Blob
+		k := m
+		for k < len(d.Members) && d.Members[k].Blob == blob {
+			k++
+		}
+		start := u
+		for u < len(units) && !units[u].Reduce && units[u].Blob == blob {
+			u++
+		}
+		n, same := u-start, k-m
+		if n == 0 || n%same != 0 {
+			return nil, fmt.Errorf("the units do not match the dataset's members at member %q", d.Members[m].Name)
+		}
+		for i := range same {
+			for x := start + i*n/same; x < start+(i+1)*n/same; x++ {
+				groups[m+i] = append(groups[m+i], x)
+			}
+		}
+		m = k
+	}
+	return groups, nil
+}
+
+// assembleDataset assembles the output of a job over dataset d.
+func (s *Server) assembleDataset(ctx context.Context, j *lifecycle.Job, d api.Dataset) (string, int64, error) {
+	r := runOf(j)
+	rr := &runResults{s: s, ids: j.ResultIDs()}
+	switch r.ops.merge.Kind {
+	case ops.MergeReduce:
+		return s.putResults(ctx, rr, []int{rr.Len() - 1})
+	case ops.MergeNone:
+	default:
+		all := make([]int, rr.Len())
+		for i := range all {
+			all[i] = i
+		}
+		return s.putResults(ctx, rr, all)
+	}
+	groups, err := memberGroups(d, j.Units)
+	if err != nil {
+		return "", 0, err
+	}
+	out := api.Dataset{Format: api.DatasetFormat, Members: make([]api.DatasetMember, len(d.Members))}
+	var total int64
+	for i, g := range groups {
+		id, size, err := s.putResults(ctx, rr, g)
+		if err != nil {
+			return "", 0, fmt.Errorf("member %q: %w", d.Members[i].Name, err)
+		}
+		out.Members[i] = api.DatasetMember{Name: d.Members[i].Name, Size: size, Blob: id}
+		total += size
+	}
+	id, err := s.putManifest(ctx, out, "", false)
+	return id, total, err
+}
+
+// putResults stores the results idx of rr, joined in order, as a blob.
+func (s *Server) putResults(ctx context.Context, rr *runResults, idx []int) (string, int64, error) {
+	id, size, err := s.blobs.Put(ctx, &resultsReader{rr: rr, idx: idx})
+	if err != nil {
+		return "", 0, storageError("store the output", err)
+	}
+	return id, size, nil
+}
+
+// resultsReader reads results one after the other.
+type resultsReader struct {
+	rr  *runResults
+	idx []int
+	cur ops.Result
+	off int64
+}
+
+func (rd *resultsReader) Read(p []byte) (int, error) {
+	for {
+		if rd.cur == nil {
+			if len(rd.idx) == 0 {
+				return 0, io.EOF
+			}
+			res, err := rd.rr.Open(rd.idx[0])
+			if err != nil {
+				return 0, err
+			}
+			rd.cur, rd.off, rd.idx = res, 0, rd.idx[1:]
+		}
+		n, err := rd.cur.ReadAt(p, rd.off)
+		rd.off += int64(n)
+		if rd.off >= rd.cur.Size() || (err != nil && err != io.EOF) {
+			rd.cur.Close()
+			rd.cur = nil
+			if err != nil && err != io.EOF {
+				return n, err
+			}
+		}
+		if n > 0 {
+			return n, nil
+		}
+	}
+}
+
+// withParam returns a copy of params with k set to v.
+func withParam(params map[string]string, k, v string) map[string]string {
+	p := make(map[string]string, len(params)+1)
+	for key, val := range params {
+		p[key] = val
+	}
+	p[k] = v
+	return p
+}
