@@ -324,3 +324,40 @@ def test_insecure_http(binary):
         with braid.Client(cl.url, key=cl.key) as c:  # HTTPS to a plain-HTTP server
             with pytest.raises(braid.Unreachable):
                 c.health()
+
+
+def test_datasets(client, cluster, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    files = {f"part-{i:02d}": (f"member {i}\n" * (i + 1)).encode() for i in range(5)}
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    ds = client.put_dataset(src)
+    manifest = client.dataset(ds)
+    assert [m["name"] for m in manifest["members"]] == sorted(files)
+
+    # Mapped over every member and concatenated in name order.
+    cat = client.submit("noop", ds)
+    assert client.get_bytes(cat) == b"".join(files[n] for n in sorted(files))
+
+    # Per member: an output dataset of the same names.
+    per = client.submit("noop", ds, merge="none")
+    n = client.get_dataset(per, tmp_path / "out")
+    assert n == sum(len(b) for b in files.values())
+    for name, data in files.items():
+        assert (tmp_path / "out" / name).read_bytes() == data
+
+    # Another client sees none of it.
+    p = cluster.braid("token", "create", "--role", "client", "--name", "pytest-other", "--json")
+    with braid.Client(cluster.url, token=json.loads(p.stdout)["join"]) as other:
+        with pytest.raises(braid.NotFound):
+            other.dataset(ds)
+
+    with pytest.raises(braid.ConfigurationError, match="no files"):
+        client.put_dataset([])
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "same").write_bytes(b"1")
+    (tmp_path / "b" / "same").write_bytes(b"2")
+    with pytest.raises(braid.ConfigurationError, match="two files named 'same'"):
+        client.put_dataset([tmp_path / "a" / "same", tmp_path / "b" / "same"])

@@ -650,9 +650,12 @@ class Client:
             return blob.result()
         return blob
 
-    def _download(self, bid: str, w: BinaryIO) -> int:
+    def _download(self, bid: str, w: BinaryIO, dataset: Optional[str] = None) -> int:
         op = f"download blob {bid}"
-        r = self._t.request(op, "GET", "/v1/blobs/" + urllib.parse.quote(bid, safe=""))
+        path = "/v1/blobs/" + urllib.parse.quote(bid, safe="")
+        if dataset:
+            path += "?dataset=" + urllib.parse.quote(dataset, safe="")
+        r = self._t.request(op, "GET", path)
         length = r.header("Content-Length")
         want = int(length) if length and length.isdigit() else -1
         h = hashlib.sha256()
@@ -675,6 +678,66 @@ class Client:
             raise errors.IntegrityError(
                 f"{op}: the bytes received hash to sha256 {h.hexdigest()}, not to the blob's id: refused")
         return n
+
+    # Datasets.
+
+    def put_dataset(self, source: Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]) -> str:
+        """Uploads the files of a directory (not its subdirectories), or the
+        files given, as a dataset, and returns its id: the sha256 of its
+        manifest, usable as a job's input (the operation maps over every
+        member) like a blob id. Members are named by their file names,
+        which must differ.
+
+        Raises:
+            ConfigurationError: no files, or two files of one name.
+        """
+        if isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
+            d = os.fspath(source)
+            paths = [os.path.join(d, n) for n in sorted(os.listdir(d)) if os.path.isfile(os.path.join(d, n))]
+        elif isinstance(source, (str, os.PathLike)):
+            paths = [os.fspath(source)]
+        else:
+            paths = [os.fspath(p) for p in source]
+        names = [os.path.basename(p) for p in paths]
+        if not paths:
+            raise errors.ConfigurationError("put dataset: no files: a dataset needs at least one member")
+        if len(set(names)) != len(names):
+            dup = sorted(n for n in set(names) if names.count(n) > 1)[0]
+            raise errors.ConfigurationError(f"put dataset: two files named {dup!r}: members are named by their file names")
+        members = []
+        for p, n in zip(paths, names):
+            info = self.put_info(p)
+            members.append({"name": n, "size": int(info["size"]), "blob": str(info["id"])})
+        return str(self._t.json("make dataset", "POST", "/v1/datasets", {"members": members})["id"])
+
+    def dataset(self, dataset: Union[str, Job]) -> Dict[str, Any]:
+        """The manifest of a dataset (or of a done job's output dataset):
+        {"format", "members": [{"name", "size", "blob"}, ...]}."""
+        did = self._blob_id(dataset)
+        return self._t.json(f"dataset {did}", "GET", "/v1/datasets/" + urllib.parse.quote(did, safe=""))
+
+    def get_dataset(self, dataset: Union[str, Job], directory: Union[str, "os.PathLike[str]"]) -> int:
+        """Downloads every member of a dataset (or of a done job's output
+        dataset) into directory, made if missing, each checked as
+        :meth:`get` checks a blob; returns the bytes written."""
+        did = self._blob_id(dataset)
+        d = self.dataset(did)
+        os.makedirs(directory, exist_ok=True)
+        total = 0
+        for m in d.get("members") or []:
+            dest = os.path.join(os.fspath(directory), m["name"])
+            fd, tmp = tempfile.mkstemp(prefix=".braid-", suffix=".part", dir=os.fspath(directory))
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    total += self._download(m["blob"], f, dataset=did)
+                os.replace(tmp, dest)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+        return total
 
     def blobs(self) -> List[Dict[str, Any]]:
         """The stored blobs: {"id", "size"} each."""
