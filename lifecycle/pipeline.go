@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/braid-hpc/braid/store"
 )
@@ -13,8 +14,11 @@ import (
 // stored without units, and released (split and Added, by
 // Hooks.Release) when it is done, or failed when it fails.
 
-// WaitFor makes job id wait for job parent. If parent is not active nor
-// waiting itself (it finished meanwhile), id is released at once.
+// WaitFor makes job id wait for job parent. If parent is neither active
+// nor waiting here, the store says whether it ended (id is released at
+// once) or not: it is between two waits (a join released by one input
+// job waits for the next) or another server runs it, and its end
+// releases id (finish, failWaiting or Sweep).
 func (l *Lifecycle) WaitFor(id, parent uint64) {
 	l.mu.Lock()
 	_, running := l.jobs[parent]
@@ -22,7 +26,12 @@ func (l *Lifecycle) WaitFor(id, parent uint64) {
 	l.waiting[parent] = append(l.waiting[parent], id)
 	l.pending[id] = parent
 	l.mu.Unlock()
-	if !running && !waiting {
+	if running || waiting {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if p, err := l.store.Job(ctx, parent); err != nil || p.State.Final() {
 		l.releaseLater(parent)
 	}
 }
