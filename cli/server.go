@@ -154,6 +154,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	workerNets := fs.StringSlice("worker-networks", nil, "`CIDR`s whose addresses a worker registering with a worker token may give as its data plane, "+
 		"besides the address it connects from (comma-separated, e.g. 10.1.0.0/16,10.2.0.0/16); the server dials no other address for such workers")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data-plane paths to workers: tcp, mptcp, sctp or sctp-udp (workers must listen with the same)")
+	probe := pathProbeFlag(fs)
 	plain := plaintextFlag(fs)
 	durable := fs.Bool("durable", false, "sync unit results and every database commit to disk (slower; survives power loss)")
 	name := fs.String("name", "", "this server's `name` among the servers sharing a postgres:// --db, unique and the same across restarts (default HOST:PORT)")
@@ -229,7 +230,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 		DataPlaneTimeout: *dataTimeout, InFlight: *inFlight, MaxThreads: *maxThreads, WorkerNetworks: nets, Durable: *durable, Logger: log,
 		UnitMem: limits.Memory, UnitOutput: limits.Output, UnitTimeout: limits.Timeout, MaxTries: *maxTries, MaxModule: maxModule.Bytes(),
 		MaxBlob: maxUpload.Bytes(), MaxData: maxData.Bytes(), Retain: retain.d, MaxConns: *maxConns,
-		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},
+		Transport: probe(&transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain}),
 		TLSCert:   *tlsCert, TLSKey: *tlsKey, InsecureHTTP: *insecure, Name: *name, TakeoverAfter: *takeover,
 	})
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/transport"
 	"github.com/braid-hpc/braid/worker"
+
+	"github.com/spf13/pflag"
 )
 
 func init() {
@@ -57,6 +59,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		"a job asking more fails (default: a quarter of the RAM divided by --threads, at least 256M)")
 	name := fs.String("name", "", "`name` in listings (default: the host name)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data plane: tcp, mptcp, sctp or sctp-udp (the server must dial with the same)")
+	probe := pathProbeFlag(fs)
 	plain := plaintextFlag(fs)
 	sctp := addSCTPFlags(fs)
 	auth := addControlFlags(fs)
@@ -122,7 +125,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	w, err := worker.New(worker.Config{
 		Servers: urls, Key: a.key, Token: a.token, Fingerprint: a.fingerprint, InsecureHTTP: a.insecure, Listen: splitList(*listen), Advertise: splitList(*advertise), Threads: *threads,
 		Ops: reg, Modules: modules, ModuleDir: *moduleDir, ModuleCache: cacheSize, MaxUnitMem: unitMem, Name: *name, Logger: log,
-		Transport: &transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain},
+		Transport: probe(&transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain}),
 	})
 	if err != nil {
 		env.Errorf("%v", err)
@@ -154,3 +157,18 @@ func defaultModuleDir() string {
 }
 
 func getenv(name string) string { return strings.TrimSpace(os.Getenv(name)) }
+
+// pathProbeFlag adds --path-probe, how often each data-plane path is
+// probed, and returns what sets it in a transport configuration: a path
+// is down after five probes' silence. A cluster of hundreds of workers
+// probes less often (1s): every session's paths are probed at both ends.
+func pathProbeFlag(fs *pflag.FlagSet) func(*transport.Config) *transport.Config {
+	d := fs.Duration("path-probe", 0, "how often each data-plane path is probed; a path is down after 5 probes without an answer "+
+		"(default 100ms; 1s for clusters of hundreds of workers, which then notice a dead path in 5s)")
+	return func(c *transport.Config) *transport.Config {
+		if *d > 0 {
+			c.HeartbeatInterval, c.PathTimeout = *d, 5**d
+		}
+		return c
+	}
+}

@@ -182,6 +182,9 @@ type job struct {
 	ready     queue             // dynamic: ready units
 	owned     map[string]*queue // static: ready units by owner
 	running   []*unit           // units with copies out, by first dispatch
+	// backupFrom is where in running the next search for a backup copy
+	// starts (backupFor).
+	backupFrom int
 }
 
 type unit struct {
@@ -692,16 +695,32 @@ func (s *Scheduler) share(j *job, u *unit) int {
 // further copy; copies still queued do not count, as they cost nothing
 // yet.
 func (s *Scheduler) backupFor(j *job, w *worker) *unit {
-	// Drop units no longer out from the list as we go.
+	// Drop units no longer out from the list first.
 	keep := j.running[:0]
-	var found *unit
-	foundDepth, foundSince := -1, uint64(0)
 	for _, u := range j.running {
 		if u.done || len(u.copies) == 0 {
 			u.listed = false
 			continue
 		}
 		keep = append(keep, u)
+	}
+	clear(j.running[len(keep):])
+	j.running = keep
+	// At most maxBackupScan units are weighed a call, from where the
+	// last call stopped: with a thousand streams idle at a job's end, each
+	// weighing every unit out, the tail would cost the square of the
+	// workers.
+	n := len(j.running)
+	if n == 0 {
+		return nil
+	}
+	scan := min(n, maxBackupScan)
+	from := j.backupFrom % n
+	j.backupFrom = from + scan
+	var found *unit
+	foundDepth, foundSince := -1, uint64(0)
+	for i := range scan {
+		u := j.running[(from+i)%n]
 		if !w.runs(u) || u.failedOnWorker(w.ID) {
 			continue // a backup must not go where the unit failed
 		}
@@ -727,10 +746,12 @@ func (s *Scheduler) backupFor(j *job, w *worker) *unit {
 			found, foundDepth, foundSince = u, start, since
 		}
 	}
-	clear(j.running[len(keep):])
-	j.running = keep
 	return found
 }
+
+// maxBackupScan bounds the units out that one search for a backup copy
+// weighs.
+const maxBackupScan = 128
 
 // depth returns how many units are ahead of copy c on its stream, and,
 // if none is, since when (in events) c has been running.
