@@ -541,3 +541,29 @@ func TestDynamicShare(t *testing.T) {
 		t.Errorf("equal: a's first stream took %d, want its 3", len(got))
 	}
 }
+
+// TestBackupsBeyondOneSearch: with more units out than one search for a
+// backup weighs (maxBackupScan), idle streams still back up every unit
+// out on the busy worker, each once: the searches go on from where the
+// last one stopped.
+func TestBackupsBeyondOneSearch(t *testing.T) {
+	const n = 3*maxBackupScan + 7
+	s := New(Config{InFlight: 1})
+	s.SetWorker(Worker{ID: "busy", Streams: n, Ops: []string{"op"}})
+	s.SetWorker(Worker{ID: "idle", Streams: n, Ops: []string{"op"}})
+	mustAdd(t, s, Job{ID: 1, Units: units(n, "op")})
+	for st := range n {
+		next(t, s, "busy", st)
+	}
+	backed := map[uint64]bool{}
+	for st := range n {
+		a := next(t, s, "idle", st)
+		if !a.Backup || backed[a.Unit] {
+			t.Fatalf("idle stream %d got %+v; want a backup of a unit not backed up yet", st, a)
+		}
+		backed[a.Unit] = true
+	}
+	if len(backed) != n {
+		t.Errorf("%d of %d units backed up", len(backed), n)
+	}
+}
