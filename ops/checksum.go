@@ -22,6 +22,9 @@ const DefaultChunk = 4 << 20
 
 type checksum struct{}
 
+// splitsItself: its units carry their step (chunk or reduce).
+func (checksum) splitsItself() {}
+
 func (checksum) Name() string { return "checksum" }
 func (checksum) Info() Info {
 	return Info{

@@ -58,6 +58,9 @@ func SplitEach(op Op, sp Split, mg Merge, reduce Op, members int, member func(i 
 	switch {
 	case op.Info().Tiles:
 		return nil, fmt.Errorf("%s: takes an image; a job over a dataset runs operations on bytes: %w", name, ErrBadParam)
+	case splitsItself(op):
+		return nil, fmt.Errorf("%s: splits its input itself (its units are not byte ranges), so it cannot map over a dataset's members; "+
+			"run it on each member's blob, or on the members joined (--input repeated): %w", name, ErrBadParam)
 	case sp.Kind == SplitTiles:
 		return nil, fmt.Errorf("%s: split %s: a job over a dataset splits its members by bytes or lines: %w", name, sp, ErrBadParam)
 	case mg.Kind == MergeTiles:
@@ -107,4 +110,14 @@ func SplitEach(op Op, sp Split, mg Merge, reduce Op, members int, member func(i 
 		out = append(out, MemberSpec{UnitSpec: s, Member: -1})
 	}
 	return out, nil
+}
+
+// selfSplitter is an operation whose units are its own Split's, not
+// byte ranges any split could make (checksum's chunks and reduce unit):
+// SplitEach cannot map it over a dataset's members.
+type selfSplitter interface{ splitsItself() }
+
+func splitsItself(op Op) bool {
+	_, ok := op.(selfSplitter)
+	return ok
 }

@@ -72,6 +72,7 @@ func TestSplitEach(t *testing.T) {
 		members int
 	}{
 		{Blur(), Hint{}, 3},
+		{Checksum(), Hint{}, 3}, // its units are its own split's: chunks and a reduce unit
 		{Noop(), Hint{Repeat: 2}, 3},
 		{Noop(), Hint{}, 0},
 	} {

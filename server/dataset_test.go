@@ -175,6 +175,7 @@ func TestDatasetRefused(t *testing.T) {
 		{api.JobRequest{Op: "noop", Input: a, Merge: "none"}, http.StatusBadRequest, "merge none keeps a dataset's members apart"},
 		{api.JobRequest{Op: "noop", Inputs: []string{a, ds}}, http.StatusBadRequest, "input 2 (" + ds + ") is a dataset"},
 		{api.JobRequest{Op: "blur", Input: ds}, http.StatusBadRequest, "takes an image"},
+		{api.JobRequest{Op: "checksum", Input: ds, Merge: "none"}, http.StatusBadRequest, "splits its input itself"},
 		{api.JobRequest{Op: "noop", Input: ds, Repeat: 3}, http.StatusBadRequest, "not units, tiles or repeat"},
 		{api.JobRequest{Op: "noop", Input: gone}, http.StatusNotFound, `dataset member "lost": its blob ` + lost + ` is missing`},
 		{api.JobRequest{Op: "noop", Input: bad}, 0, `dataset member "rot"`},
