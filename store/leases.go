@@ -298,14 +298,14 @@ func (s *SQLite) ClaimJobs(ctx context.Context, l Lease, all bool) ([]Job, error
 	if err != nil {
 		return nil, leaseErr(l.Name, fmt.Errorf("claim jobs: %w", err))
 	}
-	return s.jobsByID(ctx, ids)
+	return jobsByID(ctx, s.Job, ids)
 }
 
-// jobsByID reads the jobs ids, in that order.
-func (s *SQLite) jobsByID(ctx context.Context, ids []uint64) ([]Job, error) {
+// jobsByID reads the jobs ids with job, in that order.
+func jobsByID(ctx context.Context, job func(context.Context, uint64) (Job, error), ids []uint64) ([]Job, error) {
 	out := make([]Job, 0, len(ids))
 	for _, id := range ids {
-		j, err := s.Job(ctx, id)
+		j, err := job(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -466,15 +466,7 @@ func (p *Postgres) ClaimJobs(ctx context.Context, l Lease, all bool) ([]Job, err
 	if err != nil {
 		return nil, leaseErr(l.Name, fmt.Errorf("claim jobs: %w", p.wrap(err)))
 	}
-	out := make([]Job, 0, len(ids))
-	for _, id := range ids {
-		j, err := p.Job(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, j)
-	}
-	return out, nil
+	return jobsByID(ctx, p.Job, ids)
 }
 
 // ownersBatch bounds the IDs of one Owners query.
@@ -490,7 +482,7 @@ func (s *SQLite) Owners(ctx context.Context, ids []uint64) (map[uint64]JobOwner,
 		for i, id := range batch {
 			args[i] = int64(min(id, math.MaxInt64))
 		}
-		rows, err := s.db.QueryContext(ctx, "SELECT id, state, server, epoch FROM jobs WHERE id IN ("+placeholders(len(batch))+")", args...)
+		rows, err := s.db.QueryContext(ctx, "SELECT id, state, server, epoch FROM jobs WHERE id IN "+valueRows(1, len(batch)), args...)
 		if err != nil {
 			return nil, fmt.Errorf("store: owners: %w", wrapDB(err))
 		}
@@ -501,17 +493,6 @@ func (s *SQLite) Owners(ctx context.Context, ids []uint64) (map[uint64]JobOwner,
 		}
 	}
 	return out, nil
-}
-
-func placeholders(n int) string {
-	b := make([]byte, 0, 2*n)
-	for i := range n {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '?')
-	}
-	return string(b)
 }
 
 func scanOwners(rows interface {
