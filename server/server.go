@@ -86,6 +86,10 @@ type Server struct {
 	started bool
 	closing bool
 	stop    chan struct{} // closed when Run begins to shut down
+	beats   *beats        // heartbeats waiting to be written
+	beatDB  interface {   // where they are written: db, or a test's wrapper
+		Heartbeats(context.Context, []store.Beat) (int, error)
+	}
 
 	// bg counts the goroutines Run waits for: peers, the removal of
 	// blobs, the reaper.
@@ -104,6 +108,7 @@ func New(cfg Config) (*Server, error) {
 		token: api.Token(cfg.Key),
 		peers: map[string]*peer{},
 		stop:  make(chan struct{}),
+		beats: newBeats(),
 		wake:  make(chan struct{}, 1),
 		sched: sched.New(sched.Config{InFlight: cfg.InFlight, MaxTries: cfg.MaxTries}),
 	}
@@ -142,8 +147,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	var state lifecycle.Store = s.db
+	s.beatDB = s.db
 	if cfg.wrapState != nil {
-		state = wrappedState{s.db, cfg.wrapState(s.db)}
+		w := cfg.wrapState(s.db)
+		state, s.beatDB = wrappedState{s.db, w}, w
 	}
 	if cfg.wrapResults != nil {
 		s.results = cfg.wrapResults(s.results)
@@ -257,6 +264,7 @@ func (s *Server) Run(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(s.ln) }()
 	s.bg.Go(s.reap)
+	s.bg.Go(s.writeBeats)
 	if s.shared {
 		s.bg.Go(s.renew)
 		s.bg.Go(s.sync)

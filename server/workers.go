@@ -196,9 +196,7 @@ func (s *Server) heartbeat(ctx context.Context, id string, hb api.Heartbeat) (ap
 	p.mu.Lock()
 	p.computing = hb.Jobs
 	p.mu.Unlock()
-	if err := s.db.Heartbeat(ctx, id, hb.Running, hb.Queued, hb.Load); err != nil {
-		return api.Registration{}, err
-	}
+	s.beats.add(store.Beat{Worker: id, Running: hb.Running, Queued: hb.Queued, Load: hb.Load})
 	return s.registration(id), nil
 }
 

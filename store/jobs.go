@@ -159,6 +159,14 @@ type UnitResult struct {
 // UnitKey names one unit.
 type UnitKey struct{ Job, ID uint64 }
 
+// Beat is one worker's heartbeat, as Heartbeats records it: the units
+// it runs and holds queued, and its load.
+type Beat struct {
+	Worker          string
+	Running, Queued int
+	Load            float64
+}
+
 // Worker is a worker's record: what it registered and how it is doing.
 type Worker struct {
 	// ID is assigned by RegisterWorker ("w1", "w2", ...), never reused.
@@ -254,8 +262,11 @@ type Jobs interface {
 	// worker is replaced (ErrNotFound if unknown), keeping Registered
 	// and Done. LastSeen becomes now either way.
 	RegisterWorker(ctx context.Context, w Worker) (Worker, error)
-	// Heartbeat records a worker's sign of life and load.
-	Heartbeat(ctx context.Context, id string, running, queued int, load float64) error
+	// Heartbeats records the signs of life and load of many workers in
+	// one write, each seen now; it returns how many workers it updated.
+	// A beat of a worker no longer stored (deleted meanwhile) is
+	// skipped. A batch holds at most one beat per worker.
+	Heartbeats(ctx context.Context, beats []Beat) (int, error)
 	// Worker returns one worker.
 	Worker(ctx context.Context, id string) (Worker, error)
 	// Workers returns every worker, by registration order.

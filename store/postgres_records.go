@@ -51,17 +51,24 @@ func (p *Postgres) RegisterWorker(ctx context.Context, w Worker) (Worker, error)
 	return out, nil
 }
 
-// Heartbeat implements Jobs.
-func (p *Postgres) Heartbeat(ctx context.Context, id string, running, queued int, load float64) error {
-	tag, err := p.pool.Exec(ctx, "UPDATE workers SET last_seen = $1, running = $2, queued = $3, load = $4 WHERE id = $5",
-		nanos(p.now()), running, queued, load, id)
+// Heartbeats implements Jobs: one statement for the whole batch. A
+// worker has an ID per server it registered with, so the batches of two
+// servers never update the same rows.
+func (p *Postgres) Heartbeats(ctx context.Context, beats []Beat) (int, error) {
+	if len(beats) == 0 {
+		return 0, nil
+	}
+	ids, running, queued, load := make([]string, len(beats)), make([]int64, len(beats)), make([]int64, len(beats)), make([]float64, len(beats))
+	for i, b := range beats {
+		ids[i], running[i], queued[i], load[i] = b.Worker, int64(b.Running), int64(b.Queued), b.Load
+	}
+	tag, err := p.pool.Exec(ctx, `UPDATE workers AS w SET last_seen = $1, running = b.running, queued = b.queued, load = b.load
+		FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::float8[]) AS b(id, running, queued, load)
+		WHERE w.id = b.id`, nanos(p.now()), ids, running, queued, load)
 	if err != nil {
-		return fmt.Errorf("store: heartbeat of worker %s: %w", id, p.wrap(err))
+		return 0, fmt.Errorf("store: heartbeats of %d workers: %w", len(beats), p.wrap(err))
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("store: heartbeat of worker %s: %w", id, ErrNotFound)
-	}
-	return nil
+	return int(tag.RowsAffected()), nil
 }
 
 // Worker implements Jobs.

@@ -1142,17 +1142,34 @@ func (s *SQLite) RegisterWorker(ctx context.Context, w Worker) (Worker, error) {
 	return out, nil
 }
 
-// Heartbeat implements Jobs.
-func (s *SQLite) Heartbeat(ctx context.Context, id string, running, queued int, load float64) error {
-	res, err := s.db.ExecContext(ctx, "UPDATE workers SET last_seen = ?, running = ?, queued = ?, load = ? WHERE id = ?",
-		nanos(s.now()), running, queued, load, id)
+// Heartbeats implements Jobs: one transaction for the whole batch.
+func (s *SQLite) Heartbeats(ctx context.Context, beats []Beat) (int, error) {
+	if len(beats) == 0 {
+		return 0, nil
+	}
+	n := 0
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		st, err := tx.PrepareContext(ctx, "UPDATE workers SET last_seen = ?, running = ?, queued = ?, load = ? WHERE id = ?")
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		now := nanos(s.now())
+		for _, b := range beats {
+			res, err := st.ExecContext(ctx, now, b.Running, b.Queued, b.Load, b.Worker)
+			if err != nil {
+				return err
+			}
+			k, _ := res.RowsAffected()
+			n += int(k)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("store: heartbeat of worker %s: %w", id, wrapDB(err))
+		return 0, fmt.Errorf("store: heartbeats of %d workers: %w", len(beats), wrapDB(err))
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("store: heartbeat of worker %s: %w", id, ErrNotFound)
-	}
-	return nil
+	return n, nil
 }
 
 // Worker implements Jobs.

@@ -23,7 +23,7 @@ func fill(t *testing.T, s store.Meta) {
 	if err := s.DeleteWorker(ctx, "w3"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Heartbeat(ctx, w1.ID, 1, 2, 0.625); err != nil {
+	if _, err := s.Heartbeats(ctx, []store.Beat{{Worker: w1.ID, Running: 1, Queued: 2, Load: 0.625}}); err != nil {
 		t.Fatal(err)
 	}
 	j, units := sampleJob()

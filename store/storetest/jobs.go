@@ -286,12 +286,21 @@ func testWorkers(t *testing.T, h *harness) {
 	if w1.ID != "w1" || w2.ID != "w2" || w1.Registered.IsZero() || !slices.Equal(w1.Addresses, []string{"10.0.0.1:7420", "10.1.0.1:7420"}) {
 		t.Fatalf("registered %+v and %+v", w1, w2)
 	}
-	if err := s.Heartbeat(ctx, "w1", 2, 1, 0.75); err != nil {
-		t.Fatal(err)
+	// One batch of beats updates each worker named, and skips a worker
+	// no longer stored.
+	if n, err := s.Heartbeats(ctx, []store.Beat{{Worker: "w1", Running: 2, Queued: 1, Load: 0.75},
+		{Worker: "w9", Running: 5}, {Worker: "w2", Queued: 3, Load: 0.5}}); n != 2 || err != nil {
+		t.Fatalf("heartbeats of w1, w9 and w2: %d updated, %v", n, err)
 	}
 	got := must[store.Worker](t)(s.Worker(ctx, "w1"))
 	if got.Running != 2 || got.Queued != 1 || got.Load != 0.75 || !got.LastSeen.After(w1.LastSeen) {
 		t.Errorf("after heartbeat: %+v", got)
+	}
+	if got := must[store.Worker](t)(s.Worker(ctx, "w2")); got.Running != 0 || got.Queued != 3 || got.Load != 0.5 || !got.LastSeen.After(w2.LastSeen) {
+		t.Errorf("w2 after heartbeat: %+v", got)
+	}
+	if n, err := s.Heartbeats(ctx, nil); n != 0 || err != nil {
+		t.Errorf("no heartbeats: %d, %v", n, err)
 	}
 	// Re-registration updates what the worker said, keeping its history.
 	j := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "noop"}, []store.Unit{{ID: 0}}))
@@ -304,8 +313,8 @@ func testWorkers(t *testing.T, h *harness) {
 	if _, err := s.RegisterWorker(ctx, store.Worker{ID: "w9"}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("update of an unknown worker: %v", err)
 	}
-	if err := s.Heartbeat(ctx, "w9", 0, 0, 0); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("heartbeat of an unknown worker: %v", err)
+	if n, err := s.Heartbeats(ctx, []store.Beat{{Worker: "w9"}}); n != 0 || err != nil {
+		t.Errorf("heartbeat of an unknown worker: %d updated, %v", n, err)
 	}
 	if err := s.DeleteWorker(ctx, "w2"); err != nil {
 		t.Fatal(err)
