@@ -2,16 +2,19 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"os"
-	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/client"
 	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/ops"
-	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/store/storetest"
 	"github.com/braid-hpc/braid/transport"
 	"github.com/braid-hpc/braid/worker"
 )
@@ -23,64 +26,151 @@ func relaxed() *transport.Config {
 }
 
 // BenchmarkManyWorkers runs BRAID_BENCH_WORKERS workers (default 100),
-// one thread each, in this process against one server on loopback, with
-// relaxed heartbeats (one a second, and one probe a path a second), and measures noop units per second
-// through all of them, and the heap the process holds per connected
-// worker (server and worker sides together: an upper bound of the
-// server's share).
+// one thread each, in this process, registered with every one of
+// BRAID_BENCH_SERVERS servers (default 1), each a process of its own on
+// loopback with relaxed timers (a heartbeat a second, one probe a path a
+// second). One server keeps its state in SQLite; several share the
+// PostgreSQL database of BRAID_TEST_POSTGRES and one blob directory (one
+// server does too with BRAID_BENCH_DB=postgres).
+//
+// Each round submits one noop job of 20 units a worker, split evenly
+// over the servers, and waits for all of them. It reports units per
+// second through the whole cluster, the servers' CPU per unit, and the
+// heap the servers hold per connected worker (measured in the server
+// processes alone, after a collection, with every worker connected and
+// before any job, so job state is not counted).
 func BenchmarkManyWorkers(b *testing.B) {
-	n := 100
+	n, k := 100, 1
 	if v, err := strconv.Atoi(os.Getenv("BRAID_BENCH_WORKERS")); err == nil && v > 0 {
 		n = v
 	}
-	c := newCluster(b, func(cfg *server.Config) {
-		cfg.HeartbeatInterval = time.Second
-		cfg.WorkerTimeout = 30 * time.Second
-		cfg.DataPlaneTimeout = 30 * time.Second
-		cfg.Transport = relaxed()
-	})
+	if v, err := strconv.Atoi(os.Getenv("BRAID_BENCH_SERVERS")); err == nil && v > 0 {
+		k = v
+	}
+	var db string
+	blobs := b.TempDir()
+	if k > 1 || os.Getenv("BRAID_BENCH_DB") == "postgres" {
+		db = storetest.Postgres(b).Fresh(b)
+	}
+	servers := make([]*childServer, k)
+	urls := make([]string, k)
+	for i := range servers {
+		sc := sharedConfig{Name: fmt.Sprintf("s%d", i+1), Relaxed: true, Takeover: time.Minute}
+		if db != "" {
+			sc.DB, sc.Blobs = db, "dir:"+blobs
+		}
+		servers[i] = startChildServer(b, sc)
+		urls[i] = servers[i].url
+	}
+	heap := func() uint64 {
+		var sum uint64
+		for _, s := range servers {
+			sum += s.heap(b)
+		}
+		return sum
+	}
+	before := heap()
+
 	noop, err := ops.Builtin().Subset("noop")
 	if err != nil {
 		b.Fatal(err)
 	}
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
-	before := heap()
 	start := time.Now()
 	for range n {
-		c.addWorker(1, func(cfg *worker.Config) {
-			cfg.Ops, cfg.Modules = noop, []string{}
-			cfg.RetryInterval = time.Second
-			cfg.Transport = relaxed()
+		w, err := worker.New(worker.Config{
+			Servers: urls, Key: testKey, Threads: 1, Listen: []string{"127.0.0.1:0"}, Logger: testLogger(),
+			RetryInterval: time.Second, Ops: noop, Modules: []string{}, Transport: relaxed(),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			w.Run(ctx)
+		}()
+		b.Cleanup(func() {
+			cancel()
+			<-done
 		})
 	}
-	if !testwait.Until(5*time.Minute, func() bool {
-		h, err := c.c.Health(context.Background())
-		return err == nil && h.Workers == n
-	}) {
-		b.Fatalf("fewer than %d workers live after 5 minutes", n)
+	clients := make([]*client.Client, k)
+	for i, u := range urls {
+		clients[i] = client.New(u, client.WithKey(testKey))
+		if !testwait.Until(10*time.Minute, func() bool {
+			h, err := clients[i].Health(context.Background())
+			return err == nil && h.Workers == n
+		}) {
+			b.Fatalf("server %d has fewer than %d workers live after 10 minutes", i+1, n)
+		}
 	}
-	b.Logf("%d workers registered in %s", n, time.Since(start).Round(time.Millisecond))
+	b.Logf("%d workers registered with %d servers in %s", n, k, time.Since(start).Round(time.Millisecond))
 	perWorker := float64(heap()-before) / float64(n)
-	in := c.put([]byte("a small unit's input"))
+
+	in, err := clients[0].Put(context.Background(), strings.NewReader("a small unit's input"))
+	if err != nil {
+		b.Fatal(err)
+	}
 	units := 20 * n
 	var done int
 	var busy, cpu time.Duration
 	for b.Loop() {
-		t0, cpu0 := time.Now(), processCPU()
-		st := c.run(api.JobRequest{Op: "noop", Input: in, Repeat: units})
+		t0, cpu0 := time.Now(), serversCPU(b, servers)
+		var wg sync.WaitGroup
+		errs := make([]error, k)
+		for i, c := range clients {
+			share := units / k
+			if i < units%k {
+				share++
+			}
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+				defer cancel()
+				st, err := c.Submit(ctx, api.JobRequest{Op: "noop", Input: in, Repeat: share})
+				if err == nil {
+					st, err = c.Wait(ctx, st.Job, nil)
+				}
+				if err == nil && st.State != api.JobDone {
+					err = fmt.Errorf("job %d %s: %s", st.Job, st.State, st.Error)
+				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
 		busy += time.Since(t0)
-		cpu += processCPU() - cpu0
-		if st.State != api.JobDone {
-			b.Fatalf("job %s: %s", st.State, st.Error)
+		cpu += serversCPU(b, servers) - cpu0
+		for i, err := range errs {
+			if err != nil {
+				b.Fatalf("server %d: %v", i+1, err)
+			}
 		}
 		done += units
 	}
 	b.ReportMetric(float64(done)/busy.Seconds(), "units/s")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(done), "cpu-µs/unit")
-	b.ReportMetric(perWorker/1024, "heap-KB/worker")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(done), "server-cpu-µs/unit")
+	b.ReportMetric(perWorker/1024/float64(k), "server-heap-KB/worker")
 }
+
+// serversCPU returns the user plus system CPU time the server processes
+// have used, from /proc.
+func serversCPU(b *testing.B, servers []*childServer) time.Duration {
+	var sum time.Duration
+	for _, s := range servers {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Fields after the command's closing parenthesis: state is the
+		// 1st, utime the 12th and stime the 13th.
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) < 13 {
+			b.Fatalf("short /proc stat of server %d", s.cmd.Process.Pid)
+		}
+		ut, _ := strconv.ParseUint(f[11], 10, 64)
+		st, _ := strconv.ParseUint(f[12], 10, 64)
+		sum += time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	}
+	return sum
+}
+

@@ -12,6 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,14 +36,22 @@ import (
 type sharedConfig struct {
 	DB, Blobs, Data, Name string
 	Takeover              time.Duration
+	// Relaxed gives the server the timers of a large cluster (see
+	// relaxed), instead of a test's quick ones.
+	Relaxed bool
 }
 
 func (sc sharedConfig) config(log *slog.Logger) server.Config {
-	return server.Config{
+	cfg := server.Config{
 		Listen: "127.0.0.1:0", Data: sc.Data, DB: sc.DB, Blobs: sc.Blobs, Key: testKey, Name: sc.Name,
 		TakeoverAfter: sc.Takeover, HeartbeatInterval: 50 * time.Millisecond, WorkerTimeout: 2 * time.Second,
 		DataPlaneTimeout: 5 * time.Second, Logger: log,
 	}
+	if sc.Relaxed {
+		cfg.HeartbeatInterval, cfg.WorkerTimeout, cfg.DataPlaneTimeout = time.Second, 30*time.Second, 30*time.Second
+		cfg.Transport = relaxed()
+	}
+	return cfg
 }
 
 // startShared runs a server of the shared cluster in this process until
@@ -86,7 +97,21 @@ func runChildServer(spec string) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer cancel()
 	go func() {
-		io.Copy(io.Discard, os.Stdin)
+		// Each line "heap" is answered with the heap in use after a
+		// collection, for BenchmarkManyWorkers; the end of the input
+		// stops the server.
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			if in.Text() == "heap" {
+				runtime.GC()
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				if f := os.Getenv("BRAID_BENCH_HEAP_PROFILE"); f != "" {
+					writeHeapProfile(f + "." + sc.Name)
+				}
+				fmt.Println(m.HeapAlloc)
+			}
+		}
 		cancel()
 	}()
 	if err := srv.Run(ctx); err != nil {
@@ -96,10 +121,24 @@ func runChildServer(spec string) int {
 	return 0
 }
 
+// writeHeapProfile writes the process's heap profile to path, for a
+// look at what a server holds per worker (go tool pprof -sample_index
+// inuse_space).
+func writeHeapProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child server:", err)
+		return
+	}
+	defer f.Close()
+	pprof.Lookup("heap").WriteTo(f, 0)
+}
+
 // childServer is a server process of the shared cluster.
 type childServer struct {
 	cmd   *exec.Cmd
-	stdin io.Closer
+	stdin io.WriteCloser
+	lines chan string // its standard output after the URL
 	url   string
 	mu    sync.Mutex
 	log   bytes.Buffer
@@ -118,7 +157,7 @@ func (cs *childServer) Write(p []byte) (int, error) {
 }
 
 // startChildServer starts a server process; the test's cleanup kills it.
-func startChildServer(t *testing.T, sc sharedConfig) *childServer {
+func startChildServer(t testing.TB, sc sharedConfig) *childServer {
 	t.Helper()
 	sc.Data = t.TempDir()
 	spec, err := json.Marshal(sc)
@@ -152,23 +191,45 @@ func startChildServer(t *testing.T, sc sharedConfig) *childServer {
 			t.Logf("server %s's log:\n%s", sc.Name, cs.log.String())
 		}
 	})
-	line := make(chan string, 1)
+	cs.lines = make(chan string, 16)
 	go func() {
+		defer close(cs.lines)
 		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- sc.Text()
+		for sc.Scan() {
+			select {
+			case cs.lines <- sc.Text():
+			default: // nobody asked
+			}
 		}
-		close(line)
-		io.Copy(io.Discard, out)
 	}()
 	select {
-	case cs.url = <-line:
+	case cs.url = <-cs.lines:
 	case <-time.After(30 * time.Second):
 	}
 	if !strings.HasPrefix(cs.url, "http") {
 		t.Fatalf("server process %s did not start: %s", sc.Name, cs.log.String())
 	}
 	return cs
+}
+
+// heap returns the bytes of heap the server process holds after a
+// collection.
+func (cs *childServer) heap(t testing.TB) uint64 {
+	t.Helper()
+	if _, err := io.WriteString(cs.stdin, "heap\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-cs.lines:
+		n, err := strconv.ParseUint(l, 10, 64)
+		if err != nil {
+			t.Fatalf("server process answered %q to heap", l)
+		}
+		return n
+	case <-time.After(30 * time.Second):
+		t.Fatal("server process did not answer heap in 30 s")
+	}
+	return 0
 }
 
 // sharedWorker runs a worker registered with every server in urls,

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -80,19 +79,25 @@ type secureConn struct {
 	wbuf []byte
 
 	// Read side, used by the lane's one reader.
-	recv  noise.Cipher
-	rseq  uint64
-	raw   *bufio.Reader
-	plain []byte // decrypted bytes not yet read: plain[pos:]
-	pos   int
-	pbuf  []byte
+	recv   noise.Cipher
+	rseq   uint64
+	raw    rawReader
+	plain  []byte // decrypted bytes not yet read: plain[pos:]
+	pos    int
+	pbuf   []byte // plain's buffer when borrowed from the pool, else nil
+	psmall []byte // plain's buffer for small records
 }
+
+// smallRecord is the largest record plaintext decrypted into the
+// channel's own buffer; a larger one borrows a pooled buffer until it is
+// read.
+const smallRecord = 2 << 10
 
 func newSecureConn(c net.Conn, lane uint16, send, recv noise.Cipher, seq uint64) *secureConn {
 	return &secureConn{
 		Conn: c, lane: uint64(lane), send: send, recv: recv, wseq: seq, rseq: seq,
-		raw:  bufio.NewReaderSize(c, 4*(recordHeader+maxRecord+wire.TagLen)),
-		pbuf: make([]byte, 0, maxRecord+wire.TagLen),
+		raw:    rawReader{r: c, small: make([]byte, rawSmall)},
+		psmall: make([]byte, 0, smallRecord+wire.TagLen),
 	}
 }
 
@@ -219,7 +224,17 @@ func (c *secureConn) Read(p []byte) (int, error) {
 	}
 	n := copy(p, c.plain[c.pos:])
 	c.pos += n
+	c.drained()
 	return n, nil
+}
+
+// drained returns a borrowed plaintext buffer once every byte of it was
+// read.
+func (c *secureConn) drained() {
+	if c.pos == len(c.plain) && c.pbuf != nil {
+		putBuf(c.pbuf)
+		c.pbuf, c.plain, c.pos = nil, nil, 0
+	}
 }
 
 // Discard skips n decrypted bytes.
@@ -235,6 +250,7 @@ func (c *secureConn) Discard(n int) (int, error) {
 		k := min(n-done, len(c.plain)-c.pos)
 		c.pos += k
 		done += k
+		c.drained()
 	}
 	return done, nil
 }
@@ -243,10 +259,28 @@ func (c *secureConn) Discard(n int) (int, error) {
 // channel (decrypted or not).
 func (c *secureConn) Buffered() int { return len(c.plain) - c.pos + c.raw.Buffered() }
 
-// fill reads, authenticates and decrypts the next record into plain.
+// fill reads, authenticates and decrypts the next record into plain: a
+// small one into the channel's own buffer, a larger one into a buffer
+// borrowed until it is read.
 func (c *secureConn) fill() error {
-	out, err := c.open(c.pbuf[:0])
+	hdr, err := c.raw.Peek(recordHeader)
 	if err != nil {
+		if len(hdr) > 0 && errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	dst := c.psmall[:0]
+	if n := int(binary.BigEndian.Uint32(hdr)); n > cap(dst) {
+		c.pbuf = getBuf(maxRecord + wire.TagLen)
+		dst = c.pbuf[:0]
+	}
+	out, err := c.open(dst)
+	if err != nil {
+		if c.pbuf != nil {
+			putBuf(c.pbuf)
+			c.pbuf = nil
+		}
 		return err
 	}
 	c.plain, c.pos = out, 0
@@ -282,7 +316,7 @@ func (c *secureConn) open(dst []byte) ([]byte, error) {
 	if c.rseq >= maxSeq {
 		return nil, fmt.Errorf("transport: lane %d received %d records; reconnect for fresh keys", c.lane, c.rseq)
 	}
-	_, _ = c.raw.Discard(recordHeader + n)
+	c.raw.Discard(recordHeader + n)
 	return out, nil
 }
 
