@@ -173,4 +173,3 @@ func serversCPU(b *testing.B, servers []*childServer) time.Duration {
 	}
 	return sum
 }
-
