@@ -397,3 +397,48 @@ func TestErrClosedIsNetErrClosed(t *testing.T) {
 		t.Fatalf("OpenStream on a closed session: %v, want ErrClosed and net.ErrClosed", err)
 	}
 }
+
+// TestIdleChannelHoldsNoLargeBuffers: after a large record is read, and
+// then a small one, the channel gives back the large read and plaintext
+// buffers it borrowed, so an idle channel holds only its small ones.
+// (Keeping the borrowed buffers, as a bufio.Reader of 256 KiB did, fails
+// it; that cost a server 372 KB a connected worker.)
+func TestIdleChannelHoldsNoLargeBuffers(t *testing.T) {
+	a2b, b2a := testCiphers(t)
+	ca, cb := net.Pipe()
+	defer ca.Close()
+	defer cb.Close()
+	w := newSecureConn(ca, 0, a2b, b2a, 0)
+	r := newSecureConn(cb, 0, b2a, a2b, 0)
+	big, small := randBytes(1, maxRecord), randBytes(2, 10)
+	go func() {
+		for _, p := range [][]byte{big, small} {
+			if err := w.writeBuffers([][]byte{p}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	got := make([]byte, len(big)+len(small))
+	for off := 0; off < len(got); {
+		// Reads smaller than a record go through the plaintext buffer.
+		n, err := r.Read(got[off:min(off+777, len(got))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		off += n
+		if off == len(big) && (!r.raw.borrowed || r.pbuf != nil) {
+			// The large record needed both; the plaintext one is back
+			// as soon as it was read.
+			t.Errorf("after the large record: read buffer borrowed %v, plaintext buffer held %v; want true, false",
+				r.raw.borrowed, r.pbuf != nil)
+		}
+	}
+	if !bytes.Equal(got, append(append([]byte(nil), big...), small...)) {
+		t.Fatal("read back other bytes than were written")
+	}
+	if r.raw.borrowed || len(r.raw.buf) != rawSmall || r.pbuf != nil {
+		t.Errorf("idle after a small record: read buffer borrowed %v (%d bytes), plaintext buffer held %v; want only the small ones",
+			r.raw.borrowed, len(r.raw.buf), r.pbuf != nil)
+	}
+}
