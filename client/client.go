@@ -43,6 +43,9 @@ type Client struct {
 	// (failover.go); cur is the one requests go to.
 	group []*Client
 	cur   atomic.Int32
+	// failAfter is how long a member of a group may take to connect, or
+	// to answer a request that changes nothing, before the next is tried.
+	failAfter time.Duration
 
 	mu      sync.Mutex
 	fp      []byte // the pinned fingerprint; nil: not yet
@@ -97,6 +100,31 @@ func WithFingerprint(fp []byte) Option {
 func WithInsecureHTTP() Option {
 	return func(c *Client) { c.insecure = true }
 }
+
+// WithFailoverAfter sets, for a client of several servers, how long a
+// server may take to accept a connection (TCP and TLS) or to begin its
+// answer to a GET or HEAD before the request goes to the next server
+// (default DefaultFailoverAfter). It is what moves a client off a server
+// that is stopped or stalled (SIGSTOP, a hung host): such a server still
+// accepts TCP connections but never answers. A request that changes
+// something (POST, PUT, DELETE) is sent elsewhere only when it cannot
+// have arrived: its connection was refused or not set up in time. A
+// client of one server ignores it.
+func WithFailoverAfter(d time.Duration) Option {
+	return func(c *Client) {
+		if d <= 0 {
+			c.err = fmt.Errorf("client: failover time %v: want a positive duration", d)
+			return
+		}
+		c.failAfter = d
+	}
+}
+
+// DefaultFailoverAfter is the failover time of a client of several
+// servers without WithFailoverAfter: longer than a loaded server takes
+// to answer a status poll (which waits up to a second), short enough that
+// a stalled server costs a user seconds, not minutes.
+const DefaultFailoverAfter = 10 * time.Second
 
 // WithHTTPClient sends requests through hc instead of a default client.
 // If hc's Transport is nil or an *http.Transport, the client uses a copy

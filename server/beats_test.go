@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/store"
 )
@@ -101,4 +102,53 @@ func workerSet(beats []store.Beat) map[string]bool {
 		out[b.Worker] = true
 	}
 	return out
+}
+
+// TestHeartbeatsScaleWithCluster: with more workers than MaxHeartbeats
+// a second allow at the configured interval, the server asks each to
+// beat less often and waits proportionally longer before declaring one
+// dead, and the workers follow. (With the interval fixed, 4 workers
+// beating every 50 ms send about 80 beats a second, not 10.)
+func TestHeartbeatsScaleWithCluster(t *testing.T) {
+	l := &beatLog{held: make(chan struct{})}
+	close(l.held)
+	c := newCluster(t, func(cfg *server.Config) {
+		cfg.MaxHeartbeats = 10 // with 4 workers: one beat each 400 ms
+		server.InjectFaults(cfg, func(j store.Jobs) store.Jobs { l.Jobs = j; return l }, nil)
+	})
+	const workers = 4
+	for range workers {
+		c.addWorker(1, nil)
+	}
+	c.waitWorkers(workers)
+	ws, err := c.c.Workers(t.Context())
+	if err != nil || len(ws) != workers {
+		t.Fatalf("workers: %v, %v", ws, err)
+	}
+	reg, err := c.c.Heartbeat(t.Context(), ws[0].ID, api.Heartbeat{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.HeartbeatMillis != 400 || reg.TimeoutMillis != 3200 {
+		t.Errorf("a heartbeat's answer asks for one each %d ms, dead after %d ms; want 400 and 3200 (the configured 50 and 400, times 8)",
+			reg.HeartbeatMillis, reg.TimeoutMillis)
+	}
+	// Every worker has had a beat answered by now or within 400 ms; count
+	// the beats of the next 2 s: at most about 5 a worker.
+	time.Sleep(time.Second)
+	count := func() int {
+		n := 0
+		for _, b := range l.seen() {
+			n += len(b)
+		}
+		return n
+	}
+	before := count()
+	time.Sleep(2 * time.Second)
+	if n := count() - before; n > workers*8 {
+		t.Errorf("%d workers sent %d heartbeats in 2 s; want at most %d (one each 400 ms, and some slack)", workers, n, workers*8)
+	}
+	if h, err := c.c.Health(t.Context()); err != nil || h.Workers != workers {
+		t.Errorf("after beating less often: %+v, %v; want %d live workers", h, err, workers)
+	}
 }

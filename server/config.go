@@ -58,12 +58,22 @@ type Config struct {
 	Transport *transport.Config
 
 	// HeartbeatInterval is how often workers are told to send a
-	// heartbeat. Zero means 1s.
+	// heartbeat. Zero means 1s. In a large cluster the server asks for
+	// fewer (see MaxHeartbeats).
 	HeartbeatInterval time.Duration
 	// WorkerTimeout declares a worker dead, and runs its units
 	// elsewhere, when it sent no heartbeat for this long. Zero means five
-	// heartbeat intervals.
+	// heartbeat intervals. It grows with the interval the server asks
+	// for.
 	WorkerTimeout time.Duration
+	// MaxHeartbeats bounds the heartbeats a second the server asks of
+	// all its workers together: with more workers than MaxHeartbeats
+	// times HeartbeatInterval, each is asked to beat less often (and
+	// given a proportionally longer WorkerTimeout), so that 1,000
+	// workers cost a server 250 requests a second, not 1,000. Zero means
+	// 250. A dead worker is still noticed by its data-plane session
+	// within DataPlaneTimeout.
+	MaxHeartbeats int
 	// DataPlaneTimeout declares a worker dead, and runs its units
 	// elsewhere, when every path of its data-plane session has been down
 	// this long (a killed worker's channels end at once; a cut network
@@ -182,6 +192,7 @@ func (c *Config) populate() error {
 	}
 	setDefault(&c.HeartbeatInterval, time.Second)
 	setDefault(&c.WorkerTimeout, 5*c.HeartbeatInterval)
+	setDefault(&c.MaxHeartbeats, 250)
 	setDefault(&c.DialTimeout, 10*time.Second)
 	setDefault(&c.DataPlaneTimeout, 1500*time.Millisecond)
 	setDefault(&c.InFlight, 16)
@@ -203,6 +214,9 @@ func (c *Config) populate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.MaxHeartbeats < 0 {
+		return fmt.Errorf("server: --max-heartbeats %d: want a positive rate, heartbeats a second", c.MaxHeartbeats)
 	}
 	if c.WorkerTimeout <= c.HeartbeatInterval {
 		return errors.New("server: WorkerTimeout must exceed HeartbeatInterval, or one late heartbeat kills a worker")

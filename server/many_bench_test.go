@@ -33,7 +33,8 @@ func relaxed() *transport.Config {
 // PostgreSQL database of BRAID_TEST_POSTGRES and one blob directory (one
 // server does too with BRAID_BENCH_DB=postgres).
 //
-// Each round submits one noop job of 20 units a worker, split evenly
+// Each round submits one noop job of 20 units a worker
+// (BRAID_BENCH_UNITS), split evenly
 // over the servers, and waits for all of them. It reports units per
 // second through the whole cluster, the servers' CPU per unit, and the
 // heap the servers hold per connected worker (measured in the server
@@ -112,11 +113,15 @@ func BenchmarkManyWorkers(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	units := 20 * n
+	per := 20
+	if v, err := strconv.Atoi(os.Getenv("BRAID_BENCH_UNITS")); err == nil && v > 0 {
+		per = v
+	}
+	units := per * n
 	var done int
-	var busy, cpu time.Duration
+	var busy, cpu, wcpu time.Duration
 	for b.Loop() {
-		t0, cpu0 := time.Now(), serversCPU(b, servers)
+		t0, cpu0, wcpu0 := time.Now(), serversCPU(b, servers), processCPU()
 		var wg sync.WaitGroup
 		errs := make([]error, k)
 		for i, c := range clients {
@@ -140,6 +145,7 @@ func BenchmarkManyWorkers(b *testing.B) {
 		wg.Wait()
 		busy += time.Since(t0)
 		cpu += serversCPU(b, servers) - cpu0
+		wcpu += processCPU() - wcpu0
 		for i, err := range errs {
 			if err != nil {
 				b.Fatalf("server %d: %v", i+1, err)
@@ -149,6 +155,7 @@ func BenchmarkManyWorkers(b *testing.B) {
 	}
 	b.ReportMetric(float64(done)/busy.Seconds(), "units/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(done), "server-cpu-µs/unit")
+	b.ReportMetric(float64(wcpu.Microseconds())/float64(done), "worker-cpu-µs/unit")
 	b.ReportMetric(perWorker/1024/float64(k), "server-heap-KB/worker")
 }
 

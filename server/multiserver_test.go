@@ -94,6 +94,13 @@ func runChildServer(spec string) int {
 		return 1
 	}
 	fmt.Println(srv.URL())
+	if f := os.Getenv("BRAID_BENCH_CPU_PROFILE"); f != "" {
+		out, err := os.Create(f + "." + sc.Name)
+		if err == nil && pprof.StartCPUProfile(out) == nil {
+			defer out.Close()
+			defer pprof.StopCPUProfile()
+		}
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer cancel()
 	go func() {
@@ -184,9 +191,18 @@ func startChildServer(t testing.TB, sc sharedConfig) *childServer {
 	}
 	t.Cleanup(func() {
 		cs.cmd.Process.Signal(syscall.SIGCONT)
-		cs.stdin.Close()
-		cs.cmd.Process.Kill()
-		cs.cmd.Wait()
+		cs.stdin.Close() // asks it to stop
+		exited := make(chan struct{})
+		go func() {
+			cs.cmd.Wait()
+			close(exited)
+		}()
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			cs.cmd.Process.Kill()
+			<-exited
+		}
 		if t.Failed() {
 			t.Logf("server %s's log:\n%s", sc.Name, cs.log.String())
 		}

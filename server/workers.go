@@ -21,11 +21,27 @@ const figuresTimeout = 10 * time.Second
 
 // registration is the answer to a registration or a heartbeat.
 func (s *Server) registration(id string) api.Registration {
+	every, timeout := s.beatTimes()
 	return api.Registration{
 		Worker:          id,
-		HeartbeatMillis: s.cfg.HeartbeatInterval.Milliseconds(),
-		TimeoutMillis:   s.cfg.WorkerTimeout.Milliseconds(),
+		HeartbeatMillis: every.Milliseconds(),
+		TimeoutMillis:   timeout.Milliseconds(),
 	}
+}
+
+// beatTimes returns the heartbeat interval the server asks of its
+// workers now, and the silence after which it declares one dead: the
+// configured ones, both lengthened in proportion when the live workers
+// beating at that interval would send more than MaxHeartbeats a second.
+// Workers learn the interval from the answer to each heartbeat, so it
+// follows the cluster's size within one beat.
+func (s *Server) beatTimes() (every, timeout time.Duration) {
+	s.mu.Lock()
+	n := len(s.peers)
+	s.mu.Unlock()
+	every = max(s.cfg.HeartbeatInterval, time.Duration(n)*time.Second/time.Duration(s.cfg.MaxHeartbeats))
+	scale := float64(every) / float64(s.cfg.HeartbeatInterval)
+	return every, time.Duration(float64(s.cfg.WorkerTimeout) * scale)
 }
 
 // checkRegister validates what a worker registers.
@@ -299,10 +315,11 @@ func (s *Server) reap() {
 			return
 		case <-t.C:
 		}
+		_, timeout := s.beatTimes()
 		s.mu.Lock()
 		var silent []*peer
 		for _, p := range s.peers {
-			if p.silence() > s.cfg.WorkerTimeout {
+			if p.silence() > timeout {
 				silent = append(silent, p)
 			}
 		}

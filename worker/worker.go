@@ -415,7 +415,12 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 			hb.Stop()
 			return nil
 		case <-hb.C:
-			_, err = c.Heartbeat(ctx, id, api.Heartbeat{Running: int(w.running.Load()), Queued: int(max(0, w.queued.Load())), Load: loadAvg(), Jobs: w.runningJobs()})
+			var ans api.Registration
+			ans, err = c.Heartbeat(ctx, id, api.Heartbeat{Running: int(w.running.Load()), Queued: int(max(0, w.queued.Load())), Load: loadAvg(), Jobs: w.runningJobs()})
+			if err == nil && ans.HeartbeatMillis > 0 {
+				// The server asks for fewer beats as its cluster grows.
+				reg.HeartbeatMillis = ans.HeartbeatMillis
+			}
 		case <-next:
 			hb.Stop()
 			announcing = true
