@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -26,12 +27,21 @@ import (
 	"github.com/braid-hpc/braid/worker"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
 // EnvPostgres names the PostgreSQL server the scale experiment may
 // create its databases on (postgres://USER@HOST:PORT/DB); without it
 // only the SQLite row runs. BRAID_TEST_POSTGRES is taken as well.
 const EnvPostgres = "BRAID_BENCH_POSTGRES"
+
+// EnvS3 names an S3-compatible object store the scale experiment may
+// create a bucket in, as http://ACCESS:SECRET@HOST:PORT (https:// for
+// TLS); BRAID_TEST_S3 is taken as well. With it, the rows of PostgreSQL
+// servers keep their blobs there, as a cluster that outgrew one machine
+// does; without it, in one shared directory.
+const EnvS3 = "BRAID_BENCH_S3"
 
 // Sizes of the scale experiment's workload.
 const (
@@ -55,24 +65,26 @@ func (s *Suite) scale(ctx context.Context) error {
 			"Units/s is all units over the wall time from the first submit to the last job done; latency is each job's submit-to-done time. "+
 			"The servers of one row share one database and one blob directory; rows run one after the other on the same machine.",
 			scaleWorkers, scaleThreads, scaleClients, scaleJobs, scaleUnits))
-	t := sec.table(text("db", "database"), integer("servers", "servers", ""), numCol("units_per_sec", "units/s", "", "%.0f"),
+	t := sec.table(text("db", "database"), text("blobs", "blobs"), integer("servers", "servers", ""), numCol("units_per_sec", "units/s", "", "%.0f"),
 		dur("p50", "job latency p50"), dur("p95", "job latency p95"))
-	pgAdmin := os.Getenv(EnvPostgres)
-	if pgAdmin == "" {
-		pgAdmin = os.Getenv("BRAID_TEST_POSTGRES")
-	}
+	pgAdmin := cmp.Or(os.Getenv(EnvPostgres), os.Getenv("BRAID_TEST_POSTGRES"))
+	s3 := cmp.Or(os.Getenv(EnvS3), os.Getenv("BRAID_TEST_S3"))
 	type row struct {
-		db      string
-		servers int
+		db, blobs string
+		servers   int
 	}
-	rows := []row{{"sqlite", 1}}
-	if pgAdmin != "" {
-		rows = append(rows, row{"postgres", 1}, row{"postgres", 2}, row{"postgres", 3})
-	} else {
+	rows := []row{{"sqlite", "dir", 1}}
+	switch {
+	case pgAdmin == "":
 		sec.finding("PostgreSQL rows not measured: set %s to a PostgreSQL server where the bench may create databases.", EnvPostgres)
+	case s3 == "":
+		rows = append(rows, row{"postgres", "dir", 1}, row{"postgres", "dir", 2}, row{"postgres", "dir", 3})
+		sec.finding("S3 rows not measured: set %s to an S3-compatible store (http://ACCESS:SECRET@HOST:PORT) where the bench may create a bucket; the servers share a blob directory instead.", EnvS3)
+	default:
+		rows = append(rows, row{"postgres", "dir", 1}, row{"postgres", "s3", 1}, row{"postgres", "s3", 2}, row{"postgres", "s3", 3})
 	}
 	for _, r := range rows {
-		dbURL := ""
+		dbURL, blobs := "", ""
 		if r.db == "postgres" {
 			u, drop, err := freshDatabase(ctx, pgAdmin)
 			if err != nil {
@@ -81,12 +93,20 @@ func (s *Suite) scale(ctx context.Context) error {
 			dbURL = u
 			defer drop()
 		}
-		s.logf("scale: %d server(s) over %s", r.servers, r.db)
-		res, err := scaleRun(ctx, dbURL, r.servers, scaleJobs)
-		if err != nil {
-			return fmt.Errorf("%d servers over %s: %w", r.servers, r.db, err)
+		if r.blobs == "s3" {
+			b, drop, err := freshBucket(ctx, s3)
+			if err != nil {
+				return err
+			}
+			blobs = b
+			defer drop()
 		}
-		t.add(r.db, r.servers, res.unitsPerSec, res.p50, res.p95)
+		s.logf("scale: %d server(s) over %s, blobs in %s", r.servers, r.db, r.blobs)
+		res, err := scaleRun(ctx, dbURL, blobs, r.servers, scaleJobs)
+		if err != nil {
+			return fmt.Errorf("%d servers over %s with blobs in %s: %w", r.servers, r.db, r.blobs, err)
+		}
+		t.add(r.db, r.blobs, r.servers, res.unitsPerSec, res.p50, res.p95)
 	}
 	if pgAdmin == "" {
 		return nil
@@ -122,8 +142,12 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 var scaleKey = []byte("braid-bench-scale-cluster-key-0123456789")
 
 // startServers starts n servers over dbURL (SQLite in the first's data
-// directory if empty) sharing one blob directory; stop ends them.
-func startServers(dir, dbURL string, n int, takeover time.Duration) (srvs []*server.Server, stop func(), err error) {
+// directory if empty) sharing the blob store blobs (a directory in dir
+// if empty); stop ends them.
+func startServers(dir, dbURL, blobs string, n int, takeover time.Duration) (srvs []*server.Server, stop func(), err error) {
+	if blobs == "" {
+		blobs = "dir:" + filepath.Join(dir, "blobs")
+	}
 	var cancels []func()
 	stop = func() {
 		for _, c := range slices.Backward(cancels) {
@@ -132,7 +156,7 @@ func startServers(dir, dbURL string, n int, takeover time.Duration) (srvs []*ser
 	}
 	for i := range n {
 		cfg := server.Config{Listen: "127.0.0.1:0", Data: filepath.Join(dir, fmt.Sprintf("srv%d", i)), DB: dbURL,
-			Blobs: "dir:" + filepath.Join(dir, "blobs"), Key: scaleKey, Name: fmt.Sprintf("s%d", i), TakeoverAfter: takeover,
+			Blobs: blobs, Key: scaleKey, Name: fmt.Sprintf("s%d", i), TakeoverAfter: takeover,
 			InsecureHTTP: true, Logger: quiet}
 		srv, err := server.New(cfg)
 		if err != nil {
@@ -217,14 +241,15 @@ func waitWorkers(ctx context.Context, cls []*client.Client, n int) error {
 	return nil
 }
 
-// scaleRun runs the scale workload, jobs jobs, on n servers over dbURL.
-func scaleRun(ctx context.Context, dbURL string, n, jobs int) (scaleResult, error) {
+// scaleRun runs the scale workload, jobs jobs, on n servers over dbURL
+// and the blob store blobs (a directory if empty).
+func scaleRun(ctx context.Context, dbURL, blobs string, n, jobs int) (scaleResult, error) {
 	dir, err := os.MkdirTemp("", "braid-scale-")
 	if err != nil {
 		return scaleResult{}, err
 	}
 	defer os.RemoveAll(dir)
-	srvs, stopSrvs, err := startServers(dir, dbURL, n, 0)
+	srvs, stopSrvs, err := startServers(dir, dbURL, blobs, n, 0)
 	if err != nil {
 		return scaleResult{}, err
 	}
@@ -316,7 +341,7 @@ func (s *Suite) takeover(ctx context.Context, dbURL string, sig syscall.Signal) 
 		cmd.Process.Kill()
 		cmd.Wait()
 	}()
-	srvs, stopSrvs, err := startServers(dir, dbURL, 1, 0)
+	srvs, stopSrvs, err := startServers(dir, dbURL, "", 1, 0)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -449,4 +474,43 @@ func freshDatabase(ctx context.Context, admin string) (string, func(), error) {
 		}
 	}
 	return u.String(), drop, nil
+}
+
+// freshBucket creates a bucket of its own in the S3-compatible store
+// spec names (http://ACCESS:SECRET@HOST:PORT) and returns the --blobs
+// URL of a store in it; drop empties and removes it. The servers of this
+// process find the credentials in AWS_ACCESS_KEY_ID and
+// AWS_SECRET_ACCESS_KEY, which it sets.
+func freshBucket(ctx context.Context, spec string) (blobs string, drop func(), err error) {
+	u, err := url.Parse(spec)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User == nil {
+		return "", nil, fmt.Errorf("%s: want http://ACCESS:SECRET@HOST:PORT (https:// for TLS)", EnvS3)
+	}
+	access := u.User.Username()
+	secret, _ := u.User.Password()
+	region := cmp.Or(u.Query().Get("region"), "us-east-1")
+	mc, err := minio.New(u.Host, &minio.Options{Creds: credentials.NewStaticV4(access, secret, ""), Secure: u.Scheme == "https",
+		Region: region, BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", EnvS3, err)
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	bucket := "braid-bench-" + hex.EncodeToString(b[:])
+	if err := mc.MakeBucket(ctx, bucket, minio.MakeBucketOptions{Region: region}); err != nil {
+		return "", nil, fmt.Errorf("create bucket %s at %s: %w", bucket, u.Host, err)
+	}
+	os.Setenv("AWS_ACCESS_KEY_ID", access)
+	os.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	drop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for obj := range mc.ListObjectsIter(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+			if obj.Err == nil {
+				mc.RemoveObject(ctx, bucket, obj.Key, minio.RemoveObjectOptions{})
+			}
+		}
+		mc.RemoveBucket(ctx, bucket)
+	}
+	return fmt.Sprintf("s3://%s/blobs?endpoint=%s://%s&region=%s", bucket, u.Scheme, u.Host, region), drop, nil
 }
