@@ -420,8 +420,19 @@ func (s *Scheduler) SetWorker(w Worker) ([]Assignment, []*UnitError) {
 	s.workersChanged()
 	errs := s.loseAll(lost)
 	s.notify()
-	s.wakeAll()
+	s.wakeAllIfJobs()
 	return lost, errs
+}
+
+// wakeAllIfJobs wakes every waiting stream after a change of workers,
+// if any job is active: the shares of proportional and dynamic jobs
+// change with the workers. Without a job no stream has anything to
+// take, and the next job wakes the streams it needs; so 1,000 workers
+// registering cost 1,000 wake-ups, not a million.
+func (s *Scheduler) wakeAllIfJobs() {
+	if len(s.jobs) > 0 {
+		s.wakeAll()
+	}
 }
 
 // workersChanged drops what depends on the set of workers.
@@ -453,7 +464,7 @@ func (s *Scheduler) RemoveWorker(id string) ([]Assignment, []*UnitError) {
 	s.workersChanged()
 	errs := s.loseAll(lost)
 	s.notify()
-	s.wakeAll()
+	s.wakeAllIfJobs()
 	return lost, errs
 }
 

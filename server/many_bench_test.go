@@ -39,7 +39,8 @@ func relaxed() *transport.Config {
 // second through the whole cluster, the servers' CPU per unit, and the
 // heap the servers hold per connected worker (measured in the server
 // processes alone, after a collection, with every worker connected and
-// before any job, so job state is not counted).
+// before any job, so job state is not counted), and the CPU the servers
+// use while every worker is connected and no job runs.
 func BenchmarkManyWorkers(b *testing.B) {
 	n, k := 100, 1
 	if v, err := strconv.Atoi(os.Getenv("BRAID_BENCH_WORKERS")); err == nil && v > 0 {
@@ -108,6 +109,11 @@ func BenchmarkManyWorkers(b *testing.B) {
 	}
 	b.Logf("%d workers registered with %d servers in %s", n, k, time.Since(start).Round(time.Millisecond))
 	perWorker := float64(heap()-before) / float64(n)
+	// What the connected workers cost the servers while no job runs:
+	// heartbeats, path probes, syncs.
+	idle0, idleCPU0 := time.Now(), serversCPU(b, servers)
+	time.Sleep(5 * time.Second)
+	idle := float64(serversCPU(b, servers)-idleCPU0) / float64(time.Since(idle0))
 
 	in, err := clients[0].Put(context.Background(), strings.NewReader("a small unit's input"))
 	if err != nil {
@@ -157,6 +163,7 @@ func BenchmarkManyWorkers(b *testing.B) {
 	b.ReportMetric(float64(cpu.Microseconds())/float64(done), "server-cpu-µs/unit")
 	b.ReportMetric(float64(wcpu.Microseconds())/float64(done), "worker-cpu-µs/unit")
 	b.ReportMetric(perWorker/1024/float64(k), "server-heap-KB/worker")
+	b.ReportMetric(100*idle, "servers-idle-cpu-%")
 }
 
 // serversCPU returns the user plus system CPU time the server processes
