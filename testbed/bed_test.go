@@ -368,14 +368,23 @@ func txBytes(t testing.TB, ns, dev string) int64 {
 }
 
 // BenchmarkShaping reports achieved/rate of a tbf-shaped link (both ends
-// shaped) for one TCP stream between two namespaces: payload (goodput) and
-// Ethernet frames leaving the hub towards the receiver (wire).
+// shaped; or half duplex, one bucket per host for both ways) for one TCP
+// stream between two namespaces: payload (goodput) and Ethernet frames
+// leaving the hub towards the receiver (wire).
 //
 //	go test -run '^$' -bench Shaping -benchtime 1x -count 3 ./testbed/
 func BenchmarkShaping(b *testing.B) {
-	for _, rate := range []int64{100e6, 25e6} {
-		b.Run(fmt.Sprintf("rate=%dM", rate/1e6), func(b *testing.B) {
-			bed := upBed(b, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: rate}}})
+	for _, tc := range []struct {
+		rate int64
+		half bool
+	}{{100e6, false}, {25e6, false}, {100e6, true}} {
+		rate := tc.rate
+		name := fmt.Sprintf("rate=%dM", rate/1e6)
+		if tc.half {
+			name += "/duplex=half"
+		}
+		b.Run(name, func(b *testing.B) {
+			bed := upBed(b, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: rate, HalfDuplex: tc.half}}})
 			counter := func() int64 { return txBytes(b, bed.hubNS(), bed.hubDev(0, 0)) }
 			var good, wire float64
 			var runs int
