@@ -38,6 +38,7 @@ func (r *PaperRun) paper003(ctx context.Context, pr *PaperResult) error {
 		r.reps(100, 20), reps, testbed.FormatRate(rate003))
 	pr.Emulated = []string{
 		"The paper's Sandhills cluster (AthlonMP 1.4 GHz, two or four Fast Ethernet cards per node) is emulated by veth links shaped with tbf to 100 Mbit/s between two network namespaces on one 2-core machine; both ends share the CPUs.",
+		"The links are half duplex (testbed.Network.HalfDuplex): one token bucket per host and network for both directions. A token bucket lets a lone packet through at once instead of holding it for its time on the wire, so with a bucket per direction a message and its echo each passed one of their own, and a 1 KB ping-pong over one 100 Mbit/s link measured up to twice the rate (the previous run of this report: TCP100 up to 183 Mbit/s at 2 KB, the Peak over 2 x 100 up to 383). With one bucket for both directions each round trip pays for both messages, as on the paper's Fast Ethernet, and no point of one path can exceed 100 Mbit/s (TestPingPongWithinRate). The cost: TCP's acknowledgements share the bucket with the data, so one stream's goodput is about 0.83 of the rate instead of 0.94 (BenchmarkShaping), and the largest messages reach about 0.92 of it.",
 	}
 	pr.Emulated = append(pr.Emulated,
 		"Fig. 11's channel bonding (the JAZZ cluster's, per-packet round-robin in the kernel) is emulated in user space by a bonding-like comparator: one TCP connection per network and each message sent whole over the path a layer3+4 hash (Linux bonding's xmit_hash_policy layer3+4) picks for it, each message hashed as a flow of its own; no message is split.")
@@ -85,7 +86,7 @@ func (r *PaperRun) paper003(ctx context.Context, pr *PaperResult) error {
 			return (&TCP{Bed: bed, Nets: nets, Multipath: mp}).PingPong(ctx, size, count)
 		}
 	}
-	err := withBed(ctx, []int64{rate003, rate003}, func(bed *testbed.Bed) error {
+	err := withHalfDuplexBed(ctx, []int64{rate003, rate003}, func(bed *testbed.Bed) error {
 		runs := []series{
 			{"TCP100 (1 path)", kindPeer, tcp([]int{0}, false)},
 			{"Peak 2x100 (TCP x2 by hand)", kindPeer, tcp(seq(2), false)},
@@ -160,7 +161,7 @@ func (r *PaperRun) paper003(ctx context.Context, pr *PaperResult) error {
 	f11.paper("bonding-like (layer3+4 hash)", 4<<20, 162.08/86.88)
 
 	// Fig. 10 and the Start count: 4 networks, 2 KB fragments.
-	return withBed(ctx, []int64{rate003, rate003, rate003, rate003}, func(bed *testbed.Bed) error {
+	return withHalfDuplexBed(ctx, []int64{rate003, rate003, rate003, rate003}, func(bed *testbed.Bed) error {
 		frag := transport.Config{FragmentSize: 2 << 10, SegmentSize: 2 << 20}
 		basic := frag
 		basic.Stripe = transport.StripeBasic
@@ -212,7 +213,7 @@ func (r *PaperRun) loaded003(ctx context.Context, pr *PaperResult, reps int, cou
 	if r.Quick {
 		sizes = []int{64 << 10, 2 << 20}
 	}
-	return withBed(ctx, []int64{rate003, rate003}, func(bed *testbed.Bed) error {
+	return withHalfDuplexBed(ctx, []int64{rate003, rate003}, func(bed *testbed.Bed) error {
 		stop, err := (&TCP{Bed: bed, Nets: []int{1}}).Load(ctx, 32<<10)
 		if err != nil {
 			return fmt.Errorf("cross-traffic: %w", err)

@@ -113,7 +113,16 @@ func selected(only string) []Experiment {
 }
 
 func withBed(ctx context.Context, rates []int64, f func(*testbed.Bed) error) error {
-	bed, err := NewBed(ctx, rates)
+	return onBed(ctx, NewBed, rates, f)
+}
+
+// withHalfDuplexBed is withBed on half-duplex networks.
+func withHalfDuplexBed(ctx context.Context, rates []int64, f func(*testbed.Bed) error) error {
+	return onBed(ctx, NewHalfDuplexBed, rates, f)
+}
+
+func onBed(ctx context.Context, up func(context.Context, []int64) (*testbed.Bed, error), rates []int64, f func(*testbed.Bed) error) error {
+	bed, err := up(ctx, rates)
 	if err != nil {
 		return err
 	}
