@@ -26,7 +26,12 @@
 // then pays for both messages, as on a wire, and stays within the rate
 // (TestPingPongWithinRate); traffic both ways at once shares the rate.
 // Use it for ping-pongs and request-reply measurements, full duplex for
-// traffic both ways at once.
+// traffic both ways at once. What neither can emulate is the transmission
+// time itself: a message and its echo sent whole over two different
+// networks each pay their own link only, so such a ping-pong can measure
+// up to the two links' rates together, where wires of that rate would
+// allow one (each message spends its time on its wire, one after the
+// other).
 //
 // Nothing is created in the root namespace: veth pairs are made in the hub
 // with their peer placed straight into the host namespace, and no namespace
