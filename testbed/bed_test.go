@@ -111,8 +111,9 @@ func expectSilence(t testing.TB, c net.Conn, d time.Duration) {
 	}
 }
 
+// twoByTwo is two hosts on two networks, the second half duplex.
 func twoByTwo() Spec {
-	return Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: 100e6}, {Rate: 50e6}}}
+	return Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: 100e6}, {Rate: 50e6, HalfDuplex: true}}}
 }
 
 func TestUpAddressesAndConnectivity(t *testing.T) {
@@ -208,28 +209,30 @@ func TestLinkDown(t *testing.T) {
 func TestBlackhole(t *testing.T) {
 	t.Parallel()
 	b := upBed(t, twoByTwo())
-	s, c := pair(t, b, "a", "b", 0)
-	c.Write([]byte("before"))
-	expectRead(t, s, "before", 5*time.Second)
+	for j := range b.Networks() { // full duplex, then half
+		s, c := pair(t, b, "a", "b", j)
+		c.Write([]byte("before"))
+		expectRead(t, s, "before", 5*time.Second)
 
-	if err := b.Blackhole("b", 0); err != nil {
-		t.Fatal(err)
-	}
-	// Silent: both ends keep their carrier.
-	if err := b.ready(t.Context(), b.hostIndex("b"), 0); !strings.Contains(fmt.Sprint(err), "bridge port") {
-		t.Errorf("during a blackhole: ready = %v, want only the bridge port missing", err)
-	}
-	c.Write([]byte("during"))
-	expectSilence(t, s, 300*time.Millisecond)
-	_, err := dial(b, "b", net.JoinHostPort(b.Addr("a", 0), "9"), 300*time.Millisecond)
-	if ne, ok := errors.AsType[net.Error](err); !ok || !ne.Timeout() {
-		t.Fatalf("dial into a blackhole: %v, want a timeout", err)
-	}
+		if err := b.Blackhole("b", j); err != nil {
+			t.Fatal(err)
+		}
+		// Silent: both ends keep their carrier.
+		if err := b.ready(t.Context(), b.hostIndex("b"), j); !strings.Contains(fmt.Sprint(err), "bridge port") {
+			t.Errorf("net %d: during a blackhole: ready = %v, want only the bridge port missing", j, err)
+		}
+		c.Write([]byte("during"))
+		expectSilence(t, s, 300*time.Millisecond)
+		_, err := dial(b, "b", net.JoinHostPort(b.Addr("a", j), "9"), 300*time.Millisecond)
+		if ne, ok := errors.AsType[net.Error](err); !ok || !ne.Timeout() {
+			t.Fatalf("net %d: dial into a blackhole: %v, want a timeout", j, err)
+		}
 
-	if err := b.Restore("b", 0); err != nil {
-		t.Fatal(err)
+		if err := b.Restore("b", j); err != nil {
+			t.Fatal(err)
+		}
+		expectRead(t, s, "during", 10*time.Second)
 	}
-	expectRead(t, s, "during", 10*time.Second)
 }
 
 func TestShaping(t *testing.T) {
