@@ -32,7 +32,7 @@ type Network struct {
 	// its reply): a token bucket holds a lone packet only when the bucket
 	// is empty, never for its own transmission time, so on full-duplex
 	// links a request and its reply each pass a bucket of their own at
-	// once, and a 1 KB ping-pong measures close to twice Rate, which no
+	// once, and a 1 KB ping-pong measures up to twice Rate, which no
 	// wire of Rate allows. With one bucket for both directions every
 	// exchange pays for both messages, as on the wire; traffic both ways
 	// at once then shares Rate (see the package doc).
