@@ -99,6 +99,11 @@ type Figure struct {
 	// directly; when false (another era's hardware or a simulator) the
 	// report shows them but states no shortfall against them.
 	Comparable bool `json:"paper_comparable"`
+	// Apart says why the paper's values do not compare with this run's
+	// where a figure that is not Comparable shows them: the report gives
+	// no ratio there and says this instead ("" means a sentence that
+	// points at the paper's Emulated list).
+	Apart string `json:"paper_apart,omitempty"`
 	// Compare lists pairs of series {braid, peer}: the report says where
 	// the first falls short of the second.
 	Compare [][2]string `json:"compare,omitempty"`
@@ -211,7 +216,8 @@ func (f *Figure) finish() []string {
 		if p.Reps > 1 {
 			p.Stddev = math.Sqrt(ss / float64(p.Reps-1))
 		}
-		if p.Paper != nil && *p.Paper != 0 {
+		p.Ratio = nil
+		if p.Paper != nil && *p.Paper != 0 && f.Comparable {
 			r := p.Value / *p.Paper
 			p.Ratio = &r
 		}

@@ -111,6 +111,7 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 	f4 := figTask("001-fig4", "Fig. 4: one worker, one stream")
 	f5 := figTask("001-fig5", "Fig. 5: one worker, SCTP with 1, 2, 3, 5 streams")
 	f6 := figTask("001-fig6", "Fig. 6: TCP vs SCTP, one worker with 2 streams")
+	f6.Apart = "the paper's times are those of Java web services on 2013 VMs, many times braid's on this machine; only the relative figures (Figs. 7 and 10) compare."
 	f7 := pr.fig(&Figure{ID: "001-fig7", Title: "Fig. 7: SCTP over TCP, 2 streams: decrease of the time per task",
 		XLabel: "tasks (count)", YLabel: "decrease of time per task (%)", Unit: "%", LogX: true, Higher: true, Comparable: true,
 		Note: "(TCP - SCTP) / TCP per repetition; the paper's values are its Fig. 6 numbers so divided."})

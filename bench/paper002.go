@@ -64,6 +64,7 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 	tp := pr.fig(&Figure{ID: "002-tables", Title: "Tables 1-3: throughput by layout and message size",
 		XLabel: "message size (bytes)", YLabel: "throughput (Mbit/s)", Unit: "Mbit/s", LogX: true, Higher: true,
 		Note:    "The paper: Table 1 at 12 KB, Table 2 at 128 B (256 KB windows), Table 3 at 2.56 KB; its send-side figures.",
+		Apart:   "the paper's throughputs are between two machines on Gigabit NICs, braid's with both ends on one shared 2-core machine (host rows) or inside a guest kernel (kernel rows); only the SCTP / TCP ratios (next figures) compare.",
 		Compare: [][2]string{{sctp1Layout.name, tcp1Layout.name}, {sctp4x2Layout.name, tcp4Layout.name}}})
 	cpu := pr.fig(&Figure{ID: "002-cpu", Title: "Tables 1, 3: CPU time per GB delivered",
 		XLabel: "message size (bytes)", YLabel: "CPU time per GB (s)", Unit: "s/GB", LogX: true,
@@ -91,7 +92,8 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 			"The paper: GBN and SACK identical at low loss, GBN 25% above SACK at 2.5% (no other values)."})
 	f10r := pr.fig(&Figure{ID: "002-fig10-ratio", Title: "Fig. 10 (emulated): SACK frequency against the kernel's delayed SACK under loss",
 		XLabel: "packet loss (%)", YLabel: "throughput over sack_freq 2 (ratio)", Unit: "ratio", Higher: true,
-		Note: "Each repetition's throughput over the delayed-SACK (sack_freq 2) one measured beside it at the same loss. The paper's 1.25 at 2.5% is GBN over SACK, shown beside both series; no series here is GBN."})
+		Note:  "Each repetition's throughput over the delayed-SACK (sack_freq 2) one measured beside it at the same loss. The paper's 1.25 at 2.5% is GBN over SACK, shown beside both series; no series here is GBN.",
+		Apart: "the paper's 1.25 is go-back-N over selective acknowledgement; every series here is selective acknowledgement at another SACK frequency, so the paper's value is a reference, not a target."})
 	s := &Suite{Duration: d}
 	lossy := &Suite{Duration: max(d, 2*time.Second)}
 	losses := []float64{0.1, 1, 3}

@@ -56,8 +56,11 @@ func checkRun(t *testing.T, dir string, papers []string) *Results {
 					pt.Min > pt.Value || pt.Value > pt.Max {
 					t.Errorf("%s: value %v (min %v, max %v) over %d repetitions, samples %v", pt.Name, pt.Value, pt.Min, pt.Max, pt.Reps, pt.Samples)
 				}
-				if pt.Paper != nil && (pt.Ratio == nil || math.Abs(*pt.Ratio - pt.Value / *pt.Paper) > 1e-9) {
+				switch {
+				case pt.Paper != nil && f.Comparable && (pt.Ratio == nil || math.Abs(*pt.Ratio - pt.Value / *pt.Paper) > 1e-9):
 					t.Errorf("%s: paper %v, ratio %v; want value / paper", pt.Name, *pt.Paper, pt.Ratio)
+				case !f.Comparable && pt.Ratio != nil:
+					t.Errorf("%s: ratio %v to the paper's value, in a figure whose setup does not compare", pt.Name, *pt.Ratio)
 				}
 			}
 			checkSVG(t, filepath.Join(dir, f.Plot))
@@ -117,6 +120,13 @@ func TestPaperReportWithoutTestbed(t *testing.T) {
 	}
 	f.paper("braid", 8192, 87.37)
 	pr.Findings = f.finish()
+	// A figure whose setup does not compare (the paper's times on links of
+	// unstated speed): its paper value is shown, with no ratio and why.
+	apart := pr.fig(&Figure{ID: "000-table1", Title: "Table I", XLabel: "data size (MB)", YLabel: "exchange time (ms)", Unit: "ms",
+		Apart: "the paper's links are of unstated speed."})
+	apart.add("braid", kindBraid, 20, "20 MB", 1834)
+	apart.paper("braid", 20, 2.29)
+	pr.Findings = append(pr.Findings, apart.finish()...)
 	res := &Results{Command: "braid bench --paper 003", Machine: ThisMachine(), Started: time.Now(), Papers: []*PaperResult{pr}}
 	if err := res.Write(dir); err != nil {
 		t.Fatal(err)
@@ -127,10 +137,14 @@ func TestPaperReportWithoutTestbed(t *testing.T) {
 		t.Errorf("braid at 8 KB: %+v; want mean 55, 50-60, ratio 55/87.37", p)
 	}
 	report, _ := os.ReadFile(filepath.Join(dir, "report.md"))
-	for _, want := range []string{"| paper | ratio |", "| 8 KB | 55.0 [50.0, 60.0] | 87.4 | 0.63 |", "37% below the paper's 87.4", "falls short of peak"} {
+	for _, want := range []string{"| paper | ratio |", "| 8 KB | 55.0 [50.0, 60.0] | 87.4 | 0.63 |", "37% below the paper's 87.4", "falls short of peak",
+		"| 20 MB | 1834 | 2.29 | — |", "No ratio (—): the paper's links are of unstated speed."} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, report)
 		}
+	}
+	if strings.Contains(string(report), "800.87") || strings.Contains(string(report), "Table I, braid") {
+		t.Errorf("report.md compares with the paper where the setups do not compare:\n%s", report)
 	}
 	// Equal at 1 MB: no finding there.
 	if strings.Contains(string(report), "at 1 MB: braid") {

@@ -24,7 +24,7 @@ func Report(w io.Writer, imgDir string, res *Results) error {
 		fmt.Fprintf(ew, "; load average %s at the start (the cores are shared)", m.Load)
 	}
 	fmt.Fprintf(ew, ".\n")
-	fmt.Fprintf(ew, "Values are means over the repetitions, [min, max] over them. \"paper\" is the paper's figure where it gives one, \"ratio\" braid's value over it.\n")
+	fmt.Fprintf(ew, "Values are means over the repetitions, [min, max] over them. \"paper\" is the paper's figure where it gives one, \"ratio\" braid's value over it where the paper's setup and this one compare (\"—\" where they do not, with the reason under the table).\n")
 	for _, p := range res.Papers {
 		fmt.Fprintf(ew, "\n### Paper %s: %s\n\n%s\n", p.Paper, p.Title, p.Setup)
 		if len(p.Emulated) > 0 {
@@ -93,7 +93,10 @@ func table(w io.Writer, f *Figure) {
 			if withPaper[s] {
 				if p != nil && p.Paper != nil {
 					ratio := ""
-					if p.Ratio != nil {
+					switch {
+					case !f.Comparable:
+						ratio = "—"
+					case p.Ratio != nil:
 						ratio = fmt.Sprintf("%.2f", *p.Ratio)
 					}
 					row = append(row, num(*p.Paper), ratio)
@@ -103,6 +106,13 @@ func table(w io.Writer, f *Figure) {
 			}
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+	}
+	if len(withPaper) > 0 && !f.Comparable {
+		why := f.Apart
+		if why == "" {
+			why = "the paper's setup differs from this one too much for its values to compare (see \"Emulated instead of the paper's setup\" above); they are shown for reference."
+		}
+		fmt.Fprintf(w, "\nNo ratio (—): %s\n", why)
 	}
 }
 

@@ -26,11 +26,23 @@ const (
 // Key is the cluster key of bench sessions.
 var Key = []byte("braid-bench-cluster-key")
 
-// NewBed brings up a two-host testbed with one network per rate (bit/s).
+// NewBed brings up a two-host testbed with one full-duplex network per
+// rate (bit/s).
 func NewBed(ctx context.Context, rates []int64) (*testbed.Bed, error) {
+	return newBed(ctx, rates, false)
+}
+
+// NewHalfDuplexBed is NewBed with half-duplex networks
+// (testbed.Network.HalfDuplex), on which a ping-pong of small messages
+// stays within the rate as on a wire.
+func NewHalfDuplexBed(ctx context.Context, rates []int64) (*testbed.Bed, error) {
+	return newBed(ctx, rates, true)
+}
+
+func newBed(ctx context.Context, rates []int64, half bool) (*testbed.Bed, error) {
 	spec := testbed.Spec{Hosts: []string{Server, Client}}
 	for i, r := range rates {
-		spec.Networks = append(spec.Networks, testbed.Network{Name: fmt.Sprintf("n%d", i), Rate: r})
+		spec.Networks = append(spec.Networks, testbed.Network{Name: fmt.Sprintf("n%d", i), Rate: r, HalfDuplex: half})
 	}
 	return testbed.Up(ctx, spec)
 }
@@ -130,8 +142,9 @@ func up(s *transport.Session) int {
 
 // measure runs one braid perf test (package perf, the engine of braid
 // perf) from the client host to a perf server on the server host over
-// b.Nets, and returns the client's report.
-func (b *Braid) measure(ctx context.Context, o perf.Options) (*perf.Report, error) {
+// b.Nets, and returns the client's report and its iperf3 form (per
+// stream figures).
+func (b *Braid) measure(ctx context.Context, o perf.Options) (*perf.Report, *perf.IperfReport, error) {
 	var addrs []string
 	for _, n := range b.Nets {
 		addrs = append(addrs, net.JoinHostPort(b.Bed.Addr(Server, n), "0"))
@@ -139,7 +152,7 @@ func (b *Braid) measure(ctx context.Context, o perf.Options) (*perf.Report, erro
 	scfg := b.config(Server)
 	ln, err := transport.Listen(ctx, addrs, scfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	served := make(chan error, 1)
@@ -153,14 +166,13 @@ func (b *Braid) measure(ctx context.Context, o perf.Options) (*perf.Report, erro
 		o.Paths = append(o.Paths, transport.Path{Local: b.Bed.Addr(Client, b.Nets[i]), Remote: a.String()})
 	}
 	o.Config = b.config(Client)
-	rep, _, err := perf.Run(ctx, &o)
-	return rep, err
+	return perf.Run(ctx, &o)
 }
 
 // Bulk runs braid perf's bulk test: msgSize messages on streams streams,
 // counted at the receiver for d from the first byte.
 func (b *Braid) Bulk(ctx context.Context, msgSize, streams int, d time.Duration) (Result, error) {
-	rep, err := b.measure(ctx, perf.Options{Mode: "bulk", Size: int64(msgSize), Streams: streams, Seconds: d.Seconds()})
+	rep, _, err := b.measure(ctx, perf.Options{Mode: "bulk", Size: int64(msgSize), Streams: streams, Seconds: d.Seconds()})
 	if err != nil {
 		return Result{}, err
 	}
@@ -176,7 +188,7 @@ func (b *Braid) Bulk(ctx context.Context, msgSize, streams int, d time.Duration)
 // trips of a size-byte message after a warm-up one, and returns the
 // effective bandwidth of eq. 1 with the mean round trip.
 func (b *Braid) PingPong(ctx context.Context, size, count int) (Result, error) {
-	rep, err := b.measure(ctx, perf.Options{Mode: "pingpong", Size: int64(size), Streams: 1, Count: count, Seconds: pingPongLimit.Seconds()})
+	rep, _, err := b.measure(ctx, perf.Options{Mode: "pingpong", Size: int64(size), Streams: 1, Count: count, Seconds: pingPongLimit.Seconds()})
 	if err != nil {
 		return Result{}, err
 	}

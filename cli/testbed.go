@@ -146,14 +146,21 @@ func (f bedFlags) save(bf *bedFile) error {
 }
 
 func testbedUp(ctx context.Context, env *Env, args []string) int {
-	fs := newFlags(env, "testbed up", "[--name NAME] [--hosts a,b] [--nets 100M,25M]", `
+	fs := newFlags(env, "testbed up", "[--name NAME] [--hosts a,b] [--nets 100M,25M] [--half-duplex]", `
 Creates a bed: every host gets one interface on every network, addressed
 10.<net+1>.0.<host+1>/24, shaped to the network's rate in both directions
 (K, M, G suffixes in bit/s; 0 leaves a network unshaped). The bed lives
-until 'braid testbed down'; its description is kept in the state directory.`)
+until 'braid testbed down'; its description is kept in the state directory.
+
+Links are full duplex (the rate each way) unless --half-duplex: then both
+directions of a link share its rate. Token buckets let a lone packet
+through at once, so on full-duplex links a ping-pong of small messages
+measures up to twice the rate; on half-duplex ones it stays within it,
+as on a wire, while traffic both ways at once shares the rate.`)
 	bf := addBedFlags(fs)
 	hosts := fs.String("hosts", "a,b", "comma-separated host `names`")
 	nets := fs.String("nets", "100M,25M", "comma-separated network `rates`, one per network")
+	half := fs.Bool("half-duplex", false, "make every network half duplex: both directions of a link share its rate (ping-pongs of small messages stay within it)")
 	asJSON := bedJSONFlag(fs)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
@@ -178,7 +185,7 @@ until 'braid testbed down'; its description is kept in the state directory.`)
 			env.Errorf("testbed up: --nets: %v", err)
 			return 2
 		}
-		spec.Networks = append(spec.Networks, testbed.Network{Rate: bps})
+		spec.Networks = append(spec.Networks, testbed.Network{Rate: bps, HalfDuplex: *half})
 	}
 	if err := testbed.Available(); err != nil {
 		env.Errorf("%v", err)
@@ -251,9 +258,9 @@ func printBed(w io.Writer, b *testbed.Bed, file *bedFile) {
 	spec := b.Spec()
 	fmt.Fprintf(w, "testbed %s (id %s, up since %s)\n\n", file.Name, b.ID(), file.Created.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NET\tNAME\tRATE\tSUBNET")
+	fmt.Fprintln(tw, "NET\tNAME\tRATE\tDUPLEX\tSUBNET")
 	for j, n := range spec.Networks {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", j, n.Name, testbed.FormatRate(n.Rate), n.Subnet)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", j, n.Name, testbed.FormatRate(n.Rate), duplex(n), n.Subnet)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -528,7 +535,16 @@ type bedNetJSON struct {
 	Index   int    `json:"index"`
 	Name    string `json:"name"`
 	RateBps int64  `json:"rate_bps"` // 0: unshaped
+	Duplex  string `json:"duplex"`   // full: the rate each way; half: both ways share it
 	Subnet  string `json:"subnet"`
+}
+
+// duplex names how n's links share their rate between the directions.
+func duplex(n testbed.Network) string {
+	if n.HalfDuplex {
+		return "half"
+	}
+	return "full"
 }
 
 type bedHostJSON struct {
@@ -547,7 +563,7 @@ func newBedJSON(b *testbed.Bed, file *bedFile) bedJSON {
 	spec := b.Spec()
 	out := bedJSON{Name: file.Name, ID: b.ID(), Created: file.Created, Networks: []bedNetJSON{}, Hosts: []bedHostJSON{}}
 	for j, n := range spec.Networks {
-		out.Networks = append(out.Networks, bedNetJSON{Index: j, Name: n.Name, RateBps: int64(n.Rate), Subnet: fmt.Sprint(n.Subnet)})
+		out.Networks = append(out.Networks, bedNetJSON{Index: j, Name: n.Name, RateBps: int64(n.Rate), Duplex: duplex(n), Subnet: fmt.Sprint(n.Subnet)})
 	}
 	for _, h := range spec.Hosts {
 		hj := bedHostJSON{Name: h, Namespace: b.Namespace(h), Interfaces: []bedIfaceJSON{}}

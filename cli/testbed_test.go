@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -66,7 +67,7 @@ func TestTestbedCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil {
 		t.Fatalf("show --json: exit %d, %v: %s%s", code, err, out, errs)
 	}
-	if shown.Name != "clitest" || len(shown.Networks) != 2 || shown.Networks[1].RateBps != 25e6 || len(shown.Hosts) != 2 ||
+	if shown.Name != "clitest" || len(shown.Networks) != 2 || shown.Networks[1].RateBps != 25e6 || shown.Networks[1].Duplex != "full" || len(shown.Hosts) != 2 ||
 		shown.Hosts[0].Interfaces[1].Address != "10.2.0.1" {
 		t.Errorf("show --json: %+v", shown)
 	}
@@ -138,6 +139,35 @@ func TestTestbedCommand(t *testing.T) {
 	}
 	if code, _, errs := braid(t, append([]string{"testbed", "down"}, flags...)...); code != 1 || !strings.Contains(errs, "no testbed") {
 		t.Errorf("second down: exit %d: %s", code, errs)
+	}
+}
+
+// testbed up --half-duplex makes networks whose links share their rate
+// between both directions, and says so.
+func TestTestbedHalfDuplex(t *testing.T) {
+	testbed.Skip(t)
+	dir := t.TempDir()
+	flags := []string{"--name", "half", "--state-dir", dir}
+	t.Cleanup(func() { braid(t, append([]string{"testbed", "down"}, flags...)...) })
+	code, out, errs := braid(t, append(append([]string{"testbed", "up"}, flags...), "--hosts", "a,b", "--nets", "10M", "--half-duplex")...)
+	if code != 0 {
+		t.Fatalf("up --half-duplex: exit %d: %s", code, errs)
+	}
+	if !regexp.MustCompile(`(?m)^0 +net0 +10Mbit/s +half `).MatchString(out) {
+		t.Errorf("up --half-duplex: no half-duplex network 0 in:\n%s", out)
+	}
+	code, out, errs = braid(t, append([]string{"testbed", "show", "--json"}, flags...)...)
+	var shown bedJSON
+	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil {
+		t.Fatalf("show --json: exit %d, %v: %s%s", code, err, out, errs)
+	}
+	if len(shown.Networks) != 1 || shown.Networks[0].Duplex != "half" {
+		t.Errorf("show --json: networks %+v, want one half duplex", shown.Networks)
+	}
+	// Both directions go through host a's one shaper.
+	code, out, errs = braid(t, append(append([]string{"testbed", "exec"}, flags...), "a", "--", "tc", "filter", "show", "dev", shown.Hosts[0].Interfaces[0].Dev, "ingress")...)
+	if code != 0 || !strings.Contains(out, "mirred") {
+		t.Errorf("a's ingress: exit %d, no redirect to its shaper: %s%s", code, out, errs)
 	}
 }
 

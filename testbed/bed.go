@@ -149,10 +149,38 @@ func (b *Bed) link(ctx context.Context, i, j int) error {
 	if _, err := run(ctx, "ip", "-n", ns, "link", "set", hd, "up"); err != nil {
 		return err
 	}
+	if n.HalfDuplex {
+		return b.shareLink(ctx, i, j, n.Rate)
+	}
 	if err := shape(ctx, ns, hd, n.Rate, true); err != nil {
 		return err
 	}
 	return shape(ctx, hub, pd, n.Rate, true)
+}
+
+// shareLink shapes both directions of host i's link on network j with one
+// token bucket: an ifb device in the host namespace holds the tbf, and
+// filters on the host's interface redirect what it sends (egress) and
+// what it receives (ingress) through it. In the host namespace, so the
+// sender's queue is local and TCP feels it (as with full-duplex
+// shaping), and nothing is left in the hub.
+func (b *Bed) shareLink(ctx context.Context, i, j int, bps int64) error {
+	ns, dev, ifb := b.hostNS(i), b.Dev(b.spec.Hosts[i], j), b.shaper(j)
+	cmds := [][]string{
+		{"ip", "-n", ns, "link", "add", ifb, "type", "ifb"},
+		{"ip", "-n", ns, "link", "set", ifb, "up"},
+		{"tc", "-n", ns, "qdisc", "add", "dev", dev, "clsact"},
+	}
+	for _, dir := range []string{"egress", "ingress"} {
+		cmds = append(cmds, []string{"tc", "-n", ns, "filter", "add", "dev", dev, dir, "protocol", "all", "prio", "1",
+			"u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", ifb})
+	}
+	for _, c := range cmds {
+		if _, err := run(ctx, c[0], c[1:]...); err != nil {
+			return err
+		}
+	}
+	return shape(ctx, ns, ifb, bps, true)
 }
 
 // Burst and queue of the tbf shapers. A bucket of about one packet loses
@@ -415,6 +443,10 @@ func (b *Bed) hostIndex(host string) int { return slices.Index(b.spec.Hosts, hos
 func (b *Bed) hubNS() string       { return "bt" + b.id + "-hub" }
 func (b *Bed) hostNS(i int) string { return "bt" + b.id + "-" + b.spec.Hosts[i] }
 func (b *Bed) bridge(j int) string { return "bt" + b.id + "br" + strconv.Itoa(j) }
+
+// shaper is the ifb device, in each host's namespace, that shapes both
+// directions of the host's link on half-duplex network j.
+func (b *Bed) shaper(j int) string { return "bt" + b.id + "s" + strconv.Itoa(j) }
 func (b *Bed) hubDev(i, j int) string {
 	return "bt" + b.id + "h" + strconv.Itoa(i) + "n" + strconv.Itoa(j)
 }

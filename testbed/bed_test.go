@@ -111,8 +111,9 @@ func expectSilence(t testing.TB, c net.Conn, d time.Duration) {
 	}
 }
 
+// twoByTwo is two hosts on two networks, the second half duplex.
 func twoByTwo() Spec {
-	return Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: 100e6}, {Rate: 50e6}}}
+	return Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: 100e6}, {Rate: 50e6, HalfDuplex: true}}}
 }
 
 func TestUpAddressesAndConnectivity(t *testing.T) {
@@ -208,28 +209,30 @@ func TestLinkDown(t *testing.T) {
 func TestBlackhole(t *testing.T) {
 	t.Parallel()
 	b := upBed(t, twoByTwo())
-	s, c := pair(t, b, "a", "b", 0)
-	c.Write([]byte("before"))
-	expectRead(t, s, "before", 5*time.Second)
+	for j := range b.Networks() { // full duplex, then half
+		s, c := pair(t, b, "a", "b", j)
+		c.Write([]byte("before"))
+		expectRead(t, s, "before", 5*time.Second)
 
-	if err := b.Blackhole("b", 0); err != nil {
-		t.Fatal(err)
-	}
-	// Silent: both ends keep their carrier.
-	if err := b.ready(t.Context(), b.hostIndex("b"), 0); !strings.Contains(fmt.Sprint(err), "bridge port") {
-		t.Errorf("during a blackhole: ready = %v, want only the bridge port missing", err)
-	}
-	c.Write([]byte("during"))
-	expectSilence(t, s, 300*time.Millisecond)
-	_, err := dial(b, "b", net.JoinHostPort(b.Addr("a", 0), "9"), 300*time.Millisecond)
-	if ne, ok := errors.AsType[net.Error](err); !ok || !ne.Timeout() {
-		t.Fatalf("dial into a blackhole: %v, want a timeout", err)
-	}
+		if err := b.Blackhole("b", j); err != nil {
+			t.Fatal(err)
+		}
+		// Silent: both ends keep their carrier.
+		if err := b.ready(t.Context(), b.hostIndex("b"), j); !strings.Contains(fmt.Sprint(err), "bridge port") {
+			t.Errorf("net %d: during a blackhole: ready = %v, want only the bridge port missing", j, err)
+		}
+		c.Write([]byte("during"))
+		expectSilence(t, s, 300*time.Millisecond)
+		_, err := dial(b, "b", net.JoinHostPort(b.Addr("a", j), "9"), 300*time.Millisecond)
+		if ne, ok := errors.AsType[net.Error](err); !ok || !ne.Timeout() {
+			t.Fatalf("net %d: dial into a blackhole: %v, want a timeout", j, err)
+		}
 
-	if err := b.Restore("b", 0); err != nil {
-		t.Fatal(err)
+		if err := b.Restore("b", j); err != nil {
+			t.Fatal(err)
+		}
+		expectRead(t, s, "during", 10*time.Second)
 	}
-	expectRead(t, s, "during", 10*time.Second)
 }
 
 func TestShaping(t *testing.T) {
@@ -368,14 +371,23 @@ func txBytes(t testing.TB, ns, dev string) int64 {
 }
 
 // BenchmarkShaping reports achieved/rate of a tbf-shaped link (both ends
-// shaped) for one TCP stream between two namespaces: payload (goodput) and
-// Ethernet frames leaving the hub towards the receiver (wire).
+// shaped; or half duplex, one bucket per host for both ways) for one TCP
+// stream between two namespaces: payload (goodput) and Ethernet frames
+// leaving the hub towards the receiver (wire).
 //
 //	go test -run '^$' -bench Shaping -benchtime 1x -count 3 ./testbed/
 func BenchmarkShaping(b *testing.B) {
-	for _, rate := range []int64{100e6, 25e6} {
-		b.Run(fmt.Sprintf("rate=%dM", rate/1e6), func(b *testing.B) {
-			bed := upBed(b, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: rate}}})
+	for _, tc := range []struct {
+		rate int64
+		half bool
+	}{{100e6, false}, {25e6, false}, {100e6, true}} {
+		rate := tc.rate
+		name := fmt.Sprintf("rate=%dM", rate/1e6)
+		if tc.half {
+			name += "/duplex=half"
+		}
+		b.Run(name, func(b *testing.B) {
+			bed := upBed(b, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: rate, HalfDuplex: tc.half}}})
 			counter := func() int64 { return txBytes(b, bed.hubNS(), bed.hubDev(0, 0)) }
 			var good, wire float64
 			var runs int

@@ -13,6 +13,26 @@
 //	└────────────────────┘      └──────────────────────┘      └────────────────────┘
 //	  network j: 10.<j+1>.0.0/24 by default, host i is .<i+1>
 //
+// Token buckets bound a rate, not a delay: a lone packet finds its bucket
+// full and leaves at once, where a wire would hold it for its transmission
+// time. Streams are shaped faithfully either way, but on full-duplex links
+// a serial exchange of small messages is not: the request and the reply
+// each pass buckets of their own, so a 1 KB ping-pong measures up to twice
+// the rate in effective bandwidth (8 x size / (RTT / 2)), and no setting of
+// the buckets' burst changes that. A network with HalfDuplex shapes each
+// host's link instead with one tbf for both directions, on an ifb device
+// bt<id>s<j> in the host's namespace that the link's egress and ingress
+// are redirected through (the hub then shapes nothing): every exchange
+// then pays for both messages, as on a wire, and stays within the rate
+// (TestPingPongWithinRate); traffic both ways at once shares the rate.
+// Use it for ping-pongs and request-reply measurements, full duplex for
+// traffic both ways at once. What neither can emulate is the transmission
+// time itself: a message and its echo sent whole over two different
+// networks each pay their own link only, so such a ping-pong can measure
+// up to the two links' rates together, where wires of that rate would
+// allow one (each message spends its time on its wire, one after the
+// other).
+//
 // Nothing is created in the root namespace: veth pairs are made in the hub
 // with their peer placed straight into the host namespace, and no namespace
 // has a route beyond its own subnets, so the addresses exist and are

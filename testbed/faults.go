@@ -67,8 +67,9 @@ func (b *Bed) fault(host string, net int, f func(ctx context.Context, i int) err
 	return nil
 }
 
-// SetRate changes the rate of every link of network net, both directions,
-// to bps bit/s; 0 removes the shaping.
+// SetRate changes the rate of every link of network net, both directions
+// (together on a half-duplex network), to bps bit/s; 0 removes the
+// shaping.
 func (b *Bed) SetRate(net int, bps int64) error {
 	if net < 0 || net >= len(b.spec.Networks) {
 		return fmt.Errorf("testbed: %w: %d (bed has %d)", ErrUnknownNetwork, net, len(b.spec.Networks))
@@ -88,6 +89,12 @@ func (b *Bed) SetRate(net int, bps int64) error {
 	defer cancel()
 	fresh := b.rates[net] == 0
 	for i, h := range b.spec.Hosts {
+		if b.spec.Networks[net].HalfDuplex {
+			if err := shape(ctx, b.hostNS(i), b.shaper(net), bps, fresh); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := shape(ctx, b.hostNS(i), b.Dev(h, net), bps, fresh); err != nil {
 			return err
 		}

@@ -26,6 +26,17 @@ type Network struct {
 	// Rate is the link rate in bit/s, applied in both directions of every
 	// host's link; 0 means unshaped.
 	Rate int64 `json:"rate"`
+	// HalfDuplex makes the two directions of every host's link share Rate,
+	// instead of Rate each way (false, the default). Use it where traffic
+	// is a serial exchange of small messages (a ping-pong, a request and
+	// its reply): a token bucket holds a lone packet only when the bucket
+	// is empty, never for its own transmission time, so on full-duplex
+	// links a request and its reply each pass a bucket of their own at
+	// once, and a 1 KB ping-pong measures up to twice Rate, which no
+	// wire of Rate allows. With one bucket for both directions every
+	// exchange pays for both messages, as on the wire; traffic both ways
+	// at once then shares Rate (see the package doc).
+	HalfDuplex bool `json:"half_duplex,omitempty"`
 	// Subnet holds the network's addresses: host i gets the (i+1)th address
 	// of it. It must be a private IPv4 prefix; the zero value means
 	// 10.<i+1>.0.0/24 for network i.
