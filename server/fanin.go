@@ -57,7 +57,7 @@ func (s *Server) submitFanIn(ctx context.Context, req api.JobRequest, o submitOp
 		s.unpin(joined)
 		if err != nil {
 			// Refused: the join goes unless something else keeps it.
-			s.dropBlobs(context.WithoutCancel(ctx), 0, []string{joined}, nil)
+			s.dropBlobs(context.WithoutCancel(ctx), 0, []string{joined}, nil, nil)
 		}
 		return st, err
 	}
