@@ -187,3 +187,31 @@ func TestDatasetDelete(t *testing.T) {
 		}
 	}
 }
+
+// TestFanInOwners: a client's fan-in job is its own (it waits for it
+// and reads its output; another client sees none of it), and no client
+// joins another's blob or job.
+func TestFanInOwners(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(1, nil)
+	c.waitWorkers(1)
+	a := newTenant(t, c, api.RoleClient, "a", "")
+	b := newTenant(t, c, api.RoleClient, "b", "")
+	x, y := a.put([]byte("x\n")), a.put([]byte("y\n"))
+	first := a.run(api.JobRequest{Op: "noop", Input: x})
+	st := a.run(api.JobRequest{Op: "noop", Inputs: []string{x, fmt.Sprintf("job:%d", first.Job), y}})
+	if st.State != api.JobDone || string(a.get(st.Output)) != "x\nx\ny\n" {
+		t.Fatalf("a's join: %s %q", st.State, st.Error)
+	}
+	b.expect(t, http.StatusNotFound, http.MethodGet, fmt.Sprintf("%s/%d", api.PathJobs, st.Job), nil)
+	mine := b.put([]byte("b\n"))
+	msg := b.expect(t, http.StatusNotFound, http.MethodPost, api.PathJobs, api.JobRequest{Op: "noop", Inputs: []string{mine, x}})
+	if !strings.Contains(msg, "input 2: no blob "+x) {
+		t.Errorf("b joining a's blob: %s", msg)
+	}
+	msg = b.expect(t, http.StatusNotFound, http.MethodPost, api.PathJobs,
+		api.JobRequest{Op: "noop", Inputs: []string{mine, fmt.Sprintf("job:%d", first.Job)}})
+	if !strings.Contains(msg, fmt.Sprintf("input 2 (job:%d): no such job", first.Job)) {
+		t.Errorf("b joining a's job: %s", msg)
+	}
+}
