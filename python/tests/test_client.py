@@ -361,3 +361,52 @@ def test_datasets(client, cluster, tmp_path):
     (tmp_path / "b" / "same").write_bytes(b"2")
     with pytest.raises(braid.ConfigurationError, match="two files named 'same'"):
         client.put_dataset([tmp_path / "a" / "same", tmp_path / "b" / "same"])
+
+
+# Fan-in.
+
+
+def test_fan_in_joins_inputs(client, wasm_ops):
+    """A job over several inputs (a blob, another job's output, bytes)
+    reads them joined in the order given; a pipeline step joins two steps."""
+    a = client.put(b"alpha beta\nbeta\n")
+    first = client.submit("noop", b"gamma alpha\n")
+    job = client.submit("checksum", inputs=[a, first, b"delta\n"], params={"block": 5})
+    joined = b"alpha beta\nbeta\n" + b"gamma alpha\n" + b"delta\n"
+    assert client.get_bytes(job.result(timeout=120)) == checksum_of(joined, 5)
+    st = job.status()
+    assert st.inputs == [a, f"job:{first.id}", hashlib.sha256(b"delta\n").hexdigest()]
+    assert st.input == hashlib.sha256(joined).hexdigest(), "the input is the joined bytes"
+
+    # A word count over two branches joined: the counts of both texts.
+    client.add_op("fanwordcount", wasm_ops["wordcount"], split="lines:4K", merge="reduce:fansumcounts")
+    client.add_op("fansumcounts", wasm_ops["sumcounts"])
+    left, right = b"one two two\n", b"two three\nthree\n"
+    p = client.submit_pipeline([
+        {"name": "left", "op": "noop", "input": left},
+        {"name": "right", "op": "noop", "input": right},
+        {"name": "count", "op": "fanwordcount", "inputs": ["step:left", "step:right"]},
+    ])
+    outs = p.result(timeout=120)
+    assert client.get_bytes(outs["count"]) == b"one\t1\nthree\t2\ntwo\t3\n"
+    assert p.jobs["count"].last_status.inputs == [f"job:{p.jobs['left'].id}", f"job:{p.jobs['right'].id}"]
+
+
+def test_fan_in_refusals(client, tmp_path):
+    a = client.put(b"a\n")
+    with pytest.raises(ValueError, match="input or inputs, not both"):
+        client.submit("noop", a, inputs=[a])
+    with pytest.raises(ValueError, match="no input"):
+        client.submit("noop")
+    with pytest.raises(ValueError, match="an empty list"):
+        client.submit("noop", inputs=[])
+    with pytest.raises(TypeError, match="want a list of inputs"):
+        client.submit("noop", inputs=a)
+    with pytest.raises(ValueError, match=r"step 0 \(j\): give input or inputs, not both"):
+        client.submit_pipeline([{"name": "j", "op": "noop", "input": a, "inputs": [a]}])
+    # The server refuses a dataset among joined inputs, naming it.
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_bytes(b"member\n")
+    ds = client.put_dataset(tmp_path / "d")
+    with pytest.raises(braid.BadRequest, match=f"input 2 \\({ds}\\) is a dataset"):
+        client.submit("noop", inputs=[a, ds])

@@ -76,6 +76,7 @@ class JobStatus:
     pipeline: int = 0
     step: str = ""
     module: str = ""
+    inputs: List[str] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -92,7 +93,7 @@ class JobStatus:
             units=UnitCounts(**{k: int(u.get(k, 0)) for k in ("total", "done", "failed", "running", "retries", "retried")}),
             params=dict(d.get("params") or {}), split=d.get("split", ""), merge=d.get("merge", ""),
             input_job=int(d.get("input_job", 0)), pipeline=int(d.get("pipeline", 0)),
-            step=d.get("step", ""), module=d.get("module", ""), raw=dict(d),
+            step=d.get("step", ""), module=d.get("module", ""), inputs=list(d.get("inputs") or []), raw=dict(d),
         )
 
 
@@ -762,19 +763,40 @@ class Client:
             return inp
         raise TypeError(f"input {inp!r}: want a blob id, 'job:ID', a Job, a pathlib.Path or bytes")
 
-    def submit(self, op: str, input: Input, split: Optional[str] = None, merge: Optional[str] = None,
-               params: Optional[Mapping[str, Any]] = None, *, units: Optional[int] = None,
+    def _inputs(self, inp: Optional[Input], inps: Optional[Sequence[Input]]) -> Dict[str, Any]:
+        """The input fields of a job request: "input", or "inputs" for a
+        join."""
+        if inps is not None and not isinstance(inps, (str, bytes, bytearray, os.PathLike)):
+            if inp is not None:
+                raise ValueError("give input or inputs, not both")
+            if not inps:
+                raise ValueError("inputs: an empty list; give at least one input")
+            return {"inputs": [self._input(i) for i in inps]}
+        if inps is not None:
+            raise TypeError(f"inputs={inps!r}: want a list of inputs; for one input, use input=")
+        if inp is None:
+            raise ValueError("no input: give input (a blob id, 'job:ID', a Job, a Path or bytes) or inputs")
+        return {"input": self._input(inp)}
+
+    def submit(self, op: str, input: Optional[Input] = None, split: Optional[str] = None,
+               merge: Optional[str] = None, params: Optional[Mapping[str, Any]] = None, *,
+               inputs: Optional[Sequence[Input]] = None, units: Optional[int] = None,
                tile: Union[None, str, Tuple[int, int]] = None, repeat: Optional[int] = None,
                policy: Optional[str] = None, in_flight: Optional[int] = None,
                unit_mem: Optional[int] = None, unit_timeout: Optional[str] = None,
                unit_output: Optional[int] = None, max_tries: Optional[int] = None,
                **extra: Any) -> Job:
-        """Submits a job: apply op to input.
+        """Submits a job: apply op to input, or to several inputs joined.
 
         Args:
             op: the operation's name (:meth:`ops` lists them).
-            input: a blob id, "job:ID" or a Job (its output, once done), a
-                pathlib.Path or bytes (uploaded first).
+            input: a blob id or dataset id, "job:ID" or a Job (its output,
+                once done), a pathlib.Path or bytes (uploaded first).
+            inputs: instead of input, up to 64 inputs of those kinds
+                (datasets aside), joined in the order given (fan-in): the
+                job waits for every input job, and the operation reads the
+                inputs concatenated on stdin, each also as a file /in/NAME
+                (docs/ops.md, Joining inputs).
             split: "whole", "bytes:SIZE", "lines:SIZE" or "tiles:WxH[+HALO]"
                 (default: the operation's).
             merge: "concat", "tiles" or "reduce:OP" (default: the
@@ -792,8 +814,9 @@ class Client:
             BadRequest: the server refused the request; the message names
                 what is wrong (unknown operation, bad split, ...).
             NotFound: the input blob or job does not exist.
+            ValueError: both input and inputs, or neither, were given.
         """
-        req = _job_request(op, self._input(input), split, merge, params, units, tile, repeat, policy,
+        req = _job_request(op, self._inputs(input, inputs), split, merge, params, units, tile, repeat, policy,
                            in_flight, unit_mem, unit_timeout, unit_output, max_tries, extra)
         d = self._t.json(f"submit job ({op})", "POST", "/v1/jobs", req)
         return Job(self, JobStatus.from_json(d))
@@ -827,7 +850,8 @@ class Client:
 
         Each step is a mapping with "name", "op" and "input" (a blob id,
         "step:NAME" for another step's output, "job:ID", a Job, a
-        pathlib.Path or bytes), and optionally any of :meth:`submit`'s
+        pathlib.Path or bytes) or "inputs" (a list of those, joined: a
+        step may wait for several), and optionally any of :meth:`submit`'s
         keyword arguments ("split", "merge", "params", ...)::
 
             p = c.submit_pipeline([
@@ -845,13 +869,17 @@ class Client:
         for i, s in enumerate(steps):
             s = dict(s)
             try:
-                sname, op, inp = s.pop("name"), s.pop("op"), s.pop("input")
+                sname, op = s.pop("name"), s.pop("op")
             except KeyError as e:
-                raise ValueError(f"pipeline step {i}: no {e.args[0]!r}; a step needs name, op and input") from None
+                raise ValueError(f"pipeline step {i}: no {e.args[0]!r}; a step needs name, op and input (or inputs)") from None
+            try:
+                inp = self._inputs(s.pop("input", None), s.pop("inputs", None))
+            except ValueError as e:
+                raise ValueError(f"pipeline step {i} ({sname}): {e}") from None
             known = ("split", "merge", "params", "units", "tile", "repeat", "policy", "in_flight", "unit_mem",
                      "unit_timeout", "unit_output", "max_tries")
             kw = {k: s.pop(k, None) for k in known}
-            req = _job_request(op, self._input(inp), kw["split"], kw["merge"], kw["params"], kw["units"],
+            req = _job_request(op, inp, kw["split"], kw["merge"], kw["params"], kw["units"],
                                kw["tile"], kw["repeat"], kw["policy"], kw["in_flight"], kw["unit_mem"],
                                kw["unit_timeout"], kw["unit_output"], kw["max_tries"], s)
             req["name"] = sname
@@ -869,12 +897,13 @@ class Client:
         return p
 
 
-def _job_request(op: str, inp: str, split: Optional[str], merge: Optional[str],
+def _job_request(op: str, inp: Mapping[str, Any], split: Optional[str], merge: Optional[str],
                  params: Optional[Mapping[str, Any]], units: Optional[int],
                  tile: Union[None, str, Tuple[int, int]], repeat: Optional[int], policy: Optional[str],
                  in_flight: Optional[int], unit_mem: Optional[int], unit_timeout: Optional[str],
                  unit_output: Optional[int], max_tries: Optional[int], extra: Mapping[str, Any]) -> Dict[str, Any]:
-    req: Dict[str, Any] = {"op": op, "input": inp}
+    req: Dict[str, Any] = {"op": op}
+    req.update(inp)
     if params:
         req["params"] = {str(k): _param(v) for k, v in params.items()}
     if isinstance(tile, tuple):
