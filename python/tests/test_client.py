@@ -410,3 +410,63 @@ def test_fan_in_refusals(client, tmp_path):
     ds = client.put_dataset(tmp_path / "d")
     with pytest.raises(braid.BadRequest, match=f"input 2 \\({ds}\\) is a dataset"):
         client.submit("noop", inputs=[a, ds])
+
+
+# Several servers: failover with the Go client's rules.
+
+
+@pytest.fixture
+def stalled_url() -> Iterator[str]:
+    """A server that accepts connections (the kernel does) and never
+    answers: a request sent to it may have arrived."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    try:
+        yield f"https://127.0.0.1:{s.getsockname()[1]}"
+    finally:
+        s.close()
+
+
+def test_failover_past_a_server_that_is_down(cluster, join_token, tmp_path, monkeypatch):
+    down = f"https://127.0.0.1:{free_port()}"
+    with braid.Client(f"{down}, {cluster.url}", token=join_token) as c:
+        blob = c.put(b"failed over\n")  # a POST: refused on the first, so never sent there
+        assert blob == hashlib.sha256(b"failed over\n").hexdigest()
+        assert c.url == cluster.url, "requests stay with the server that answered"
+        f = tmp_path / "streamed"
+        f.write_bytes(b"a file, streamed\n" * 1000)
+        assert c.put(f) == hashlib.sha256(f.read_bytes()).hexdigest()
+        job = c.submit("checksum", blob, params={"block": 4})
+        assert c.get_bytes(job.result(timeout=120)) == checksum_of(b"failed over\n", 4)
+    # The cluster key pins each server by its proof; BRAID_SERVER takes
+    # the same list.
+    monkeypatch.setenv("BRAID_SERVER", f"{down},{cluster.url}")
+    with braid.Client(key=cluster.key) as c:
+        assert c.health()["status"] == "ok" and c.fingerprint == cluster.fingerprint
+
+
+def test_no_failover_for_a_request_that_may_have_arrived(cluster, join_token, stalled_url, admin):
+    data = b"sent to a server that may have received it\n"
+    with braid.Client(f"{stalled_url},{cluster.url}", token=join_token, timeout=1.0) as c:
+        with pytest.raises(braid.Unreachable, match="cannot reach the braid server at " + stalled_url) as ei:
+            c.put(data)
+        assert ei.value.connected
+        with pytest.raises(braid.NotFound):
+            admin.get_bytes(hashlib.sha256(data).hexdigest())
+        # A GET changes nothing: it moves on after no answer came.
+        assert c.health()["status"] == "ok"
+        assert c.url == cluster.url
+        assert c.put(data) == hashlib.sha256(data).hexdigest()
+
+
+def test_every_server_down(join_token):
+    a, b = f"https://127.0.0.1:{free_port()}", f"https://127.0.0.1:{free_port()}"
+    with braid.Client(f"{a},{b}", token=join_token) as c:
+        with pytest.raises(braid.Unreachable) as ei:
+            c.submit("noop", "0" * 64)
+    e = ei.value
+    assert isinstance(e, ConnectionError) and not e.connected
+    assert f"{a}: " in str(e) and f"{b}: " in str(e), "the error names every server tried"
+    with pytest.raises(braid.ConfigurationError, match="no URL"):
+        braid.Client(" , ", token=join_token)

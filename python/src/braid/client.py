@@ -26,8 +26,8 @@ from typing import (Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Opti
                     Sequence, Tuple, Union)
 
 from . import errors
-from ._http import (BLOCK, Transport, admin_token, format_fingerprint, parse_fingerprint, read_object,
-                    split_join_token)
+from ._http import (BLOCK, Failover, Transport, admin_token, format_fingerprint, parse_fingerprint,
+                    read_object, split_join_token, split_urls)
 from .progress import Progress
 
 #: What a job's input may be: a blob id, "job:ID", a Job (its output), a
@@ -418,12 +418,17 @@ def _env(name: str) -> Optional[str]:
 
 
 class Client:
-    """A client of one braid server. Safe to share between threads.
+    """A client of a braid server, or of several that share one database.
+    Safe to share between threads.
 
     Args:
         url: the server's base URL, e.g. ``"https://10.0.0.1:7400"``
             (default: BRAID_SERVER). HTTPS is spoken whatever the scheme,
-            unless insecure_http.
+            unless insecure_http. Several servers sharing one database are
+            given as one comma-separated list (``"https://a:7400,https://b:7400"``),
+            as to the Go client: a request goes to the server that answered
+            last and moves on to the next only if it cannot have arrived (no
+            connection could be made) or changes nothing (a GET).
         token: a token from ``braid token create`` (BRAID_TOKEN); a join
             token ("TOKEN.HEX") also pins the server's certificate.
         key: the cluster key (BRAID_KEY), as text or bytes: authenticates
@@ -480,11 +485,13 @@ class Client:
                 "the fingerprint (braid server prints it) or the cluster key")
         self.timeout = timeout
         self.retry_window = retry_window
-        self._t = Transport(url, token=cred, key=k, fingerprint=fp, insecure_http=insecure_http, timeout=timeout)
+        ts = [Transport(u, token=cred, key=k, fingerprint=fp, insecure_http=insecure_http, timeout=timeout)
+              for u in split_urls(url)]
+        self._t: Union[Transport, Failover] = ts[0] if len(ts) == 1 else Failover(ts)
 
     @property
     def url(self) -> str:
-        """The server's base URL."""
+        """The server's base URL; of several, the one requests go to now."""
         return self._t.url
 
     @property
