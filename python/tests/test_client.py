@@ -353,6 +353,19 @@ def test_datasets(client, cluster, tmp_path):
         with pytest.raises(braid.NotFound):
             other.dataset(ds)
 
+    # A member goes with its dataset, not alone.
+    d2 = tmp_path / "gone"
+    d2.mkdir()
+    (d2 / "only").write_bytes(b"only in the dataset to delete\n")
+    gone = client.put_dataset(d2)
+    member = client.dataset(gone)["members"][0]["blob"]
+    with pytest.raises(braid.Conflict, match=f"member of datasets {gone}"):
+        client.delete_blob(member)
+    client.delete_blob(gone)
+    for blob in (gone, member):
+        with pytest.raises(braid.NotFound):
+            client.get_bytes(blob)
+
     with pytest.raises(braid.ConfigurationError, match="no files"):
         client.put_dataset([])
     (tmp_path / "a").mkdir()

@@ -752,7 +752,18 @@ class Client:
         return self._t.json("list blobs", "GET", "/v1/blobs").get("blobs") or []
 
     def delete_blob(self, blob: str) -> None:
-        """Deletes a blob no unfinished job uses."""
+        """Deletes a blob, or a dataset with its members but those something
+        else needs (another client's upload, another dataset, an unfinished
+        job, a kept output). Only this client's upload goes while another
+        client's upload, dataset or job needs the same bytes.
+
+        Raises:
+            Conflict: an unfinished job uses it, it is a job's output kept
+                until its retention ends, a dataset lists it (delete the
+                dataset), or it is an operation's module; the message says
+                which.
+            NotFound: no such blob (or another client's).
+        """
         r = self._t.request(f"delete blob {blob}", "DELETE", "/v1/blobs/" + urllib.parse.quote(blob, safe=""))
         r.read()
         r.close()
