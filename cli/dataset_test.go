@@ -91,6 +91,32 @@ func TestDatasetCommands(t *testing.T) {
 		t.Errorf("join: %s, %q", state, get(output))
 	}
 
+	// rm: a member alone is refused, naming its dataset; the dataset goes
+	// with its members. (ds is also the output of the job of merge none
+	// above, whose noop made the same bytes: kept.)
+	write(filepath.Join(dir, "rm", "c.txt"), "sea\n")
+	_, out, _ = runBraid(t, 10*time.Second, "put", filepath.Join(dir, "rm"))
+	ds = strings.TrimSpace(out)
+	_, out, _ = runBraid(t, 10*time.Second, "ls", ds, "--json")
+	var member struct{ Blob string }
+	if err := json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &member); err != nil || len(member.Blob) != 64 {
+		t.Fatalf("ls --json: %q, %v", out, err)
+	}
+	if code, _, stderr := runBraid(t, 10*time.Second, "rm", member.Blob); code != 1 || !strings.Contains(stderr, "is a member of datasets "+ds) {
+		t.Errorf("rm MEMBER: exit %d, %q; want 1 naming the dataset", code, stderr)
+	}
+	if code, out, stderr := runBraid(t, 10*time.Second, "rm", ds); code != 0 || out != "deleted "+ds+"\n" {
+		t.Errorf("rm DATASET: exit %d, %q, %s", code, out, stderr)
+	}
+	for _, id := range []string{ds, member.Blob} {
+		if code, _, stderr := runBraid(t, 10*time.Second, "get", id, "-o", "-"); code != 1 || !strings.Contains(stderr, "no blob") {
+			t.Errorf("get %s after rm of its dataset: exit %d, %s", id, code, stderr)
+		}
+	}
+	if code, _, stderr := runBraid(t, 10*time.Second, "rm", "nonsense"); code != 2 || !strings.Contains(stderr, "not a blob id") {
+		t.Errorf("rm nonsense: exit %d, %s", code, stderr)
+	}
+
 	// What put refuses, before uploading anything.
 	write(filepath.Join(dir, "nested", "sub", "x"), "x")
 	write(filepath.Join(dir, "other", "a.txt"), "another a\n")

@@ -31,14 +31,82 @@ import (
 // output is a new dataset of the same names. A module's unit finds its
 // member's bytes as /in/NAME too.
 //
-// While the job runs its members are kept as the blobs of its units are;
-// when it ends they stay (dropIntermediates keeps a dataset input's
-// blobs, and its members where a result has the same bytes). An output
-// dataset's members go with its manifest when the output expires
-// (expire). The store's BlobKept does not know datasets: a member of an
-// output dataset (not an upload) with the very bytes of an intermediate
-// result of an unrelated job goes with that job's intermediates. An
-// index of members in the store would close that.
+// The store keeps an index of every dataset's members (store.Meta's
+// AddDataset), written with the manifest: by POST /v1/datasets before
+// the upload is recorded, and by a job's assembly before its output is.
+// A member is kept while a dataset that lists it lives (an upload, a
+// kept output, an unfinished job's input: store.Meta.BlobKept), so an
+// unrelated job whose intermediate results have a member's very bytes
+// (blobs are content-addressed) leaves it, and deleting it alone is
+// refused (409). Until the job that assembles an output dataset is
+// recorded done, its new members are pinned (run.pinned).
+//
+// While a job runs, its input's members are kept as the blobs of its
+// units are; when it ends they stay (dropIntermediates keeps a dataset
+// input's blobs, and its own output's members, where a result has the
+// same bytes). An output dataset's members go with its manifest when the
+// output expires (expire), unless another dataset lists them. Deleting a
+// dataset deletes its members too (deleteDatasetMembers), but those that
+// something else needs.
+
+// memberBlobs returns the blobs of d's members, each once.
+func memberBlobs(d api.Dataset) []string {
+	ids := make([]string, 0, len(d.Members))
+	seen := make(map[string]bool, len(d.Members))
+	for _, m := range d.Members {
+		if !seen[m.Blob] {
+			seen[m.Blob] = true
+			ids = append(ids, m.Blob)
+		}
+	}
+	return ids
+}
+
+// membersOf returns the blobs of the members of dataset id, each once,
+// from its manifest, or from the store's index if the manifest cannot
+// be read; isDataset is false if id is no dataset.
+func (s *Server) membersOf(ctx context.Context, id string) (members []string, isDataset bool, err error) {
+	if ok, err := s.isDataset(id); err != nil || !ok {
+		return nil, false, err
+	}
+	d, _, err := s.dataset(ctx, id)
+	if err == nil {
+		return memberBlobs(d), true, nil
+	}
+	s.log.Warn("a dataset's manifest is unreadable; its members are taken from the store's index", "blob", id, "err", err)
+	members, err = s.db.DatasetMembers(ctx, id)
+	return members, true, err
+}
+
+// deleteDatasetMembers deletes the members of dataset, deleted, or whose
+// upload by owners was: each member's uploads by owners go, then each
+// member that nothing else needs (another owner's upload, another
+// dataset, a kept output, an operation: store.Meta.BlobKept). A member
+// that an unfinished job uses keeps its uploads and stays as it was.
+// The work goes on if the client goes away.
+func (s *Server) deleteDatasetMembers(dataset string, members, owners []string) error {
+	ctx, cancel := s.lifetime()
+	defer cancel()
+	drop := make([]string, 0, len(members))
+	for _, m := range members {
+		users, err := s.db.BlobUsers(ctx, m)
+		if err == nil && len(users) > 0 {
+			continue
+		}
+		for _, o := range owners {
+			if err == nil {
+				err = s.db.RemoveUpload(ctx, m, o)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("dataset %s is deleted, but deleting its member %s failed: %w; delete the members left one by one", dataset, m, err)
+		}
+		drop = append(drop, m)
+	}
+	n, bytes := s.dropBlobs(ctx, 0, drop, nil, nil)
+	s.log.Info("dataset deleted", "blob", dataset, "members", len(members), "removed", n, "bytes", bytes)
+	return nil
+}
 
 // maxManifest bounds a manifest, and the body of a dataset request: some
 // 400 bytes for each of api.MaxMembers.
@@ -155,6 +223,9 @@ func (s *Server) putManifest(ctx context.Context, d api.Dataset, owner string, u
 	defer s.unpin(st.ID)
 	if err := st.Commit(ctx); err != nil {
 		return "", storageError("dataset", err)
+	}
+	if err := s.db.AddDataset(ctx, st.ID, memberBlobs(d)); err != nil {
+		return "", storageError("dataset: record its members", err)
 	}
 	if upload {
 		if err := s.db.AddUpload(ctx, st.ID, owner); err != nil {
@@ -311,14 +382,14 @@ func (s *Server) assembleDataset(ctx context.Context, j *lifecycle.Job, d api.Da
 	rr := &runResults{s: s, ids: j.ResultIDs()}
 	switch r.ops.merge.Kind {
 	case ops.MergeReduce:
-		return s.putResults(ctx, rr, []int{rr.Len() - 1})
+		return s.putResults(ctx, rr, []int{rr.Len() - 1}, nil)
 	case ops.MergeNone:
 	default:
 		all := make([]int, rr.Len())
 		for i := range all {
 			all[i] = i
 		}
-		return s.putResults(ctx, rr, all)
+		return s.putResults(ctx, rr, all, nil)
 	}
 	groups, err := memberGroups(d, j.Units)
 	if err != nil {
@@ -327,7 +398,7 @@ func (s *Server) assembleDataset(ctx context.Context, j *lifecycle.Job, d api.Da
 	out := api.Dataset{Format: api.DatasetFormat, Members: make([]api.DatasetMember, len(d.Members))}
 	var total int64
 	for i, g := range groups {
-		id, size, err := s.putResults(ctx, rr, g)
+		id, size, err := s.putResults(ctx, rr, g, r)
 		if err != nil {
 			return "", 0, fmt.Errorf("member %q: %w", d.Members[i].Name, err)
 		}
@@ -338,13 +409,29 @@ func (s *Server) assembleDataset(ctx context.Context, j *lifecycle.Job, d api.Da
 	return id, total, err
 }
 
-// putResults stores the results idx of rr, joined in order, as a blob.
-func (s *Server) putResults(ctx context.Context, rr *runResults, idx []int) (string, int64, error) {
-	id, size, err := s.blobs.Put(ctx, &resultsReader{rr: rr, idx: idx})
+// putResults stores the results idx of rr, joined in order, as a blob;
+// pinned until the job ends if pin is not nil (run.pinned).
+func (s *Server) putResults(ctx context.Context, rr *runResults, idx []int, pin *run) (string, int64, error) {
+	if pin == nil {
+		id, size, err := s.blobs.Put(ctx, &resultsReader{rr: rr, idx: idx})
+		if err != nil {
+			return "", 0, storageError("store the output", err)
+		}
+		return id, size, nil
+	}
+	st, err := s.blobs.Stage(ctx, &resultsReader{rr: rr, idx: idx})
 	if err != nil {
 		return "", 0, storageError("store the output", err)
 	}
-	return id, size, nil
+	defer st.Discard()
+	s.pin(st.ID)
+	pin.mu.Lock()
+	pin.pinned = append(pin.pinned, st.ID)
+	pin.mu.Unlock()
+	if err := st.Commit(ctx); err != nil {
+		return "", 0, storageError("store the output", err)
+	}
+	return st.ID, st.Size, nil
 }
 
 // resultsReader reads results one after the other.

@@ -2,7 +2,10 @@ package server_test
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/braid-hpc/braid/api"
@@ -59,5 +62,156 @@ func TestDatasetOwners(t *testing.T) {
 		if _, err := b.c.GetMember(ctx, st.Output, m.Blob, &got); err == nil {
 			t.Errorf("b read member %s of a's output dataset", m.Name)
 		}
+	}
+}
+
+// TestDatasetDelete: deleting a dataset deletes its members too, but
+// those something else needs: another owner's upload, another dataset,
+// an unfinished job, a kept output. The rules for the dataset are a
+// blob's (409 while an unfinished job uses it), and a client deletes only
+// its own: the same dataset made by two clients stays for the other.
+func TestDatasetDelete(t *testing.T) {
+	c := newCluster(t, nil)
+	noop, err := ops.Builtin().Subset("noop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No worker runs modules: jobs of "up" wait, unfinished.
+	c.addWorker(1, func(cfg *worker.Config) { cfg.Ops = noop; cfg.Modules = []string{} })
+	c.waitWorkers(1)
+	c.addOp("up", wasmtest.Upper, client.OpOptions{})
+	ctx := t.Context()
+	a := newTenant(t, c, api.RoleClient, "a", "")
+	b := newTenant(t, c, api.RoleClient, "b", "")
+	files := map[string][]byte{"only": []byte("only in the dataset\n"), "shared": []byte("b uploaded it too\n"),
+		"twice": []byte("in another dataset\n"), "busy": []byte("an unfinished job's input\n"), "out": []byte("a kept output\n")}
+	ds := a.putDataset(files)
+	blob := map[string]string{}
+	d, err := a.c.Dataset(ctx, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range d.Members {
+		blob[m.Name] = m.Blob
+	}
+	b.put(files["shared"])
+	other := a.putDataset(map[string][]byte{"twice": files["twice"]})
+	kept := a.run(api.JobRequest{Op: "noop", Input: blob["out"]})
+	if kept.State != api.JobDone || kept.Output != blob["out"] {
+		t.Fatalf("noop job: %+v", kept)
+	}
+	busy := a.submit(api.JobRequest{Op: "up", Input: blob["busy"]})
+
+	// A member alone cannot be deleted; b neither sees nor deletes a's
+	// dataset; an unfinished job over it keeps it (409).
+	if err := a.c.DeleteBlob(ctx, blob["only"]); !errors.Is(err, client.ErrConflict) || !strings.Contains(err.Error(), ds) {
+		t.Errorf("deleting a member alone: %v, want 409 naming the dataset", err)
+	}
+	if err := b.c.DeleteBlob(ctx, ds); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("b deleting a's dataset: %v, want 404", err)
+	}
+	over := a.submit(api.JobRequest{Op: "up", Input: ds})
+	if err := a.c.DeleteBlob(ctx, ds); !errors.Is(err, client.ErrConflict) || !strings.Contains(err.Error(), fmt.Sprintf("unfinished jobs %d", over.Job)) {
+		t.Errorf("deleting a dataset an unfinished job reads: %v, want 409 naming job %d", err, over.Job)
+	}
+	if _, err := a.c.Cancel(ctx, over.Job); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := a.c.DeleteBlob(ctx, ds); err != nil {
+		t.Fatalf("a deleting its dataset: %v", err)
+	}
+	var buf bytes.Buffer
+	for _, id := range []string{ds, blob["only"]} {
+		if _, err := c.c.Get(ctx, id, &buf); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("blob %.8s after its dataset was deleted: %v, want 404", id, err)
+		}
+	}
+	// What something else needs stays.
+	if got := b.get(blob["shared"]); !bytes.Equal(got, files["shared"]) {
+		t.Errorf("b's upload: %q", got)
+	}
+	if _, err := a.c.Get(ctx, blob["shared"], &buf); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("a reads b's upload of a member of its deleted dataset: %v, want 404", err)
+	}
+	buf.Reset()
+	if _, err := a.c.GetMember(ctx, other, blob["twice"], &buf); err != nil || !bytes.Equal(buf.Bytes(), files["twice"]) {
+		t.Errorf("a member of another dataset: %q, %v", buf.Bytes(), err)
+	}
+	if got := a.get(blob["busy"]); !bytes.Equal(got, files["busy"]) {
+		t.Errorf("the input of an unfinished job: %q", got)
+	}
+	if got := a.get(blob["out"]); !bytes.Equal(got, files["out"]) {
+		t.Errorf("a kept output: %q", got)
+	}
+	// Once the job is canceled, its input goes like any upload; the other
+	// dataset goes with its member.
+	if _, err := a.c.Cancel(ctx, busy.Job); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{blob["busy"], other} {
+		if err := a.c.DeleteBlob(ctx, id); err != nil {
+			t.Errorf("deleting %.8s: %v", id, err)
+		}
+	}
+	if _, err := c.c.Get(ctx, blob["twice"], &buf); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("the member of the other dataset after it was deleted: %v, want 404", err)
+	}
+
+	// The same dataset made by a and b: a's delete leaves it to b, whose
+	// delete removes it with its member.
+	both := map[string][]byte{"p": []byte("both made it\n")}
+	same := a.putDataset(both)
+	if id := b.putDataset(both); id != same {
+		t.Fatalf("the same manifest: %s and %s", same, id)
+	}
+	if err := a.c.DeleteBlob(ctx, same); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.c.Dataset(ctx, same); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("a reads the dataset it deleted: %v, want 404", err)
+	}
+	sd, err := b.c.Dataset(ctx, same)
+	if err != nil {
+		t.Fatalf("b reads its dataset after a deleted its own: %v", err)
+	}
+	if got := b.get(sd.Members[0].Blob); !bytes.Equal(got, both["p"]) {
+		t.Errorf("b's member: %q", got)
+	}
+	if err := b.c.DeleteBlob(ctx, same); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{same, sd.Members[0].Blob} {
+		if _, err := c.c.Get(ctx, id, &buf); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("blob %.8s after both deleted the dataset: %v, want 404", id, err)
+		}
+	}
+}
+
+// TestFanInOwners: a client's fan-in job is its own (it waits for it
+// and reads its output; another client sees none of it), and no client
+// joins another's blob or job.
+func TestFanInOwners(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(1, nil)
+	c.waitWorkers(1)
+	a := newTenant(t, c, api.RoleClient, "a", "")
+	b := newTenant(t, c, api.RoleClient, "b", "")
+	x, y := a.put([]byte("x\n")), a.put([]byte("y\n"))
+	first := a.run(api.JobRequest{Op: "noop", Input: x})
+	st := a.run(api.JobRequest{Op: "noop", Inputs: []string{x, fmt.Sprintf("job:%d", first.Job), y}})
+	if st.State != api.JobDone || string(a.get(st.Output)) != "x\nx\ny\n" {
+		t.Fatalf("a's join: %s %q", st.State, st.Error)
+	}
+	b.expect(t, http.StatusNotFound, http.MethodGet, fmt.Sprintf("%s/%d", api.PathJobs, st.Job), nil)
+	mine := b.put([]byte("b\n"))
+	msg := b.expect(t, http.StatusNotFound, http.MethodPost, api.PathJobs, api.JobRequest{Op: "noop", Inputs: []string{mine, x}})
+	if !strings.Contains(msg, "input 2: no blob "+x) {
+		t.Errorf("b joining a's blob: %s", msg)
+	}
+	msg = b.expect(t, http.StatusNotFound, http.MethodPost, api.PathJobs,
+		api.JobRequest{Op: "noop", Inputs: []string{mine, fmt.Sprintf("job:%d", first.Job)}})
+	if !strings.Contains(msg, fmt.Sprintf("input 2 (job:%d): no such job", first.Job)) {
+		t.Errorf("b joining a's job: %s", msg)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -161,8 +162,12 @@ func TestDatasetRefused(t *testing.T) {
 
 	// Jobs.
 	gone := c.putDataset(map[string][]byte{"keep": []byte("kept\n"), "lost": []byte("lost\n")})
+	// A member cannot be deleted alone (409): one lost from the disk.
 	lost := c.put([]byte("lost\n"))
-	if err := c.c.DeleteBlob(t.Context(), lost); err != nil {
+	if err := c.c.DeleteBlob(t.Context(), lost); !errors.Is(err, client.ErrConflict) || !strings.Contains(err.Error(), "member of datasets "+gone) {
+		t.Errorf("deleting a member of a dataset: %v, want 409 naming the dataset", err)
+	}
+	if err := os.Remove(c.blobPath(lost)); err != nil {
 		t.Fatal(err)
 	}
 	bad := c.putDataset(map[string][]byte{"ok": []byte("fine\n"), "rot": []byte("rotten bytes\n")})
@@ -227,4 +232,50 @@ func TestDatasetRetention(t *testing.T) {
 	if _, err := c.c.Dataset(t.Context(), st.Output); !errors.Is(err, client.ErrGone) {
 		t.Errorf("an expired output dataset: %v, want 410", err)
 	}
+}
+
+// TestDatasetMembersKept: the members of an output dataset stay while
+// the output is kept, also when an unrelated job's intermediate results
+// have their very bytes (blobs are content-addressed), and none can be
+// deleted on its own meanwhile.
+func TestDatasetMembersKept(t *testing.T) {
+	c := newCluster(t, nil)
+	c.addWorker(2, nil)
+	c.waitWorkers(1)
+	ctx := t.Context()
+	mod := c.addOp("up", wasmtest.Upper, client.OpOptions{})
+	ds := c.putDataset(map[string][]byte{"x": []byte("a\nb\n")})
+	in, err := c.c.Dataset(ctx, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Split into lines, so the member's output "A\nB\n" is a new blob,
+	// none of the job's own results.
+	a := c.run(api.JobRequest{Op: "up", Input: ds, Split: "lines:1", Merge: "none"})
+	if a.State != api.JobDone {
+		t.Fatalf("job over the dataset: %s %q", a.State, a.Error)
+	}
+	out, err := c.c.Dataset(ctx, a.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := out.Members[0].Blob
+	// Another job's first unit gives the same bytes as an intermediate
+	// result, which goes when that job ends.
+	plain := c.put([]byte("a\nb\nc\n"))
+	b := c.run(api.JobRequest{Op: "up", Input: plain, Split: "lines:4"})
+	if b.State != api.JobDone || string(c.get(b.Output)) != "A\nB\nC\n" {
+		t.Fatalf("the other job: %s %q", b.State, b.Error)
+	}
+	c.waitBlobs("after the other job's intermediates went", mod.Hash, in.Members[0].Blob, ds, a.Output, member, plain, b.Output)
+	if got := string(c.get(member)); got != "A\nB\n" {
+		t.Errorf("member x of the output dataset: %q", got)
+	}
+	// Deleting the member alone is refused while the output is kept,
+	// naming the job.
+	err = c.c.DeleteBlob(ctx, member)
+	if !errors.Is(err, client.ErrConflict) || !strings.Contains(err.Error(), fmt.Sprintf("member of the output dataset, of jobs %d", a.Job)) {
+		t.Errorf("deleting a member of a kept output dataset: %v, want 409 naming job %d", err, a.Job)
+	}
+	c.get(member)
 }

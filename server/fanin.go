@@ -38,10 +38,13 @@ func (s *Server) submitFanIn(ctx context.Context, req api.JobRequest, o submitOp
 		return api.JobStatus{}, err
 	}
 	rec.Input = ""
-	rec.Spec.Pipeline, rec.Spec.Step = o.pipeline, o.step
+	rec.Spec.Pipeline, rec.Spec.Step, rec.Owner = o.pipeline, o.step, o.who.owner()
 	rec.Spec.Inputs, rec.Spec.InputNames = inputs, uniqueNames(names)
 	jo, err := s.jobOps(rec)
 	if err != nil {
+		return api.JobStatus{}, err
+	}
+	if err := s.fanInVisible(ctx, o.who, inputs); err != nil {
 		return api.JobStatus{}, err
 	}
 	blobs, wait, err := s.fanInBlobs(ctx, inputs)
@@ -57,7 +60,7 @@ func (s *Server) submitFanIn(ctx context.Context, req api.JobRequest, o submitOp
 		s.unpin(joined)
 		if err != nil {
 			// Refused: the join goes unless something else keeps it.
-			s.dropBlobs(context.WithoutCancel(ctx), 0, []string{joined}, nil)
+			s.dropBlobs(context.WithoutCancel(ctx), 0, []string{joined}, nil, nil)
 		}
 		return st, err
 	}
@@ -97,6 +100,33 @@ func uniqueNames(names []string) []string {
 		out[i] = n
 	}
 	return out
+}
+
+// fanInVisible answers 404 for an input who may not see: another
+// owner's blob or job, as if it did not exist.
+func (s *Server) fanInVisible(ctx context.Context, who principal, inputs []string) error {
+	for i, in := range inputs {
+		id, ok, err := inputJob(in)
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			j, err := s.db.Job(ctx, id)
+			if errors.Is(err, store.ErrNotFound) || err == nil && !who.sees(j.Owner) {
+				return kindf(errNotFound, "job request: input %d (%s): no such job on this server", i+1, in)
+			}
+			if err != nil {
+				return err
+			}
+		case store.ValidID(in):
+			if ok, err := s.blobVisible(ctx, who, in); err != nil {
+				return err
+			} else if !ok {
+				return kindf(errNotFound, "job request: input %d: no blob %s on this server; upload the data first (braid put FILE)", i+1, in)
+			}
+		}
+	}
+	return nil
 }
 
 // fanInBlobs returns the blobs of a fan-in's inputs, or the first input

@@ -343,60 +343,121 @@ func (s *Server) deleteBlob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	ctx := r.Context()
 	p := caller(r)
-	if ok, err := s.blobVisible(r.Context(), p, id); err != nil {
+	if ok, err := s.blobVisible(ctx, p, id); err != nil {
 		return err
 	} else if !ok {
 		return kindf(errNotFound, "no blob %s on this server", id)
 	}
-	uploaders, err := s.db.Uploaders(r.Context(), id)
+	members, isDataset, err := s.membersOf(ctx, id)
 	if err != nil {
 		return err
 	}
-	users, err := s.db.BlobUsers(r.Context(), id)
+	n, err := s.blobNeedsOf(ctx, id)
 	if err != nil {
 		return err
 	}
-	kept, err := s.db.KeptOutputs(r.Context(), id)
-	if err != nil {
-		return err
-	}
-	if others, err := s.othersNeed(r.Context(), p, uploaders, append(users, kept...)); err != nil {
+	if others, err := s.othersNeed(ctx, p, append(n.uploaders, n.datasetUploaders...), append(n.users, n.kept...)); err != nil {
 		return err
 	} else if others {
-		// Another owner uploaded the same bytes, or its job needs them:
-		// only this owner's upload goes, and the blob stays theirs.
-		if err := s.db.RemoveUpload(r.Context(), id, p.owner()); err != nil {
+		// Another owner uploaded the same bytes, or a dataset or job of
+		// another owner needs them: only this owner's upload goes, and the
+		// blob stays theirs. So do this owner's uploads of a dataset's
+		// members.
+		if err := s.db.RemoveUpload(ctx, id, p.owner()); err != nil {
 			return err
+		}
+		if isDataset {
+			if err := s.deleteDatasetMembers(id, members, []string{p.owner()}); err != nil {
+				return err
+			}
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	if len(users) > 0 {
-		return kindf(errConflict, "blob %s is used by unfinished jobs %s; cancel them or wait for them to finish", id, joinIDs(users))
+	if len(n.users) > 0 {
+		return kindf(errConflict, "blob %s is used by unfinished jobs %s; cancel them or wait for them to finish", id, joinIDs(n.users))
 	}
-	if len(kept) > 0 {
-		return kindf(errConflict, "blob %s is the output of jobs %s, kept until their retention ends (braid server --retain); it cannot be deleted before", id, joinIDs(kept))
+	if len(n.kept) > 0 {
+		what := "the output"
+		if len(n.holders) > 0 {
+			what = "the output, or a member of the output dataset,"
+		}
+		return kindf(errConflict, "blob %s is %s of jobs %s, kept until their retention ends (braid server --retain); it cannot be deleted before", id, what, joinIDs(n.kept))
 	}
-	if used, err := s.db.ModuleUsed(r.Context(), id); err != nil {
+	if len(n.datasets) > 0 {
+		return kindf(errConflict, "blob %s is a member of datasets %s; delete the dataset instead, which deletes its members that nothing else needs", id, strings.Join(n.datasets, ", "))
+	}
+	if used, err := s.db.ModuleUsed(ctx, id); err != nil {
 		return err
 	} else if used {
 		return kindf(errConflict, "blob %s is the module of an operation; remove the operation first (braid op rm NAME)", id)
 	}
-	if err := s.blobs.Delete(id); err != nil {
+	s.pinMu.Lock()
+	err = s.blobs.Delete(id)
+	if err == nil && isDataset {
+		s.forgetDataset(ctx, id)
+	}
+	s.pinMu.Unlock()
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return kindf(errNotFound, "no blob %s on this server", id)
 		}
 		return err
 	}
 	s.known.forget(id)
-	for _, o := range uploaders {
-		if err := s.db.RemoveUpload(r.Context(), id, o); err != nil {
+	for _, o := range n.uploaders {
+		if err := s.db.RemoveUpload(ctx, id, o); err != nil {
+			return err
+		}
+	}
+	if isDataset {
+		if err := s.deleteDatasetMembers(id, members, n.uploaders); err != nil {
 			return err
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// blobNeeds are what needs a blob a client asks to delete.
+type blobNeeds struct {
+	uploaders []string // the owners that uploaded it
+	users     []uint64 // the unfinished jobs that use it
+	kept      []uint64 // the done jobs whose kept output is it or a dataset that lists it
+	// holders are the datasets that live and list it; datasets those of
+	// them that are uploads, and datasetUploaders their owners.
+	holders, datasets, datasetUploaders []string
+}
+
+// blobNeedsOf finds what needs blob id.
+func (s *Server) blobNeedsOf(ctx context.Context, id string) (blobNeeds, error) {
+	var n blobNeeds
+	var err error
+	if n.uploaders, err = s.db.Uploaders(ctx, id); err != nil {
+		return n, err
+	}
+	if n.users, err = s.db.BlobUsers(ctx, id); err != nil {
+		return n, err
+	}
+	if n.kept, err = s.db.KeptOutputs(ctx, id); err != nil {
+		return n, err
+	}
+	if n.holders, err = s.db.DatasetsOf(ctx, id); err != nil {
+		return n, err
+	}
+	for _, d := range n.holders {
+		ups, err := s.db.Uploaders(ctx, d)
+		if err != nil {
+			return n, err
+		}
+		if len(ups) > 0 {
+			n.datasets = append(n.datasets, d)
+			n.datasetUploaders = append(n.datasetUploaders, ups...)
+		}
+	}
+	return n, nil
 }
 
 func joinIDs(ids []uint64) string {

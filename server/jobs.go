@@ -584,6 +584,7 @@ type hooks struct{ s *Server }
 func (h hooks) Ended(j *lifecycle.Job, state store.JobState, msg string) {
 	s := h.s
 	r := runOf(j)
+	defer r.unpinOutput(s)
 	if state == "" {
 		// Let go: another server owns the job now and needs its units'
 		// results; nothing of it is written or removed here.

@@ -117,7 +117,7 @@ func (s *Server) dropIntermediates(j *lifecycle.Job) {
 		}
 		ctx, cancel := s.lifetime()
 		defer cancel()
-		n, bytes := s.dropBlobs(ctx, j.ID, ids, keep)
+		n, bytes := s.dropBlobs(ctx, j.ID, ids, keep, nil)
 		if n > 0 {
 			s.log.Info("removed the intermediate blobs of a job that ended", "job", j.ID, "blobs", n, "bytes", bytes)
 		}
@@ -126,8 +126,10 @@ func (s *Server) dropIntermediates(j *lifecycle.Job) {
 
 // dropBlobs removes the blobs of ids, but those in keep and those that
 // something needs besides job; it returns how many it removed and their
-// bytes.
-func (s *Server) dropBlobs(ctx context.Context, job uint64, ids []string, keep map[string]bool) (n int, bytes int64) {
+// bytes. The index of members of those in datasets (manifests) goes with
+// them, under pinMu, so that a manifest stored again meanwhile (pinned
+// first) keeps its new index.
+func (s *Server) dropBlobs(ctx context.Context, job uint64, ids []string, keep, datasets map[string]bool) (n int, bytes int64) {
 	s.pinMu.Lock()
 	defer s.pinMu.Unlock()
 	active := s.activeBlobs()
@@ -158,10 +160,23 @@ func (s *Server) dropBlobs(ctx context.Context, job uint64, ids []string, keep m
 			}
 			continue
 		}
+		if datasets[id] {
+			s.forgetDataset(ctx, id)
+		}
 		n++
 		bytes += info.Size
 	}
 	return n, bytes
+}
+
+// forgetDataset removes the index of the members of dataset id, whose
+// manifest was removed. A failure is only logged: the rows left stay
+// true (a manifest's ID names its content) and keep nothing while the
+// dataset does not live.
+func (s *Server) forgetDataset(ctx context.Context, id string) {
+	if err := s.db.RemoveDataset(ctx, id); err != nil && ctx.Err() == nil {
+		s.log.Warn("forgetting the members of a removed dataset failed; they stay in the index", "blob", id, "err", err)
+	}
 }
 
 // dropGrace is how long a server sharing its blob store waits before it
@@ -209,13 +224,14 @@ func (s *Server) expire(ctx context.Context, t time.Time) error {
 		}
 		for _, j := range due {
 			ids := []string{j.Output}
-			// An output dataset's members go with it.
+			// An output dataset's members go with it, but those another
+			// dataset lists.
+			var datasets map[string]bool
 			if d, ok, err := s.dataset(ctx, j.Output); err == nil && ok {
-				for _, m := range d.Members {
-					ids = append(ids, m.Blob)
-				}
+				ids = append(ids, memberBlobs(d)...)
+				datasets = map[string]bool{j.Output: true}
 			}
-			n, bytes := s.dropBlobs(ctx, j.ID, ids, nil)
+			n, bytes := s.dropBlobs(ctx, j.ID, ids, nil, datasets)
 			if err := s.db.ExpireOutput(ctx, j.ID); err != nil {
 				return err
 			}

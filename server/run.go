@@ -36,6 +36,18 @@ type run struct {
 	// took, for the log.
 	size int64
 	took time.Duration
+	// pinned are the blobs of the output dataset's members the assembly
+	// stored, pinned until the job ends (its output is recorded by then).
+	pinned []string
+}
+
+// unpinOutput undoes the pins of the assembly.
+func (r *run) unpinOutput(s *Server) {
+	r.mu.Lock()
+	ids := r.pinned
+	r.pinned = nil
+	r.mu.Unlock()
+	s.unpin(ids...)
 }
 
 // twin is a result kept to compare the other copies' results with.

@@ -100,14 +100,30 @@ type Meta interface {
 	// OwnedBlobs returns the IDs of the blobs owner uploaded and of the
 	// unexpired outputs of its jobs, in order.
 	OwnedBlobs(ctx context.Context, owner string) ([]string, error)
-	// KeptOutputs returns the done jobs whose output is blob and not
-	// yet expired, by ID: the blob must stay until their retention ends.
+	// KeptOutputs returns the done jobs whose output is blob, or a
+	// dataset that lists blob, and not yet expired, by ID: the blob must
+	// stay until their retention ends.
 	KeptOutputs(ctx context.Context, blob string) ([]uint64, error)
 	// BlobKept says why blob id must be kept, or returns "" if nothing
 	// needs it: it is an upload, the unexpired output of a job other
-	// than except, data of an unfinished job, or a listed operation's
-	// module.
+	// than except, a member of a dataset that lives (DatasetsOf; an
+	// output of except's does not count), data of an unfinished job, or
+	// a listed operation's module.
 	BlobKept(ctx context.Context, id string, except uint64) (string, error)
+	// AddDataset records that dataset (a manifest blob) lists members
+	// (blob IDs), so that each is kept while the dataset lives: while it
+	// is an upload, the unexpired output of a job, or the input of an
+	// unfinished job (datasets.go). Adding a pair twice is no error.
+	AddDataset(ctx context.Context, dataset string, members []string) error
+	// DatasetMembers returns the members recorded for dataset, in order,
+	// whether it lives or not.
+	DatasetMembers(ctx context.Context, dataset string) ([]string, error)
+	// DatasetsOf returns the datasets that live and list blob member, in
+	// order.
+	DatasetsOf(ctx context.Context, member string) ([]string, error)
+	// RemoveDataset forgets the members of dataset, whose manifest was
+	// removed.
+	RemoveDataset(ctx context.Context, dataset string) error
 	// DueOutputs returns up to limit done jobs that finished before t
 	// and whose output is not expired yet, oldest first.
 	DueOutputs(ctx context.Context, t time.Time, limit int) ([]Job, error)

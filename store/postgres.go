@@ -23,7 +23,7 @@ import (
 // writes, kept in the one row of braid_schema. Version 1 is pgSchema
 // (the tables of SQLite's version 6); pgMigrations[v-1] takes a
 // database from version v to v+1.
-const pgSchemaVersion = 3
+const pgSchemaVersion = 4
 
 var pgMigrations = []string{
 	// 2: several servers over one database (leases.go), and the
@@ -35,6 +35,8 @@ ALTER TABLE uploads ADD COLUMN owner TEXT NOT NULL DEFAULT '';
 ALTER TABLE uploads DROP CONSTRAINT uploads_pkey;
 ALTER TABLE uploads ADD PRIMARY KEY (id, owner);
 `,
+	// 4: the members of datasets, as SQLite's version 9.
+	datasetMigration(""),
 }
 
 // pgSchema has the tables and columns of the SQLite schema, so that
@@ -985,7 +987,7 @@ func (p *Postgres) SetUnits(ctx context.Context, id uint64, input string, units 
 
 // KeptOutputs implements Meta.
 func (p *Postgres) KeptOutputs(ctx context.Context, blob string) ([]uint64, error) {
-	rows, err := p.pool.Query(ctx, pg(keptOutputsQuery), blob, string(JobDone))
+	rows, err := p.pool.Query(ctx, pg(keptOutputsQuery), keptOutputsArgs(blob)...)
 	if err != nil {
 		return nil, fmt.Errorf("store: jobs keeping blob %s: %w", blob, p.wrap(err))
 	}

@@ -34,7 +34,9 @@ func (s *SQLite) RemoveUpload(ctx context.Context, id, owner string) error {
 
 // BlobKept says why blob id must be kept, or returns "" if nothing
 // needs it: it is an upload, the unexpired output of a job other than
-// except, data of an unfinished job, or a listed operation's module.
+// except, a member of a dataset that lives (datasets.go; not counting
+// except's output), data of an unfinished job, or a listed operation's
+// module.
 func (s *SQLite) BlobKept(ctx context.Context, id string, except uint64) (string, error) {
 	for _, c := range keptChecks(id, except) {
 		var one int
@@ -60,6 +62,7 @@ func keptChecks(id string, except uint64) []keptCheck {
 	return []keptCheck{
 		{"an upload", "SELECT 1 FROM uploads WHERE id = ?", []any{id}},
 		{"the output of another job", "SELECT 1 FROM jobs WHERE output = ? AND expired = 0 AND id != ? LIMIT 1", []any{id, int64(min(except, 1<<62))}},
+		{"a member of a dataset", memberKeptQuery, append([]any{id}, datasetLivesArgs(except)...)},
 		{"the input of an unfinished job", "SELECT 1 FROM jobs WHERE input = ? AND state IN (?, ?) LIMIT 1", []any{id, string(JobQueued), string(JobRunning)}},
 		{"data of an unfinished job", `SELECT 1 FROM units u JOIN jobs j ON j.id = u.job WHERE (u.blob = ? OR u.result = ?)
 			AND j.state IN (?, ?) LIMIT 1`, []any{id, id, string(JobQueued), string(JobRunning)}},
@@ -68,12 +71,9 @@ func keptChecks(id string, except uint64) []keptCheck {
 	}
 }
 
-// keptOutputsQuery finds the done jobs whose unexpired output is a blob.
-const keptOutputsQuery = "SELECT id FROM jobs WHERE output = ? AND state = ? AND expired = 0 ORDER BY id"
-
 // KeptOutputs implements Meta.
 func (s *SQLite) KeptOutputs(ctx context.Context, blob string) ([]uint64, error) {
-	rows, err := s.db.QueryContext(ctx, keptOutputsQuery, blob, JobDone)
+	rows, err := s.db.QueryContext(ctx, keptOutputsQuery, keptOutputsArgs(blob)...)
 	if err != nil {
 		return nil, fmt.Errorf("store: jobs keeping blob %s: %w", blob, wrapDB(err))
 	}

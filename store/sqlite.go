@@ -16,7 +16,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Version 1 is schema;
 // each later version applies its migration on top.
-const schemaVersion = 8
+const schemaVersion = 9
 
 // migrations[v] takes a database from version v+1 to v+2.
 var migrations = []string{
@@ -108,6 +108,10 @@ INSERT INTO uploads_owned (id, owner, added) SELECT id, '', added FROM uploads;
 DROP TABLE uploads;
 ALTER TABLE uploads_owned RENAME TO uploads;
 `,
+	// 9: the members of datasets (datasets.go). Self-contained: it only
+	// adds its own table, so it may be renumbered when other migrations
+	// are merged before it.
+	datasetMigration(" WITHOUT ROWID"),
 }
 
 const schema = `

@@ -353,6 +353,19 @@ def test_datasets(client, cluster, tmp_path):
         with pytest.raises(braid.NotFound):
             other.dataset(ds)
 
+    # A member goes with its dataset, not alone.
+    d2 = tmp_path / "gone"
+    d2.mkdir()
+    (d2 / "only").write_bytes(b"only in the dataset to delete\n")
+    gone = client.put_dataset(d2)
+    member = client.dataset(gone)["members"][0]["blob"]
+    with pytest.raises(braid.Conflict, match=f"member of datasets {gone}"):
+        client.delete_blob(member)
+    client.delete_blob(gone)
+    for blob in (gone, member):
+        with pytest.raises(braid.NotFound):
+            client.get_bytes(blob)
+
     with pytest.raises(braid.ConfigurationError, match="no files"):
         client.put_dataset([])
     (tmp_path / "a").mkdir()
@@ -361,3 +374,112 @@ def test_datasets(client, cluster, tmp_path):
     (tmp_path / "b" / "same").write_bytes(b"2")
     with pytest.raises(braid.ConfigurationError, match="two files named 'same'"):
         client.put_dataset([tmp_path / "a" / "same", tmp_path / "b" / "same"])
+
+
+# Fan-in.
+
+
+def test_fan_in_joins_inputs(client, wasm_ops):
+    """A job over several inputs (a blob, another job's output, bytes)
+    reads them joined in the order given; a pipeline step joins two steps."""
+    a = client.put(b"alpha beta\nbeta\n")
+    first = client.submit("noop", b"gamma alpha\n")
+    job = client.submit("checksum", inputs=[a, first, b"delta\n"], params={"block": 5})
+    joined = b"alpha beta\nbeta\n" + b"gamma alpha\n" + b"delta\n"
+    assert client.get_bytes(job.result(timeout=120)) == checksum_of(joined, 5)
+    st = job.status()
+    assert st.inputs == [a, f"job:{first.id}", hashlib.sha256(b"delta\n").hexdigest()]
+    assert st.input == hashlib.sha256(joined).hexdigest(), "the input is the joined bytes"
+
+    # A word count over two branches joined: the counts of both texts.
+    client.add_op("fanwordcount", wasm_ops["wordcount"], split="lines:4K", merge="reduce:fansumcounts")
+    client.add_op("fansumcounts", wasm_ops["sumcounts"])
+    left, right = b"one two two\n", b"two three\nthree\n"
+    p = client.submit_pipeline([
+        {"name": "left", "op": "noop", "input": left},
+        {"name": "right", "op": "noop", "input": right},
+        {"name": "count", "op": "fanwordcount", "inputs": ["step:left", "step:right"]},
+    ])
+    outs = p.result(timeout=120)
+    assert client.get_bytes(outs["count"]) == b"one\t1\nthree\t2\ntwo\t3\n"
+    assert p.jobs["count"].last_status.inputs == [f"job:{p.jobs['left'].id}", f"job:{p.jobs['right'].id}"]
+
+
+def test_fan_in_refusals(client, tmp_path):
+    a = client.put(b"a\n")
+    with pytest.raises(ValueError, match="input or inputs, not both"):
+        client.submit("noop", a, inputs=[a])
+    with pytest.raises(ValueError, match="no input"):
+        client.submit("noop")
+    with pytest.raises(ValueError, match="an empty list"):
+        client.submit("noop", inputs=[])
+    with pytest.raises(TypeError, match="want a list of inputs"):
+        client.submit("noop", inputs=a)
+    with pytest.raises(ValueError, match=r"step 0 \(j\): give input or inputs, not both"):
+        client.submit_pipeline([{"name": "j", "op": "noop", "input": a, "inputs": [a]}])
+    # The server refuses a dataset among joined inputs, naming it.
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_bytes(b"member\n")
+    ds = client.put_dataset(tmp_path / "d")
+    with pytest.raises(braid.BadRequest, match=f"input 2 \\({ds}\\) is a dataset"):
+        client.submit("noop", inputs=[a, ds])
+
+
+# Several servers: failover with the Go client's rules.
+
+
+@pytest.fixture
+def stalled_url() -> Iterator[str]:
+    """A server that accepts connections (the kernel does) and never
+    answers: a request sent to it may have arrived."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    try:
+        yield f"https://127.0.0.1:{s.getsockname()[1]}"
+    finally:
+        s.close()
+
+
+def test_failover_past_a_server_that_is_down(cluster, join_token, tmp_path, monkeypatch):
+    down = f"https://127.0.0.1:{free_port()}"
+    with braid.Client(f"{down}, {cluster.url}", token=join_token) as c:
+        blob = c.put(b"failed over\n")  # a POST: refused on the first, so never sent there
+        assert blob == hashlib.sha256(b"failed over\n").hexdigest()
+        assert c.url == cluster.url, "requests stay with the server that answered"
+        f = tmp_path / "streamed"
+        f.write_bytes(b"a file, streamed\n" * 1000)
+        assert c.put(f) == hashlib.sha256(f.read_bytes()).hexdigest()
+        job = c.submit("checksum", blob, params={"block": 4})
+        assert c.get_bytes(job.result(timeout=120)) == checksum_of(b"failed over\n", 4)
+    # The cluster key pins each server by its proof; BRAID_SERVER takes
+    # the same list.
+    monkeypatch.setenv("BRAID_SERVER", f"{down},{cluster.url}")
+    with braid.Client(key=cluster.key) as c:
+        assert c.health()["status"] == "ok" and c.fingerprint == cluster.fingerprint
+
+
+def test_no_failover_for_a_request_that_may_have_arrived(cluster, join_token, stalled_url, admin):
+    data = b"sent to a server that may have received it\n"
+    with braid.Client(f"{stalled_url},{cluster.url}", token=join_token, timeout=1.0) as c:
+        with pytest.raises(braid.Unreachable, match="cannot reach the braid server at " + stalled_url) as ei:
+            c.put(data)
+        assert ei.value.connected
+        with pytest.raises(braid.NotFound):
+            admin.get_bytes(hashlib.sha256(data).hexdigest())
+        # A GET changes nothing: it moves on after no answer came.
+        assert c.health()["status"] == "ok"
+        assert c.url == cluster.url
+        assert c.put(data) == hashlib.sha256(data).hexdigest()
+
+
+def test_every_server_down(join_token):
+    a, b = f"https://127.0.0.1:{free_port()}", f"https://127.0.0.1:{free_port()}"
+    with braid.Client(f"{a},{b}", token=join_token) as c:
+        with pytest.raises(braid.Unreachable) as ei:
+            c.submit("noop", "0" * 64)
+    e = ei.value
+    assert isinstance(e, ConnectionError) and not e.connected
+    assert f"{a}: " in str(e) and f"{b}: " in str(e), "the error names every server tried"
+    with pytest.raises(braid.ConfigurationError, match="no URL"):
+        braid.Client(" , ", token=join_token)

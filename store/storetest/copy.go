@@ -77,10 +77,21 @@ func fill(t *testing.T, s store.Meta) {
 			t.Fatal(err)
 		}
 	}
+	// A dataset, an upload, whose members are the input and a blob of
+	// its own.
+	if err := s.AddDataset(ctx, copiedDataset, []string{in, strings.Repeat("7", 64)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddUpload(ctx, copiedDataset, "aa"); err != nil {
+		t.Fatal(err)
+	}
 	must[store.Token](t)(s.AddToken(ctx, store.Token{ID: "aa", Hash: "h1", Name: "ci", Role: "client", Group: "lab"}))
 	must[store.Token](t)(s.AddToken(ctx, store.Token{ID: "bb", Hash: "h2", Name: "ops", Role: "admin"}))
 	must[store.Token](t)(s.RevokeToken(ctx, "ops"))
 }
+
+// copiedDataset is the dataset fill records.
+var copiedDataset = strings.Repeat("9", 64)
 
 // snapshot is what a reader sees of a store through Meta.
 type snapshot struct {
@@ -96,6 +107,10 @@ type snapshot struct {
 	Kept      map[string]string
 	Uploaders map[string][]string
 	Owned     map[string][]string
+	// Members are the members of copiedDataset; Holders the datasets
+	// that keep each of them.
+	Members []string
+	Holders map[string][]string
 }
 
 func snap(t *testing.T, s store.Meta) snapshot {
@@ -136,6 +151,12 @@ func snap(t *testing.T, s store.Meta) snapshot {
 		sn.Pipelines = append(sn.Pipelines, p)
 	}
 	sn.Tokens = must[[]store.Token](t)(s.Tokens(ctx))
+	sn.Members = must[[]string](t)(s.DatasetMembers(ctx, copiedDataset))
+	sn.Holders = map[string][]string{}
+	for _, m := range sn.Members {
+		sn.Holders[m] = must[[]string](t)(s.DatasetsOf(ctx, m))
+		sn.Kept[m] = must[string](t)(s.BlobKept(ctx, m, 0))
+	}
 	return sn
 }
 
@@ -154,10 +175,14 @@ func RunCopy(t *testing.T, from, to Backend) {
 		t.Fatal(err)
 	}
 	if stats["jobs"] != 2 || stats["units"] != 6 || stats["workers"] != 2 || stats["user_ops"] != 3 ||
-		stats["pipelines"] != 2 || stats["uploads"] == 0 || stats["api_tokens"] != 2 || stats["timelines"] != 1 {
+		stats["pipelines"] != 2 || stats["uploads"] == 0 || stats["api_tokens"] != 2 || stats["timelines"] != 1 ||
+		stats["dataset_members"] != 2 {
 		t.Errorf("copied %v", stats)
 	}
 	want, got := snap(t, src), snap(t, dst)
+	if len(want.Members) != 2 || len(want.Holders[want.Members[1]]) != 1 {
+		t.Errorf("the source's dataset: members %.4q, holders %.4q", want.Members, want.Holders)
+	}
 	if !reflect.DeepEqual(want, got) {
 		t.Errorf("the copy differs:\nsource %+v\ncopy   %+v", want, got)
 	}

@@ -205,6 +205,7 @@ func Run(t *testing.T, b Backend) {
 		{"Ops", testOps},
 		{"Pipelines", testPipelines},
 		{"Retention", testRetention},
+		{"Datasets", testDatasets},
 		{"Owners", testOwners},
 		{"SchemaNewerThanBuild", testSchemaNewerThanBuild},
 		{"Leases", testLeases},

@@ -97,6 +97,14 @@ class ProtocolError(OSError):
     """The server's answer is not the HTTP/1.1 this client reads."""
 
 
+class _DialError(OSError):
+    """No connection could be made: nothing was sent."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class _Conn:
     """One HTTP/1.1 connection, over TLS unless ctx is None. With TLS,
     check sees the server certificate's DER bytes right after the
@@ -109,7 +117,10 @@ class _Conn:
 
     def __init__(self, host: str, port: int, timeout: float, ctx: Optional[ssl.SSLContext],
                  check: Optional[Callable[[bytes], None]]) -> None:
-        sock = socket.create_connection((host, port), timeout)
+        try:
+            sock = socket.create_connection((host, port), timeout)
+        except OSError as e:
+            raise _DialError(e) from e
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if ctx is not None:
@@ -339,6 +350,8 @@ class Transport:
                          self._verify if self._ctx is not None else None)
         except (errors.BraidError, ssl.CertificateError):
             raise
+        except _DialError as e:
+            raise errors.Unreachable(self.url, e.cause, connected=False) from e.cause
         except OSError as e:
             raise errors.Unreachable(self.url, e) from e
 
@@ -378,6 +391,8 @@ class Transport:
     def _connect_unchecked(self) -> _Conn:
         try:
             return _Conn(self.host, self.port, self.timeout, self._ctx, None)
+        except _DialError as e:
+            raise errors.Unreachable(self.url, e.cause, connected=False) from e.cause
         except OSError as e:
             raise errors.Unreachable(self.url, e) from e
 
@@ -470,6 +485,97 @@ class Transport:
              timeout: Optional[float] = None) -> Dict[str, Any]:
         """Sends payload as JSON (if not None) and decodes the JSON object
         the server answers."""
+        body = None if payload is None else json.dumps(payload, separators=(",", ":")).encode()
+        r = self.request(op, method, path, body, "application/json" if body is not None else None,
+                         timeout=timeout)
+        return read_object(op, r, self.url)
+
+
+def split_urls(s: str) -> List[str]:
+    """The URLs of a comma-separated list, as the Go client takes them."""
+    urls = [u.strip() for u in s.split(",") if u.strip()]
+    if not urls:
+        raise errors.ConfigurationError(f"server URL {s!r}: no URL; want e.g. https://10.0.0.1:7400")
+    return urls
+
+
+class Failover:
+    """Sends requests to one of several servers that share one database
+    (PostgreSQL) and so serve the same jobs, blobs and tokens, with the
+    rules of the Go client (client/failover.go): each request goes to the
+    server that answered last (the first at start) and moves on to the
+    next when that one cannot be reached, only if the request cannot have
+    arrived (no connection could be made: refused or timed out) or changes
+    nothing (GET, HEAD). A request the server may have received and acted
+    on (a POST that got no answer) is not sent twice. Each server's
+    certificate is pinned on its own: by the cluster key's proof, or, with
+    a fingerprint or a join token, the servers share one certificate."""
+
+    def __init__(self, transports: List[Transport]) -> None:
+        self._ts = transports
+        self._cur = 0
+        self._lock = threading.Lock()
+
+    def _current(self) -> Transport:
+        with self._lock:
+            return self._ts[self._cur]
+
+    @property
+    def url(self) -> str:
+        return self._current().url
+
+    @property
+    def urls(self) -> List[str]:
+        return [t.url for t in self._ts]
+
+    @property
+    def fingerprint(self) -> Optional[bytes]:
+        return self._current().fingerprint
+
+    def close(self) -> None:
+        for t in self._ts:
+            t.close()
+
+    def request(self, op: str, method: str, path: str, body: Union[None, bytes, BinaryIO] = None,
+                content_type: Optional[str] = None, length: Optional[int] = None,
+                timeout: Optional[float] = None) -> Response:
+        """Transport.request on the current server, then on the next ones
+        while the rules above allow it. Raises Unreachable naming every
+        server tried when none answered."""
+        with self._lock:
+            start = self._cur
+        streamed = body is not None and not isinstance(body, (bytes, bytearray))
+        pos: Optional[int] = None
+        if streamed:
+            try:
+                pos = body.tell()  # type: ignore[union-attr]
+            except (AttributeError, OSError):
+                pos = None
+        failed: List[errors.Unreachable] = []
+        for i in range(len(self._ts)):
+            k = (start + i) % len(self._ts)
+            if i > 0 and pos is not None:
+                body.seek(pos)  # type: ignore[union-attr]
+            try:
+                r = self._ts[k].request(op, method, path, body, content_type, length, timeout)
+            except errors.Unreachable as e:
+                # A body that cannot be rewound is sent again only if none
+                # of it was read (no connection was made).
+                again = not e.connected or (method in ("GET", "HEAD") and (not streamed or pos is not None))
+                if not again:
+                    raise
+                failed.append(e)
+                continue
+            with self._lock:
+                self._cur = k
+            return r
+        tried = "; ".join(f"{e.url}: {e.cause}" for e in failed)
+        raise errors.Unreachable(", ".join(self.urls), ConnectionError(f"no server could be reached ({tried})"),
+                                 connected=any(e.connected for e in failed))
+
+    def json(self, op: str, method: str, path: str, payload: Any = None,
+             timeout: Optional[float] = None) -> Dict[str, Any]:
+        """As Transport.json."""
         body = None if payload is None else json.dumps(payload, separators=(",", ":")).encode()
         r = self.request(op, method, path, body, "application/json" if body is not None else None,
                          timeout=timeout)

@@ -26,8 +26,8 @@ from typing import (Any, BinaryIO, Dict, Iterable, Iterator, List, Mapping, Opti
                     Sequence, Tuple, Union)
 
 from . import errors
-from ._http import (BLOCK, Transport, admin_token, format_fingerprint, parse_fingerprint, read_object,
-                    split_join_token)
+from ._http import (BLOCK, Failover, Transport, admin_token, format_fingerprint, parse_fingerprint,
+                    read_object, split_join_token, split_urls)
 from .progress import Progress
 
 #: What a job's input may be: a blob id, "job:ID", a Job (its output), a
@@ -76,6 +76,7 @@ class JobStatus:
     pipeline: int = 0
     step: str = ""
     module: str = ""
+    inputs: List[str] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -92,7 +93,7 @@ class JobStatus:
             units=UnitCounts(**{k: int(u.get(k, 0)) for k in ("total", "done", "failed", "running", "retries", "retried")}),
             params=dict(d.get("params") or {}), split=d.get("split", ""), merge=d.get("merge", ""),
             input_job=int(d.get("input_job", 0)), pipeline=int(d.get("pipeline", 0)),
-            step=d.get("step", ""), module=d.get("module", ""), raw=dict(d),
+            step=d.get("step", ""), module=d.get("module", ""), inputs=list(d.get("inputs") or []), raw=dict(d),
         )
 
 
@@ -417,12 +418,17 @@ def _env(name: str) -> Optional[str]:
 
 
 class Client:
-    """A client of one braid server. Safe to share between threads.
+    """A client of a braid server, or of several that share one database.
+    Safe to share between threads.
 
     Args:
         url: the server's base URL, e.g. ``"https://10.0.0.1:7400"``
             (default: BRAID_SERVER). HTTPS is spoken whatever the scheme,
-            unless insecure_http.
+            unless insecure_http. Several servers sharing one database are
+            given as one comma-separated list (``"https://a:7400,https://b:7400"``),
+            as to the Go client: a request goes to the server that answered
+            last and moves on to the next only if it cannot have arrived (no
+            connection could be made) or changes nothing (a GET).
         token: a token from ``braid token create`` (BRAID_TOKEN); a join
             token ("TOKEN.HEX") also pins the server's certificate.
         key: the cluster key (BRAID_KEY), as text or bytes: authenticates
@@ -479,11 +485,13 @@ class Client:
                 "the fingerprint (braid server prints it) or the cluster key")
         self.timeout = timeout
         self.retry_window = retry_window
-        self._t = Transport(url, token=cred, key=k, fingerprint=fp, insecure_http=insecure_http, timeout=timeout)
+        ts = [Transport(u, token=cred, key=k, fingerprint=fp, insecure_http=insecure_http, timeout=timeout)
+              for u in split_urls(url)]
+        self._t: Union[Transport, Failover] = ts[0] if len(ts) == 1 else Failover(ts)
 
     @property
     def url(self) -> str:
-        """The server's base URL."""
+        """The server's base URL; of several, the one requests go to now."""
         return self._t.url
 
     @property
@@ -744,7 +752,18 @@ class Client:
         return self._t.json("list blobs", "GET", "/v1/blobs").get("blobs") or []
 
     def delete_blob(self, blob: str) -> None:
-        """Deletes a blob no unfinished job uses."""
+        """Deletes a blob, or a dataset with its members but those something
+        else needs (another client's upload, another dataset, an unfinished
+        job, a kept output). Only this client's upload goes while another
+        client's upload, dataset or job needs the same bytes.
+
+        Raises:
+            Conflict: an unfinished job uses it, it is a job's output kept
+                until its retention ends, a dataset lists it (delete the
+                dataset), or it is an operation's module; the message says
+                which.
+            NotFound: no such blob (or another client's).
+        """
         r = self._t.request(f"delete blob {blob}", "DELETE", "/v1/blobs/" + urllib.parse.quote(blob, safe=""))
         r.read()
         r.close()
@@ -762,19 +781,40 @@ class Client:
             return inp
         raise TypeError(f"input {inp!r}: want a blob id, 'job:ID', a Job, a pathlib.Path or bytes")
 
-    def submit(self, op: str, input: Input, split: Optional[str] = None, merge: Optional[str] = None,
-               params: Optional[Mapping[str, Any]] = None, *, units: Optional[int] = None,
+    def _inputs(self, inp: Optional[Input], inps: Optional[Sequence[Input]]) -> Dict[str, Any]:
+        """The input fields of a job request: "input", or "inputs" for a
+        join."""
+        if inps is not None and not isinstance(inps, (str, bytes, bytearray, os.PathLike)):
+            if inp is not None:
+                raise ValueError("give input or inputs, not both")
+            if not inps:
+                raise ValueError("inputs: an empty list; give at least one input")
+            return {"inputs": [self._input(i) for i in inps]}
+        if inps is not None:
+            raise TypeError(f"inputs={inps!r}: want a list of inputs; for one input, use input=")
+        if inp is None:
+            raise ValueError("no input: give input (a blob id, 'job:ID', a Job, a Path or bytes) or inputs")
+        return {"input": self._input(inp)}
+
+    def submit(self, op: str, input: Optional[Input] = None, split: Optional[str] = None,
+               merge: Optional[str] = None, params: Optional[Mapping[str, Any]] = None, *,
+               inputs: Optional[Sequence[Input]] = None, units: Optional[int] = None,
                tile: Union[None, str, Tuple[int, int]] = None, repeat: Optional[int] = None,
                policy: Optional[str] = None, in_flight: Optional[int] = None,
                unit_mem: Optional[int] = None, unit_timeout: Optional[str] = None,
                unit_output: Optional[int] = None, max_tries: Optional[int] = None,
                **extra: Any) -> Job:
-        """Submits a job: apply op to input.
+        """Submits a job: apply op to input, or to several inputs joined.
 
         Args:
             op: the operation's name (:meth:`ops` lists them).
-            input: a blob id, "job:ID" or a Job (its output, once done), a
-                pathlib.Path or bytes (uploaded first).
+            input: a blob id or dataset id, "job:ID" or a Job (its output,
+                once done), a pathlib.Path or bytes (uploaded first).
+            inputs: instead of input, up to 64 inputs of those kinds
+                (datasets aside), joined in the order given (fan-in): the
+                job waits for every input job, and the operation reads the
+                inputs concatenated on stdin, each also as a file /in/NAME
+                (docs/ops.md, Joining inputs).
             split: "whole", "bytes:SIZE", "lines:SIZE" or "tiles:WxH[+HALO]"
                 (default: the operation's).
             merge: "concat", "tiles" or "reduce:OP" (default: the
@@ -792,8 +832,9 @@ class Client:
             BadRequest: the server refused the request; the message names
                 what is wrong (unknown operation, bad split, ...).
             NotFound: the input blob or job does not exist.
+            ValueError: both input and inputs, or neither, were given.
         """
-        req = _job_request(op, self._input(input), split, merge, params, units, tile, repeat, policy,
+        req = _job_request(op, self._inputs(input, inputs), split, merge, params, units, tile, repeat, policy,
                            in_flight, unit_mem, unit_timeout, unit_output, max_tries, extra)
         d = self._t.json(f"submit job ({op})", "POST", "/v1/jobs", req)
         return Job(self, JobStatus.from_json(d))
@@ -827,7 +868,8 @@ class Client:
 
         Each step is a mapping with "name", "op" and "input" (a blob id,
         "step:NAME" for another step's output, "job:ID", a Job, a
-        pathlib.Path or bytes), and optionally any of :meth:`submit`'s
+        pathlib.Path or bytes) or "inputs" (a list of those, joined: a
+        step may wait for several), and optionally any of :meth:`submit`'s
         keyword arguments ("split", "merge", "params", ...)::
 
             p = c.submit_pipeline([
@@ -845,13 +887,17 @@ class Client:
         for i, s in enumerate(steps):
             s = dict(s)
             try:
-                sname, op, inp = s.pop("name"), s.pop("op"), s.pop("input")
+                sname, op = s.pop("name"), s.pop("op")
             except KeyError as e:
-                raise ValueError(f"pipeline step {i}: no {e.args[0]!r}; a step needs name, op and input") from None
+                raise ValueError(f"pipeline step {i}: no {e.args[0]!r}; a step needs name, op and input (or inputs)") from None
+            try:
+                inp = self._inputs(s.pop("input", None), s.pop("inputs", None))
+            except ValueError as e:
+                raise ValueError(f"pipeline step {i} ({sname}): {e}") from None
             known = ("split", "merge", "params", "units", "tile", "repeat", "policy", "in_flight", "unit_mem",
                      "unit_timeout", "unit_output", "max_tries")
             kw = {k: s.pop(k, None) for k in known}
-            req = _job_request(op, self._input(inp), kw["split"], kw["merge"], kw["params"], kw["units"],
+            req = _job_request(op, inp, kw["split"], kw["merge"], kw["params"], kw["units"],
                                kw["tile"], kw["repeat"], kw["policy"], kw["in_flight"], kw["unit_mem"],
                                kw["unit_timeout"], kw["unit_output"], kw["max_tries"], s)
             req["name"] = sname
@@ -869,12 +915,13 @@ class Client:
         return p
 
 
-def _job_request(op: str, inp: str, split: Optional[str], merge: Optional[str],
+def _job_request(op: str, inp: Mapping[str, Any], split: Optional[str], merge: Optional[str],
                  params: Optional[Mapping[str, Any]], units: Optional[int],
                  tile: Union[None, str, Tuple[int, int]], repeat: Optional[int], policy: Optional[str],
                  in_flight: Optional[int], unit_mem: Optional[int], unit_timeout: Optional[str],
                  unit_output: Optional[int], max_tries: Optional[int], extra: Mapping[str, Any]) -> Dict[str, Any]:
-    req: Dict[str, Any] = {"op": op, "input": inp}
+    req: Dict[str, Any] = {"op": op}
+    req.update(inp)
     if params:
         req["params"] = {str(k): _param(v) for k, v in params.items()}
     if isinstance(tile, tuple):

@@ -46,11 +46,14 @@ class ConfigurationError(BraidError, ValueError):
 
 class Unreachable(BraidError, ConnectionError):
     """The server could not be reached: it is not running, the URL names the
-    wrong host or port, or the network is down."""
+    wrong host or port, or the network is down. ``connected`` is False when
+    no connection could be made (refused, timed out), so the request cannot
+    have arrived; True when it may have (no answer came)."""
 
-    def __init__(self, url: str, cause: BaseException) -> None:
+    def __init__(self, url: str, cause: BaseException, *, connected: bool = True) -> None:
         self.url = url
         self.cause = cause
+        self.connected = connected
         super().__init__(
             f"cannot reach the braid server at {url}: {cause}; "
             "is it running (braid server) and is the URL right?"

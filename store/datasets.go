@@ -1,0 +1,149 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// Datasets. A dataset is a blob, its manifest, that lists other blobs,
+// its members (the server reads and writes manifests; the store never
+// does). The store keeps an index of (dataset, member) pairs, written
+// when a dataset is made (an upload) or a job writes one as its output,
+// so that deciding whether a blob is still needed (BlobKept,
+// KeptOutputs) does not read manifests: a member is kept while a
+// dataset that lists it lives, that is while it is an upload, the
+// unexpired output of a job, or the input of an unfinished job. Rows of
+// datasets that no longer live change nothing; the server removes them
+// with the manifest (RemoveDataset).
+//
+// Datasets made before the index (schema 8 on SQLite, 3 on PostgreSQL)
+// have no rows: their members are kept only as the server keeps them
+// without it (a job's own input and output datasets).
+
+// datasetMigration is the index of members, with the dialect's suffix
+// for a table without a rowid (SQLite) or none.
+func datasetMigration(tableSuffix string) string {
+	return `
+CREATE TABLE dataset_members (
+	dataset TEXT NOT NULL,
+	member  TEXT NOT NULL,
+	PRIMARY KEY (dataset, member)
+)` + tableSuffix + `;
+CREATE INDEX dataset_members_member ON dataset_members(member);
+`
+}
+
+// datasetLives is the condition, on a row m of dataset_members, that
+// its dataset lives: an upload, the unexpired output of a job other than
+// the one given (0 for none), or the input of an unfinished job. Its
+// arguments are datasetLivesArgs.
+const datasetLives = `(EXISTS (SELECT 1 FROM uploads u WHERE u.id = m.dataset)
+	OR EXISTS (SELECT 1 FROM jobs j WHERE j.output = m.dataset AND j.output != '' AND j.expired = 0 AND j.id != ?)
+	OR EXISTS (SELECT 1 FROM jobs j WHERE j.input = m.dataset AND j.input != '' AND j.state IN (?, ?)))`
+
+func datasetLivesArgs(except uint64) []any {
+	return []any{int64(min(except, 1<<62)), string(JobQueued), string(JobRunning)}
+}
+
+// memberKeptQuery finds a row if blob (the first argument) is a member
+// of a dataset that lives.
+const memberKeptQuery = "SELECT 1 FROM dataset_members m WHERE m.member = ? AND " + datasetLives + " LIMIT 1"
+
+// livingDatasetsQuery lists the datasets that live and list a member.
+const livingDatasetsQuery = "SELECT m.dataset FROM dataset_members m WHERE m.member = ? AND " + datasetLives + " ORDER BY 1"
+
+// keptOutputsQuery finds the done jobs whose unexpired output is a blob
+// or a dataset that lists it; its arguments are the blob and JobDone,
+// twice.
+const keptOutputsQuery = `SELECT id FROM jobs WHERE output = ? AND state = ? AND expired = 0
+	UNION SELECT j.id FROM dataset_members m JOIN jobs j ON j.output = m.dataset
+		WHERE m.member = ? AND j.output != '' AND j.state = ? AND j.expired = 0
+	ORDER BY 1`
+
+func keptOutputsArgs(blob string) []any {
+	return []any{blob, string(JobDone), blob, string(JobDone)}
+}
+
+// memberRowsBatch is how many (dataset, member) rows one SQLite INSERT
+// carries.
+const memberRowsBatch = 400
+
+// AddDataset records that dataset lists members (blob IDs), so that
+// each is kept while the dataset lives. Adding a pair twice is no error.
+func (s *SQLite) AddDataset(ctx context.Context, dataset string, members []string) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		for rest := members; len(rest) > 0; {
+			n := min(len(rest), memberRowsBatch)
+			args := make([]any, 0, 2*n)
+			for _, m := range rest[:n] {
+				args = append(args, dataset, m)
+			}
+			q := "INSERT OR IGNORE INTO dataset_members (dataset, member) VALUES " + valueRows(n, 2)
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+				return err
+			}
+			rest = rest[n:]
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: add dataset %s: %w", dataset, err)
+	}
+	return nil
+}
+
+// DatasetMembers returns the members recorded for dataset, in order.
+func (s *SQLite) DatasetMembers(ctx context.Context, dataset string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT member FROM dataset_members WHERE dataset = ? ORDER BY member", dataset)
+	if err != nil {
+		return nil, fmt.Errorf("store: members of dataset %s: %w", dataset, wrapDB(err))
+	}
+	return scanStrings(rows, wrapDB)
+}
+
+// DatasetsOf returns the datasets that live and list blob member, in
+// order.
+func (s *SQLite) DatasetsOf(ctx context.Context, member string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, livingDatasetsQuery, append([]any{member}, datasetLivesArgs(0)...)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: datasets of blob %s: %w", member, wrapDB(err))
+	}
+	return scanStrings(rows, wrapDB)
+}
+
+// RemoveDataset forgets the members of dataset (its manifest is gone).
+func (s *SQLite) RemoveDataset(ctx context.Context, dataset string) error {
+	if _, err := s.db.ExecContext(ctx, "DELETE FROM dataset_members WHERE dataset = ?", dataset); err != nil {
+		return fmt.Errorf("store: remove dataset %s: %w", dataset, wrapDB(err))
+	}
+	return nil
+}
+
+// AddDataset implements Meta.
+func (p *Postgres) AddDataset(ctx context.Context, dataset string, members []string) error {
+	_, err := p.pool.Exec(ctx, `INSERT INTO dataset_members (dataset, member) SELECT $1, unnest($2::text[])
+		ON CONFLICT (dataset, member) DO NOTHING`, dataset, members)
+	if err != nil {
+		return fmt.Errorf("store: add dataset %s: %w", dataset, p.wrap(err))
+	}
+	return nil
+}
+
+// DatasetMembers implements Meta.
+func (p *Postgres) DatasetMembers(ctx context.Context, dataset string) ([]string, error) {
+	return p.strings(ctx, "members of dataset "+dataset, "SELECT member FROM dataset_members WHERE dataset = $1 ORDER BY member", dataset)
+}
+
+// DatasetsOf implements Meta.
+func (p *Postgres) DatasetsOf(ctx context.Context, member string) ([]string, error) {
+	return p.strings(ctx, "datasets of blob "+member, pg(livingDatasetsQuery), append([]any{member}, datasetLivesArgs(0)...)...)
+}
+
+// RemoveDataset implements Meta.
+func (p *Postgres) RemoveDataset(ctx context.Context, dataset string) error {
+	if _, err := p.pool.Exec(ctx, "DELETE FROM dataset_members WHERE dataset = $1", dataset); err != nil {
+		return fmt.Errorf("store: remove dataset %s: %w", dataset, p.wrap(err))
+	}
+	return nil
+}

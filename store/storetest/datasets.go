@@ -1,0 +1,136 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/braid-hpc/braid/store"
+)
+
+// testDatasets walks the members of datasets through the reasons to
+// keep them: a member is kept while a dataset that lists it is an
+// upload, the unexpired output of a job (other than the one asking), or
+// the input of an unfinished job, and not once the dataset is gone.
+func testDatasets(t *testing.T, h *harness) {
+	ctx := t.Context()
+	s := h.open(t)
+	id := func(c string) string { return strings.Repeat(c, 64) }
+	m1, m2, m3, in := id("1"), id("2"), id("3"), id("4")
+	up, out := id("a"), id("b") // an uploaded dataset, an output dataset
+	const member = "a member of a dataset"
+	kept := func(blob string, except uint64, want string) {
+		t.Helper()
+		if why := must[string](t)(s.BlobKept(ctx, blob, except)); why != want {
+			t.Errorf("BlobKept(%.4s..., except %d) = %q, want %q", blob, except, why, want)
+		}
+	}
+	holders := func(blob string, want ...string) {
+		t.Helper()
+		if got := must[[]string](t)(s.DatasetsOf(ctx, blob)); !slices.Equal(got, append([]string{}, want...)) {
+			t.Errorf("DatasetsOf(%.4s...) = %.4q, want %.4q", blob, got, want)
+		}
+	}
+	outputs := func(blob string, want ...uint64) {
+		t.Helper()
+		if got := must[[]uint64](t)(s.KeptOutputs(ctx, blob)); !slices.Equal(got, want) {
+			t.Errorf("KeptOutputs(%.4s...) = %v, want %v", blob, got, want)
+		}
+	}
+
+	// Recorded, but no upload yet: the dataset does not live.
+	if err := s.AddDataset(ctx, up, []string{m1, m2, m1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddDataset(ctx, up, []string{m2}); err != nil {
+		t.Errorf("adding a member twice: %v", err)
+	}
+	if got := must[[]string](t)(s.DatasetMembers(ctx, up)); !slices.Equal(got, []string{m1, m2}) {
+		t.Errorf("DatasetMembers = %.4q, want %.4q", got, []string{m1, m2})
+	}
+	kept(m1, 0, "")
+	holders(m1)
+	if err := s.AddUpload(ctx, up, "someone"); err != nil {
+		t.Fatal(err)
+	}
+	kept(m1, 0, member)
+	kept(m2, 0, member)
+	kept(m3, 0, "")
+	holders(m1, up)
+	outputs(m1)
+
+	// A job writes an output dataset: its members are kept as its output
+	// is, but not for the job itself (it removes its own output when it
+	// expires).
+	j := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "up", Input: in}, []store.Unit{{ID: 0, Blob: in, Len: 1}}))
+	must[int](t)(s.StartUnit(ctx, j.ID, 0, "w"))
+	must[bool](t)(s.FinishUnit(ctx, j.ID, 0, "w", m3, 1))
+	if err := s.AddDataset(ctx, out, []string{m2, m3}); err != nil {
+		t.Fatal(err)
+	}
+	kept(m3, 0, "data of an unfinished job")
+	if err := s.FinishJob(ctx, j.ID, out); err != nil {
+		t.Fatal(err)
+	}
+	kept(m3, 0, member)
+	kept(m3, j.ID, "")
+	kept(m2, j.ID, member) // the upload still lists it
+	holders(m2, up, out)
+	holders(m3, out)
+	outputs(m3, j.ID)
+	outputs(m2, j.ID)
+	outputs(out, j.ID)
+
+	// The upload goes: only the output lists m2 now.
+	if err := s.RemoveUpload(ctx, up, "someone"); err != nil {
+		t.Fatal(err)
+	}
+	kept(m1, 0, "")
+	kept(m2, j.ID, "")
+	holders(m2, out)
+	// An unfinished job over the dataset keeps it alive.
+	k := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "noop", Input: up}, []store.Unit{{ID: 0}}))
+	kept(m1, 0, member)
+	holders(m1, up)
+	if err := s.CancelJob(ctx, k.ID, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	kept(m1, 0, "")
+
+	// The output expires.
+	if err := s.ExpireOutput(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	kept(m3, 0, "")
+	holders(m3)
+	outputs(m3)
+
+	// Removed with its manifest: uploading the same manifest again keeps
+	// nothing until its members are recorded again.
+	if err := s.RemoveDataset(ctx, up); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[[]string](t)(s.DatasetMembers(ctx, up)); len(got) != 0 {
+		t.Errorf("DatasetMembers after RemoveDataset = %.4q", got)
+	}
+	if err := s.AddUpload(ctx, up, "someone"); err != nil {
+		t.Fatal(err)
+	}
+	kept(m1, 0, "")
+	if got := must[[]string](t)(s.DatasetMembers(ctx, out)); !slices.Equal(got, []string{m2, m3}) {
+		t.Errorf("the other dataset's members after RemoveDataset = %.4q", got)
+	}
+
+	// A large dataset, in one call.
+	big := make([]string, 1000)
+	for i := range big {
+		big[i] = fmt.Sprintf("%064x", i)
+	}
+	if err := s.AddDataset(ctx, id("c"), big); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[[]string](t)(s.DatasetMembers(ctx, id("c"))); !slices.Equal(got, big) {
+		t.Errorf("DatasetMembers of 1000: %d members", len(got))
+	}
+}
