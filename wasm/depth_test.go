@@ -188,3 +188,49 @@ func TestPastDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestCallDepthMultiValue: functions with several results, with and
+// without parameters, leaving by return, br and br_if with their values,
+// run as before once rewritten (the block that wraps each body takes the
+// function's results; with parameters it needs a type of its own).
+func TestCallDepthMultiValue(t *testing.T) {
+	types := wasmtest.Vec(4, []byte{
+		0x60, 0, 0, // 0: () -> ()
+		0x60, 1, 0x7f, 2, 0x7f, 0x7f, // 1: (i32) -> (i32, i32)
+		0x60, 0, 2, 0x7f, 0x7f, // 2: () -> (i32, i32)
+		0x60, 1, 0x7f, 1, 0x7f, // 3: (i32) -> i32
+	})
+	bodies := [][]byte{
+		// _start: 5 -> f1, f2, 7 -> f3; trap unless f1 gave (5, 5), f2
+		// (1, 2) and f3 7.
+		{0x41, 5, 0x10, 1, 0x6a, 0x41, 10, 0x47, 0x04, 0x40, 0x00, 0x0b, // i32.add; i32.const 10; i32.ne; if unreachable end
+			0x10, 2, 0x6b, 0x41, 0x7f, 0x47, 0x04, 0x40, 0x00, 0x0b, // i32.sub (1-2); i32.const -1; i32.ne; if unreachable end
+			0x41, 7, 0x10, 3, 0x41, 7, 0x47, 0x04, 0x40, 0x00, 0x0b},
+		{0x20, 0, 0x20, 0, 0x0f},                   // f1: return (x, x)
+		{0x41, 1, 0x41, 2, 0x0c, 0},                // f2: br 0 with (1, 2)
+		{0x20, 0, 0x20, 0, 0x0d, 0, 0x1a, 0x41, 0}, // f3: br_if 0 with x (x != 0), else 0
+	}
+	var code []byte
+	for _, b := range bodies {
+		f := append([]byte{0}, b...)
+		f = append(f, 0x0b)
+		code = binary.AppendUvarint(code, uint64(len(f)))
+		code = append(code, f...)
+	}
+	mod := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
+	mod = wasmtest.Section(mod, 1, types)
+	mod = wasmtest.Section(mod, 3, wasmtest.Vec(4, []byte{0, 1, 2, 3}))
+	mod = wasmtest.Section(mod, 5, wasmtest.Vec(1, []byte{0, 1}))
+	exports := append(wasmtest.Name(nil, "_start"), 0, 0)
+	exports = append(wasmtest.Name(exports, "memory"), 2, 0)
+	mod = wasmtest.Section(mod, 7, wasmtest.Vec(2, exports))
+	mod = wasmtest.Section(mod, 10, wasmtest.Vec(4, code))
+	e := newEngine(t, Config{})
+	m, err := e.Compile(t.Context(), mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Run(t.Context(), "multi", nil, nil, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+}
