@@ -42,6 +42,18 @@ import (
 // "call depth limit of 65536 exceeded".
 const MaxCallDepth = 1 << 16
 
+// StackReserve is the most memory a run's call stack can take whatever
+// the module does: wazero's own ceiling, its stack's last doubling past
+// 50 MB with the earlier, smaller copies not yet collected (measured:
+// 171-177 MB allocated by recursions that ended in wazero's stack
+// overflow). MaxCallDepth keeps recursion with the frames a module's code
+// shows to some 11 MB; wazero gives every value it spills a slot of its
+// own, so a function whose compiled frame spills far more values than
+// its code holds at once can still come near this (measured: 128 MB for
+// a recursion of 50 regions of 40 values each). A host should leave it
+// free for each run at once (worker.Config.MaxUnitMem's default does).
+const StackReserve = 192 << 20
+
 // depthExceeded is what the rewritten code passes braid.tick when the
 // call depth passes MaxCallDepth: no bulk charge is that large (a charge
 // is under 2^47).
