@@ -1,14 +1,20 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/testwait"
+	"github.com/braid-hpc/braid/internal/wasmtest"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/transport"
@@ -245,4 +251,71 @@ func BenchmarkPaperBlur(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkGoodJobBesideHostile measures the latency of one client's
+// well-behaved job (cat of 4 bytes, one unit, compiled and warm) alone
+// and while another client's hostile module runs beside it: fillsModule,
+// one unit on each of the two 2-thread workers (the other thread of
+// each free), stopped by its 3 s unit timeout. Each iteration times 15
+// good jobs alone, then 15 while the hostile units run, and reports the
+// medians and their ratio (the issue asks for at most 2x). When hostile
+// units hold every thread, a good job waits for one to free instead:
+// that is scheduling, up to the unit timeout, not the sandbox.
+func BenchmarkGoodJobBesideHostile(b *testing.B) {
+	const jobs = 15
+	// The server's default heartbeats (1 s, a worker lost after 5 s), not
+	// the test cluster's 50 ms and 400 ms, which a machine loaded by
+	// others (load 10 on 2 cores) misses even without a hostile unit:
+	// this measures latency; TestHostileBulkModuleBesideGoodJob checks
+	// that the workers stay alive.
+	c := newCluster(b, func(cfg *server.Config) { cfg.HeartbeatInterval, cfg.WorkerTimeout = 0, 0 })
+	c.addWorker(2, nil)
+	c.addWorker(2, nil)
+	c.waitWorkers(2)
+	as := func(name string) *cluster {
+		tok, err := c.c.CreateToken(b.Context(), api.RoleClient, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c.as(client.New(c.srv.URL(), client.WithToken(tok.Join)))
+	}
+	good, bad := as("good"), as("hostile")
+	if _, err := c.c.AddOp(b.Context(), "fills", bytes.NewReader(fillsModule()), client.OpOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	c.addOp("cat", wasmtest.Cat, client.OpOptions{})
+	in := good.put([]byte("abc\n"))
+	badIn := bad.put([]byte("xx"))
+	median := func() time.Duration {
+		var ds []time.Duration
+		for range jobs {
+			start := time.Now()
+			if st := good.run(api.JobRequest{Op: "cat", Input: in}); st.State != api.JobDone {
+				b.Fatalf("cat: %s %q", st.State, st.Error)
+			}
+			ds = append(ds, time.Since(start))
+		}
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	median() // compiled and warm on both workers
+	var alone, beside time.Duration
+	for b.Loop() {
+		alone += median()
+		h := bad.submit(api.JobRequest{Op: "fills", Input: badIn, Split: "bytes:1", UnitTimeout: "3s", MaxTries: 1, UnitMem: 16 << 20})
+		if !testwait.Until(10*time.Second, func() bool {
+			st, err := bad.c.Status(b.Context(), h.Job)
+			return err == nil && st.Units.Computing == 2
+		}) {
+			b.Fatal("the hostile units did not start within 10 s")
+		}
+		beside += median()
+		if st := bad.wait(h.Job); st.State != api.JobFailed || !strings.Contains(st.Error, "timed out after 3s") {
+			b.Fatalf("the hostile job: %s %q, want it timed out", st.State, st.Error)
+		}
+	}
+	b.ReportMetric(float64(alone.Microseconds())/1e3/float64(b.N), "alone-ms/job")
+	b.ReportMetric(float64(beside.Microseconds())/1e3/float64(b.N), "beside-ms/job")
+	b.ReportMetric(beside.Seconds()/alone.Seconds(), "beside/alone")
 }

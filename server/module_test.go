@@ -381,6 +381,15 @@ func TestUnitMemBeyondWorkers(t *testing.T) {
 	}
 }
 
+// fillsModule is a hostile module without loops: memory.fill over 16
+// MiB 2,400 times (38 GiB of native memset, tens of seconds), which
+// nothing preempts but the sandbox's charge of bulk instructions.
+func fillsModule() []byte {
+	fill := wasmtest.I32(wasmtest.I32(wasmtest.I32(nil, 0), 1), 16<<20)
+	fill = append(fill, wasmtest.MemoryFill...)
+	return wasmtest.Module{MemPages: 256, Funcs: [][]byte{wasmtest.Repeat(fill, 10)}, Start: wasmtest.Repeat([]byte{0x10, 1}, 240)}.Bytes()
+}
+
 // TestHostileBulkModuleBesideGoodJob: a module with no loops that runs
 // memory.fill over 16 MiB 2,400 times (tens of seconds of native memset,
 // which nothing preempts) stops at its unit timeout, its workers stay
@@ -392,10 +401,7 @@ func TestHostileBulkModuleBesideGoodJob(t *testing.T) {
 	c.addWorker(2, nil)
 	c.addWorker(2, nil)
 	c.waitWorkers(2)
-	fill := wasmtest.I32(wasmtest.I32(wasmtest.I32(nil, 0), 1), 16<<20)
-	fill = append(fill, wasmtest.MemoryFill...)
-	hostile := wasmtest.Module{MemPages: 256, Funcs: [][]byte{wasmtest.Repeat(fill, 10)}, Start: wasmtest.Repeat([]byte{0x10, 1}, 240)}.Bytes()
-	if _, err := c.c.AddOp(t.Context(), "fills", bytes.NewReader(hostile), client.OpOptions{}); err != nil {
+	if _, err := c.c.AddOp(t.Context(), "fills", bytes.NewReader(fillsModule()), client.OpOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.addOp("cat", wasmtest.Cat, client.OpOptions{})

@@ -44,7 +44,7 @@
 // Each run is bounded by its Limits; a zero field means its default:
 //
 //	Memory   DefaultMemory  (256 MiB)  linear memory and tables; memory.grow past it fails (malloc returns NULL)
-//	Timeout  DefaultTimeout (1 min)    wall clock; the module is stopped within 65536 loop iterations or calls, or one bulk instruction
+//	Timeout  DefaultTimeout (1 min)    wall clock; the module is stopped within 65536 loop iterations or calls, and before a bulk instruction that would pass it
 //	Output   DefaultOutput  (256 MiB)  stdout; a write past it fails and the module is stopped
 //
 // On Linux, linear memory is a region of address space reserved once per
@@ -55,15 +55,19 @@
 // small memory is reused, zeroed, by later runs. Tables are bounded to
 // MaxTableEntries each and their maxima count toward Limits.Memory at 16
 // bytes an entry. Apart from them, wazero grows a run's call stack on the
-// Go heap up to about 50 MB (some 100 MB at the last doubling) before it
-// traps with a stack overflow.
+// Go heap; the rewrite bounds its depth to MaxCallDepth frames, a frame
+// with many locals or operand values counting as several (depth.go), so
+// that it stays within some 4 MiB (measured: at most 11 MB allocated with
+// wazero's doublings), and
+// a run that goes deeper fails with "call depth limit of 65536 exceeded".
 //
 // Compile rewrites each module so that it stops itself: every loop
 // header and function entry counts down a counter, every bulk memory and
 // table instruction is charged to it by its length, and every 65536
 // counts (or before a bulk instruction longer than what is left) the
 // module calls back into Go, which stops the run once its time is up,
-// its ctx ended or the Engine closed (see interrupt.go). That costs a few
+// its ctx ended or the Engine closed, or when the bulk instruction would
+// not end before the deadline at 1 GB/s (see interrupt.go). That costs a few
 // instructions per loop iteration, where wazero's WithCloseOnContextDone
 // left the machine code for Go at every one (5-7x slower on loops), and
 // the call back is also where the Go scheduler can preempt the run.

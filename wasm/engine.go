@@ -142,7 +142,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	e.stop, e.cancel = context.WithCancel(context.Background())
 	if _, err := rt.NewHostModuleBuilder(tickModule).
 		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(e.stopIfOver), nil, nil).
+		WithGoModuleFunction(api.GoModuleFunc(e.stopIfOver), []api.ValueType{api.ValueTypeI64}, nil).
 		Export(tickName).
 		Instantiate(ctx); err != nil {
 		rt.Close(ctx)
@@ -155,15 +155,28 @@ func NewEngine(cfg Config) (*Engine, error) {
 }
 
 // stopIfOver is the host function braid.tick that instrumented modules call
-// every tickEvery loop iterations and calls (interrupt.go): it stops the
+// every tickEvery loop iterations and calls, and before a bulk instruction
+// longer than what is left of the countdown (interrupt.go): it stops the
 // run, by panicking, once its ctx (which carries Limits.Timeout) ended or
-// the Engine is closed. ctx is the one Run passed to InstantiateModule.
-func (e *Engine) stopIfOver(ctx context.Context, _ api.Module, _ []uint64) {
+// the Engine is closed, when the bulk instruction it is about to run
+// (stack[0], its cost in countdown steps) could not end before the ctx's
+// deadline, and when the call stack passed MaxCallDepth (stack[0] is
+// depthExceeded). ctx is the one Run passed to InstantiateModule.
+func (e *Engine) stopIfOver(ctx context.Context, _ api.Module, stack []uint64) {
 	if e.done.Load() {
 		panic(ErrClosed)
 	}
 	if ctx.Err() != nil {
 		panic(context.Cause(ctx))
+	}
+	steps := stack[0]
+	if steps == depthExceeded {
+		panic(ErrCallDepth)
+	}
+	if steps > 0 {
+		if deadline, ok := ctx.Deadline(); ok && pastDeadline(time.Until(deadline), steps) {
+			panic(errBulkLate)
+		}
 	}
 }
 

@@ -72,6 +72,9 @@ func (e *RunError) Error() string {
 	case ReasonTimeout:
 		b.WriteString("timed out after ")
 		b.WriteString(limit)
+		if more != "" {
+			fmt.Fprintf(&b, " (%s)", more)
+		}
 	case ReasonMemory:
 		fmt.Fprintf(&b, "memory limit of %s reached", limit)
 		if more != "" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // A running module is stopped (Limits.Timeout, a canceled ctx, Engine.Close)
@@ -47,17 +48,24 @@ import (
 //	if cost >= $budget { call $tick; $budget = tickEvery } else { $budget -= cost }
 //	global.get $n                 ;; the operand, unchanged
 //
-// so the run goes to Go, and stops if its time is up, before any bulk
-// instruction that costs as much as what is left of the countdown: a run
-// overshoots its time, and holds a stop-the-world, by at most one bulk
-// instruction, which touches at most its memory (Limits.Memory, or a
-// table bounded the same way): some 0.1-0.5 s per GiB. The two scratch
-// globals ($n, i32; $c, i64) follow the countdown global.
+// so the run goes to Go before any bulk instruction that costs as much as
+// what is left of the countdown (256 KiB of memory), passing it the
+// charge: Go stops the run if its time is up, and also if the instruction
+// could not end before the deadline at 1 GB/s (bulkStepTime), slower than
+// fills and copies run (2-10 GB/s). So a run does not overshoot its time
+// by a bulk instruction's length: it stops before one that would pass the
+// deadline, up to the instruction's estimated length early. The two
+// scratch globals ($n, i32; $c, i64) follow the countdown global.
 //
-// The rewrite adds one function type, one import (tickModule.tickName,
+// braid.tick takes one i64: 0 from the countdown, the pending charge
+// before a bulk instruction, and depthExceeded from the call depth check
+// of depth.go, whose global $depth follows the scratch globals.
+//
+// The rewrite adds function types (braid.tick's, and those depth.go needs
+// for the block that wraps a function body), one import (tickModule.tickName,
 // appended after the module's own imports, so every defined function's
 // index grows by one: calls, ref.func, exports, the start function and
-// element segments are renumbered) and three globals (appended, so no
+// element segments are renumbered) and four globals (appended, so no
 // index moves). Custom sections go: the name section's indices and DWARF's
 // code offsets would be wrong, and nothing braid reports uses them. A module
 // that uses instructions beyond WebAssembly 2.0 (which wazero refuses by
@@ -149,13 +157,17 @@ func rewrite(code []byte) ([]byte, uint64, error) {
 
 	// First pass: what the new indices are.
 	var nTypes, nFuncImports, nGlobals uint32
+	rw := &rewriter{}
 	for _, s := range secs {
 		var err error
 		switch s.id {
 		case secType:
 			nTypes, err = vecLen(s.payload)
+			if err == nil {
+				rw.sigs, err = parseTypes(s.payload)
+			}
 		case secImport:
-			nFuncImports, nGlobals, err = countImports(s.payload, nTypes)
+			nFuncImports, nGlobals, rw.importTypes, err = countImports(s.payload, nTypes)
 		case secGlobal:
 			var n uint32
 			n, err = vecLen(s.payload)
@@ -165,7 +177,9 @@ func rewrite(code []byte) ([]byte, uint64, error) {
 			return nil, 0, fmt.Errorf("section %d: %v", s.id, err)
 		}
 	}
-	rw := &rewriter{tick: nFuncImports, budget: nGlobals, types: nTypes}
+	rw.tick, rw.budget, rw.types = nFuncImports, nGlobals, nTypes
+	var addTypes [][]byte
+	rw.blockTypes, addTypes = blockTypes(rw.sigs, nTypes+1)
 
 	out := slices.Clone(wasmHeader)
 	for _, s := range secs {
@@ -173,8 +187,8 @@ func rewrite(code []byte) ([]byte, uint64, error) {
 		var err error
 		switch s.id {
 		case secType:
-			// func() -> ()
-			p, err = appendToVec(s.payload, []byte{0x60, 0, 0})
+			// func(i64) -> (), then the block types of depth.go
+			p, err = appendToVec(s.payload, append([][]byte{{0x60, 1, 0x7e, 0}}, addTypes...)...)
 		case secImport:
 			entry := appendName(nil, tickModule)
 			entry = appendName(entry, tickName)
@@ -215,16 +229,19 @@ func vecLen(b []byte) (uint32, error) {
 	return n, r.err
 }
 
-// appendToVec returns the vector b with one more entry.
-func appendToVec(b, entry []byte) ([]byte, error) {
+// appendToVec returns the vector b with more entries.
+func appendToVec(b []byte, entries ...[]byte) ([]byte, error) {
 	r := reader{b: b}
 	n := r.u32()
 	if r.err != nil {
 		return nil, r.err
 	}
-	out := binary.AppendUvarint(nil, uint64(n)+1)
+	out := binary.AppendUvarint(nil, uint64(n)+uint64(len(entries)))
 	out = append(out, r.b...)
-	return append(out, entry...), nil
+	for _, e := range entries {
+		out = append(out, e...)
+	}
+	return out, nil
 }
 
 func appendName(b []byte, s string) []byte {
@@ -232,24 +249,26 @@ func appendName(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// countImports counts the imported functions and globals.
-func countImports(b []byte, nTypes uint32) (funcs, globals uint32, err error) {
+// countImports counts the imported functions and globals, and returns
+// the functions' types.
+func countImports(b []byte, nTypes uint32) (funcs, globals uint32, types []uint32, err error) {
 	imps, err := parseImportSection(b)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	for _, imp := range imps {
 		switch imp.kind {
 		case kindFunc:
 			if imp.typeIdx >= nTypes {
-				return 0, 0, fmt.Errorf("import %s.%s: type %d; the module has %d", imp.module, imp.name, imp.typeIdx, nTypes)
+				return 0, 0, nil, fmt.Errorf("import %s.%s: type %d; the module has %d", imp.module, imp.name, imp.typeIdx, nTypes)
 			}
 			funcs++
+			types = append(types, imp.typeIdx)
 		case kindGlobal:
 			globals++
 		}
 	}
-	return funcs, globals, nil
+	return funcs, globals, types, nil
 }
 
 // rewriter renumbers the module's functions past the tick import and
@@ -260,6 +279,13 @@ type rewriter struct {
 	types  uint32 // the module's own types; the rewrite adds one after them
 
 	tableEntries uint64 // the sum of the tables' maxima, once rewritten
+
+	sigs        []sig    // the module's types (depth.go)
+	blockTypes  [][]byte // by type: the block type wrapping a body of it
+	funcTypes   []uint32 // by defined function: its type
+	importTypes []uint32 // by imported function: its type
+	costAt      []int    // where the body being rewritten needs its frame's cost (costConst)
+	h           height   // of the body being rewritten
 
 	shape  fnShape // of the function being rewritten
 	weight uint64  // the sum of the squares of the functions' branch weights
@@ -279,9 +305,11 @@ func (rw *rewriter) functions(b []byte) ([]byte, error) {
 	r := reader{b: b}
 	n := r.u32()
 	for i := uint32(0); i < n && r.err == nil; i++ {
-		if err := rw.typeRef(r.u32()); r.err == nil && err != nil {
+		ti := r.u32()
+		if err := rw.typeRef(ti); r.err == nil && err != nil {
 			return nil, fmt.Errorf("function %d: %w", i, err)
 		}
+		rw.funcTypes = append(rw.funcTypes, ti)
 	}
 	return b, r.end()
 }
@@ -298,8 +326,8 @@ func (rw *rewriter) fn(i uint32) uint32 {
 func (rw *rewriter) countdown(b []byte) []byte {
 	b = append(b, 0x23) // global.get
 	b = binary.AppendUvarint(b, uint64(rw.budget))
-	b = append(b, 0x45, 0x04, 0x40) // i32.eqz; if (no result)
-	b = append(b, 0x10)             // call
+	b = append(b, 0x45, 0x04, 0x40, 0x42, 0x00) // i32.eqz; if (no result); i64.const 0
+	b = append(b, 0x10)                         // call
 	b = binary.AppendUvarint(b, uint64(rw.tick))
 	b = append(b, 0x41) // i32.const
 	b = appendSLEB(b, tickEvery)
@@ -362,7 +390,9 @@ func (rw *rewriter) charge(b []byte, rate chargeRate) []byte {
 	b = append(b, 0x23) // global.get $budget
 	b = binary.AppendUvarint(b, uint64(rw.budget))
 	b = append(b, 0xad, 0x5a, 0x04, 0x40) // i64.extend_i32_u; i64.ge_u; if
-	b = append(b, 0x10)                   // call $tick
+	b = append(b, 0x23)                   // global.get $c: the pending charge
+	b = binary.AppendUvarint(b, c)
+	b = append(b, 0x10) // call $tick
 	b = binary.AppendUvarint(b, uint64(rw.tick))
 	b = append(b, 0x41) // i32.const tickEvery
 	b = appendSLEB(b, tickEvery)
@@ -387,7 +417,7 @@ func (rw *rewriter) globals(b []byte) ([]byte, error) {
 	if r.err == nil && n > MaxGlobals {
 		return nil, fmt.Errorf("%d globals; at most %d are allowed", n, MaxGlobals)
 	}
-	out := binary.AppendUvarint(nil, uint64(n)+3)
+	out := binary.AppendUvarint(nil, uint64(n)+4)
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		start := r.b
 		r.valType()
@@ -405,7 +435,8 @@ func (rw *rewriter) globals(b []byte) ([]byte, error) {
 	out = appendSLEB(out, tickEvery)
 	out = append(out, 0x0b)
 	out = append(out, 0x7f, 0x01, 0x41, 0x00, 0x0b)       // $n: i32, mutable, 0
-	return append(out, 0x7e, 0x01, 0x42, 0x00, 0x0b), nil // $c: i64, mutable, 0
+	out = append(out, 0x7e, 0x01, 0x42, 0x00, 0x0b)       // $c: i64, mutable, 0
+	return append(out, 0x7f, 0x01, 0x41, 0x00, 0x0b), nil // $depth (depth.go): i32, mutable, 0
 }
 
 func (rw *rewriter) exports(b []byte) ([]byte, error) {
@@ -571,12 +602,19 @@ func (rw *rewriter) code(b []byte) ([]byte, error) {
 		if size > MaxFunctionBytes {
 			return nil, fmt.Errorf("function %d: %d bytes; at most %d are allowed", i, size, MaxFunctionBytes)
 		}
+		if i >= uint32(len(rw.funcTypes)) {
+			return nil, fmt.Errorf("function %d has code but no type (the function section has %d)", i, len(rw.funcTypes))
+		}
+		s := rw.sigs[rw.funcTypes[i]]
 		// Locals: a vector of (count, type).
 		start := fr.b
 		nl := fr.u32()
 		var locals uint64
+		slots := s.slots
 		for j := uint32(0); j < nl && fr.err == nil; j++ {
-			locals += uint64(fr.u32())
+			c := uint64(fr.u32())
+			locals += c
+			slots += c * valSlots(fr.b)
 			fr.valType()
 		}
 		if locals > MaxLocals {
@@ -584,6 +622,8 @@ func (rw *rewriter) code(b []byte) ([]byte, error) {
 		}
 		body = append(body[:0], start[:len(start)-len(fr.b)]...)
 		body = rw.countdown(body)
+		body = rw.enter(body, rw.blockTypes[rw.funcTypes[i]])
+		rw.h.reset()
 		rw.shape = fnShape{}
 		var err error
 		if body, err = rw.instructions(&fr, body, true, false); err != nil {
@@ -592,6 +632,7 @@ func (rw *rewriter) code(b []byte) ([]byte, error) {
 		if fr.err == nil && len(fr.b) != 0 {
 			return nil, fmt.Errorf("function %d: %d bytes after its end", i, len(fr.b))
 		}
+		rw.setCost(body, frameCost(slots, rw.h.max))
 		if err := rw.shape.check(&rw.weight); err != nil {
 			return nil, fmt.Errorf("function %d: %v", i, err)
 		}
@@ -603,6 +644,10 @@ func (rw *rewriter) code(b []byte) ([]byte, error) {
 	}
 	return out, r.end()
 }
+
+// varDelta is what local.get, local.set, local.tee, global.get,
+// global.set, table.get and table.set do to the operand stack's height.
+var varDelta = [7]int{1, -1, 0, 1, -1, 0, -2}
 
 var errBeyond2 = errors.New("uses an instruction beyond WebAssembly 2.0")
 
@@ -619,13 +664,19 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 		copied := false // the instruction is appended already
 		switch {
 		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
-			if idx := r.blockType(); idx >= 0 {
+			oneResult := len(r.b) > 0 && r.b[0] != 0x40
+			idx := r.blockType()
+			if idx >= 0 {
 				if err := rw.typeRef(uint32(idx)); err != nil {
 					return nil, err
 				}
 			}
 			depth++
 			if loops {
+				if op == 0x04 {
+					rw.h.add(-1) // the condition
+				}
+				rw.h.open(rw.blockArity(idx, oneResult))
 				w := uint64(weightBlock)
 				if op == 0x03 {
 					w = weightLoop
@@ -641,26 +692,59 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 			}
 		case op == 0x0b: // end
 			if depth == 0 {
+				if loops { // close the block of enter, then leave
+					out = rw.leave(append(out, 0x0b))
+				}
 				return append(out, op), r.err
 			}
 			depth--
 			if loops {
+				rw.h.end()
 				rw.shape.depth--
 			}
 		case op == 0x10 || op == 0x12 || op == 0xd2: // call, return_call, ref.func
 			idx := r.u32()
+			if op != 0xd2 && loops {
+				p, res := rw.callArity(idx)
+				rw.h.add(res - p)
+				if op == 0x12 {
+					out = rw.leave(out)
+					rw.h.unreachable()
+				}
+			} else if loops {
+				rw.h.add(1)
+			}
 			out = append(out, op)
 			out = binary.AppendUvarint(out, uint64(rw.fn(idx)))
 			copied = true
+		case op == 0x0f && loops: // return: br to the block of enter
+			out = append(out, 0x0c)
+			out = binary.AppendUvarint(out, uint64(depth))
+			copied = true
+			rw.h.unreachable()
 		case op <= 0x01 || op == 0x0f || op == 0x1a || op == 0x1b || op == 0xd1:
 			// no immediate
+			if loops {
+				switch op {
+				case 0x00:
+					rw.h.unreachable()
+				case 0x1a:
+					rw.h.add(-1)
+				case 0x1b:
+					rw.h.add(-2)
+				}
+			}
 		case op == 0x0c || op == 0x0d: // br, br_if
 			r.u32()
 			if op == 0x0d {
 				rw.shape.add(weightBlock)
+				rw.h.add(-1)
+			} else {
+				rw.h.unreachable()
 			}
 		case op == 0x05: // else
 			rw.shape.add(weightBlock)
+			rw.h.elseOf()
 		case op == 0x0e: // br_table
 			n := r.u32()
 			if r.err == nil && n > MaxBrTable {
@@ -670,6 +754,7 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 			for i := uint32(0); i <= n && r.err == nil; i++ {
 				r.u32()
 			}
+			rw.h.unreachable()
 		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
 			ti := r.u32()
 			r.u32()
@@ -678,11 +763,23 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 					return nil, err
 				}
 			}
+			if loops && r.err == nil {
+				p, res := 0, 0
+				if int(ti) < len(rw.sigs) {
+					p, res = rw.sigs[ti].params, rw.sigs[ti].nres
+				}
+				rw.h.add(res - p - 1)
+				if op == 0x13 {
+					out = rw.leave(out)
+					rw.h.unreachable()
+				}
+			}
 		case op == 0x1c: // select t*
 			n := r.u32()
 			for i := uint32(0); i < n && r.err == nil; i++ {
 				r.valType()
 			}
+			rw.h.add(-2)
 		case op == 0x23 || op == 0x24: // global.get, global.set
 			// The countdown global is not the module's: code that names
 			// it (an index past the module's own globals, which the
@@ -690,12 +787,22 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 			if idx := r.u32(); r.err == nil && idx >= rw.budget {
 				return nil, fmt.Errorf("refers to global %d; the module has %d", idx, rw.budget)
 			}
+			if op == 0x23 {
+				rw.h.add(1)
+			} else {
+				rw.h.add(-1)
+			}
 		case op >= 0x20 && op <= 0x26: // locals, table.get/set
 			r.u32()
+			rw.h.add(varDelta[op-0x20])
 		case op >= 0x28 && op <= 0x3e: // loads and stores
 			r.memarg()
+			if op >= 0x36 {
+				rw.h.add(-2)
+			}
 		case op == 0x3f: // memory.size
 			r.u32()
+			rw.h.add(1)
 		case op == 0x40: // memory.grow
 			r.u32()
 			if loops && r.err == nil {
@@ -704,20 +811,27 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 			}
 		case op == 0x41:
 			r.uleb(35) // s32; the sign does not matter for skipping
+			rw.h.add(1)
 		case op == 0x42:
 			r.uleb(70) // s64
+			rw.h.add(1)
 		case op == 0x43:
 			r.bytes(4)
+			rw.h.add(1)
 		case op == 0x44:
 			r.bytes(8)
+			rw.h.add(1)
 		case op >= 0x45 && op <= 0xc4: // numeric, sign extension
+			rw.h.add(numericDelta(op))
 		case op == 0xd0: // ref.null
 			r.valType()
+			rw.h.add(1)
 		case op == 0xfc:
 			sub, err := r.prefixFC()
 			if err != nil {
 				return nil, err
 			}
+			rw.h.add(fcDelta(sub))
 			if rate, ok := bulkCharge(sub); ok && loops && r.err == nil {
 				out = rw.charge(out, rate)
 				rw.shape.add(weightBulk)
@@ -725,6 +839,9 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 		case op == 0xfd:
 			if err := r.prefixFD(); err != nil {
 				return nil, err
+			}
+			if len(start) > 1 && start[1] == 12 { // v128.const: the only one that pushes more than it pops
+				rw.h.add(1)
 			}
 		default:
 			return nil, fmt.Errorf("%w (opcode 0x%02x)", errBeyond2, op)
@@ -830,4 +947,26 @@ func appendSLEB(b []byte, v int64) []byte {
 		}
 		b = append(b, c|0x80)
 	}
+}
+
+// bulkStepTime is what a countdown step of a bulk instruction is assumed
+// to take at least: a step is 4 bytes of memory.fill or memory.copy, half
+// a table entry, or 1/16384 of a page of memory.grow, and 4 ns a step is
+// 1 GB/s, slower than any of them runs (measured: 2-10 GB/s for fills
+// and copies). A run stops before a bulk instruction that would not end
+// before its deadline at that speed.
+const bulkStepTime = 4 * time.Nanosecond
+
+// errBulkLate is why a run was stopped before a bulk instruction that
+// would have run past its deadline; the run ends with ReasonTimeout.
+var errBulkLate = errors.New("wasm: a bulk instruction would run past the time limit")
+
+// pastDeadline reports whether a bulk instruction of this many countdown
+// steps, started with left until the deadline, would end after it at the
+// speed of bulkStepTime.
+func pastDeadline(left time.Duration, steps uint64) bool {
+	if left <= 0 {
+		return true
+	}
+	return steps >= uint64(left/bulkStepTime)
 }

@@ -256,6 +256,12 @@ func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, 
 		re.Reason = ReasonCanceled
 		re.err = ctx.Err()
 		re.Detail = context.Cause(ctx).Error()
+	case errors.Is(err, errBulkLate):
+		re.Reason = ReasonTimeout
+		re.Detail = "limit " + lim.Timeout.String() + ", stopped before a bulk instruction that would run past it"
+	case errors.Is(err, ErrCallDepth):
+		re.Reason = ReasonTrap
+		re.Detail = strings.TrimPrefix(ErrCallDepth.Error(), "wasm: ")
 	case st.mem.refused:
 		re.Reason = ReasonMemory
 		re.Detail = "limit " + formatBytes(lim.Memory)

@@ -176,8 +176,8 @@ func TestRunFails(t *testing.T) {
 			}
 		}},
 		{"stack overflow", "recurse", Limits{}, ReasonTrap, func(t *testing.T, re *RunError) {
-			if !strings.Contains(re.Detail, "stack overflow") {
-				t.Errorf("Detail = %q, want a stack overflow", re.Detail)
+			if !strings.HasPrefix(re.Error(), "recurse: trap: call depth limit of 65536 exceeded") {
+				t.Errorf("Error() = %q, want the call depth limit", re.Error())
 			}
 		}},
 		{"timeout", "loop", Limits{Timeout: 300 * time.Millisecond}, ReasonTimeout, func(t *testing.T, re *RunError) {

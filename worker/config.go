@@ -14,15 +14,17 @@ import (
 )
 
 // defaultMaxUnitMem is Config.MaxUnitMem when 0: a quarter of ram (bytes,
-// 0 if unknown) divided among threads, so that every thread's unit at its
-// limit leaves three quarters of the host to everything else; 1 GiB per
-// thread if ram is unknown; never under wasm.DefaultMemory (256 MiB), so
-// that jobs with the default unit memory run on a small host too.
+// 0 if unknown) divided among threads, less the most a run's call stack
+// can take besides (wasm.StackReserve), so that every thread's unit at
+// its limit, stack included, leaves three quarters of the host to
+// everything else; 1 GiB per thread if ram is unknown; never under
+// wasm.DefaultMemory (256 MiB), so that jobs with the default unit memory
+// run on a small host too.
 func defaultMaxUnitMem(ram int64, threads int) int64 {
 	if ram <= 0 {
 		return 1 << 30
 	}
-	return max(ram/4/int64(max(threads, 1)), wasm.DefaultMemory)
+	return max(ram/4/int64(max(threads, 1))-wasm.StackReserve, wasm.DefaultMemory)
 }
 
 // Config configures a Worker. Servers and Key are required; every other

@@ -150,8 +150,8 @@ func TestUnitMemoryCap(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "asks for 1073741824 bytes") || !strings.Contains(err.Error(), "at most 67108864") {
 		t.Fatalf("got %v, want an error naming 1073741824 and 67108864", err)
 	}
-	if got := defaultMaxUnitMem(16<<30, 4); got != 1<<30 {
-		t.Errorf("default cap on 16 GiB and 4 threads: %d, want 1 GiB", got)
+	if got := defaultMaxUnitMem(16<<30, 4); got != 1<<30-wasm.StackReserve {
+		t.Errorf("default cap on 16 GiB and 4 threads: %d, want 1 GiB less the call stack's reserve (832 MiB)", got)
 	}
 	if got := defaultMaxUnitMem(1<<30, 8); got != wasm.DefaultMemory {
 		t.Errorf("default cap on 1 GiB and 8 threads: %d, want the default unit memory", got)
