@@ -112,7 +112,11 @@ func BenchmarkManyWorkers(b *testing.B) {
 	// What the connected workers cost the servers while no job runs:
 	// heartbeats, path probes, syncs.
 	idle0, idleCPU0 := time.Now(), serversCPU(b, servers)
-	time.Sleep(5 * time.Second)
+	idleFor := 5 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("BRAID_BENCH_IDLE")); err == nil && d > 0 {
+		idleFor = d
+	}
+	time.Sleep(idleFor)
 	idle := float64(serversCPU(b, servers)-idleCPU0) / float64(time.Since(idle0))
 
 	in, err := clients[0].Put(context.Background(), strings.NewReader("a small unit's input"))
