@@ -69,7 +69,8 @@ type path struct {
 	retransmitted          atomic.Int64
 	duplicated             atomic.Int64
 	dupRecv                atomic.Int64
-	dupping                bool // the writer is duplicating a slower path's tail
+	fragments              atomic.Int64 // fragments of striped segments claimed (first copies)
+	dupping                bool         // the writer is duplicating a slower path's tail
 
 	// Delivery rate from acknowledgements (bytes/s), and its window.
 	drate     float64
