@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -73,28 +72,11 @@ func stallRun(b *testing.B, cfg Config, lanes int) {
 	const size = 8 << 20
 	c, s, ln := pair(b, Kind{Config: cfg}, "127.0.0.1", "127.0.0.1:0")
 	defer func() { c.Close(); s.Close(); ln.Close() }()
-	cl, sl := c.(channel.Lanes), s.(channel.Lanes)
-	ws := map[uint16]net.Conn{}
-	for i := 1; i <= lanes; i++ {
-		w, err := cl.OpenLane(uint16(i))
-		if err != nil {
+	ws, rs := openLanes(b, c, s, lanes)
+	for _, r := range rs {
+		if _, err := io.ReadFull(r, make([]byte, 1)); err != nil { // openLanes' byte
 			b.Fatal(err)
 		}
-		if _, err := w.Write([]byte{0}); err != nil { // the peer learns of the lane
-			b.Fatal(err)
-		}
-		ws[uint16(i)] = w
-	}
-	rs := map[uint16]net.Conn{}
-	for range lanes {
-		id, r, err := sl.AcceptLane(b.Context())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(r, make([]byte, 1)); err != nil {
-			b.Fatal(err)
-		}
-		rs[id] = r
 	}
 	var mu sync.Mutex
 	var maxGap, busy time.Duration
@@ -102,14 +84,14 @@ func stallRun(b *testing.B, cfg Config, lanes int) {
 	for b.Loop() {
 		start := time.Now()
 		var wg sync.WaitGroup
-		for id, w := range ws {
+		for i, w := range ws {
 			wg.Go(func() {
 				if _, err := w.Write(make([]byte, size)); err != nil {
-					b.Errorf("lane %d: write: %v", id, err)
+					b.Errorf("writer %d: write: %v", i, err)
 				}
 			})
 		}
-		for id, r := range rs {
+		for i, r := range rs {
 			wg.Go(func() {
 				buf := make([]byte, 64<<10)
 				last := time.Now()
@@ -117,7 +99,7 @@ func stallRun(b *testing.B, cfg Config, lanes int) {
 					_ = r.SetReadDeadline(time.Now().Add(30 * time.Second))
 					k, err := r.Read(buf[:min(len(buf), size-n)])
 					if err != nil {
-						b.Errorf("lane %d: read after %d bytes: %v", id, n, err)
+						b.Errorf("reader %d: read after %d bytes: %v", i, n, err)
 						return
 					}
 					n += k

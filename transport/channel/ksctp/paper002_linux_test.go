@@ -115,24 +115,9 @@ func sctpFlows(t testing.TB, cfg Config, n, streams int) ([]flow, func()) {
 			flows = append(flows, flow{c, s})
 			continue
 		}
-		cl, sl := c.(channel.Lanes), s.(channel.Lanes)
-		ws := map[uint16]net.Conn{}
-		for i := 1; i <= streams; i++ {
-			w, err := cl.OpenLane(uint16(i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.Write([]byte{0}); err != nil { // the peer learns of the lane
-				t.Fatal(err)
-			}
-			ws[uint16(i)] = w
-		}
-		for range streams {
-			id, r, err := sl.AcceptLane(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			flows = append(flows, flow{ws[id], r})
+		ws, rs := openLanes(t, c, s, streams)
+		for i := range ws {
+			flows = append(flows, flow{ws[i], rs[i]})
 		}
 	}
 	return flows, func() {
@@ -140,6 +125,34 @@ func sctpFlows(t testing.TB, cfg Config, n, streams int) ([]flow, func()) {
 			c.Close()
 		}
 	}
+}
+
+// openLanes opens lanes 1 to n of the association between c and s,
+// writes a byte on each (so that the peer learns of it), and returns
+// each lane's writer and its reader, in the same order. The byte stays
+// for the reader.
+func openLanes(t testing.TB, c, s net.Conn, n int) (ws, rs []net.Conn) {
+	t.Helper()
+	cl, sl := c.(channel.Lanes), s.(channel.Lanes)
+	byID := map[uint16]net.Conn{}
+	for i := 1; i <= n; i++ {
+		w, err := cl.OpenLane(uint16(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte{0}); err != nil {
+			t.Fatal(err)
+		}
+		byID[uint16(i)] = w
+	}
+	for range n {
+		id, r, err := sl.AcceptLane(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, rs = append(ws, byID[id]), append(rs, r)
+	}
+	return ws, rs
 }
 
 // carrier is one of an experiment's ways of moving the messages.
