@@ -336,6 +336,14 @@ type PathStats struct {
 	Integrity     int64         `json:"integrity_failures"`       // channels of this path dropped because received bytes failed authentication (ErrIntegrity)
 	Encrypted     bool          `json:"encrypted"`                // the current channel encrypts (false: Config.InsecurePlaintext)
 	LastError     string        `json:"last_error,omitempty"`
+	// DownAt is when the path was last declared down (zero: never), and
+	// SilentFor, if that was because nothing arrived on it, the time
+	// from the last frame received to the moment its read timeout fell
+	// due: Config.PathTimeout at most, PathTimeout/8 less at least, by the
+	// transport's clock (the goroutine that declares it down may wake
+	// later on a loaded host).
+	DownAt    time.Time     `json:"down_at,omitzero"`
+	SilentFor time.Duration `json:"silent_for_ns,omitempty"`
 }
 
 // Stats returns per-path statistics ordered by path id.
@@ -371,6 +379,7 @@ func (s *Session) Stats() []PathStats {
 		if p.lastErr != nil {
 			ps.LastError = p.lastErr.Error()
 		}
+		ps.DownAt, ps.SilentFor = p.downAt, p.silentFor
 		out = append(out, ps)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
