@@ -83,16 +83,16 @@ func stallRun(b *testing.B, cfg Config, lanes int) {
 	b.SetBytes(int64(lanes * size))
 	for b.Loop() {
 		start := time.Now()
-		var wg sync.WaitGroup
+		var writers, readers sync.WaitGroup
 		for i, w := range ws {
-			wg.Go(func() {
-				if _, err := w.Write(make([]byte, size)); err != nil {
+			writers.Go(func() {
+				if _, err := w.Write(make([]byte, size)); err != nil && !b.Failed() {
 					b.Errorf("writer %d: write: %v", i, err)
 				}
 			})
 		}
 		for i, r := range rs {
-			wg.Go(func() {
+			readers.Go(func() {
 				buf := make([]byte, 64<<10)
 				last := time.Now()
 				for n := 0; n < size; {
@@ -111,7 +111,17 @@ func stallRun(b *testing.B, cfg Config, lanes int) {
 				}
 			})
 		}
-		wg.Wait()
+		readers.Wait()
+		if b.Failed() {
+			// A reader gave up: closing the association ends the
+			// writers' blocked writes.
+			c.Close()
+			s.Close()
+		}
+		writers.Wait()
+		if b.Failed() {
+			b.FailNow()
+		}
 		busy += time.Since(start)
 	}
 	b.ReportMetric(float64(b.N*lanes*size*8)/busy.Seconds()/1e6, "Mbit/s")
