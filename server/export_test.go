@@ -1,6 +1,9 @@
 package server
 
-import "github.com/braid-hpc/braid/store"
+import (
+	"github.com/braid-hpc/braid/store"
+	"github.com/braid-hpc/braid/transport"
+)
 
 // InjectFaults makes a server built from cfg write unit results and the
 // ends of jobs through state, and store unit results through results:
@@ -28,3 +31,15 @@ func Routes(s *Server) []Route {
 // PauseAfterCount makes a server built from cfg call fn each time the
 // scheduler counted a unit's result, before the result is recorded.
 func PauseAfterCount(cfg *Config, fn func(job, unit uint64)) { cfg.counted = fn }
+
+// PeerSession returns the data-plane session of live worker id, or nil. A
+// worker that re-registers after it was declared dead gets a new session,
+// whose path statistics start from zero.
+func PeerSession(s *Server, id string) *transport.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.peers[id]; p != nil {
+		return p.sess
+	}
+	return nil
+}

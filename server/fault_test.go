@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -461,9 +462,33 @@ func TestSilentWorker(t *testing.T) {
 	if !bytes.Equal(c.get(st.Output), reference(t, ops.Blur(), img, nil)) {
 		t.Error("output differs from the single-unit output")
 	}
-	ws, err := c.c.Workers(t.Context())
-	if err != nil || len(ws) != 2 || ws[0].Alive || ws[0].Done != 0 || ws[1].Done != 16 {
-		t.Errorf("workers %+v, %v: want the silent one dead with no units", ws, err)
+	// The silent worker is declared dead (the job may finish before, on
+	// backup copies of its units), with no unit done; the other did all
+	// 16, under one ID or several if it re-registered (its heartbeats
+	// late on a loaded machine). Checked by hand: with reap() never
+	// declaring a worker dead, the job never finishes and the test fails.
+	var ws []api.WorkerInfo
+	testwait.For(t, "the silent worker to be declared dead", 10*time.Second, func() bool {
+		l, err := c.c.Workers(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = l
+		i := slices.IndexFunc(ws, func(w api.WorkerInfo) bool { return w.ID == reg.Worker })
+		return i >= 0 && !ws[i].Alive
+	})
+	var others uint64
+	for _, w := range ws {
+		if w.ID == reg.Worker {
+			if w.Done != 0 {
+				t.Errorf("the silent worker is credited with %d units", w.Done)
+			}
+			continue
+		}
+		others += w.Done
+	}
+	if others != 16 {
+		t.Errorf("workers %+v: the others did %d units, want 16", ws, others)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/braid-hpc/braid/internal/testwait"
+	"github.com/braid-hpc/braid/transport"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -53,29 +55,92 @@ func TestBlurTwoWorkers(t *testing.T) {
 			}
 		})
 	}
-	// The worker list shows each live worker's data-plane paths with the
-	// tiles out and the results back: 3 jobs of 300x200 RGBA pixels.
+	// The worker list shows each live worker's data-plane paths, and their
+	// byte counts grow by the tiles out and the results back of a job of
+	// 300x200 RGBA pixels. The counts are the live sessions': a worker
+	// that re-registers (its heartbeats late on a loaded machine) gets a
+	// new session, counted from zero, so a job during which a session was
+	// replaced is run again, three times at most. Checked by hand: with
+	// the byte counts left out of the server's worker list, the test
+	// fails.
+	const px = 300 * 200 * 4
+	for attempt := 1; ; attempt++ {
+		var before map[string]sessionBytes
+		testwait.For(t, "both workers listed with every path up", 10*time.Second, func() bool {
+			before = liveSessions(t, c)
+			up := 0
+			for _, b := range before {
+				if b.up {
+					up++
+				}
+			}
+			return up == 2
+		})
+		st := c.run(api.JobRequest{Op: "blur", Input: in, Params: map[string]string{"radius": "4"},
+			Tile: api.Tile{W: 64, H: 48}, Policy: api.PolicyEqual})
+		if st.State != api.JobDone {
+			t.Fatalf("job %d is %s: %s", st.Job, st.State, st.Error)
+		}
+		after := liveSessions(t, c)
+		var sent, recv int64
+		same := true
+		for id, b := range before {
+			a, ok := after[id]
+			same = same && ok && a.sess == b.sess
+			sent += a.sent - b.sent
+			recv += a.recv - b.recv
+		}
+		if same {
+			if sent < px || recv < px {
+				t.Errorf("paths carried %d bytes out and %d back during a job, want at least %d each way", sent, recv, px)
+			}
+			break
+		}
+		if attempt == 3 {
+			t.Fatalf("a worker's data-plane session was replaced during each of %d jobs", attempt)
+		}
+		t.Logf("a worker's data-plane session was replaced during the job (it re-registered); again")
+	}
+}
+
+// sessionBytes is what the worker list says of one worker's data-plane
+// session: bytes sent and received over its paths, and whether every path
+// is up, to the worker's address.
+type sessionBytes struct {
+	sess       *transport.Session
+	sent, recv int64
+	up         bool
+}
+
+// liveSessions returns the live workers' sessions by worker ID, leaving
+// out those replaced while the list was read.
+func liveSessions(t *testing.T, c *cluster) map[string]sessionBytes {
+	t.Helper()
+	ids := map[string]*transport.Session{}
+	if ws, err := c.c.Workers(t.Context()); err == nil {
+		for _, w := range ws {
+			ids[w.ID] = server.PeerSession(c.srv, w.ID)
+		}
+	}
 	ws, err := c.c.Workers(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sent, recv int64
+	out := map[string]sessionBytes{}
 	for _, w := range ws {
-		if len(w.Paths) != len(w.Addresses) {
-			t.Errorf("worker %s: %d paths for addresses %v", w.ID, len(w.Paths), w.Addresses)
+		sess := server.PeerSession(c.srv, w.ID)
+		if !w.Alive || sess == nil || sess != ids[w.ID] {
+			continue
 		}
+		b := sessionBytes{sess: sess, up: len(w.Paths) > 0 && len(w.Paths) == len(w.Addresses)}
 		for _, p := range w.Paths {
-			if p.State != "up" || p.Remote != w.Addresses[0] || p.Local == "" {
-				t.Errorf("worker %s: path %+v, want up to %s", w.ID, p, w.Addresses[0])
-			}
-			sent += p.BytesSent
-			recv += p.BytesReceived
+			b.up = b.up && p.State == "up" && p.Remote == w.Addresses[0] && p.Local != ""
+			b.sent += p.BytesSent
+			b.recv += p.BytesReceived
 		}
+		out[w.ID] = b
 	}
-	const px = 3 * 300 * 200 * 4
-	if sent < px || recv < px {
-		t.Errorf("paths carried %d bytes out and %d back, want at least %d each way", sent, recv, px)
-	}
+	return out
 }
 
 // TestChecksumDAG runs the checksum operation, whose reduce unit depends

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,10 +19,10 @@ import (
 	"github.com/braid-hpc/braid/transport/channel/ksctp"
 )
 
-// The measurements below (BRAID_UML_BENCH=1, for docs/sctp.md) run braid
-// over kernel SCTP between two testbed hosts joined by two networks. They
-// need kernel SCTP and root: ksctp's TestKernelSCTPBenchInVM runs them
-// inside User-Mode Linux.
+// The benchmarks below (for docs/sctp.md) run braid over kernel SCTP
+// between two testbed hosts joined by two networks. They need kernel SCTP
+// and root: ksctp's BenchmarkKernelSCTPInVM runs them inside a guest
+// kernel (User-Mode Linux, or QEMU).
 //
 //	testbed hub (bridges)  net 0: 10.1.0.0/24, net 1: 10.2.0.0/24
 //	srv: 10.1.0.1, 10.2.0.1     cli: 10.1.0.2, 10.2.0.2
@@ -65,27 +64,15 @@ func (k nsKind) Listen(ctx context.Context, addr string) (l net.Listener, err er
 	return l, err
 }
 
-// requireBench skips unless BRAID_UML_BENCH=1, kernel SCTP and testbeds
-// are here.
-func requireBench(t *testing.T) {
-	t.Helper()
-	if os.Getenv("BRAID_UML_BENCH") != "1" {
-		t.Skip("measurement; BRAID_UML_BENCH=1 (ksctp's TestKernelSCTPBenchInVM runs it inside a guest kernel)")
-	}
-	requireKernelSCTP(t)
-	testbed.Skip(t)
-}
-
-// benchReps is BRAID_UML_BENCH_REPS, or def.
-func benchReps(def int) int {
-	if n, err := strconv.Atoi(os.Getenv("BRAID_UML_BENCH_REPS")); err == nil && n > 0 && n <= 20 {
-		return n
-	}
-	return def
+// requireBench skips unless kernel SCTP and testbeds are here.
+func requireBench(b *testing.B) {
+	b.Helper()
+	requireKernelSCTP(b)
+	testbed.Skip(b)
 }
 
 // twoNetBed builds srv and cli joined by two unshaped networks.
-func twoNetBed(t *testing.T) *testbed.Bed {
+func twoNetBed(t testing.TB) *testbed.Bed {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
 	defer cancel()
@@ -112,7 +99,7 @@ func twoNetBed(t *testing.T) *testbed.Bed {
 
 // sysctls sets net.sctp sysctls (name=value) in both hosts' namespaces
 // (they are per namespace).
-func sysctls(t *testing.T, bed *testbed.Bed, kv ...string) {
+func sysctls(t testing.TB, bed *testbed.Bed, kv ...string) {
 	t.Helper()
 	for _, h := range []string{"srv", "cli"} {
 		for _, e := range kv {
@@ -146,7 +133,7 @@ type failoverRun struct {
 // runFailover opens a session as c says, sends paced messages from cli to
 // srv on one stream and kills network 0 (the multi-homed association's
 // primary path) after a third of them.
-func runFailover(t *testing.T, bed *testbed.Bed, fc failoverCase) failoverRun {
+func runFailover(t testing.TB, bed *testbed.Bed, fc failoverCase) failoverRun {
 	const (
 		msgs     = 240
 		msgSize  = 32 << 10
@@ -277,15 +264,19 @@ func runFailover(t *testing.T, bed *testbed.Bed, fc failoverCase) failoverRun {
 	return r
 }
 
-// TestKernelSCTPFailoverBench measures failover when a network dies under
-// a transfer: braid over one multi-homed kernel-SCTP association (SCTP's
-// path management: kernel defaults, RFC 4960 without the potentially-failed
-// state, and tuned knobs) against braid's own multi-path over one
-// association per network (braid's PathTimeout). Every byte must arrive
-// intact in every run.
-func TestKernelSCTPFailoverBench(t *testing.T) {
-	requireBench(t)
-	bed := twoNetBed(t)
+// BenchmarkKernelSCTPFailover measures failover when a network dies
+// under a transfer: braid over one multi-homed kernel-SCTP association
+// (SCTP's path management: kernel defaults, RFC 4960 without the
+// potentially-failed state, and tuned knobs) against braid's own
+// multi-path over one association per network (braid's PathTimeout). One
+// iteration is one paced transfer of 240 x 32 KiB, one every 20 ms, with
+// network 0 blackholed (or its link at cli down) after 80. Metrics: the
+// longest gap between two messages read (gap-s, the mean over iterations;
+// max-gap-s, the largest) and the transfer time (transfer-s). Every byte
+// must arrive intact in every run, or the benchmark fails.
+func BenchmarkKernelSCTPFailover(b *testing.B) {
+	requireBench(b)
+	bed := twoNetBed(b)
 	// Kernel 6.1's defaults, restated so that each case starts from them.
 	defaults := []string{"net.sctp.pf_enable=1", "net.sctp.pf_retrans=0", "net.sctp.path_max_retrans=5",
 		"net.sctp.hb_interval=30000", "net.sctp.rto_min=1000", "net.sctp.rto_max=60000", "net.sctp.rto_initial=3000"}
@@ -318,39 +309,27 @@ func TestKernelSCTPFailoverBench(t *testing.T) {
 			cases = append(cases, fc)
 		}
 	}
-	if only := os.Getenv("BRAID_UML_BENCH_CASES"); only != "" {
-		// "|"-separated parts of case names
-		cases = slices.DeleteFunc(cases, func(fc failoverCase) bool {
-			return !slices.ContainsFunc(strings.Split(only, "|"), func(p string) bool { return strings.Contains(fc.name, p) })
+	for _, fc := range cases {
+		b.Run(fc.name, func(b *testing.B) {
+			sysctls(b, bed, fc.sysctl...)
+			var gaps, total, worst time.Duration
+			for b.Loop() {
+				r := runFailover(b, bed, fc)
+				if r.err != nil {
+					b.Fatal(r.err)
+				}
+				if !r.intact {
+					b.Fatal("the bytes did not arrive intact")
+				}
+				gaps += r.stall
+				total += r.total
+				worst = max(worst, r.stall)
+			}
+			b.ReportMetric(gaps.Seconds()/float64(b.N), "gap-s")
+			b.ReportMetric(worst.Seconds(), "max-gap-s")
+			b.ReportMetric(total.Seconds()/float64(b.N), "transfer-s")
 		})
 	}
-	reps := benchReps(3)
-	var table strings.Builder
-	fmt.Fprintf(&table, "| case | longest gap per run | transfer time per run | intact |\n|---|---|---|---|\n")
-	for _, fc := range cases {
-		sysctls(t, bed, fc.sysctl...)
-		var stalls, totals []string
-		intact := 0
-		for range reps {
-			r := runFailover(t, bed, fc)
-			if r.err != nil {
-				t.Errorf("%s: %v", fc.name, r.err)
-				stalls = append(stalls, "error")
-				continue
-			}
-			if !r.intact {
-				t.Errorf("%s: the bytes did not arrive intact", fc.name)
-			} else {
-				intact++
-			}
-			stalls = append(stalls, r.stall.Round(10*time.Millisecond).String())
-			totals = append(totals, r.total.Round(100*time.Millisecond).String())
-			t.Logf("%s: stall %v, total %v, intact %v", fc.name, r.stall, r.total, r.intact)
-		}
-		fmt.Fprintf(&table, "| %s | %s | %s | %d of %d |\n", fc.name, strings.Join(stalls, " / "),
-			strings.Join(totals, " / "), intact, reps)
-	}
-	t.Logf("failover, 240 x 32 KiB every 20 ms, network 0 blackholed (or its link at cli down) after 80:\n%s", table.String())
 }
 
 // holRun runs a paced bulk transfer (16 KiB messages every 100 ms, about
@@ -360,7 +339,7 @@ func TestKernelSCTPFailoverBench(t *testing.T) {
 // stream and 150 small messages (1 KiB, every 20 ms) on another, from cli
 // to srv over network 0, and returns the small messages' one-way
 // latencies and the bulk's rate meanwhile.
-func holRun(t *testing.T, bed *testbed.Bed, kind channel.Kind, mod func(*Config)) (lat []time.Duration, bulkMbps float64, err error) {
+func holRun(t testing.TB, bed *testbed.Bed, kind channel.Kind, mod func(*Config)) (lat []time.Duration, bulkMbps float64, err error) {
 	const (
 		smalls   = 150
 		interval = 20 * time.Millisecond
@@ -484,7 +463,7 @@ func holRun(t *testing.T, bed *testbed.Bed, kind channel.Kind, mod func(*Config)
 }
 
 // netem sets delay and loss on both ends of network 0 (each host's egress).
-func netem(t *testing.T, bed *testbed.Bed, args ...string) {
+func netem(t testing.TB, bed *testbed.Bed, args ...string) {
 	t.Helper()
 	for _, h := range []string{"srv", "cli"} {
 		a := append([]string{"qdisc", "replace", "dev", bed.Dev(h, 0), "root", "netem"}, args...)
@@ -494,50 +473,54 @@ func netem(t *testing.T, bed *testbed.Bed, args ...string) {
 	}
 }
 
-// TestKernelSCTPHOLBench measures head-of-line blocking under loss: the
+// BenchmarkKernelSCTPHOL measures head-of-line blocking under loss: the
 // latency of small messages on one stream while a bulk transfer runs on
-// another, over one kernel-SCTP association with lanes (braid streams on
-// SCTP streams), with everything on one SCTP stream (Lanes 1), and over
-// TCP, with netem delay 5 ms and loss on the path.
-func TestKernelSCTPHOLBench(t *testing.T) {
-	requireBench(t)
-	bed := twoNetBed(t)
+// another (holRun; one iteration is one run), over one kernel-SCTP
+// association with lanes (braid streams on SCTP streams), with everything
+// on one SCTP stream (Lanes 1), and over TCP, with netem delay 5 ms and
+// loss on the path. Metrics: the small messages' latency over all
+// iterations (p50-ms, p99-ms, max-ms) and the bulk's rate (bulk-Mbit/s).
+func BenchmarkKernelSCTPHOL(b *testing.B) {
+	requireBench(b)
+	bed := twoNetBed(b)
 	tcp, err := channel.Lookup("tcp")
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
-	sysctls(t, bed, "net.sctp.rto_min=200", "net.sctp.rto_initial=1000")
+	sysctls(b, bed, "net.sctp.rto_min=200", "net.sctp.rto_initial=1000")
 	type hcase struct {
 		name string
 		kind channel.Kind
 		mod  func(*Config)
 	}
 	cases := []hcase{
-		{"sctp, lanes (8)", ksctp.Kind{}, nil},
-		{"sctp, one stream (Lanes 1)", ksctp.Kind{}, func(c *Config) { c.Lanes = 1 }},
-		{"tcp", tcp, nil},
+		{"carrier=sctp-lanes", ksctp.Kind{}, nil},
+		{"carrier=sctp-one-stream", ksctp.Kind{}, func(c *Config) { c.Lanes = 1 }},
+		{"carrier=tcp", tcp, nil},
 	}
-	reps := benchReps(2)
-	var table strings.Builder
-	fmt.Fprintf(&table, "| loss | carrier | small msg p50 | p99 | max | bulk Mbit/s |\n|---|---|---|---|---|---|\n")
 	for _, loss := range []string{"0%", "1%", "3%"} {
-		netem(t, bed, "delay", "5ms", "loss", loss)
 		for _, hc := range cases {
-			var p50, p99, mx, rate []string
-			for range reps {
-				lat, mbps, err := holRun(t, bed, hc.kind, hc.mod)
-				if err != nil {
-					t.Errorf("loss %s, %s: %v", loss, hc.name, err)
-					continue
+			b.Run("loss="+loss+"/"+hc.name, func(b *testing.B) {
+				netem(b, bed, "delay", "5ms", "loss", loss)
+				var lat []time.Duration
+				var rate float64
+				for b.Loop() {
+					l, mbps, err := holRun(b, bed, hc.kind, hc.mod)
+					if err != nil {
+						b.Fatal(err)
+					}
+					lat = append(lat, l...)
+					rate += mbps
 				}
-				q := func(f float64) string { return lat[int(f*float64(len(lat)-1))].Round(time.Millisecond).String() }
-				p50, p99, mx = append(p50, q(0.5)), append(p99, q(0.99)), append(mx, lat[len(lat)-1].Round(time.Millisecond).String())
-				rate = append(rate, strconv.FormatFloat(mbps, 'f', 0, 64))
-				t.Logf("loss %s, %s: p50 %v p99 %v max %v, bulk %.0f Mbit/s", loss, hc.name, q(0.5), q(0.99), lat[len(lat)-1], mbps)
-			}
-			fmt.Fprintf(&table, "| %s | %s | %s | %s | %s | %s |\n", loss, hc.name, strings.Join(p50, " / "),
-				strings.Join(p99, " / "), strings.Join(mx, " / "), strings.Join(rate, " / "))
+				slices.Sort(lat)
+				ms := func(f float64) float64 {
+					return float64(lat[int(f*float64(len(lat)-1))]) / float64(time.Millisecond)
+				}
+				b.ReportMetric(ms(0.5), "p50-ms")
+				b.ReportMetric(ms(0.99), "p99-ms")
+				b.ReportMetric(ms(1), "max-ms")
+				b.ReportMetric(rate/float64(b.N), "bulk-Mbit/s")
+			})
 		}
 	}
-	t.Logf("head-of-line, 150 x 1 KiB every 20 ms beside 16 KiB bulk messages every 100 ms, plaintext, netem delay 5ms each way:\n%s", table.String())
 }

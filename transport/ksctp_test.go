@@ -17,7 +17,7 @@ import (
 // them inside a guest kernel (User-Mode Linux or QEMU, internal/vmkernel),
 // where BRAID_REQUIRE_KSCTP=1 makes a skip a failure.
 
-func requireKernelSCTP(t *testing.T) {
+func requireKernelSCTP(t testing.TB) {
 	t.Helper()
 	err := ksctp.Available()
 	if err == nil {
@@ -26,7 +26,7 @@ func requireKernelSCTP(t *testing.T) {
 	if os.Getenv("BRAID_REQUIRE_KSCTP") == "1" && os.Getenv("BRAID_IN_VM") == "1" {
 		t.Fatalf("BRAID_REQUIRE_KSCTP=1 but %v", err)
 	}
-	t.Skipf("%v (ksctp's TestKernelSCTPInVM runs this test inside a guest kernel)", err)
+	t.Skipf("%v (ksctp's TestKernelSCTPInVM, and BenchmarkKernelSCTPInVM for benchmarks, run this inside a guest kernel)", err)
 }
 
 // sctpConfig sets kernel SCTP with the channel's defaults, whose 4 MiB

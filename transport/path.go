@@ -53,6 +53,8 @@ type path struct {
 	inflight     int   // data frames sent on conn, on any lane, not yet acknowledged
 	unackedBytes int64 // their bytes
 	lastRx       time.Time
+	downAt       time.Time     // when the path was last declared down
+	silentFor    time.Duration // of that time, if for silence (silenceError)
 
 	// Rate estimation, updated by the session monitor.
 	idle      bool // the writer waited for work during the current sample
@@ -69,7 +71,8 @@ type path struct {
 	retransmitted          atomic.Int64
 	duplicated             atomic.Int64
 	dupRecv                atomic.Int64
-	dupping                bool // the writer is duplicating a slower path's tail
+	fragments              atomic.Int64 // fragments of striped segments claimed (first copies)
+	dupping                bool         // the writer is duplicating a slower path's tail
 
 	// Delivery rate from acknowledgements (bytes/s), and its window.
 	drate     float64
@@ -311,6 +314,10 @@ func (s *Session) pathDown(p *path, gen int, err error) {
 		p.state = PathDown
 	}
 	p.lastErr = err
+	p.downAt, p.silentFor = time.Now(), 0
+	if se := (*silenceError)(nil); errors.As(err, &se) {
+		p.silentFor = se.silent
+	}
 	if !closed {
 		p.failovers.Add(1)
 	}

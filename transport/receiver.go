@@ -53,12 +53,27 @@ func (s *Session) readLoop(p *path, conn net.Conn, gen int, id uint16, l *lane) 
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		op = "heartbeat"
-		err = fmt.Errorf("nothing received for %v", s.cfg.PathTimeout)
+		// The read deadline was set PathTimeout ahead at most PathTimeout/8
+		// before the last frame was read (run): the silence is what the
+		// transport's clock said when the deadline fell due, whatever the
+		// scheduler's delay in waking this goroutine after it.
+		err = &silenceError{timeout: s.cfg.PathTimeout, silent: r.lastDeadline.Add(s.cfg.PathTimeout).Sub(r.lastFrame)}
 	}
 	s.pathDown(p, gen, &PathError{Path: p.id, Local: p.local, Remote: p.remote, Op: op, Err: err})
 }
 
 var errGoAway = errors.New("peer sent GOAWAY")
+
+// silenceError is why a path went down when nothing arrived on it for
+// PathTimeout: silent is the time from the last frame read to the moment
+// the read's deadline fell due (PathStats.SilentFor).
+type silenceError struct {
+	timeout, silent time.Duration
+}
+
+func (e *silenceError) Error() string {
+	return fmt.Sprintf("nothing received for %v", e.timeout)
+}
 
 // integrityFailed books a channel of p that failed authentication; last
 // reports that the session's count reached maxIntegrityFailures, so the
@@ -89,7 +104,8 @@ type reader struct {
 	body [4096]byte
 
 	lastDeadline time.Time
-	ackOwed      bool // data frames received since the last acknowledgement queued
+	lastFrame    time.Time // when the last frame was read (the channel's start before the first)
+	ackOwed      bool      // data frames received since the last acknowledgement queued
 	// Enhanced striping counter of this channel (the paper's per-pair
 	// counter): where the next Frag goes.
 	cur    *rxSeg
@@ -103,6 +119,7 @@ func (r *reader) run() error {
 	var hdr [wire.HeaderLen]byte
 	for {
 		now := time.Now()
+		r.lastFrame = now
 		// Heartbeats arrive on lane 0 only: the others may stay idle for
 		// as long as their streams have nothing to send.
 		if r.lane == 0 && now.Sub(r.lastDeadline) > s.cfg.PathTimeout/8 {

@@ -463,6 +463,7 @@ func (s *Session) claim(p *path, taken *map[*txSeg]int) (frame, txRef, bool) {
 			*taken = map[*txSeg]int{}
 		}
 		(*taken)[seg]++
+		p.fragments.Add(1)
 		r := txRef{seg: seg, idx: c.Index}
 		var start *wire.Start
 		if s.cfg.Stripe == StripeEnhanced {

@@ -331,10 +331,19 @@ type PathStats struct {
 	Retransmitted int64         `json:"retransmitted_bytes"`      // bytes sent again elsewhere after this path failed
 	Duplicated    int64         `json:"duplicated_bytes"`         // bytes this idle path sent again on behalf of a slower one
 	DupReceived   int64         `json:"duplicate_bytes_received"` // payload bytes received that were already there, and dropped
+	Fragments     int64         `json:"fragments_sent"`           // fragments of striped segments this path took and sent first (not retransmissions or copies); 0 if nothing was striped
 	Lanes         int           `json:"lanes"`                    // lanes of the current channel in use, counting lane 0 (see Config.Lanes); 0 while down
 	Integrity     int64         `json:"integrity_failures"`       // channels of this path dropped because received bytes failed authentication (ErrIntegrity)
 	Encrypted     bool          `json:"encrypted"`                // the current channel encrypts (false: Config.InsecurePlaintext)
 	LastError     string        `json:"last_error,omitempty"`
+	// DownAt is when the path was last declared down (zero: never), and
+	// SilentFor, if that was because nothing arrived on it, the time
+	// from the last frame received to the moment its read timeout fell
+	// due: Config.PathTimeout at most, PathTimeout/8 less at least, by the
+	// transport's clock (the goroutine that declares it down may wake
+	// later on a loaded host).
+	DownAt    time.Time     `json:"down_at,omitzero"`
+	SilentFor time.Duration `json:"silent_for_ns,omitempty"`
 }
 
 // Stats returns per-path statistics ordered by path id.
@@ -355,6 +364,7 @@ func (s *Session) Stats() []PathStats {
 			Retransmitted: p.retransmitted.Load(),
 			Duplicated:    p.duplicated.Load(),
 			DupReceived:   p.dupRecv.Load(),
+			Fragments:     p.fragments.Load(),
 			Integrity:     p.integrity.Load(),
 		}
 		switch p.conn.(type) {
@@ -369,6 +379,7 @@ func (s *Session) Stats() []PathStats {
 		if p.lastErr != nil {
 			ps.LastError = p.lastErr.Error()
 		}
+		ps.DownAt, ps.SilentFor = p.downAt, p.silentFor
 		out = append(out, ps)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

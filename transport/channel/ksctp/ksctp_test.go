@@ -198,7 +198,7 @@ func TestUnavailable(t *testing.T) {
 // The tests below need kernel SCTP.
 
 // pair returns both ends of one kernel SCTP channel; they close with t.
-func pair(t *testing.T, k Kind, local, listenAddr string) (c, s net.Conn, ln net.Listener) {
+func pair(t testing.TB, k Kind, local, listenAddr string) (c, s net.Conn, ln net.Listener) {
 	t.Helper()
 	ln, err := k.Listen(t.Context(), listenAddr)
 	if err != nil {

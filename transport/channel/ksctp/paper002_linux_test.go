@@ -3,13 +3,8 @@
 package ksctp
 
 import (
-	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -78,7 +73,7 @@ func pump(flows []flow, size int, d time.Duration, closeAll func()) (mbps, cpuPe
 
 // tcpFlows opens n TCP connections on loopback; rcvbuf > 0 sets the
 // receiver's SO_RCVBUF.
-func tcpFlows(t *testing.T, n, rcvbuf int) ([]flow, func()) {
+func tcpFlows(t testing.TB, n, rcvbuf int) ([]flow, func()) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +105,7 @@ func tcpFlows(t *testing.T, n, rcvbuf int) ([]flow, func()) {
 
 // sctpFlows opens n associations on loopback with streams lanes each (one
 // writer per lane; 1 means the association itself, lane 0).
-func sctpFlows(t *testing.T, cfg Config, n, streams int) ([]flow, func()) {
+func sctpFlows(t testing.TB, cfg Config, n, streams int) ([]flow, func()) {
 	var conns []io.Closer
 	var flows []flow
 	for range n {
@@ -120,24 +115,9 @@ func sctpFlows(t *testing.T, cfg Config, n, streams int) ([]flow, func()) {
 			flows = append(flows, flow{c, s})
 			continue
 		}
-		cl, sl := c.(channel.Lanes), s.(channel.Lanes)
-		ws := map[uint16]net.Conn{}
-		for i := 1; i <= streams; i++ {
-			w, err := cl.OpenLane(uint16(i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.Write([]byte{0}); err != nil { // the peer learns of the lane
-				t.Fatal(err)
-			}
-			ws[uint16(i)] = w
-		}
-		for range streams {
-			id, r, err := sl.AcceptLane(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			flows = append(flows, flow{ws[id], r})
+		ws, rs := openLanes(t, c, s, streams)
+		for i := range ws {
+			flows = append(flows, flow{ws[i], rs[i]})
 		}
 	}
 	return flows, func() {
@@ -147,91 +127,114 @@ func sctpFlows(t *testing.T, cfg Config, n, streams int) ([]flow, func()) {
 	}
 }
 
-// TestPaper002Bench measures paper 002's experiments (docs/sctp.md) as
-// relative effects on the guest's loopback (BRAID_UML_BENCH=1; ksctp's
-// TestKernelSCTPBenchInVM runs it inside a guest kernel): 12 KB and
-// 128 B messages over one TCP connection and one association (its Tables
-// 1 and 2, the latter with 128 KB and 256 KB receive buffers), 2.56 KB
-// messages over 4 TCP connections and 4 associations of 2 streams (its
-// Table 3), and 12 KB messages under netem loss on lo. The guest's one CPU
-// carries both ends.
-func TestPaper002Bench(t *testing.T) {
-	if os.Getenv("BRAID_UML_BENCH") != "1" {
-		t.Skip("measurement; BRAID_UML_BENCH=1")
+// openLanes opens lanes 1 to n of the association between c and s,
+// writes a byte on each (so that the peer learns of it), and returns
+// each lane's writer and its reader, in the same order. The byte stays
+// for the reader.
+func openLanes(t testing.TB, c, s net.Conn, n int) (ws, rs []net.Conn) {
+	t.Helper()
+	cl, sl := c.(channel.Lanes), s.(channel.Lanes)
+	byID := map[uint16]net.Conn{}
+	for i := 1; i <= n; i++ {
+		w, err := cl.OpenLane(uint16(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte{0}); err != nil {
+			t.Fatal(err)
+		}
+		byID[uint16(i)] = w
 	}
-	requireKernel(t)
-	if os.Geteuid() != 0 {
-		t.Skip("netem on lo needs root")
+	for range n {
+		id, r, err := sl.AcceptLane(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, rs = append(ws, byID[id]), append(rs, r)
 	}
+	return ws, rs
+}
+
+// carrier is one of an experiment's ways of moving the messages.
+type carrier struct {
+	name string
+	open func(testing.TB) ([]flow, func())
+}
+
+func tcpCarrier(name string, n, rcvbuf int) carrier {
+	return carrier{name, func(tb testing.TB) ([]flow, func()) { return tcpFlows(tb, n, rcvbuf) }}
+}
+
+func sctpCarrier(name string, cfg Config, n, streams int) carrier {
+	return carrier{name, func(tb testing.TB) ([]flow, func()) { return sctpFlows(tb, cfg, n, streams) }}
+}
+
+// BenchmarkPaper002 measures paper 002's experiments (docs/sctp.md) as
+// relative effects on loopback, inside a guest kernel
+// (BenchmarkKernelSCTPInVM): 12 KB and 128 B messages over one TCP
+// connection and one association (its Tables 1 and 2, the latter with
+// 128 KB and 256 KB receive buffers), 2.56 KB messages over 4 TCP
+// connections, 4 associations of 2 streams and one of 8 (its Table 3),
+// and 12 KB messages under netem loss on lo (root in a guest only, see
+// loNetem). Each iteration runs every carrier of the experiment for 2 s,
+// one after the other, so that a loaded host moves them alike: besides
+// each carrier's Mbit/s and CPU seconds per GiB (both ends are in this
+// process), the metrics are each carrier's throughput over the first's,
+// measured in the same iteration (e.g. sctp/tcp), averaged.
+func BenchmarkPaper002(b *testing.B) {
 	const d = 2 * time.Second
-	type bcase struct {
-		table, name string
-		size        int
-		open        func() ([]flow, func())
+	type experiment struct {
+		name     string
+		size     int
+		loss     string // netem loss on lo; "" for none
+		carriers []carrier
 	}
-	sctp := func(cfg Config, n, streams int) func() ([]flow, func()) {
-		return func() ([]flow, func()) { return sctpFlows(t, cfg, n, streams) }
+	exps := []experiment{
+		{"table=1/size=12KB", 12000, "", []carrier{tcpCarrier("tcp", 1, 0), sctpCarrier("sctp", Config{}, 1, 1)}},
+		{"table=2/size=128B/rcvbuf=128KB", 128, "", []carrier{tcpCarrier("tcp", 1, 128<<10), sctpCarrier("sctp", Config{ReceiveBuffer: 128 << 10}, 1, 1)}},
+		{"table=2/size=128B/rcvbuf=256KB", 128, "", []carrier{tcpCarrier("tcp", 1, 256<<10), sctpCarrier("sctp", Config{ReceiveBuffer: 256 << 10}, 1, 1)}},
+		{"table=3/size=2.56KB", 2560, "", []carrier{tcpCarrier("tcp4", 4, 0), sctpCarrier("sctp4x2", Config{}, 4, 2), sctpCarrier("sctp1x8", Config{}, 1, 8)}},
 	}
-	tcp := func(n, rcvbuf int) func() ([]flow, func()) {
-		return func() ([]flow, func()) { return tcpFlows(t, n, rcvbuf) }
+	for _, loss := range []string{"0%", "0.1%", "1%", "3%"} {
+		exps = append(exps, experiment{"loss=" + loss + "/size=12KB", 12000, loss, []carrier{
+			tcpCarrier("tcp", 1, 0),
+			sctpCarrier("sctp", Config{}, 1, 1),
+			sctpCarrier("sctp-sackfreq7", Config{SACKFreq: 7}, 1, 1),
+			sctpCarrier("sctp-rto20ms", Config{RTOMin: 20 * time.Millisecond, RTOInitial: 100 * time.Millisecond, RTOMax: time.Second}, 1, 1),
+		}})
 	}
-	cases := []bcase{
-		{"1: 12 KB, 1 connection", "tcp", 12000, tcp(1, 0)},
-		{"1: 12 KB, 1 connection", "sctp", 12000, sctp(Config{}, 1, 1)},
-		{"2: 128 B, rcvbuf 128 KB", "tcp", 128, tcp(1, 128<<10)},
-		{"2: 128 B, rcvbuf 128 KB", "sctp", 128, sctp(Config{ReceiveBuffer: 128 << 10}, 1, 1)},
-		{"2: 128 B, rcvbuf 256 KB", "tcp", 128, tcp(1, 256<<10)},
-		{"2: 128 B, rcvbuf 256 KB", "sctp", 128, sctp(Config{ReceiveBuffer: 256 << 10}, 1, 1)},
-		{"3: 2.56 KB", "tcp, 4 connections", 2560, tcp(4, 0)},
-		{"3: 2.56 KB", "sctp, 4 associations x 2 streams", 2560, sctp(Config{}, 4, 2)},
-		{"3: 2.56 KB", "sctp, 1 association x 8 streams", 2560, sctp(Config{}, 1, 8)},
-	}
-	lossy := []bcase{
-		{"", "tcp", 12000, tcp(1, 0)},
-		{"", "sctp", 12000, sctp(Config{}, 1, 1)},
-		{"", "sctp, SACKFreq 7", 12000, sctp(Config{SACKFreq: 7}, 1, 1)},
-		{"", "sctp, RTO 20ms-1s", 12000, sctp(Config{RTOMin: 20 * time.Millisecond, RTOInitial: 100 * time.Millisecond, RTOMax: time.Second}, 1, 1)},
-	}
-	netem := func(loss string) {
-		args := []string{"qdisc", "replace", "dev", "lo", "root", "netem", "loss", loss}
-		if out, err := exec.Command("tc", args...).CombinedOutput(); err != nil {
-			t.Fatalf("tc %v: %v: %s", args, err, out)
-		}
-	}
-	defer func() { _ = exec.Command("tc", "qdisc", "del", "dev", "lo", "root").Run() }()
-	reps := 2
-	if n, err := strconv.Atoi(os.Getenv("BRAID_UML_BENCH_REPS")); err == nil && n > 0 && n <= 20 {
-		reps = n
-	}
-	res := map[string][]string{}
-	var order []string
-	record := func(key, v string) {
-		if _, ok := res[key]; !ok {
-			order = append(order, key)
-		}
-		res[key] = append(res[key], v)
-	}
-	// Interleaved: every case once per round.
-	for range reps {
-		netem("0%")
-		for _, c := range cases {
-			flows, done := c.open()
-			mbps, cpu := pump(flows, c.size, d, done)
-			record("| "+c.table+" | "+c.name+" |", fmt.Sprintf("%.0f Mbit/s, %.1f CPU s/GiB", mbps, cpu))
-		}
-		for _, loss := range []string{"0%", "0.1%", "1%", "3%"} {
-			netem(loss)
-			for _, c := range lossy {
-				flows, done := c.open()
-				mbps, _ := pump(flows, c.size, d, done)
-				record("| loss "+loss+", 12 KB | "+c.name+" |", fmt.Sprintf("%.1f Mbit/s", mbps))
+	for _, e := range exps {
+		b.Run(e.name, func(b *testing.B) {
+			requireKernel(b)
+			if e.loss != "" {
+				loNetem(b, "loss", e.loss)
 			}
-		}
+			k := len(e.carriers)
+			mbps, cpu, ratio := make([]float64, k), make([]float64, k), make([]float64, k)
+			for b.Loop() {
+				var first float64
+				for i, c := range e.carriers {
+					flows, done := c.open(b)
+					m, cp := pump(flows, e.size, d, done)
+					if m == 0 {
+						b.Fatalf("%s: nothing arrived in %v", c.name, d)
+					}
+					if i == 0 {
+						first = m
+					}
+					mbps[i] += m
+					cpu[i] += cp
+					ratio[i] += m / first
+				}
+			}
+			n := float64(b.N)
+			for i, c := range e.carriers {
+				b.ReportMetric(mbps[i]/n, c.name+"-Mbit/s")
+				b.ReportMetric(cpu[i]/n, c.name+"-cpu-s/GiB")
+				if i > 0 {
+					b.ReportMetric(ratio[i]/n, c.name+"/"+e.carriers[0].name)
+				}
+			}
+		})
 	}
-	var b strings.Builder
-	b.WriteString("| experiment | carrier | per round |\n|---|---|---|\n")
-	for _, k := range order {
-		fmt.Fprintf(&b, "%s %s |\n", k, strings.Join(res[k], " / "))
-	}
-	t.Logf("paper 002 on the guest's loopback, %v per run, %d interleaved rounds:\n%s", d, reps, b.String())
 }

@@ -3,8 +3,10 @@
 package ksctp
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,7 +119,9 @@ exit $rc`
 }
 
 // TestKernelTestsListed: every test of this package that calls
-// requireKernel is in kernelTests, so that QEMU runs it too.
+// requireKernel is in kernelTests, so that QEMU runs it too, and every
+// benchmark that does is in vmBenchmarks, so that BenchmarkKernelSCTPInVM
+// runs it (go test runs no benchmark unless asked: CI runs none).
 func TestKernelTestsListed(t *testing.T) {
 	files, err := filepath.Glob("*_test.go")
 	if err != nil {
@@ -127,11 +131,11 @@ func TestKernelTestsListed(t *testing.T) {
 	for _, n := range kernelTests {
 		listed[n] = true
 	}
-	// A test that measures (it skips unless asked) need not be listed.
-	measure := regexp.MustCompile(`t\.Skip\("measurement`)
 	calls := regexp.MustCompile(`(?m)^\trequireKernel\(t\)$`)
 	fn := regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\) \{\n((?:\t.*\n|\n)*?)\}\n`)
-	found := 0
+	bench := regexp.MustCompile(`(?m)^func (Benchmark\w+)\(b \*testing\.B\) \{\n((?:\t.*\n|\n)*?)\}\n`)
+	inVM := regexp.MustCompile(vmBenchmarks)
+	found, benchFound := 0, 0
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
@@ -139,7 +143,7 @@ func TestKernelTestsListed(t *testing.T) {
 		}
 		for _, m := range fn.FindAllStringSubmatch(string(src), -1) {
 			name, body := m[1], m[2]
-			if !calls.MatchString(body) || measure.MatchString(body) {
+			if !calls.MatchString(body) {
 				continue
 			}
 			found++
@@ -147,15 +151,28 @@ func TestKernelTestsListed(t *testing.T) {
 				t.Errorf("%s (%s) needs kernel SCTP but is not in kernelTests: QEMU would not run it", name, f)
 			}
 		}
+		for _, m := range bench.FindAllStringSubmatch(string(src), -1) {
+			name, body := m[1], m[2]
+			if !strings.Contains(body, "requireKernel(b)") {
+				continue
+			}
+			benchFound++
+			if !inVM.MatchString(name) {
+				t.Errorf("%s (%s) needs kernel SCTP but is not in vmBenchmarks: BenchmarkKernelSCTPInVM would not run it", name, f)
+			}
+		}
 	}
 	if found < 7 {
 		t.Errorf("found %d tests calling requireKernel, want 7 at least: is the pattern stale?", found)
+	}
+	if benchFound < 3 {
+		t.Errorf("found %d benchmarks calling requireKernel, want 3 at least: is the pattern stale?", benchFound)
 	}
 }
 
 // buildForVM builds the test binaries (name: package directory) without
 // -race into a temp dir, which it returns.
-func buildForVM(t *testing.T, ctx context.Context, pkgs map[string]string) string {
+func buildForVM(t testing.TB, ctx context.Context, pkgs map[string]string) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -173,62 +190,66 @@ func buildForVM(t *testing.T, ctx context.Context, pkgs map[string]string) strin
 	return bin
 }
 
-// TestKernelSCTPBenchInVM runs the kernel-SCTP measurements of
-// docs/sctp.md inside a guest kernel (internal/vmkernel: User-Mode Linux
-// where it boots, which docs/sctp.md's figures came from, else QEMU;
-// BRAID_VMKERNEL forces one) (BRAID_UML_BENCH=1; it skips
-// otherwise): transport's TestKernelSCTPFailoverBench and
-// TestKernelSCTPHOLBench on a two-network testbed, and this package's
-// TestPaper002Bench on the guest's loopback. BRAID_UML_BENCH_RUN
-// replaces the -test.run pattern; BRAID_UML_BENCH_* variables pass into
-// the guest. The tables are in the log:
+// vmBenchmarks are the kernel-SCTP benchmarks of docs/sctp.md that
+// BenchmarkKernelSCTPInVM runs by default: transport's on a two-network
+// testbed, this package's on the guest's loopback.
+const vmBenchmarks = "^(BenchmarkKernelSCTPFailover|BenchmarkKernelSCTPHOL|BenchmarkPaper002|BenchmarkStall|BenchmarkHOL)$"
+
+// BenchmarkKernelSCTPInVM runs the kernel-SCTP benchmarks of docs/sctp.md
+// inside a guest kernel (internal/vmkernel: User-Mode Linux where it
+// boots, which docs/sctp.md's figures came from, else QEMU; BRAID_VMKERNEL
+// forces one), and prints their result lines as the guest's test binaries
+// wrote them (benchstat reads them). BRAID_VM_BENCH replaces the -bench
+// pattern (vmBenchmarks; it applies to both packages, e.g.
+// '^BenchmarkKernelSCTPFailover$/link_down'), BRAID_VM_BENCHTIME the
+// guest's -benchtime (2x: two iterations of each); other BRAID_*
+// variables pass into the guest. One guest run, whatever b.N:
 //
-//	BRAID_UML_BENCH=1 go test -run TestKernelSCTPBenchInVM -v -timeout 60m ./transport/channel/ksctp/
-func TestKernelSCTPBenchInVM(t *testing.T) {
-	if os.Getenv("BRAID_UML_BENCH") != "1" {
-		t.Skip("measurement; BRAID_UML_BENCH=1")
-	}
+//	go test -run '^$' -bench KernelSCTPInVM -benchtime 1x -timeout 60m ./transport/channel/ksctp/
+func BenchmarkKernelSCTPInVM(b *testing.B) {
 	if os.Getenv(vmkernel.EnvInGuest) == "1" {
-		t.Skip("running inside a guest kernel already")
+		b.Skip("running inside a guest kernel already")
 	}
 	if err := vmkernel.Installed(); err != nil {
-		t.Skip(err)
+		b.Skip(err)
 	}
-	choice, err := vmkernel.Choose(t.Context())
+	choice, err := vmkernel.Choose(b.Context())
 	if err != nil {
-		t.Skip(err)
+		b.Skip(err)
 	}
-	t.Logf("kernel: %s", choice.Reason)
+	b.Logf("kernel: %s", choice.Reason)
 	pkgDir, err := os.Getwd()
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	transportDir := filepath.Join(pkgDir, "..", "..")
-	ctx, cancel := context.WithTimeout(t.Context(), 55*time.Minute)
+	ctx, cancel := context.WithTimeout(b.Context(), 55*time.Minute)
 	defer cancel()
-	bin := buildForVM(t, ctx, map[string]string{"transport.test": transportDir, "ksctp.test": pkgDir})
-	run := os.Getenv("BRAID_UML_BENCH_RUN")
-	if run == "" {
-		run = "^(TestKernelSCTPFailoverBench|TestKernelSCTPHOLBench|TestPaper002Bench)$"
-	}
-	env := []string{"BIN=" + bin, "RUN=" + run, "KSCTP=" + pkgDir, "BRAID_REQUIRE_KSCTP=1", "GOTRACEBACK=all"}
-	for _, e := range os.Environ() {
-		if strings.HasPrefix(e, "BRAID_UML_BENCH") {
-			env = append(env, e)
+	bin := buildForVM(b, ctx, map[string]string{"transport.test": transportDir, "ksctp.test": pkgDir})
+	pattern := cmp.Or(os.Getenv("BRAID_VM_BENCH"), vmBenchmarks)
+	benchtime := cmp.Or(os.Getenv("BRAID_VM_BENCHTIME"), "2x")
+	env := []string{"BIN=" + bin, "BENCH=" + pattern, "BENCHTIME=" + benchtime, "KSCTP=" + pkgDir, "BRAID_REQUIRE_KSCTP=1", "GOTRACEBACK=all"}
+	ran := false
+	for b.Loop() {
+		if ran {
+			continue // the guest ran every benchmark asked for once
+		}
+		ran = true
+		res, err := vmkernel.Run(ctx, vmkernel.Config{Dir: transportDir, Env: env},
+			"sh", "-c", `uname -r; rc=0
+"$BIN/transport.test" -test.run '^$' -test.bench "$BENCH" -test.benchtime "$BENCHTIME" -test.timeout=50m || rc=1
+cd "$KSCTP" && "$BIN/ksctp.test" -test.run '^$' -test.bench "$BENCH" -test.benchtime "$BENCHTIME" -test.timeout=50m || rc=1
+exit $rc`)
+		if res != nil {
+			fmt.Printf("# inside %s %s (%v):\n", res.Backend, res.Kernel, res.Elapsed.Round(time.Second))
+			os.Stdout.Write(res.Output)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.ExitCode != 0 {
+			b.Fatalf("inside %s: exit %d", res.Backend, res.ExitCode)
 		}
 	}
-	res, err := vmkernel.Run(ctx, vmkernel.Config{Dir: transportDir, Env: env},
-		"sh", "-c", `uname -r; rc=0
-"$BIN/transport.test" -test.v -test.run "$RUN" -test.timeout=50m || rc=1
-cd "$KSCTP" && "$BIN/ksctp.test" -test.v -test.run "$RUN" -test.timeout=50m || rc=1
-exit $rc`)
-	if res != nil {
-		t.Logf("inside %s %s (%v):\n%s", res.Backend, res.Kernel, res.Elapsed.Round(time.Second), res.Output)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.ExitCode != 0 {
-		t.Fatalf("inside %s: exit %d", res.Backend, res.ExitCode)
-	}
+	b.ReportMetric(0, "ns/op") // the guest's lines carry the figures
 }
