@@ -9,6 +9,7 @@ import json
 import pathlib
 import random
 import socket
+import threading
 from collections import Counter
 from typing import Iterator
 
@@ -428,19 +429,6 @@ def test_fan_in_refusals(client, tmp_path):
 # Several servers: failover with the Go client's rules.
 
 
-@pytest.fixture
-def stalled_url() -> Iterator[str]:
-    """A server that accepts connections (the kernel does) and never
-    answers: a request sent to it may have arrived."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(16)
-    try:
-        yield f"https://127.0.0.1:{s.getsockname()[1]}"
-    finally:
-        s.close()
-
-
 def test_failover_past_a_server_that_is_down(cluster, join_token, tmp_path, monkeypatch):
     down = f"https://127.0.0.1:{free_port()}"
     with braid.Client(f"{down}, {cluster.url}", token=join_token) as c:
@@ -459,18 +447,83 @@ def test_failover_past_a_server_that_is_down(cluster, join_token, tmp_path, monk
         assert c.health()["status"] == "ok" and c.fingerprint == cluster.fingerprint
 
 
-def test_no_failover_for_a_request_that_may_have_arrived(cluster, join_token, stalled_url, admin):
-    data = b"sent to a server that may have received it\n"
-    with braid.Client(f"{stalled_url},{cluster.url}", token=join_token, timeout=1.0) as c:
-        with pytest.raises(braid.Unreachable, match="cannot reach the braid server at " + stalled_url) as ei:
-            c.put(data)
-        assert ei.value.connected
-        with pytest.raises(braid.NotFound):
-            admin.get_bytes(hashlib.sha256(data).hexdigest())
-        # A GET changes nothing: it moves on after no answer came.
-        assert c.health()["status"] == "ok"
-        assert c.url == cluster.url
-        assert c.put(data) == hashlib.sha256(data).hexdigest()
+class StallingProxy:
+    """A TCP proxy to a server that can stall: from then on it forwards
+    nothing either way and answers nothing, but keeps every connection
+    open and accepts new ones, as a server stopped with SIGSTOP does."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.rsplit("//", 1)[1].rsplit(":", 1)
+        self.target = (host, int(port))
+        self.ln = socket.socket()
+        self.ln.bind(("127.0.0.1", 0))
+        self.ln.listen(64)
+        self.url = f"https://127.0.0.1:{self.ln.getsockname()[1]}"
+        self.stalled = threading.Event()
+        self.socks: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                c, _ = self.ln.accept()
+            except OSError:
+                return
+            self.socks.append(c)
+            if self.stalled.is_set():
+                continue  # accepted, never answered
+            s = socket.create_connection(self.target)
+            self.socks.append(s)
+            for a, b in ((c, s), (s, c)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    def _pipe(self, a: socket.socket, b: socket.socket) -> None:
+        while True:
+            try:
+                data = a.recv(65536)
+            except OSError:
+                return
+            if not data or self.stalled.is_set():
+                return  # what arrives once stalled goes nowhere
+            try:
+                b.sendall(data)
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.ln.close()
+        for s in self.socks:
+            s.close()
+
+
+def test_failover_from_a_stalled_server(cluster, join_token, admin):
+    proxy = StallingProxy(cluster.url)
+    try:
+        with braid.Client(f"{proxy.url},{cluster.url}", token=join_token, failover_after=2.0) as c:
+            assert c.health()["status"] == "ok" and c.url == proxy.url, "the first server answers while it runs"
+            proxy.stalled.set()
+            # A POST written to the stalled server's open connection may
+            # have arrived: it is not sent again.
+            data = b"sent to a server that may have received it\n"
+            with pytest.raises(braid.Unreachable, match="cannot reach the braid server at " + proxy.url) as ei:
+                c.put(data)
+            assert ei.value.connected
+            with pytest.raises(braid.NotFound):
+                admin.get_bytes(hashlib.sha256(data).hexdigest())
+            # A GET changes nothing: it moves on after the failover time.
+            assert c.health()["status"] == "ok"
+            assert c.url == cluster.url
+        # A new client's POST: the stalled server never finishes the TLS
+        # handshake, so nothing was sent, and the POST moves on.
+        with braid.Client(f"{proxy.url},{cluster.url}", token=join_token, failover_after=2.0) as c:
+            assert c.put(data) == hashlib.sha256(data).hexdigest()
+            assert c.url == cluster.url
+        # So does a client pinning by the key's proof: it cannot learn
+        # the stalled server's certificate.
+        with braid.Client(f"{proxy.url},{cluster.url}", key=cluster.key, failover_after=2.0) as c:
+            assert c.put(b"by key\n") == hashlib.sha256(b"by key\n").hexdigest()
+    finally:
+        proxy.close()
 
 
 def test_every_server_down(join_token):

@@ -124,7 +124,13 @@ class _Conn:
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if ctx is not None:
-                sock = ctx.wrap_socket(sock, server_hostname=host)
+                try:
+                    sock = ctx.wrap_socket(sock, server_hostname=host)
+                except OSError as e:
+                    # The TLS handshake comes before any of a request:
+                    # a server that did not finish it (stopped, stalled)
+                    # never saw one.
+                    raise _DialError(e) from e
                 self.der = sock.getpeercert(binary_form=True) or b""
                 if check is not None:
                     check(self.der)
@@ -292,7 +298,8 @@ class Transport:
     """Sends requests to one server, pinning its certificate."""
 
     def __init__(self, base: str, *, token: Optional[str], key: Optional[bytes],
-                 fingerprint: Optional[bytes], insecure_http: bool, timeout: float) -> None:
+                 fingerprint: Optional[bytes], insecure_http: bool, timeout: float,
+                 connect_timeout: Optional[float] = None) -> None:
         u = urllib.parse.urlsplit(base if "://" in base else "https://" + base)
         if not u.hostname:
             raise errors.ConfigurationError(f"server URL {base!r}: no host; want e.g. https://10.0.0.1:7400")
@@ -309,6 +316,10 @@ class Transport:
         self.token = token
         self.key = key
         self.timeout = timeout
+        # connect_timeout bounds the TCP connection and the TLS handshake
+        # (and learning the certificate): a member of a Failover moves on
+        # from a stalled server after it.
+        self.connect_timeout = connect_timeout if connect_timeout is not None else timeout
         self._fp = fingerprint
         self._learned = False
         self._lock = threading.Lock()
@@ -346,7 +357,7 @@ class Transport:
 
     def _connect(self) -> _Conn:
         try:
-            return _Conn(self.host, self.port, self.timeout, self._ctx,
+            return _Conn(self.host, self.port, self.connect_timeout, self._ctx,
                          self._verify if self._ctx is not None else None)
         except (errors.BraidError, ssl.CertificateError):
             raise
@@ -375,7 +386,8 @@ class Transport:
                 status, headers = conn.receive("GET")
                 proof = headers.get(HEADER_CERT_PROOF.lower(), "")
             except OSError as e:
-                raise errors.Unreachable(self.url, e) from e
+                # Learning the certificate sends nothing of the request.
+                raise errors.Unreachable(self.url, e, connected=False) from e
             finally:
                 conn.close()
             fp = hashlib.sha256(conn.der).digest()
@@ -390,7 +402,7 @@ class Transport:
 
     def _connect_unchecked(self) -> _Conn:
         try:
-            return _Conn(self.host, self.port, self.timeout, self._ctx, None)
+            return _Conn(self.host, self.port, self.connect_timeout, self._ctx, None)
         except _DialError as e:
             raise errors.Unreachable(self.url, e.cause, connected=False) from e.cause
         except OSError as e:
@@ -511,8 +523,13 @@ class Failover:
     certificate is pinned on its own: by the cluster key's proof, or, with
     a fingerprint or a join token, the servers share one certificate."""
 
-    def __init__(self, transports: List[Transport]) -> None:
+    def __init__(self, transports: List[Transport], failover_after: float = 10.0) -> None:
         self._ts = transports
+        # failover_after also bounds the wait for the answer to a GET or
+        # HEAD (plus what the request asks the server to hold it), so a
+        # stalled server's open connection does not hold a status poll
+        # for the whole request timeout.
+        self.failover_after = failover_after
         self._cur = 0
         self._lock = threading.Lock()
 
@@ -556,8 +573,13 @@ class Failover:
             k = (start + i) % len(self._ts)
             if i > 0 and pos is not None:
                 body.seek(pos)  # type: ignore[union-attr]
+            t = self._ts[k]
+            wait = timeout
+            if method in ("GET", "HEAD"):
+                held = max(0.0, (timeout if timeout is not None else t.timeout) - t.timeout)
+                wait = min(timeout if timeout is not None else t.timeout, self.failover_after + held)
             try:
-                r = self._ts[k].request(op, method, path, body, content_type, length, timeout)
+                r = t.request(op, method, path, body, content_type, length, wait)
             except errors.Unreachable as e:
                 # A body that cannot be rewound is sent again only if none
                 # of it was read (no connection was made).

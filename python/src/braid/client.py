@@ -41,6 +41,9 @@ _FINAL = (DONE, FAILED, CANCELED)
 #: How long waits keep retrying a server that does not answer (restarting,
 #: say) before they raise Unreachable.
 DEFAULT_RETRY_WINDOW = 30.0
+#: failover_after of a Client of several servers (the Go client's
+#: DefaultFailoverAfter).
+DEFAULT_FAILOVER_AFTER = 10.0
 
 
 @dataclass
@@ -442,6 +445,12 @@ class Client:
         timeout: seconds a request may wait for an answer.
         retry_window: seconds waits keep retrying a server that does
             not answer before raising Unreachable.
+        failover_after: with several servers, seconds a server may take
+            to accept a connection (TCP and TLS) or to begin answering a
+            GET before the request goes to the next one: what moves the
+            client off a stopped or stalled server, which still accepts
+            TCP connections but never answers (the Go client's
+            WithFailoverAfter).
 
     Only arguments left as None are read from the environment.
 
@@ -454,7 +463,8 @@ class Client:
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, *,
                  key: Union[None, str, bytes] = None, key_file: Union[None, str, "os.PathLike[str]"] = None,
                  fingerprint: Union[None, str, bytes] = None, insecure_http: bool = False,
-                 timeout: float = 60.0, retry_window: float = DEFAULT_RETRY_WINDOW) -> None:
+                 timeout: float = 60.0, retry_window: float = DEFAULT_RETRY_WINDOW,
+                 failover_after: float = DEFAULT_FAILOVER_AFTER) -> None:
         url = url or _env("BRAID_SERVER")
         if not url:
             raise errors.ConfigurationError("no server: pass the URL (e.g. https://10.0.0.1:7400) or set BRAID_SERVER")
@@ -485,9 +495,14 @@ class Client:
                 "the fingerprint (braid server prints it) or the cluster key")
         self.timeout = timeout
         self.retry_window = retry_window
-        ts = [Transport(u, token=cred, key=k, fingerprint=fp, insecure_http=insecure_http, timeout=timeout)
-              for u in split_urls(url)]
-        self._t: Union[Transport, Failover] = ts[0] if len(ts) == 1 else Failover(ts)
+        if failover_after <= 0:
+            raise errors.ConfigurationError(f"failover_after {failover_after}: want seconds > 0")
+        urls = split_urls(url)
+        several = len(urls) > 1
+        ts = [Transport(u, token=cred, key=k, fingerprint=fp, insecure_http=insecure_http, timeout=timeout,
+                        connect_timeout=min(timeout, failover_after) if several else None)
+              for u in urls]
+        self._t: Union[Transport, Failover] = ts[0] if not several else Failover(ts, failover_after)
 
     @property
     def url(self) -> str:
