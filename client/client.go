@@ -256,6 +256,13 @@ func (c *Client) pin(ctx context.Context) error {
 	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true,
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}} // checked below
 	defer tr.CloseIdleConnections()
+	if c.failAfter > 0 {
+		// A member of a group: a server that does not answer in time
+		// is left for the next.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.failAfter)
+		defer cancel()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+api.PathHealth, nil)
 	if err != nil {
 		return err
@@ -322,6 +329,10 @@ func (c *Client) do(ctx context.Context, op, method, path string, body io.Reader
 	var resp *http.Response
 	for try := 0; ; try++ {
 		if err := c.pin(ctx); err != nil {
+			if !errors.Is(err, ErrCertificate) && !errors.Is(err, ErrNoPin) {
+				// Nothing of the request was sent yet.
+				err = notSent{fmt.Errorf("learning the certificate of %s: %w", c.base, err)}
+			}
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)

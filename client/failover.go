@@ -45,6 +45,7 @@ func newGroup(urls []string, opts []Option) *Client {
 	c.group = make([]*Client, len(urls))
 	for i, u := range urls {
 		m := newOne(u, opts...)
+		m.failAfter = c.failAfter
 		// Connections to a member that do not come up within the
 		// failover time fail, so that the request moves on; its
 		// transport is its own, as the timeouts are.
@@ -61,6 +62,12 @@ func newGroup(urls []string, opts []Option) *Client {
 	c.base = c.group[0].base
 	return c
 }
+
+// notSent marks a failure before any of the request was sent (while
+// learning the server's certificate): sending it elsewhere is safe.
+type notSent struct{ error }
+
+func (e notSent) Unwrap() error { return e.error }
 
 // trackedBody is a request body that knows whether it was read: one
 // never read (the connection failed first) can go to another server as
@@ -167,6 +174,9 @@ func unreachable(err error, method string) bool {
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) && oe.Op == "dial" {
+		return true
+	}
+	if errors.As(err, new(notSent)) {
 		return true
 	}
 	// The TLS handshake comes before the request is written: a server

@@ -30,8 +30,13 @@ func stalledServer(t *testing.T) string {
 }
 
 // goodServer answers the health check and uploads, counting the uploads.
-func goodServer(posts *atomic.Int32) http.Handler {
+// With a proof, its answers carry it (the cluster key's proof of the
+// server's certificate).
+func goodServer(posts *atomic.Int32, proof ...func() string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(proof) > 0 {
+			w.Header().Set(api.HeaderCertProof, proof[0]())
+		}
 		switch r.Method {
 		case http.MethodPost:
 			posts.Add(1)
@@ -49,8 +54,9 @@ func goodServer(posts *atomic.Int32) http.Handler {
 // no answer is sent again there, and so is an upload whose TLS handshake
 // never finished (it cannot have arrived). An upload written to a
 // stalled server's open connection is not sent again: it may have
-// arrived. (Without the failover time, the GET waits for the caller's
-// deadline and fails.)
+// arrived. With the cluster key, learning a stalled server's certificate
+// times out the same way. (Without the failover time, the GET, and the
+// upload with the key, wait for the caller's deadline and fail.)
 func TestFailoverFromStalledServer(t *testing.T) {
 	const after = 2 * time.Second
 	t.Run("http", func(t *testing.T) {
@@ -94,6 +100,24 @@ func TestFailoverFromStalledServer(t *testing.T) {
 		}
 		if took := time.Since(start); took < after {
 			t.Errorf("the upload moved on after %v, before the failover time %v", took, after)
+		}
+	})
+	t.Run("key", func(t *testing.T) {
+		// Pinned by the key's proof: the client first learns each
+		// server's certificate, which a stalled server never shows.
+		key := []byte("a cluster key of the failover test, 32+ bytes")
+		var posts atomic.Int32
+		var good *httptest.Server
+		good = httptest.NewTLSServer(goodServer(&posts, func() string {
+			return api.CertProof(key, api.Fingerprint(good.Certificate().Raw))
+		}))
+		defer good.Close()
+		c := New("https://"+stalledServer(t)+","+good.URL, WithKey(key), WithFailoverAfter(after))
+		ctx, cancel := context.WithTimeout(t.Context(), 6*after)
+		defer cancel()
+		id, err := c.Put(ctx, strings.NewReader("hello"))
+		if err != nil || id == "" || posts.Load() != 1 {
+			t.Fatalf("upload through a group whose first server is stalled: %q, %v, %d posts", id, err, posts.Load())
 		}
 	})
 }
