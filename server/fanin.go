@@ -64,18 +64,8 @@ func (s *Server) submitFanIn(ctx context.Context, req api.JobRequest, o submitOp
 		}
 		return st, err
 	}
-	if s.isClosing() {
-		return api.JobStatus{}, kindf(errUnavailable, "the server is shutting down; submit again once it is back")
-	}
 	rec.Spec.InputJob = wait
-	job, err := s.db.CreateJob(ctx, rec, nil)
-	if err != nil {
-		return api.JobStatus{}, err
-	}
-	s.lc.WaitFor(job.ID, wait)
-	s.metrics.jobsSubmitted.Inc()
-	s.log.Info("job accepted; it waits for its input jobs", "job", job.ID, "op", req.Op, "input_job", wait)
-	return s.status(ctx, job.ID)
+	return s.createWaiting(ctx, rec, wait, "job accepted; it waits for its input jobs")
 }
 
 // inputName is the file a module finds an input as: a step's name (given

@@ -79,22 +79,9 @@ func BenchmarkManyWorkers(b *testing.B) {
 	}
 	start := time.Now()
 	for range n {
-		w, err := worker.New(worker.Config{
+		runWorker(b, worker.Config{
 			Servers: urls, Key: testKey, Threads: 1, Listen: []string{"127.0.0.1:0"}, Logger: testLogger(),
 			RetryInterval: time.Second, Ops: noop, Modules: []string{}, Transport: relaxed(),
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			w.Run(ctx)
-		}()
-		b.Cleanup(func() {
-			cancel()
-			<-done
 		})
 	}
 	clients := make([]*client.Client, k)

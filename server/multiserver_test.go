@@ -252,10 +252,16 @@ func (cs *childServer) heap(t testing.TB) uint64 {
 // whose noop units take d each.
 func sharedWorker(t *testing.T, threads int, d time.Duration, urls ...string) {
 	t.Helper()
-	w, err := worker.New(worker.Config{
+	runWorker(t, worker.Config{
 		Servers: urls, Key: testKey, Threads: threads, Listen: []string{"127.0.0.1:0"}, Logger: testLogger(),
 		RetryInterval: 20 * time.Millisecond, Ops: ops.NewRegistry(slowOp{ops.Noop(), d}),
 	})
+}
+
+// runWorker runs a worker of cfg until the test ends.
+func runWorker(t testing.TB, cfg worker.Config) {
+	t.Helper()
+	w, err := worker.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

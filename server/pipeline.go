@@ -74,6 +74,12 @@ func (s *Server) submitAfter(ctx context.Context, req api.JobRequest, parent uin
 	case p.State.Final():
 		return api.JobStatus{}, kindf(errConflict, "job request: input job %d is %s (%s); it has no output", parent, p.State, p.Error)
 	}
+	return s.createWaiting(ctx, rec, parent, "job accepted; it waits for its input job")
+}
+
+// createWaiting stores a job that waits for the job parent to end
+// before it can start, logging msg.
+func (s *Server) createWaiting(ctx context.Context, rec store.Job, parent uint64, msg string) (api.JobStatus, error) {
 	if s.isClosing() {
 		return api.JobStatus{}, kindf(errUnavailable, "the server is shutting down; submit again once it is back")
 	}
@@ -83,7 +89,7 @@ func (s *Server) submitAfter(ctx context.Context, req api.JobRequest, parent uin
 	}
 	s.lc.WaitFor(job.ID, parent)
 	s.metrics.jobsSubmitted.Inc()
-	s.log.Info("job accepted; it waits for its input job", "job", job.ID, "op", req.Op, "input_job", parent)
+	s.log.Info(msg, "job", job.ID, "op", rec.Op, "input_job", parent)
 	return s.status(ctx, job.ID)
 }
 

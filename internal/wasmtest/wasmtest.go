@@ -42,34 +42,18 @@ func C(t testing.TB, src string) []byte {
 	t.Helper()
 	Require(t)
 	sum := sha256.Sum256([]byte(src))
-	key := hex.EncodeToString(sum[:8])
-	mu.Lock()
-	defer mu.Unlock()
-	if b, ok := built[key]; ok {
-		return b
-	}
-	if dir == "" {
-		d, err := os.MkdirTemp("", "braid-wasmtest-")
-		if err != nil {
+	return build(t, hex.EncodeToString(sum[:8]), func(dir, key string) string {
+		in := filepath.Join(dir, key+".c")
+		out := filepath.Join(dir, key+".wasm")
+		if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		dir = d
-	}
-	in := filepath.Join(dir, key+".c")
-	out := filepath.Join(dir, key+".wasm")
-	if err := os.WriteFile(in, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("clang", "--target=wasm32-wasi", "-O2", "-o", out, in)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		missing(t, "clang cannot build WebAssembly here: "+err.Error()+": "+string(b))
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	built[key] = b
-	return b
+		cmd := exec.Command("clang", "--target=wasm32-wasi", "-O2", "-o", out, in)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			missing(t, "clang cannot build WebAssembly here: "+err.Error()+": "+string(b))
+		}
+		return out
+	})
 }
 
 // Go compiles the Go program src (package main, standard library only)
@@ -79,7 +63,39 @@ func C(t testing.TB, src string) []byte {
 func Go(t testing.TB, src string) []byte {
 	t.Helper()
 	sum := sha256.Sum256([]byte(src))
-	key := "go-" + hex.EncodeToString(sum[:8])
+	return build(t, "go-"+hex.EncodeToString(sum[:8]), func(dir, key string) string {
+		pkgDir := filepath.Join(dir, key)
+		if err := os.MkdirAll(pkgDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, text := range map[string]string{"main.go": src, "go.mod": "module " + key + "\n\ngo 1.21\n"} {
+			if err := os.WriteFile(filepath.Join(pkgDir, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := pkgDir + ".wasm"
+		// runtime.GOROOT is deprecated for finding a toolchain at run
+		// time, but a test binary runs where it was built: it names go
+		// test's own.
+		goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, err := os.Stat(goCmd); err != nil {
+			goCmd = "go"
+		}
+		cmd := exec.Command(goCmd, "build", "-o", out, ".")
+		cmd.Dir = pkgDir
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOFLAGS=-mod=mod", "GOWORK=off")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("GOOS=wasip1 GOARCH=wasm go build: %v\n%s", err, b)
+		}
+		return out
+	})
+}
+
+// build returns the module built under key, building it once per
+// process: compile writes its sources in dir (shared by every build, made
+// on first use) and returns the path of the module it built.
+func build(t testing.TB, key string, compile func(dir, key string) string) []byte {
+	t.Helper()
 	mu.Lock()
 	defer mu.Unlock()
 	if b, ok := built[key]; ok {
@@ -92,29 +108,7 @@ func Go(t testing.TB, src string) []byte {
 		}
 		dir = d
 	}
-	pkgDir := filepath.Join(dir, key)
-	if err := os.MkdirAll(pkgDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, text := range map[string]string{"main.go": src, "go.mod": "module " + key + "\n\ngo 1.21\n"} {
-		if err := os.WriteFile(filepath.Join(pkgDir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out := pkgDir + ".wasm"
-	// runtime.GOROOT is deprecated for finding a toolchain at run time,
-	// but a test binary runs where it was built: it names go test's own.
-	goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goCmd); err != nil {
-		goCmd = "go"
-	}
-	cmd := exec.Command(goCmd, "build", "-o", out, ".")
-	cmd.Dir = pkgDir
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOFLAGS=-mod=mod", "GOWORK=off")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("GOOS=wasip1 GOARCH=wasm go build: %v\n%s", err, b)
-	}
-	b, err := os.ReadFile(out)
+	b, err := os.ReadFile(compile(dir, key))
 	if err != nil {
 		t.Fatal(err)
 	}
