@@ -152,7 +152,10 @@ type worker struct {
 // stream is what one stream holds. It runs its units in Seq order: the
 // lowest Seq is running, since the event count headSince.
 type stream struct {
-	inFlight  map[uint64]Assignment // by Seq
+	// inFlight holds the stream's assignments in Seq order: Seq grows
+	// with every dispatch, so a new one is appended, and a unit's
+	// depth in its stream is its index.
+	inFlight  []Assignment
 	headSince uint64
 	// wake is the channel Wait handed out, closed (and set to nil) when
 	// work the stream may take arrives.
@@ -161,13 +164,16 @@ type stream struct {
 
 // head returns the Seq of the running unit, or 0 if the stream is empty.
 func (st *stream) head() uint64 {
-	var h uint64
-	for seq := range st.inFlight {
-		if h == 0 || seq < h {
-			h = seq
-		}
+	if len(st.inFlight) == 0 {
+		return 0
 	}
-	return h
+	return st.inFlight[0].Seq
+}
+
+// index returns where the assignment of seq is in the stream, and
+// whether it is there.
+func (st *stream) index(seq uint64) (int, bool) {
+	return slices.BinarySearchFunc(st.inFlight, seq, func(a Assignment, seq uint64) int { return cmp.Compare(a.Seq, seq) })
 }
 
 type job struct {
@@ -415,7 +421,7 @@ func (s *Scheduler) SetWorker(w Worker) ([]Assignment, []*UnitError) {
 		ws.streams = ws.streams[:len(ws.streams)-1]
 	}
 	for len(ws.streams) < w.Streams {
-		ws.streams = append(ws.streams, &stream{inFlight: map[uint64]Assignment{}})
+		ws.streams = append(ws.streams, &stream{})
 	}
 	s.workersChanged()
 	errs := s.loseAll(lost)
@@ -470,12 +476,7 @@ func (s *Scheduler) RemoveWorker(id string) ([]Assignment, []*UnitError) {
 
 // assignments returns what the stream holds, in Seq order.
 func (st *stream) assignments() []Assignment {
-	out := make([]Assignment, 0, len(st.inFlight))
-	for _, a := range st.inFlight {
-		out = append(out, a)
-	}
-	slices.SortFunc(out, func(a, b Assignment) int { return cmp.Compare(a.Seq, b.Seq) })
-	return out
+	return slices.Clone(st.inFlight)
 }
 
 // loseAll handles lost assignments whose stream is already gone, then
@@ -652,6 +653,9 @@ func (s *Scheduler) find(w *worker, stream int, take bool) (*job, *unit, bool) {
 				continue
 			}
 		} else {
+			if held >= s.maxShare(j) {
+				continue // no unit of the job would pass: skip the scan
+			}
 			ok = func(u *unit) bool { return runs(u) && held < s.share(j, u) }
 		}
 		if u := q.take(ok, take); u != nil {
@@ -682,9 +686,27 @@ func (s *Scheduler) find(w *worker, stream int, take bool) (*job, *unit, bool) {
 // units a slow stream did not take stay for the fast ones, and the few it
 // holds are what backup copies must cover.
 func (s *Scheduler) share(j *job, u *unit) int {
-	k := opKey{u.op, u.module}
+	return s.shareOf(j, opKey{u.op, u.module})
+}
+
+// maxShare is the largest share any unit of dynamic job j may have: a
+// stream holding that many takes none of its units, whichever is ready,
+// which spares a scan of the ready queue at a large job's end, when
+// every stream holds its share.
+func (s *Scheduler) maxShare(j *job) int {
+	m := 1
+	for op, n := range j.left {
+		if n > 0 {
+			m = max(m, s.shareOf(j, opKey{op, false}), s.shareOf(j, opKey{op, true}))
+		}
+	}
+	return m
+}
+
+func (s *Scheduler) shareOf(j *job, k opKey) int {
 	streams, cached := s.streamsFor[k]
 	if !cached {
+		u := &unit{op: k.op, module: k.module}
 		for _, w := range s.workers {
 			if w.runs(u) {
 				streams += len(w.streams)
@@ -695,7 +717,7 @@ func (s *Scheduler) share(j *job, u *unit) int {
 		}
 		s.streamsFor[k] = streams
 	}
-	share := (j.left[u.op] + streams - 1) / max(streams, 1)
+	share := (j.left[k.op] + streams - 1) / max(streams, 1)
 	return max(1, min(j.limit, share))
 }
 
@@ -772,12 +794,7 @@ func (s *Scheduler) depth(c copyRef) (int, uint64) {
 		return 0, 0
 	}
 	st := w.streams[c.stream]
-	d := 0
-	for seq := range st.inFlight {
-		if seq < c.seq {
-			d++
-		}
-	}
+	d, _ := st.index(c.seq)
 	return d, st.headSince
 }
 
@@ -794,7 +811,7 @@ func (s *Scheduler) dispatch(j *job, u *unit, w *worker, stream int, backup bool
 	if len(st.inFlight) == 0 {
 		st.headSince = s.events
 	}
-	st.inFlight[s.seq] = a
+	st.inFlight = append(st.inFlight, a) // s.seq is the largest yet
 	return a
 }
 
@@ -804,10 +821,12 @@ func (s *Scheduler) release(a Assignment) {
 	s.events++
 	if w := s.workers[a.Worker]; w != nil && a.Stream >= 0 && a.Stream < len(w.streams) {
 		st := w.streams[a.Stream]
-		if _, ok := st.inFlight[a.Seq]; ok && st.head() == a.Seq {
-			st.headSince = s.events // the next unit starts now
+		if i, ok := st.index(a.Seq); ok {
+			if i == 0 {
+				st.headSince = s.events // the next unit starts now
+			}
+			st.inFlight = slices.Delete(st.inFlight, i, i+1)
 		}
-		delete(st.inFlight, a.Seq)
 	}
 }
 

@@ -40,6 +40,19 @@ func (e *events) Pop() any {
 // kill is non-empty, that worker dies at tick killAt.
 func simulate(t testing.TB, p Policy, workers []simWorker, n int, cfg Config, kill string, killAt int) int {
 	t.Helper()
+	return simulateRun(t, p, workers, n, cfg, kill, killAt).makespan
+}
+
+// simRun is what a simulated job did.
+type simRun struct {
+	makespan int
+	copies   int // assignments made, backups included
+	backups  int // backup copies among them
+}
+
+func simulateRun(t testing.TB, p Policy, workers []simWorker, n int, cfg Config, kill string, killAt int) simRun {
+	t.Helper()
+	var run simRun
 	s := New(cfg)
 	for _, w := range workers {
 		s.SetWorker(Worker{ID: w.id, Streams: w.streams, Ops: []string{"blur"}})
@@ -80,6 +93,10 @@ func simulate(t testing.TB, p Policy, workers []simWorker, n int, cfg Config, ki
 					if !ok {
 						break
 					}
+					run.copies++
+					if a.Backup {
+						run.backups++
+					}
 					st.queue = append(st.queue, a)
 				}
 				start(w, i)
@@ -117,7 +134,8 @@ func simulate(t testing.TB, p Policy, workers []simWorker, n int, cfg Config, ki
 				if counted != n {
 					t.Fatalf("job done with %d of %d units counted", counted, n)
 				}
-				return now
+				run.makespan = now
+				return run
 			}
 			freed = append(freed, ev)
 		}
@@ -127,7 +145,7 @@ func simulate(t testing.TB, p Policy, workers []simWorker, n int, cfg Config, ki
 		fill()
 	}
 	t.Fatalf("%v with %d units: stalled after %d counted", p, n, counted)
-	return 0
+	return run
 }
 
 // The paper's setting: two equal workers and a third, slower one.

@@ -112,3 +112,34 @@ func benchResults(b *testing.B, workers, streams int, wait bool) {
 	b.ReportMetric(float64(inSched)/float64(b.N), "sched-cpu-ns/result")
 	b.ReportMetric(float64(wakes)/float64(b.N), "wakes/result")
 }
+
+// BenchmarkJobTail runs whole dynamic jobs in the simulation on 1,000
+// equal workers of one stream each, with 16 units in flight a stream,
+// as one of three servers sees a job of 20 units a worker
+// (BenchmarkManyWorkers in server): most of such a job is its tail,
+// where streams hold their shares and idle ones look for backup copies.
+// It reports the scheduler's CPU per unit (the whole simulation's thread
+// CPU, so an upper bound) and the copies made per unit.
+//
+//	go test -run '^$' -bench BenchmarkJobTail -benchtime 5x ./sched/
+func BenchmarkJobTail(b *testing.B) {
+	workers := make([]simWorker, 1000)
+	for i := range workers {
+		workers[i] = simWorker{id: fmt.Sprint("w", i), streams: 1, cost: 10}
+	}
+	const n = 6667
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var cpu int64
+	var copies, backups int
+	for b.Loop() {
+		t := threadCPU()
+		run := simulateRun(b, Dynamic, workers, n, Config{InFlight: 16}, "", 0)
+		cpu += threadCPU() - t
+		copies += run.copies
+		backups += run.backups
+	}
+	b.ReportMetric(float64(cpu)/float64(b.N*n), "sim-cpu-ns/unit")
+	b.ReportMetric(float64(copies)/float64(b.N*n), "copies/unit")
+	b.ReportMetric(float64(backups)/float64(b.N*n), "backups/unit")
+}

@@ -41,6 +41,8 @@ func relaxed() *transport.Config {
 // processes alone, after a collection, with every worker connected and
 // before any job, so job state is not counted), and the CPU the servers
 // use while every worker is connected and no job runs.
+// BRAID_BENCH_CPU_PROFILE=PATH writes each server's CPU profile while
+// idle to PATH.idle.NAME and during the rounds to PATH.run.NAME.
 func BenchmarkManyWorkers(b *testing.B) {
 	n, k := 100, 1
 	if v, err := strconv.Atoi(os.Getenv("BRAID_BENCH_WORKERS")); err == nil && v > 0 {
@@ -98,6 +100,20 @@ func BenchmarkManyWorkers(b *testing.B) {
 	perWorker := float64(heap()-before) / float64(n)
 	// What the connected workers cost the servers while no job runs:
 	// heartbeats, path probes, syncs.
+	cpuProfile := os.Getenv("BRAID_BENCH_CPU_PROFILE")
+	profile := func(phase string) {
+		if cpuProfile == "" {
+			return
+		}
+		path := "" // ends the profile
+		if phase != "" {
+			path = cpuProfile + "." + phase
+		}
+		for _, s := range servers {
+			s.profile(b, path)
+		}
+	}
+	profile("idle")
 	idle0, idleCPU0 := time.Now(), serversCPU(b, servers)
 	idleFor := 5 * time.Second
 	if d, err := time.ParseDuration(os.Getenv("BRAID_BENCH_IDLE")); err == nil && d > 0 {
@@ -105,6 +121,7 @@ func BenchmarkManyWorkers(b *testing.B) {
 	}
 	time.Sleep(idleFor)
 	idle := float64(serversCPU(b, servers)-idleCPU0) / float64(time.Since(idle0))
+	profile("")
 
 	in, err := clients[0].Put(context.Background(), strings.NewReader("a small unit's input"))
 	if err != nil {
@@ -117,6 +134,7 @@ func BenchmarkManyWorkers(b *testing.B) {
 	units := per * n
 	var done int
 	var busy, cpu, wcpu time.Duration
+	profile("run")
 	for b.Loop() {
 		t0, cpu0, wcpu0 := time.Now(), serversCPU(b, servers), processCPU()
 		var wg sync.WaitGroup
@@ -150,6 +168,7 @@ func BenchmarkManyWorkers(b *testing.B) {
 		}
 		done += units
 	}
+	profile("")
 	b.ReportMetric(float64(done)/busy.Seconds(), "units/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(done), "server-cpu-µs/unit")
 	b.ReportMetric(float64(wcpu.Microseconds())/float64(done), "worker-cpu-µs/unit")

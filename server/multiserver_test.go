@@ -94,21 +94,43 @@ func runChildServer(spec string) int {
 		return 1
 	}
 	fmt.Println(srv.URL())
-	if f := os.Getenv("BRAID_BENCH_CPU_PROFILE"); f != "" {
-		out, err := os.Create(f + "." + sc.Name)
-		if err == nil && pprof.StartCPUProfile(out) == nil {
-			defer out.Close()
-			defer pprof.StopCPUProfile()
+	var (
+		profileMu sync.Mutex
+		profile   *os.File // the CPU profile being written, if any
+	)
+	defer func() {
+		profileMu.Lock()
+		defer profileMu.Unlock()
+		if profile != nil {
+			pprof.StopCPUProfile()
+			profile.Close()
 		}
-	}
+	}()
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer cancel()
 	go func() {
 		// Each line "heap" is answered with the heap in use after a
-		// collection, for BenchmarkManyWorkers; the end of the input
-		// stops the server.
+		// collection, for BenchmarkManyWorkers; "cpu PATH" starts a CPU
+		// profile into PATH.NAME and "cpu" ends it, answering "ok"; the
+		// end of the input stops the server.
 		in := bufio.NewScanner(os.Stdin)
 		for in.Scan() {
+			if f, ok := strings.CutPrefix(in.Text(), "cpu"); ok {
+				profileMu.Lock()
+				if profile != nil {
+					pprof.StopCPUProfile()
+					profile.Close()
+					profile = nil
+				}
+				if f = strings.TrimSpace(f); f != "" {
+					out, err := os.Create(f + "." + sc.Name)
+					if err == nil && pprof.StartCPUProfile(out) == nil {
+						profile = out
+					}
+				}
+				profileMu.Unlock()
+				fmt.Println("ok")
+			}
 			if in.Text() == "heap" {
 				runtime.GC()
 				var m runtime.MemStats
@@ -246,6 +268,20 @@ func (cs *childServer) heap(t testing.TB) uint64 {
 		t.Fatal("server process did not answer heap in 30 s")
 	}
 	return 0
+}
+
+// profile starts (path not empty) or ends (path empty) a CPU profile of
+// the server process into path.NAME.
+func (cs *childServer) profile(t testing.TB, path string) {
+	t.Helper()
+	if _, err := io.WriteString(cs.stdin, strings.TrimSpace("cpu "+path)+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cs.lines:
+	case <-time.After(30 * time.Second):
+		t.Fatal("server process did not answer cpu in 30 s")
+	}
 }
 
 // sharedWorker runs a worker registered with every server in urls,
