@@ -138,7 +138,11 @@ type Config struct {
 	// MaxStreams bounds the streams a peer may open. Zero means 4096.
 	MaxStreams int
 
-	// HeartbeatInterval is how often each path is probed. Zero means 100ms.
+	// HeartbeatInterval is how often each path is looked after: its
+	// acknowledgements sent and, if it needs one, a probe (a ping, whose
+	// echo measures the round trip). A path is probed while it has data
+	// awaiting acknowledgement, and otherwise only once it has been silent
+	// for a quarter of PathTimeout. Zero means 100ms.
 	HeartbeatInterval time.Duration
 	// PathTimeout declares a path dead when nothing arrives on it for this
 	// long. Zero means 500ms.
@@ -239,4 +243,16 @@ func setDefault[T comparable](v *T, def T) {
 	if *v == zero {
 		*v = def
 	}
+}
+
+// probeAfter is how long a path with nothing of ours awaiting
+// acknowledgement may stay silent before heartbeat probes it: a quarter
+// of PathTimeout, or every tick if that is shorter than one. Silence then
+// lasts at most about probeAfter plus a tick and a round trip, inside the
+// 7/8 of PathTimeout after which the reader's deadline may fall due.
+func (c *Config) probeAfter() time.Duration {
+	if d := c.PathTimeout / 4; d >= c.HeartbeatInterval {
+		return d
+	}
+	return 0
 }

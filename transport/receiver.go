@@ -122,6 +122,9 @@ func (r *reader) run() error {
 		r.lastFrame = now
 		// Heartbeats arrive on lane 0 only: the others may stay idle for
 		// as long as their streams have nothing to send.
+		if r.lane == 0 {
+			r.p.rx0.Store(now.UnixNano())
+		}
 		if r.lane == 0 && now.Sub(r.lastDeadline) > s.cfg.PathTimeout/8 {
 			_ = r.conn.SetReadDeadline(now.Add(s.cfg.PathTimeout))
 			r.lastDeadline = now

@@ -332,6 +332,7 @@ type PathStats struct {
 	Duplicated    int64         `json:"duplicated_bytes"`         // bytes this idle path sent again on behalf of a slower one
 	DupReceived   int64         `json:"duplicate_bytes_received"` // payload bytes received that were already there, and dropped
 	Fragments     int64         `json:"fragments_sent"`           // fragments of striped segments this path took and sent first (not retransmissions or copies); 0 if nothing was striped
+	Probes        int64         `json:"probes_sent"`              // pings sent to keep the path from looking silent and to measure its round trip (see Config.HeartbeatInterval)
 	Lanes         int           `json:"lanes"`                    // lanes of the current channel in use, counting lane 0 (see Config.Lanes); 0 while down
 	Integrity     int64         `json:"integrity_failures"`       // channels of this path dropped because received bytes failed authentication (ErrIntegrity)
 	Encrypted     bool          `json:"encrypted"`                // the current channel encrypts (false: Config.InsecurePlaintext)
@@ -365,6 +366,7 @@ func (s *Session) Stats() []PathStats {
 			Duplicated:    p.duplicated.Load(),
 			DupReceived:   p.dupRecv.Load(),
 			Fragments:     p.fragments.Load(),
+			Probes:        p.pings.Load(),
 			Integrity:     p.integrity.Load(),
 		}
 		switch p.conn.(type) {
