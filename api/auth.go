@@ -100,3 +100,21 @@ func SplitJoinToken(s string) (token string, fp []byte, err error) {
 // operation may have this name (operation names are one word without
 // a colon).
 const OpFigures = "braid:figures"
+
+// OpHeartbeat is the reserved operation of a heartbeat request on the
+// data plane: a Unit with Job 0 and this Op asks the worker for its
+// heartbeat. Its Params name the worker as the server knows it
+// (BeatWorker) and the interval at which the server asks
+// (BeatMillis, in milliseconds, as Registration.HeartbeatMillis). The
+// worker answers on the same stream with a Result for the same Job, ID
+// and Attempt whose Output is a JSON-encoded Heartbeat, and sends no
+// heartbeat over HTTP to that server while such requests keep coming. A
+// worker that does not know the operation answers with an error and
+// keeps beating over HTTP.
+const OpHeartbeat = "braid:heartbeat"
+
+// Params of an OpHeartbeat request.
+const (
+	BeatWorker = "worker"
+	BeatMillis = "heartbeat_ms"
+)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/internal/metrics/metricstest"
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/store"
 )
@@ -150,5 +152,38 @@ func TestHeartbeatsScaleWithCluster(t *testing.T) {
 	}
 	if h, err := c.c.Health(t.Context()); err != nil || h.Workers != workers {
 		t.Errorf("after beating less often: %+v, %v; want %d live workers", h, err, workers)
+	}
+}
+
+// TestHeartbeatsOnDataPlane: the server asks a live worker for its
+// heartbeat on the worker's data-plane session, and a worker so asked
+// sends none over HTTP, yet stays live. Checked by hand: with the
+// worker's HTTP heartbeats never skipped, about one HTTP heartbeat came
+// with each asked for, and the test fails.
+func TestHeartbeatsOnDataPlane(t *testing.T) {
+	c := newCluster(t, nil) // a heartbeat each 50 ms
+	c.addWorker(1, nil)
+	c.waitWorkers(1)
+	mon, err := c.c.CreateToken(t.Context(), api.RoleMonitor, "prometheus")
+	if err != nil {
+		t.Fatal(err)
+	}
+	beats := func(via string) float64 {
+		v, _ := metricstest.Value(scrape(t, c.hc, c.srv.URL()+api.PathMetrics, "Bearer "+mon.Token),
+			"braid_heartbeats_total", map[string]string{"via": via})
+		return v
+	}
+	testwait.For(t, "a heartbeat on the data plane", 10*time.Second, func() bool { return beats("data_plane") > 0 })
+	asked, sent := beats("data_plane"), beats("http")
+	testwait.For(t, "20 more heartbeats on the data plane", 20*time.Second, func() bool { return beats("data_plane") >= asked+20 })
+	asked, sent = beats("data_plane")-asked, beats("http")-sent
+	// A request late by half an interval on a loaded machine lets one
+	// HTTP heartbeat through; one a request would be the old way.
+	if sent > asked/5 {
+		t.Errorf("%v heartbeats over HTTP beside %v on the data plane; want at most %v", sent, asked, asked/5)
+	}
+	t.Logf("%v heartbeats on the data plane, %v over HTTP", asked, sent)
+	if h, err := c.c.Health(t.Context()); err != nil || h.Workers != 1 {
+		t.Errorf("health %+v, %v: want the worker live", h, err)
 	}
 }

@@ -28,6 +28,7 @@ type serverMetrics struct {
 	workerUnits    *prometheus.CounterVec
 	workerCompute  *prometheus.CounterVec
 	workerResults  *prometheus.CounterVec
+	heartbeats     *prometheus.CounterVec
 }
 
 func newServerMetrics(s *Server) *serverMetrics {
@@ -57,13 +58,19 @@ func newServerMetrics(s *Server) *serverMetrics {
 		workerResults: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_worker_result_bytes_total", Help: "Bytes of the results that came back, by worker."},
 			[]string{"worker"}),
+		heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "braid_heartbeats_total", Help: "Workers' heartbeats received, by how they came: asked for on the data-plane session (data_plane) or sent over the control API (http)."},
+			[]string{"via"}),
 	}
 	for _, st := range []store.JobState{store.JobDone, store.JobFailed, store.JobCanceled} {
 		m.jobsFinished.WithLabelValues(string(st)) // present at 0 from the start
 	}
 	m.reg.MustRegister(m.requests, m.jobsSubmitted, m.jobsFinished, m.unitsCompleted, m.unitFailures,
-		m.workerUnits, m.workerCompute, m.workerResults, &stateCollector{s: s},
+		m.workerUnits, m.workerCompute, m.workerResults, m.heartbeats, &stateCollector{s: s},
 		metrics.NewPathCollector(s.pathStats))
+	for _, via := range []string{beatDataPlane, beatHTTP} {
+		m.heartbeats.WithLabelValues(via)
+	}
 	m.handler = metrics.Handler(m.reg, s.log)
 	return m
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,6 +140,7 @@ func (s *Server) startPeer(id string, reg api.Register, sess *transport.Session)
 	}
 	s.resize(p, reg.Threads)
 	s.setSched(p, reg)
+	p.loops.Go(func() { s.beatPeer(ctx, p) })
 	go func() {
 		defer s.bg.Done()
 		s.watch(ctx, p)
@@ -475,10 +477,26 @@ func (s *Server) storeResult(ctx context.Context, data []byte) (string, error) {
 // stream 0, which the worker answers as soon as it reads it, ahead of the
 // units queued for its threads.
 func (p *peer) figures(ctx context.Context) (api.Register, error) {
+	out, err := p.ask(ctx, api.OpFigures, nil, "figures", figuresTimeout)
+	if err != nil {
+		return api.Register{}, err
+	}
+	var reg api.Register
+	if err := json.Unmarshal(out, &reg); err != nil {
+		return api.Register{}, kindf(errUnreachable, "worker %s sent malformed figures: %v", p.id, err)
+	}
+	return reg, nil
+}
+
+// ask sends the worker a request of reserved operation op (api.OpFigures,
+// api.OpHeartbeat) with params on stream 0 and returns the Output of its
+// answer, which the worker sends as soon as it reads the request, ahead
+// of the units queued for its threads. what names the request in errors.
+func (p *peer) ask(ctx context.Context, op string, params map[string]string, what string, timeout time.Duration) ([]byte, error) {
 	p.mu.Lock()
 	if p.dead || len(p.streams) == 0 {
 		p.mu.Unlock()
-		return api.Register{}, kindf(errConflict, "worker %s is not live; it cannot be asked for fresh figures", p.id)
+		return nil, kindf(errConflict, "worker %s is not live; it cannot be asked for fresh %s", p.id, what)
 	}
 	st := p.streams[0].st
 	p.figSeq++
@@ -491,27 +509,69 @@ func (p *peer) figures(ctx context.Context) (api.Register, error) {
 		delete(p.figWait, id)
 		p.mu.Unlock()
 	}()
-	req := api.Unit{ID: id, Attempt: 1, Op: api.OpFigures}
+	req := api.Unit{ID: id, Attempt: 1, Op: op, Params: params}
 	b, _ := req.MarshalBinary()
-	ctx, cancel := context.WithTimeout(ctx, figuresTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := st.WriteMessage(ctx, b); err != nil {
-		return api.Register{}, kindf(errUnreachable, "ask worker %s for figures: %v", p.id, err)
+		return nil, kindf(errUnreachable, "ask worker %s for %s: %v", p.id, what, err)
 	}
 	var res api.Result
 	select {
 	case res = <-ch:
 	case <-ctx.Done():
-		return api.Register{}, kindf(errTimeout, "worker %s did not send its figures within %v", p.id, figuresTimeout)
+		return nil, kindf(errTimeout, "worker %s did not send its %s within %v", p.id, what, timeout)
 	}
 	if res.Err != "" {
-		return api.Register{}, kindf(errUnreachable, "worker %s refused to send its figures: %s", p.id, res.Err)
+		return nil, kindf(errUnreachable, "worker %s refused to send its %s: %w", p.id, what, refusedError(res.Err))
 	}
-	var reg api.Register
-	if err := json.Unmarshal(res.Output, &reg); err != nil {
-		return api.Register{}, kindf(errUnreachable, "worker %s sent malformed figures: %v", p.id, err)
+	return res.Output, nil
+}
+
+// refusedError is a worker's answer to a request it would not or could
+// not serve.
+type refusedError string
+
+func (e refusedError) Error() string { return string(e) }
+
+// beatPeer asks the worker for its heartbeat over the data plane once an
+// interval (beatTimes), as long as the peer lives. The answer counts as
+// the heartbeat: the worker then sends none over HTTP, which for a large
+// cluster costs the server a TLS record, an HTTP request, a credential
+// check and two JSON documents a worker an interval where a request on a
+// session already open costs two small messages. A worker too old to
+// know the request answers with an error, and is left to beat over HTTP.
+// A request unanswered leaves the judgement to the reaper, which declares
+// the worker dead after WorkerTimeout of silence either way.
+func (s *Server) beatPeer(ctx context.Context, p *peer) {
+	for {
+		every, _ := s.beatTimes()
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		params := map[string]string{api.BeatWorker: p.id, api.BeatMillis: strconv.FormatInt(every.Milliseconds(), 10)}
+		out, err := p.ask(ctx, api.OpHeartbeat, params, "heartbeat", every)
+		var hb api.Heartbeat
+		if err == nil {
+			err = json.Unmarshal(out, &hb)
+		}
+		if err == nil {
+			err = s.noteBeat(p, hb, beatDataPlane)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.As(err, new(refusedError)):
+			s.log.Info("worker answers no heartbeat requests on the data plane; it beats over HTTP", "worker", p.id, "err", err)
+			return
+		case err != nil:
+			s.log.Debug("heartbeat request failed", "worker", p.id, "err", err)
+		}
 	}
-	return reg, nil
 }
 
 func (p *peer) deliverFigures(res api.Result) {

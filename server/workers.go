@@ -198,9 +198,6 @@ func (s *Server) dial(ctx context.Context, addrs []string) (*transport.Session, 
 
 // heartbeat notes a worker's sign of life.
 func (s *Server) heartbeat(ctx context.Context, id string, hb api.Heartbeat) (api.Registration, error) {
-	if hb.Running < 0 || hb.Queued < 0 {
-		return api.Registration{}, kindf(errBadRequest, "heartbeat: running and queued must not be negative")
-	}
 	s.mu.Lock()
 	p := s.peers[id]
 	s.mu.Unlock()
@@ -208,12 +205,31 @@ func (s *Server) heartbeat(ctx context.Context, id string, hb api.Heartbeat) (ap
 		return api.Registration{}, kindf(errNotFound, "worker %s is not registered with this server "+
 			"(declared dead, deregistered, or the server restarted); register again", id)
 	}
+	if err := s.noteBeat(p, hb, beatHTTP); err != nil {
+		return api.Registration{}, err
+	}
+	return s.registration(id), nil
+}
+
+// How a heartbeat came, for braid_heartbeats_total.
+const (
+	beatDataPlane = "data_plane"
+	beatHTTP      = "http"
+)
+
+// noteBeat books a heartbeat of live worker p that came via beatHTTP or
+// beatDataPlane (beatPeer).
+func (s *Server) noteBeat(p *peer, hb api.Heartbeat, via string) error {
+	if hb.Running < 0 || hb.Queued < 0 {
+		return kindf(errBadRequest, "heartbeat: running and queued must not be negative")
+	}
 	p.seen()
 	p.mu.Lock()
 	p.computing = hb.Jobs
 	p.mu.Unlock()
-	s.beats.add(store.Beat{Worker: id, Running: hb.Running, Queued: hb.Queued, Load: hb.Load})
-	return s.registration(id), nil
+	s.beats.add(store.Beat{Worker: p.id, Running: hb.Running, Queued: hb.Queued, Load: hb.Load})
+	s.metrics.heartbeats.WithLabelValues(via).Inc()
+	return nil
 }
 
 // computing returns the units of job executing on live workers, as of

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,9 @@ type Worker struct {
 	announce chan struct{} // closed and replaced when the figures should be sent now
 	ids      map[string]string
 	started  bool
+	// beats holds, by the worker ID a server knows, the last heartbeat
+	// request that server sent on the data plane (api.OpHeartbeat).
+	beats map[string]dataBeat
 
 	sessions, streams       atomic.Int64
 	units, failed, computeN atomic.Int64
@@ -64,7 +68,7 @@ func New(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, log: cfg.Logger, threads: cfg.Threads, announce: make(chan struct{}), ids: map[string]string{},
-		live: map[*transport.Session]struct{}{}}
+		beats: map[string]dataBeat{}, live: map[*transport.Session]struct{}{}}
 	w.reg = w.newRegistry()
 	w.gate.init(cfg.Threads)
 	var tcfg transport.Config
@@ -331,10 +335,11 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 		announced api.Register
 	)
 	setID := func(v string) {
-		id = v
 		w.mu.Lock()
+		delete(w.beats, id)
 		w.ids[c.URL()] = v
 		w.mu.Unlock()
+		id = v
 	}
 	// register (again) until it works; false means ctx ended.
 	register := func() (bool, error) {
@@ -415,8 +420,13 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 			hb.Stop()
 			return nil
 		case <-hb.C:
+			if every, ok := w.beatingOnDataPlane(id); ok {
+				// The server asks on the data plane; no need to beat here.
+				reg.HeartbeatMillis = every.Milliseconds()
+				break
+			}
 			var ans api.Registration
-			ans, err = c.Heartbeat(ctx, id, api.Heartbeat{Running: int(w.running.Load()), Queued: int(max(0, w.queued.Load())), Load: loadAvg(), Jobs: w.runningJobs()})
+			ans, err = c.Heartbeat(ctx, id, w.heartbeat())
 			if err == nil && ans.HeartbeatMillis > 0 {
 				// The server asks for fewer beats as its cluster grows.
 				reg.HeartbeatMillis = ans.HeartbeatMillis
@@ -459,6 +469,46 @@ func (w *Worker) serve(ctx context.Context, c *client.Client) error {
 			}
 		}
 	}
+}
+
+// heartbeat returns the worker's heartbeat now.
+func (w *Worker) heartbeat() api.Heartbeat {
+	return api.Heartbeat{Running: int(w.running.Load()), Queued: int(max(0, w.queued.Load())), Load: loadAvg(), Jobs: w.runningJobs()}
+}
+
+// dataBeat is a server's last heartbeat request on the data plane: when
+// it came and the interval the server asks at.
+type dataBeat struct {
+	at    time.Time
+	every time.Duration
+}
+
+// noteDataBeat records a heartbeat request on the data plane.
+func (w *Worker) noteDataBeat(params map[string]string) {
+	ms, err := strconv.ParseInt(params[api.BeatMillis], 10, 64)
+	id := params[api.BeatWorker]
+	if err != nil || ms <= 0 || id == "" {
+		return // a malformed request still gets its answer, not the trust
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if slices.Contains(slices.Collect(maps.Values(w.ids)), id) {
+		w.beats[id] = dataBeat{at: time.Now(), every: time.Duration(ms) * time.Millisecond}
+	}
+}
+
+// beatingOnDataPlane reports whether the server that knows the worker as
+// id asked for a heartbeat on the data plane within the last one and a
+// half of its intervals, and that interval: the worker then sends none
+// over HTTP. When the requests stop (the session broke, or the server
+// gave up on it), HTTP heartbeats resume within two and a half
+// intervals, well inside the server's WorkerTimeout (five by default),
+// and tell the worker if it must register again.
+func (w *Worker) beatingOnDataPlane(id string) (time.Duration, bool) {
+	w.mu.Lock()
+	b, ok := w.beats[id]
+	w.mu.Unlock()
+	return b.every, ok && time.Since(b.at) < b.every*3/2
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -626,9 +676,15 @@ func (w *Worker) read(ctx context.Context, o *outStream, q *unitQueue, clk sessi
 			w.log.Warn("malformed unit; ignoring the rest of the stream", "stream", o.st.ID(), "err", err)
 			return
 		}
-		if u.Op == api.OpFigures {
+		switch u.Op {
+		case api.OpFigures, api.OpHeartbeat:
 			res := &api.Result{Job: u.Job, ID: u.ID, Attempt: u.Attempt}
-			res.Output, _ = json.Marshal(w.figures())
+			if u.Op == api.OpFigures {
+				res.Output, _ = json.Marshal(w.figures())
+			} else {
+				w.noteDataBeat(u.Params)
+				res.Output, _ = json.Marshal(w.heartbeat())
+			}
 			o.put(done{res: res})
 			continue
 		}
