@@ -213,7 +213,9 @@ type unit struct {
 type copyRef struct {
 	seq    uint64
 	worker string
-	stream int
+	// st is the stream the copy is on. A stream that goes (SetWorker,
+	// RemoveWorker) takes its copies with it (loseAll), so st is live.
+	st *stream
 }
 
 // queue is a FIFO of units with lazy deletion: an entry whose unit is no
@@ -728,21 +730,24 @@ func (s *Scheduler) shareOf(j *job, k opKey) int {
 // further copy; copies still queued do not count, as they cost nothing
 // yet.
 func (s *Scheduler) backupFor(j *job, w *worker) *unit {
-	// Drop units no longer out from the list first.
-	keep := j.running[:0]
-	for _, u := range j.running {
-		if u.done || len(u.copies) == 0 {
-			u.listed = false
-			continue
-		}
-		keep = append(keep, u)
-	}
-	clear(j.running[len(keep):])
-	j.running = keep
 	// At most maxBackupScan units are weighed a call, from where the
 	// last call stopped: with a thousand streams idle at a job's end, each
 	// weighing every unit out, the tail would cost the square of the
-	// workers.
+	// workers. Units no longer out are passed over, and dropped from the
+	// list once a round, when the scan comes back to its start.
+	if len(j.running) > 0 && j.backupFrom >= len(j.running) {
+		keep := j.running[:0]
+		for _, u := range j.running {
+			if u.done || len(u.copies) == 0 {
+				u.listed = false
+				continue
+			}
+			keep = append(keep, u)
+		}
+		clear(j.running[len(keep):])
+		j.backupFrom %= len(j.running) // the next round starts where this one ended
+		j.running = keep
+	}
 	n := len(j.running)
 	if n == 0 {
 		return nil
@@ -752,15 +757,25 @@ func (s *Scheduler) backupFor(j *job, w *worker) *unit {
 	j.backupFrom = from + scan
 	var found *unit
 	foundDepth, foundSince := -1, uint64(0)
+	// The units of a job mostly share one operation: whether w runs it
+	// is looked up once per operation seen in a row.
+	var lastOp opKey
+	lastRuns, looked := false, false
 	for i := range scan {
 		u := j.running[(from+i)%n]
-		if !w.runs(u) || u.failedOnWorker(w.ID) {
+		if u.done || len(u.copies) == 0 {
+			continue
+		}
+		if k := (opKey{u.op, u.module}); !looked || k != lastOp {
+			lastOp, lastRuns, looked = k, w.runs(u), true
+		}
+		if !lastRuns || u.failedOnWorker(w.ID) {
 			continue // a backup must not go where the unit failed
 		}
 		start, running, mine := -1, 0, false
 		since := s.events + 1
 		for _, c := range u.copies {
-			d, h := s.depth(c)
+			d, h := depth(c)
 			if d == 0 {
 				running++
 				since = min(since, h)
@@ -788,21 +803,16 @@ const maxBackupScan = 128
 
 // depth returns how many units are ahead of copy c on its stream, and,
 // if none is, since when (in events) c has been running.
-func (s *Scheduler) depth(c copyRef) (int, uint64) {
-	w := s.workers[c.worker]
-	if w == nil || c.stream >= len(w.streams) {
-		return 0, 0
-	}
-	st := w.streams[c.stream]
-	d, _ := st.index(c.seq)
-	return d, st.headSince
+func depth(c copyRef) (int, uint64) {
+	d, _ := c.st.index(c.seq)
+	return d, c.st.headSince
 }
 
 func (s *Scheduler) dispatch(j *job, u *unit, w *worker, stream int, backup bool) Assignment {
 	s.seq++
 	u.attempts++
 	a := Assignment{Job: j.id, Unit: u.id, Worker: w.ID, Stream: stream, Attempt: u.attempts, Backup: backup, Seq: s.seq}
-	u.copies = append(u.copies, copyRef{seq: s.seq, worker: w.ID, stream: stream})
+	u.copies = append(u.copies, copyRef{seq: s.seq, worker: w.ID, st: w.streams[stream]})
 	if !u.listed {
 		u.listed = true
 		j.running = append(j.running, u)
