@@ -47,9 +47,15 @@ type path struct {
 
 	// Lanes of conn (see lane.go): lanes[0] is conn itself. nlanes is how
 	// many this side sends on: Config.Lanes if conn has lanes, else 1.
-	lanes        []*lane
-	nlanes       int
-	ackDue       bool  // some lane has an acknowledgement to send
+	lanes  []*lane
+	nlanes int
+	ackDue bool // some lane has an acknowledgement to send
+	// Acknowledgements of small frames held for a reply to carry them
+	// (holdAck): how many were queued since the writer last sent one,
+	// and the timer that sends them if no reply does.
+	acksHeld     int
+	ackTimer     *time.Timer
+	ackArmed     bool
 	inflight     int   // data frames sent on conn, on any lane, not yet acknowledged
 	unackedBytes int64 // their bytes
 	// rx0 is when a frame was last read on lane 0 of the channel, or
@@ -199,6 +205,7 @@ func (p *path) sampleBurst(now time.Time) {
 // tick updates the path's rate estimate. Caller holds s.mu.
 func (p *path) tick(now time.Time) {
 	b := p.bytesSent.Load()
+	sent := b != p.lastBytes || p.lastTick.IsZero()
 	if !p.lastTick.IsZero() && p.conn != nil {
 		dt := now.Sub(p.lastTick).Seconds()
 		delta := b - p.lastBytes
@@ -216,7 +223,9 @@ func (p *path) tick(now time.Time) {
 	// Let the kernel hold about 1ms of the path's rate unsent: enough to
 	// keep a fast path busy between writes, little enough that a slow
 	// path does not claim fragments it cannot deliver soon.
-	if p.conn != nil {
+	// The kernel's round trip changes only with traffic: an idle path,
+	// as most of a large cluster's sessions are, costs no system call.
+	if p.conn != nil && (sent || p.minRTT == 0) {
 		if rtt, ok := channel.MinRTT(socketOf(p.conn)); ok {
 			p.sampleMinRTT(rtt, now)
 		}

@@ -347,8 +347,8 @@ func (r *reader) readPayload(st *Stream, seg *rxSeg, idx, n int) error {
 // acknowledgement (with any other control frames due) for the reader to
 // write itself after releasing s.mu, which saves waking the writer: for
 // large frames, which come in bulk. After a small one, a reply is likely
-// on its way, and the writer sends the acknowledgement with it when it
-// can. Caller holds s.mu.
+// on its way: the acknowledgement waits for it (holdAck). Caller holds
+// s.mu.
 func (r *reader) ackLocked(direct bool) *directBatch {
 	l := r.l
 	r.ackOwed = false
@@ -357,7 +357,7 @@ func (r *reader) ackLocked(direct bool) *directBatch {
 	}
 	l.ackDue, l.rxAcked, r.p.ackDue = true, l.rxFrames, true
 	if !direct {
-		r.s.work.Broadcast()
+		r.s.holdAck(r.p)
 		return nil
 	}
 	if d := r.s.sendDirect(r.p, false); d != nil {

@@ -208,15 +208,18 @@ func TestTamper(t *testing.T) {
 					}
 				}
 				transfer(t, c, s, 8<<20, 128<<10, 2<<20, arm)
+				// If path 0 carried nothing more of the transfer, the
+				// relay alters the next probe of the idle path.
+				testwait.Until(10*time.Second, func() bool { return relays[0].(tamperer).Tampered() > 0 })
 				if n := relays[0].(tamperer).Tampered(); n != 1 {
 					t.Fatalf("the relay altered %d chunks, want 1", n)
 				}
-				st := s.Stats()[0]
 				if mode == relay.TamperTruncate {
 					testwait.For(t, "the cut path to reconnect", 10*time.Second, func() bool { return c.Stats()[0].Reconnects >= 1 })
 					return
 				}
-				if st.Integrity != 1 {
+				testwait.Until(10*time.Second, func() bool { return s.Stats()[0].Integrity > 0 })
+				if st := s.Stats()[0]; st.Integrity != 1 {
 					t.Fatalf("server path 0 counts %d integrity failures, want 1 (%+v)", st.Integrity, st)
 				}
 				testwait.For(t, "path 0 back up", 10*time.Second, func() bool { return s.Stats()[0].State == "up" })

@@ -241,6 +241,44 @@ func (s *Session) nextBatch(p *path, gen int, buf []frame) ([]frame, bool) {
 	}
 }
 
+// ackHold is the longest an acknowledgement of small frames waits for a
+// frame to carry it, and maxAcksHeld how many acknowledgements may wait.
+// A small message is usually a request whose reply follows within
+// microseconds (a unit and its result, a heartbeat and its answer): the
+// reply carries the acknowledgement, where sending it at once costs each
+// side a write of its own. ackHold is far below the 30 ms a sender waits
+// before sending a small frame again on another path (rescueSlack).
+const (
+	ackHold     = 2 * time.Millisecond
+	maxAcksHeld = 8
+)
+
+// holdAck lets the acknowledgement just queued on p wait up to ackHold
+// for other frames to go with, unless maxAcksHeld are waiting: then it
+// wakes the writer. Caller holds s.mu.
+func (s *Session) holdAck(p *path) {
+	if p.acksHeld++; p.acksHeld >= maxAcksHeld {
+		s.work.Broadcast()
+		return
+	}
+	if p.ackArmed {
+		return
+	}
+	p.ackArmed = true
+	if p.ackTimer == nil {
+		p.ackTimer = time.AfterFunc(ackHold, func() {
+			s.mu.Lock()
+			p.ackArmed = false
+			if p.ackDue {
+				s.work.Broadcast()
+			}
+			s.mu.Unlock()
+		})
+	} else {
+		p.ackTimer.Reset(ackHold)
+	}
+}
+
 // collect appends to buf the frames path p sends next: control frames,
 // acknowledgements, and with data, up to about budget bytes of data
 // frames. goAway reports that a GoAway is among them (nothing may follow
@@ -255,7 +293,7 @@ func (s *Session) collect(p *path, buf []frame, budget int64, data bool) (_ []fr
 		return buf, true
 	}
 	if p.ackDue {
-		p.ackDue = false
+		p.ackDue, p.acksHeld = false, 0
 		for id, l := range p.lanes {
 			switch {
 			case l == nil || !l.ackDue:
