@@ -2,10 +2,13 @@ package worker
 
 import (
 	"bufio"
+	"math"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // memTotal returns the host's RAM in bytes, or 0 if unknown.
@@ -63,6 +66,26 @@ func cpuMHz() int {
 
 // loadAvg returns the one-minute load average.
 func loadAvg() float64 {
+	// The kernel updates the load average every 5 s; a second-old value
+	// spares a file read to each heartbeat of a process that runs many
+	// workers, or answers many servers.
+	now := time.Now().UnixNano()
+	if at := loadAt.Load(); at != 0 && now-at < int64(time.Second) {
+		return math.Float64frombits(loadBits.Load())
+	}
+	v := readLoadAvg()
+	loadBits.Store(math.Float64bits(v))
+	loadAt.Store(now)
+	return v
+}
+
+// The last load average read, and when (UnixNano).
+var (
+	loadBits atomic.Uint64
+	loadAt   atomic.Int64
+)
+
+func readLoadAvg() float64 {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return 0
