@@ -163,8 +163,9 @@ func getenv(name string) string { return strings.TrimSpace(os.Getenv(name)) }
 // is down after five probes' silence. A cluster of hundreds of workers
 // probes less often (1s): every session's paths are probed at both ends.
 func pathProbeFlag(fs *pflag.FlagSet) func(*transport.Config) *transport.Config {
-	d := fs.Duration("path-probe", 0, "how often each data-plane path is probed; a path is down after 5 probes without an answer "+
-		"(default 100ms; 1s for clusters of hundreds of workers, which then notice a dead path in 5s)")
+	d := fs.Duration("path-probe", 0, "how often each data-plane path is looked after (default 100ms): a path is down after 5 of these "+
+		"without a frame from the peer; a path sending data is probed each time, an idle one once it has heard nothing for 1.25 of them. "+
+		"1s suits clusters of hundreds of workers, which then notice a dead path in 5s")
 	return func(c *transport.Config) *transport.Config {
 		if *d > 0 {
 			c.HeartbeatInterval, c.PathTimeout = *d, 5**d

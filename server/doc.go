@@ -29,9 +29,13 @@
 // events from the streams and the API, and moves the bytes for it
 // (lifecycle.Hooks: units' data, results, the output).
 //
-// Workers send heartbeats; one silent past Config.WorkerTimeout, or whose
-// session ends, is dropped and its units run elsewhere. A worker whose
-// heartbeat is answered 404 registers again (under its old ID with PUT).
+// Heartbeats: the server asks each live worker for its heartbeat on the
+// data-plane session every interval (beatPeer, api.OpHeartbeat); a worker
+// so asked sends none over HTTP, and one that is not (an older worker, a
+// broken session) sends them itself. A worker silent past
+// Config.WorkerTimeout, or whose session ends, is dropped and its units
+// run elsewhere. A worker whose heartbeat is answered 404 registers again
+// (under its old ID with PUT).
 // Figures: workers announce changes with PUT; the server can ask for fresh
 // figures at any time with a figures request on the data plane (GET
 // /v1/workers/{id}?fresh=1; see api.OpFigures).

@@ -26,7 +26,13 @@
 // altered, replayed, reordered or cut on the way fail with ErrIntegrity,
 // and the channel is dropped like a failed path. Config.InsecurePlaintext
 // turns the records off, to measure what they cost. The receiver
-// acknowledges data frames per channel; when a
+// acknowledges data frames per channel: large ones at once, small ones
+// with the next frame it sends or within 2 ms (a small message is
+// usually answered at once, and the answer carries the acknowledgement).
+// A path is probed (a ping, whose echo gives its round trip) while it
+// has data awaiting acknowledgement, and otherwise only once it has
+// heard nothing for a quarter of Config.PathTimeout, so an idle session
+// costs a probe every few seconds. When a
 // path fails (reset, interface down, or silent past Config.PathTimeout)
 // the frames it had not had acknowledged are sent again on the others, and
 // the dialing side reconnects the path in the background. Duplicates are
