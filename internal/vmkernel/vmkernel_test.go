@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -122,9 +123,15 @@ func TestTimeoutKillsGuest(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), deadline)
 			defer cancel()
 			start := time.Now()
-			res, err := RunOn(ctx, b, Config{Load: []string{}}, "sh", "-c", "echo before; sleep 600; echo after")
+			// Output streams: "before" reaches it while the guest
+			// still runs, before the deadline kills it.
+			live := &liveWriter{ctx: ctx}
+			res, err := RunOn(ctx, b, Config{Load: []string{}, Output: live}, "sh", "-c", "echo before; sleep 600; echo after")
 			if !errors.Is(err, ErrTimeout) {
 				t.Fatalf("Run: %v, want ErrTimeout", err)
+			}
+			if got, beforeEnd := live.result(); got != "before\n" || !beforeEnd {
+				t.Errorf("Config.Output got %q, before the deadline: %v; want \"before\\n\" while the guest ran", got, beforeEnd)
 			}
 			if d := time.Since(start); d > deadline+5*time.Second {
 				t.Errorf("Run returned after %v, deadline %v", d, deadline)
@@ -327,4 +334,28 @@ func TestInitrd(t *testing.T) {
 // groupGone reports whether no process is left in process group pgid.
 func groupGone(pgid int) bool {
 	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+}
+
+// liveWriter records what Run's Config.Output received, and whether its
+// first byte came before ctx ended.
+type liveWriter struct {
+	ctx       context.Context
+	mu        sync.Mutex
+	b         strings.Builder
+	beforeEnd bool
+}
+
+func (l *liveWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() == 0 && len(p) > 0 {
+		l.beforeEnd = l.ctx.Err() == nil
+	}
+	return l.b.Write(p)
+}
+
+func (l *liveWriter) result() (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String(), l.beforeEnd
 }
