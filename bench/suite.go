@@ -390,7 +390,7 @@ func (s *Suite) sweep(ctx context.Context) error {
 const twoLinkEcho = "The links are half duplex (testbed.Network.HalfDuplex: one token bucket per host and network for both directions), so no ping-pong over one link measures above its rate. " +
 	"What a token bucket cannot emulate is a message's transmission time: a lone message passes its link at once and the link's next message pays for it. " +
 	"Over two links, a message and its echo sent whole on different networks each pay only their own link, so such a ping-pong can measure up to the two links' 200 Mbit/s where Fast Ethernet allows 100. " +
-	"braid sends messages below its striping threshold whole (1-4 KB here), so its figures and speed-ups at those sizes are partly this artifact; tbf and htb (the shapers this host's kernel has; no netem) only set rates, and only a delay per packet (netem's rate, or a relay) would remove it."
+	"braid sends a small message whole (it stripes a segment only where that delivers it sooner, from the paths' measured rates: the run's log gives the segments striped at each size), so its figures and speed-ups at the sizes it sends whole are partly this artifact; tbf and htb (the shapers this host's kernel has; no netem) only set rates, and only a delay per packet (netem's rate, or a relay) would remove it."
 
 // sweep003 holds the figures paper 003 gives for Enhanced MuniSocket over
 // two Fast Ethernet networks, by message size: TCP100's effective
