@@ -339,7 +339,8 @@ func (s *Suite) stripedK(ctx context.Context, name string, k int, rate int64) er
 
 func (s *Suite) sweep(ctx context.Context) error {
 	sec := s.section("Ping-pong on 2 x 100 Mbit/s: effective bandwidth (eq. 1)",
-		"Paper 003 (Enhanced MuniSocket over 2 x Fast Ethernet, Fig. 5 and Section 5) beside braid, where the paper gives a figure.")
+		"Paper 003 (Enhanced MuniSocket over 2 x Fast Ethernet, Fig. 5 and Section 5) beside braid, where the paper gives a figure.",
+		twoLinkEcho)
 	t := sec.table(text("size", "size"), integer("size_bytes", "bytes", "bytes"), numCol("tcp_mbps", "single TCP Mbit/s", "Mbit/s", "%.1f"),
 		numCol("braid_mbps", "braid 2 paths Mbit/s", "Mbit/s", "%.1f"), numCol("speedup", "speed-up", "x", "%.2fx"),
 		numCol("paper_tcp_mbps", "paper 003 TCP100 Mbit/s", "Mbit/s", "%.2f"), numCol("paper_enhanced_mbps", "paper 003 Enhanced Mbit/s", "Mbit/s", "%.2f"),
@@ -382,6 +383,14 @@ func (s *Suite) sweep(ctx context.Context) error {
 		return nil
 	})
 }
+
+// twoLinkEcho is the note beside every ping-pong over two half-duplex
+// links whose messages may travel whole: what the testbed's token buckets
+// cannot emulate.
+const twoLinkEcho = "The links are half duplex (testbed.Network.HalfDuplex: one token bucket per host and network for both directions), so no ping-pong over one link measures above its rate. " +
+	"What a token bucket cannot emulate is a message's transmission time: a lone message passes its link at once and the link's next message pays for it. " +
+	"Over two links, a message and its echo sent whole on different networks each pay only their own link, so such a ping-pong can measure up to the two links' 200 Mbit/s where Fast Ethernet allows 100. " +
+	"braid sends a small message whole (it stripes a segment only where that delivers it sooner, from the paths' measured rates: the run's log gives the segments striped at each size), so its figures and speed-ups at the sizes it sends whole are partly this artifact; tbf and htb (the shapers this host's kernel has; no netem) only set rates, and only a delay per packet (netem's rate, or a relay) would remove it."
 
 // sweep003 holds the figures paper 003 gives for Enhanced MuniSocket over
 // two Fast Ethernet networks, by message size: TCP100's effective

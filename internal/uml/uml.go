@@ -16,7 +16,7 @@
 //	  temp dir D: init.sh, modprobe ─► mount proc, sys, D (rw), /run (tmpfs)
 //	  linux.uml ... init=D/init.sh     modprobe -d D/modroot sctp hmac ...
 //	                                   /proc/sys/kernel/modprobe = D/modprobe
-//	                                   argv > D/out 2>&1; echo $? > D/rc
+//	  [Config.Output: Follow(D/out)]     argv > D/out 2>&1; echo $? > D/rc
 //	  reads D/out, D/rc  ◄──────────── poweroff
 //	  kills linux.uml's process group on ctx's end; removes D
 package uml
@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,6 +72,11 @@ type Config struct {
 	// Dir is the command's working directory, a host path (the guest sees
 	// the host's files). Empty means /.
 	Dir string
+	// Output, when not nil, receives the command's output as the guest
+	// writes it (within about 200 ms, see Follow), so that a run that is
+	// killed has shown what it printed; Result.Output holds it all the
+	// same. Nil means only Result.Output.
+	Output io.Writer
 }
 
 // Result is what the command left.
@@ -261,7 +267,12 @@ func Run(ctx context.Context, cfg Config, argv ...string) (*Result, error) {
 		return nil, fmt.Errorf("%w: start %s: %v", ErrUnavailable, c.Kernel, err)
 	}
 	pid := uml.Process.Pid
+	stop := func() {}
+	if c.Output != nil {
+		stop = Follow(filepath.Join(dir, "out"), c.Output)
+	}
 	werr, timedOut := WaitGroup(ctx, uml)
+	stop()
 	res := &Result{ExitCode: -1, Console: console.Bytes(), Elapsed: time.Since(start), PID: pid}
 	res.Output, _ = os.ReadFile(filepath.Join(dir, "out"))
 	if timedOut {

@@ -2,7 +2,14 @@ package uml
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/internal/testwait"
 )
 
 // The boot tests of this package (output, environment, working directory
@@ -38,4 +45,60 @@ func TestQuote(t *testing.T) {
 			t.Errorf("quote(%q) = %s, want %s", in, got, want)
 		}
 	}
+}
+
+// TestFollow: what is appended to the file reaches the writer while the
+// file is still being written (within a few polls), before stop; stop
+// copies the rest; a file that appears only later is followed too.
+func TestFollow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out")
+	var got syncBuffer
+	stop := Follow(path, &got)
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+		}
+	}()
+	time.Sleep(2 * followEvery) // the file does not exist yet
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("BenchmarkA 1 2 ns/op\n"); err != nil {
+		t.Fatal(err)
+	}
+	// Without streaming nothing arrives before stop.
+	testwait.For(t, "the first line, before stop", 20*followEvery, func() bool {
+		return got.String() == "BenchmarkA 1 2 ns/op\n"
+	})
+	big := strings.Repeat("x", 200<<10) + "\n" // more than one read
+	if _, err := f.WriteString(big + "last"); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	stopped = true
+	if want := "BenchmarkA 1 2 ns/op\n" + big + "last"; got.String() != want {
+		t.Errorf("after stop: %d bytes, want %d ending in \"last\"", len(got.String()), len(want))
+	}
+}
+
+// syncBuffer is a strings.Builder that Follow writes and the test reads
+// at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -535,7 +535,12 @@ func runQEMU(ctx context.Context, cfg Config, argv []string) (*Result, error) {
 		return nil, fmt.Errorf("%w: start %s: %v", ErrUnavailable, qemu, err)
 	}
 	pid := q.Process.Pid
+	stop := func() {}
+	if cfg.Output != nil {
+		stop = uml.Follow(filepath.Join(x, "out"), cfg.Output)
+	}
 	werr, timedOut := uml.WaitGroup(ctx, q)
+	stop()
 	serial, _ := os.ReadFile(filepath.Join(x, "serial"))
 	guestErr, _ := os.ReadFile(filepath.Join(x, "console"))
 	res := &Result{ExitCode: -1, Elapsed: time.Since(start), PID: pid, Backend: QEMU, Kernel: kver,

@@ -29,7 +29,7 @@
 //	  Choose: forced, or UML probe ──►   boots, runs `true`, powers off
 //	  temp dir D: the command script     modprobe cfg.Load (sctp, hmac)
 //	  boots the backend ─────────────►   cd cfg.Dir; env cfg.Env, BRAID_IN_VM=1
-//	                                     argv >> D/out 2>&1; echo $? > D/rc
+//	  [cfg.Output: uml.Follow(D/out)]    argv >> D/out 2>&1; echo $? > D/rc
 //	  reads D/out, D/rc  ◄────────────   poweroff
 //	  on ctx's end kills the backend's process group, by its PID
 //
@@ -43,6 +43,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -98,6 +99,11 @@ type Config struct {
 	Mem string
 	// CPUs is QEMU's virtual CPU count (UML has one). Zero means 2.
 	CPUs int
+	// Output, when not nil, receives the command's output as the guest
+	// writes it (within about 200 ms: uml.Follow), so that a run killed
+	// before the guest ends has shown what it printed; Result.Output
+	// holds it all the same. Nil means only Result.Output.
+	Output io.Writer
 }
 
 // Result is what the command left.
@@ -354,7 +360,7 @@ func runUML(ctx context.Context, cfg Config, argv []string) (*Result, error) {
 	if load == nil {
 		load = DefaultModules
 	}
-	res, err := uml.Run(ctx, uml.Config{Load: load, Env: env, Dir: cfg.Dir, Mem: cfg.Mem}, argv...)
+	res, err := uml.Run(ctx, uml.Config{Load: load, Env: env, Dir: cfg.Dir, Mem: cfg.Mem, Output: cfg.Output}, argv...)
 	var out *Result
 	if res != nil {
 		out = &Result{Output: res.Output, ExitCode: res.ExitCode, Console: res.Console, Elapsed: res.Elapsed, PID: res.PID, Backend: UML, Kernel: uml.Release()}

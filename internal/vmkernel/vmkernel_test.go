@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -327,4 +328,69 @@ func TestInitrd(t *testing.T) {
 // groupGone reports whether no process is left in process group pgid.
 func groupGone(pgid int) bool {
 	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+}
+
+// TestOutputStreams: Config.Output receives the command's output while
+// the guest runs. The command prints a line and then sleeps for longer
+// than the test's bound; the writer ends the run (cancels its context)
+// when the line arrives. Were the output copied only when the guest ends,
+// the line would come after the bound, from a guest killed by it.
+func TestOutputStreams(t *testing.T) {
+	for _, b := range backends {
+		t.Run(string(b), func(t *testing.T) {
+			require(t, b)
+			if b == QEMU {
+				if _, _, err := Setup(t.Context()); err != nil { // not part of the bound below
+					t.Fatal(err)
+				}
+			}
+			// A bound against a hang only: a loaded host boots QEMU's
+			// guest in up to a minute.
+			const bound = 3 * time.Minute
+			ctx, cancel := context.WithTimeoutCause(t.Context(), bound, errors.New("the bound passed"))
+			defer cancel()
+			live := &liveWriter{ctx: ctx, want: "ready\n", found: cancel}
+			res, err := RunOn(ctx, b, Config{Load: []string{}, Output: live}, "sh", "-c", "echo ready; sleep 600; echo after")
+			if !errors.Is(err, ErrTimeout) {
+				t.Fatalf("Run: %v, want ErrTimeout (the writer cancels on the line)", err)
+			}
+			got, beforeEnd := live.result()
+			if got != "ready\n" || !beforeEnd {
+				t.Fatalf("Config.Output got %q, while the guest ran: %v; want \"ready\\n\" while it ran (cause: %v)", got, beforeEnd, context.Cause(ctx))
+			}
+			if string(res.Output) != got {
+				t.Errorf("Result.Output %q, Config.Output %q: want the same", res.Output, got)
+			}
+		})
+	}
+}
+
+// liveWriter records what Run's Config.Output received, and whether its
+// first byte came before ctx ended; once it holds want, it calls found.
+type liveWriter struct {
+	ctx       context.Context
+	want      string
+	found     func()
+	mu        sync.Mutex
+	b         strings.Builder
+	beforeEnd bool
+}
+
+func (l *liveWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() == 0 && len(p) > 0 {
+		l.beforeEnd = l.ctx.Err() == nil
+	}
+	n, err := l.b.Write(p)
+	if l.b.String() == l.want {
+		l.found()
+	}
+	return n, err
+}
+
+func (l *liveWriter) result() (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String(), l.beforeEnd
 }

@@ -199,7 +199,7 @@ const vmBenchmarks = "^(BenchmarkKernelSCTPFailover|BenchmarkKernelSCTPHOL|Bench
 // inside a guest kernel (internal/vmkernel: User-Mode Linux where it
 // boots, which docs/sctp.md's figures came from, else QEMU; BRAID_VMKERNEL
 // forces one), and prints their result lines as the guest's test binaries
-// wrote them (benchstat reads them). BRAID_VM_BENCH replaces the -bench
+// write them, while the guest runs (benchstat reads them). BRAID_VM_BENCH replaces the -bench
 // pattern (vmBenchmarks; it applies to both packages, e.g.
 // '^BenchmarkKernelSCTPFailover$/link_down'), BRAID_VM_BENCHTIME the
 // guest's -benchtime (2x: two iterations of each); other BRAID_*
@@ -235,14 +235,17 @@ func BenchmarkKernelSCTPInVM(b *testing.B) {
 			continue // the guest ran every benchmark asked for once
 		}
 		ran = true
-		res, err := vmkernel.Run(ctx, vmkernel.Config{Dir: transportDir, Env: env},
+		// The guest's lines reach stdout as they are written: a run
+		// killed midway (go test's -timeout, ^C) has shown its finished
+		// benchmarks, and its progress can be watched.
+		fmt.Printf("# inside %s, started %s:\n", choice.Backend, time.Now().UTC().Format(time.DateTime))
+		res, err := vmkernel.Run(ctx, vmkernel.Config{Dir: transportDir, Env: env, Output: os.Stdout},
 			"sh", "-c", `uname -r; rc=0
 "$BIN/transport.test" -test.run '^$' -test.bench "$BENCH" -test.benchtime "$BENCHTIME" -test.timeout=50m || rc=1
 cd "$KSCTP" && "$BIN/ksctp.test" -test.run '^$' -test.bench "$BENCH" -test.benchtime "$BENCHTIME" -test.timeout=50m || rc=1
 exit $rc`)
 		if res != nil {
-			fmt.Printf("# inside %s %s (%v):\n", res.Backend, res.Kernel, res.Elapsed.Round(time.Second))
-			os.Stdout.Write(res.Output)
+			fmt.Printf("# inside %s %s: ended after %v\n", res.Backend, res.Kernel, res.Elapsed.Round(time.Second))
 		}
 		if err != nil {
 			b.Fatal(err)
