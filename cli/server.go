@@ -145,7 +145,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	db := fs.String("db", "", "metadata store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB (default: sqlite:DATA/jobs.db); see braid db --help")
 	blobs := fs.String("blobs", "", "where to keep the blobs: "+store.BlobSpecHelp+" (default: dir:DATA/blobs)")
 	blobCache := sizeFlag(fs, "blob-cache", "2G", 0, 0, "2G, or 0 for no cache", "bound of the read-through cache of an s3:// --blobs store, in DATA/blobcache (`size`; 0: no cache)")
-	heartbeat := fs.Duration("heartbeat", time.Second, "how often workers send a heartbeat (less often in a cluster larger than --max-heartbeats allows)")
+	heartbeat := fs.Duration("heartbeat", time.Second, "how often the server asks each worker for a heartbeat on its data-plane session, or a worker not asked sends one over HTTPS (less often in a cluster larger than --max-heartbeats allows)")
 	timeout := fs.Duration("worker-timeout", 0, "declare a worker dead after this long without heartbeat (default 5 heartbeats; grows with the heartbeat interval)")
 	maxBeats := fs.Int("max-heartbeats", 250, "heartbeats a `second` the server takes from all its workers together: with more workers than this times --heartbeat, "+
 		"each is asked to beat less often (1,000 workers: every 4s), and --worker-timeout grows in proportion")

@@ -27,11 +27,14 @@ func init() {
 const workerDescription = `
 Runs a braid worker. It listens on one data-plane address per network
 (--listen), registers with every --server (its addresses, cores, memory,
-free disk, CPU MHz, the threads it lends and its operations) and sends
-heartbeats. Each server dials a session to it over every address and opens
-one stream per lent thread; the worker runs the units that arrive, at most
---threads at once, and sends each result back on its unit's stream. The
-cluster key authenticates the servers before any unit is read.
+free disk, CPU MHz, the threads it lends and its operations). Each
+server dials a session to it over every address and opens one stream per
+lent thread; the worker runs the units that arrive, at most --threads at
+once, and sends each result back on its unit's stream. The cluster key
+authenticates the servers before any unit is read. Each server asks the
+worker for its heartbeat on that session; to a server that does not ask
+(an older one, or while the session is down) the worker sends its
+heartbeats over HTTPS.
 
 The worker runs until interrupted, then deregisters. It exits with an
 error if every server rejects it (for instance a different cluster key).
