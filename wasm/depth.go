@@ -60,8 +60,8 @@ const MaxFrame = 1 << 20
 // wazero grows a full stack to twice its length plus the new frame, so
 // the last stack is under 2 MaxStack + 3 MaxFrame, and the earlier,
 // shorter copies (not yet collected) add up to less again: 136 MiB in
-// all. Measured: 8-9 MB allocated by recursions holding many spilled
-// values, 43-58 MB by recursions of phis in loop nests and 20 MB by the
+// all. Measured: 9-10 MB allocated by recursions holding many spilled
+// values, 46-62 MB by recursions of phis in loop nests and 11 MB by the
 // smallest frames, each stopped at the limit; before the frame bound
 // some of these took 136-177 MB, to wazero's own stack overflow. A host
 // should leave it free for each run at once (worker.Config.MaxUnitMem's
