@@ -96,34 +96,6 @@ func TestRunCallDepth(t *testing.T) {
 	})
 }
 
-// spilled returns a module whose function 1 recurses depth deep (global 0
-// counts down) and, in each frame, runs regions regions that each hold
-// values values across a call of function 2 and then add them up. wazero
-// spills each held value to a slot of its own, so a frame takes some
-// 3.6 bytes per held value (7 KB for 50 regions of 40), though the
-// function never holds more than values at once.
-func spilled(depth int32, regions, values int) []byte {
-	start := append(wasmtest.I32(nil, depth), 0x24, 0, 0x10, 1) // global.set 0; call 1
-	f := []byte{0x23, 0}
-	f = wasmtest.I32(f, 1)
-	f = append(f, 0x6b, 0x24, 0, 0x23, 0, 0x04, 0x40) // i32.sub; global.set 0; global.get 0; if
-	for r := range regions {
-		for i := range values {
-			f = append(f, 0x23, 0) // global.get 0
-			f = wasmtest.I32(f, int32(i+r))
-			f = append(f, 0x6a) // i32.add
-		}
-		f = append(f, 0x10, 2) // call 2
-		for range values - 1 {
-			f = append(f, 0x6a)
-		}
-		f = append(f, 0x24, 1) // global.set 1
-	}
-	f = append(f, 0x10, 1, 0x0b)                    // call 1; end (of the if)
-	leaf := []byte{0x23, 1, 0x41, 1, 0x6a, 0x24, 1} // global 1 += 1
-	return wasmtest.Module{MemPages: 1, Globals: 2, Start: start, Funcs: [][]byte{f, leaf}}.Bytes()
-}
-
 // phis returns a module whose function 1 recurses depth deep and, in each
 // frame, nests loops loops and sets each of locals locals in the
 // innermost: wazero makes a phi for every local at every loop's head,
@@ -170,8 +142,8 @@ func TestRunSpilledFrames(t *testing.T) {
 		name string
 		code []byte
 	}{
-		{"50 regions of 40 values", spilled(1_000_000, 50, 40)},
-		{"200 regions of 40 values", spilled(1_000_000, 200, 40)},
+		{"50 regions of 40 values", wasmtest.Spilled(1_000_000, 50, 40)},
+		{"200 regions of 40 values", wasmtest.Spilled(1_000_000, 200, 40)},
 		{"200 locals in 100 loops", phis(1_000_000, 200, 100)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
