@@ -83,6 +83,7 @@ type sig struct {
 	results []byte // its result types, encoded
 	params  int
 	nres    int
+	vector  bool // a parameter or result is a v128
 }
 
 // parseTypes reads the type section.
@@ -101,12 +102,14 @@ func parseTypes(b []byte) ([]sig, error) {
 		np := r.u32()
 		for j := uint32(0); j < np && r.err == nil; j++ {
 			s.slots += valSlots(r.b)
+			s.vector = s.vector || valSlots(r.b) == 2
 			r.valType()
 		}
 		s.params = int(np)
 		start := r.b
 		nr := r.u32()
 		for j := uint32(0); j < nr && r.err == nil; j++ {
+			s.vector = s.vector || valSlots(r.b) == 2
 			r.valType()
 		}
 		s.results = start[:len(start)-len(r.b)]

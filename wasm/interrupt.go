@@ -165,6 +165,9 @@ func rewrite(code []byte) ([]byte, uint64, error) {
 			nTypes, err = vecLen(s.payload)
 			if err == nil {
 				rw.sigs, err = parseTypes(s.payload)
+				for _, sg := range rw.sigs {
+					rw.vectors = rw.vectors || sg.vector
+				}
 			}
 		case secImport:
 			nFuncImports, nGlobals, rw.importTypes, err = countImports(s.payload, nTypes)
@@ -286,6 +289,7 @@ type rewriter struct {
 	importTypes []uint32 // by imported function: its type
 	costAt      []int    // where the body being rewritten needs its frame's cost (costConst)
 	fr          frame    // of the body being rewritten (depth.go)
+	vectors     bool     // the module has v128 globals or function types
 
 	shape  fnShape // of the function being rewritten
 	weight uint64  // the sum of the squares of the functions' branch weights
@@ -422,6 +426,7 @@ func (rw *rewriter) globals(b []byte) ([]byte, error) {
 	out := binary.AppendUvarint(nil, uint64(n)+4)
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		start := r.b
+		rw.vectors = rw.vectors || valSlots(r.b) == 2
 		r.valType()
 		r.byte() // mutability
 		out = append(out, start[:len(start)-len(r.b)]...)
@@ -623,7 +628,7 @@ func (rw *rewriter) code(b []byte) ([]byte, error) {
 			return nil, fmt.Errorf("function %d: %d locals; at most %d are allowed", i, locals, MaxLocals)
 		}
 		body = append(body[:0], start[:len(start)-len(fr.b)]...)
-		rw.fr.reset(slots, slots > uint64(s.params)+locals)
+		rw.fr.reset(slots, rw.vectors || slots > uint64(s.params)+locals)
 		body = rw.countdown(body)
 		body = rw.enter(body, rw.blockTypes[rw.funcTypes[i]])
 		rw.shape = fnShape{}
@@ -668,6 +673,9 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 		switch {
 		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
 			oneResult := len(r.b) > 0 && r.b[0] != 0x40
+			if len(r.b) > 0 && r.b[0] == 0x7b {
+				rw.fr.vector = true
+			}
 			idx := r.blockType()
 			if idx >= 0 {
 				if err := rw.typeRef(uint32(idx)); err != nil {
@@ -761,6 +769,7 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 		case op == 0x1c: // select t*
 			n := r.u32()
 			for i := uint32(0); i < n && r.err == nil; i++ {
+				rw.fr.vector = rw.fr.vector || valSlots(r.b) == 2
 				r.valType()
 			}
 			rw.fr.def(1)
