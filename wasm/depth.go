@@ -209,6 +209,11 @@ func (rw *rewriter) leave(b []byte) []byte {
 // header. wazero's actual frames are smaller (it spills only values live
 // across a call or under register pressure) but can come near it: a
 // function that holds 40 values across each of 50 calls has a 7 KB frame.
+// Checked against wazero 1.12 on amd64 (the frame size its compiler
+// computes, printed by a patched copy): over every function of a C
+// program with its libc and of the hostile shapes in the tests, the
+// frame was at most 0.91 of the bound (phis: 0.47; libc's largest: 0.06).
+// A wazero upgrade should be checked again (docs/benchmarks.md says how).
 type frame struct {
 	slots   uint64 // parameters and locals, v128 counting 2
 	values  uint64 // results of instructions and blocks
