@@ -132,19 +132,29 @@ func TestModuleFailures(t *testing.T) {
 	in := c.put([]byte("input\n"))
 	cases := []struct {
 		name, src string
+		code      []byte // instead of src: a module assembled in Go
 		req       api.JobRequest
 		want      string
 	}{
-		{"fail", wasmtest.Fail, api.JobRequest{MaxTries: 2}, `exit code 3; stderr: "cannot parse record 7"`},
-		{"trap", wasmtest.Trap, api.JobRequest{MaxTries: 1}, "trap"},
-		{"loop", wasmtest.Loop, api.JobRequest{MaxTries: 1, UnitTimeout: "300ms"}, "timed out after 300ms"},
-		{"bomb", wasmtest.Bomb, api.JobRequest{MaxTries: 1, UnitMem: 16 << 20}, "memory limit of 16 MiB"},
-		{"flood", wasmtest.Flood, api.JobRequest{MaxTries: 1, UnitOutput: 1 << 20}, "more than 1 MiB to stdout"},
+		{"fail", wasmtest.Fail, nil, api.JobRequest{MaxTries: 2}, `exit code 3; stderr: "cannot parse record 7"`},
+		{"trap", wasmtest.Trap, nil, api.JobRequest{MaxTries: 1}, "trap"},
+		{"loop", wasmtest.Loop, nil, api.JobRequest{MaxTries: 1, UnitTimeout: "300ms"}, "timed out after 300ms"},
+		{"bomb", wasmtest.Bomb, nil, api.JobRequest{MaxTries: 1, UnitMem: 16 << 20}, "memory limit of 16 MiB"},
+		{"flood", wasmtest.Flood, nil, api.JobRequest{MaxTries: 1, UnitOutput: 1 << 20}, "more than 1 MiB to stdout"},
+		// Frames of 2,000 spilled values a million deep: 136 MB of call
+		// stack outside --unit-mem before the frame bound.
+		{"spilled", "", wasmtest.Spilled(1_000_000, 50, 40), api.JobRequest{MaxTries: 1, UnitMem: 64 << 10}, "trap: call stack limit of 32 MiB exceeded"},
 	}
 	c.addOp("cat", wasmtest.Cat, client.OpOptions{})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c.addOp(tc.name, tc.src, client.OpOptions{})
+			if tc.code != nil {
+				if _, err := c.c.AddOp(t.Context(), tc.name, bytes.NewReader(tc.code), client.OpOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				c.addOp(tc.name, tc.src, client.OpOptions{})
+			}
 			req := tc.req
 			req.Op, req.Input = tc.name, in
 			start := time.Now()

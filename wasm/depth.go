@@ -3,18 +3,20 @@ package wasm
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
+	"slices"
 )
 
 // wazero keeps a run's call stack on the Go heap and grows it by doubling
 // and copying, up to some 50 MB (100 MB at the last doubling, 150 MB while
 // it copies) before it traps with a stack overflow; that memory is outside
 // Limits.Memory. So Compile also rewrites every function to count the
-// call stack's depth in a global of its own ($depth, after the countdown's
-// three), in frames weighted by their size:
+// bytes of its call stack in a global of its own ($depth, after the
+// countdown's three), each call adding a bound of its frame (see frame):
 //
 //	(function entry, after the countdown)
-//	$depth += cost                ;; 1 + (params + locals) / 8, v128 counting 2
-//	if $depth > MaxCallDepth { call $tick(depthExceeded) }   ;; Go stops the run
+//	$depth += cost                ;; the frame's bound in bytes
+//	if $depth > MaxStack { call $tick(depthExceeded) }   ;; Go stops the run
 //	block (result the function's results)
 //	  body                        ;; return becomes br to this block
 //	end
@@ -27,41 +29,53 @@ import (
 // becomes a br to it, and a tail call (return_call) decrements first. A
 // trap ends the whole instance, whose counter goes with it.
 //
-// A frame costs wazero about 40 bytes plus 8 per local or parameter live
-// across a call (measured: 85 bytes allocated per frame of 1,000,000
-// without locals, 1,100 per frame with 100 live locals, doublings
-// included), so a cost unit is some 64 bytes, and MaxCallDepth units some
-// 4 MiB of stack: 12 MiB at most while wazero doubles and copies it.
-// The weight is an estimate from the wasm: a function whose compiled frame
-// holds many more temporaries than locals (wazero gives every spilled
-// value a slot of its own) can take more, up to wazero's own ceiling.
+// The bound is from the wasm and holds whatever the module does: wazero
+// gives every value its register allocator spills a slot of its own, so a
+// frame can hold every value the function defines, including the phis
+// where paths meet (frame counts them). So the stack wazero uses stays
+// under MaxStack, and what it allocates for it (doubling and copying)
+// under StackReserve. The bound is loose for large functions (the most
+// values a function defines, where wazero spills only those live across a
+// call or under register pressure), which lowers how deep they may
+// recurse: docs/security.md has the measured depths.
 
-// MaxCallDepth bounds the call stack of a run, in frames of a function
-// with up to 7 locals and parameters; a function with more counts one more
-// per 8 (see depth.go). A run that goes deeper fails with ReasonTrap and
-// "call depth limit of 65536 exceeded".
-const MaxCallDepth = 1 << 16
+// MaxStack bounds a run's call stack, in bytes of the frames' bounds (see
+// frame). A run whose calls would take more fails with ReasonTrap and
+// "call stack limit of 16 MiB exceeded".
+const MaxStack = 32 << 20
+
+// MaxFrame bounds one function's frame, as frame bounds it: Validate and
+// Compile refuse a function whose frame may be larger (ErrBadModule). It
+// bounds by how much a call can pass MaxStack before the check at its
+// entry stops it, and what compiling it costs: wazero takes about 2.5 s
+// and 190 MB to compile a function of 1 MiB of frame made of phis
+// (a loop nest that sets many locals). The largest frame of a Go program
+// (GOOS=wasip1) is some 120 KiB, of C's libc some 25 KiB.
+const MaxFrame = 1 << 20
 
 // StackReserve is the most memory a run's call stack can take whatever
-// the module does: wazero's own ceiling, its stack's last doubling past
-// 50 MB with the earlier, smaller copies not yet collected (measured:
-// 171-177 MB allocated by recursions that ended in wazero's stack
-// overflow). MaxCallDepth keeps recursion with the frames a module's code
-// shows to some 11 MB; wazero gives every value it spills a slot of its
-// own, so a function whose compiled frame spills far more values than
-// its code holds at once can still come near this (measured: 128 MB for
-// a recursion of 50 regions of 40 values each). A host should leave it
-// free for each run at once (worker.Config.MaxUnitMem's default does).
-const StackReserve = 192 << 20
+// the module does. Each frame is at most its bound, so the stack in use
+// stays under MaxStack, plus one frame (at most MaxFrame) that wazero
+// grows the stack for before the check at its entry stops the run.
+// wazero grows a full stack to twice its length plus the new frame, so
+// the last stack is under 2 MaxStack + 3 MaxFrame, and the earlier,
+// shorter copies (not yet collected) add up to less again: 136 MiB in
+// all. Measured: 9-10 MB allocated by recursions holding many spilled
+// values, 46-62 MB by recursions of phis in loop nests and 11 MB by the
+// smallest frames, each stopped at the limit; before the frame bound
+// some of these took 136-177 MB, to wazero's own stack overflow. A host
+// should leave it free for each run at once (worker.Config.MaxUnitMem's
+// default does).
+const StackReserve = 4*MaxStack + 8*MaxFrame
 
 // depthExceeded is what the rewritten code passes braid.tick when the
-// call depth passes MaxCallDepth: no bulk charge is that large (a charge
-// is under 2^47).
+// call stack passes MaxStack: no bulk charge is that large (a charge is
+// under 2^47).
 const depthExceeded = ^uint64(0)
 
-// ErrCallDepth is why a run that recursed past MaxCallDepth failed: the
+// ErrCallDepth is why a run whose call stack passed MaxStack failed: the
 // Detail of its RunError (ReasonTrap) says so.
-var ErrCallDepth = fmt.Errorf("wasm: call depth limit of %d exceeded (a frame with many locals or values counts as several): recurse less deep, or keep the state of a deep search in memory", MaxCallDepth)
+var ErrCallDepth = fmt.Errorf("wasm: call stack limit of %d MiB exceeded (calls too deep, or frames too large: a function's frame counts every value it defines): recurse less deep, or keep the state of a deep search in memory", MaxStack>>20)
 
 // sig is what the rewrite needs of a function type.
 type sig struct {
@@ -69,6 +83,7 @@ type sig struct {
 	results []byte // its result types, encoded
 	params  int
 	nres    int
+	vector  bool // a parameter or result is a v128
 }
 
 // parseTypes reads the type section.
@@ -87,12 +102,14 @@ func parseTypes(b []byte) ([]sig, error) {
 		np := r.u32()
 		for j := uint32(0); j < np && r.err == nil; j++ {
 			s.slots += valSlots(r.b)
+			s.vector = s.vector || valSlots(r.b) == 2
 			r.valType()
 		}
 		s.params = int(np)
 		start := r.b
 		nr := r.u32()
 		for j := uint32(0); j < nr && r.err == nil; j++ {
+			s.vector = s.vector || valSlots(r.b) == 2
 			r.valType()
 		}
 		s.results = start[:len(start)-len(r.b)]
@@ -141,18 +158,12 @@ func blockTypes(sigs []sig, first uint32) (bts [][]byte, added [][]byte) {
 	return bts, added
 }
 
-// frameCost is what a frame of a function with these parameter and local
-// slots, and at most this many values on its operand stack, counts toward
-// MaxCallDepth.
-func frameCost(slots uint64, values int) uint64 {
-	return 1 + (min(slots, 1<<20)+uint64(min(values, 1<<20)))/8
-}
-
 // enter is the code inserted at a function's entry, after the countdown:
-// it adds the frame's cost to $depth, stops the run past MaxCallDepth, and opens the
-// block of type bt that wraps the body.
+// it adds the frame's cost to $depth, stops the run past MaxStack, and
+// opens the block of type bt that wraps the body.
 func (rw *rewriter) enter(b []byte, bt []byte) []byte {
 	d := uint64(rw.budget + 3)
+	rw.fr.def(7)        // the values it defines
 	b = append(b, 0x23) // global.get $depth
 	b = binary.AppendUvarint(b, d)
 	b = rw.costConst(b)
@@ -160,8 +171,8 @@ func (rw *rewriter) enter(b []byte, bt []byte) []byte {
 	b = binary.AppendUvarint(b, d)
 	b = append(b, 0x23)
 	b = binary.AppendUvarint(b, d)
-	b = append(b, 0x41) // i32.const MaxCallDepth
-	b = appendSLEB(b, MaxCallDepth)
+	b = append(b, 0x41) // i32.const MaxStack
+	b = appendSLEB(b, MaxStack)
 	b = append(b, 0x4b, 0x04, 0x40) // i32.gt_u; if
 	b = append(b, 0x42)             // i64.const depthExceeded (-1)
 	b = appendSLEB(b, -1)
@@ -175,6 +186,7 @@ func (rw *rewriter) enter(b []byte, bt []byte) []byte {
 // the frame's cost back from $depth.
 func (rw *rewriter) leave(b []byte) []byte {
 	d := uint64(rw.budget + 3)
+	rw.fr.def(3)        // the values it defines
 	b = append(b, 0x23) // global.get $depth
 	b = binary.AppendUvarint(b, d)
 	b = rw.costConst(b)
@@ -182,64 +194,116 @@ func (rw *rewriter) leave(b []byte) []byte {
 	return binary.AppendUvarint(b, d)
 }
 
-// height follows the height of a function's operand stack as the rewrite
-// reads its instructions, to bound the values a frame may hold across a
-// call: wazero spills them into the frame, so they count toward its cost
-// like locals (measured: 1,000 values held across a recursive call took
-// 118 MB at 65,536 frames before they counted). It overestimates where it
-// is unsure (an instruction it does not know pops nothing), never under.
-type height struct {
-	h, max int
-	ctl    []ctlFrame
+// frame bounds, from a function's code, the bytes of stack wazero's
+// optimizing compiler gives a frame of it. The register allocator gives
+// every value it spills a slot of its own for the whole function (8 bytes,
+// 16 for a v128), so the frame can hold every SSA value of the function:
+// its parameters and locals, each instruction's results, and the block
+// parameters (phis) where paths meet, at the end of a block or if and at
+// a loop's head. A phi for a local is not trivial only where the local
+// was set inside that block, loop or if (every path into the merge starts
+// at its entry), so there are at most as many as, over the local.set and
+// local.tee, the blocks around them that had not seen that local set yet.
+// To these it adds the callee-saved registers the function may save, the
+// stack space of its calls' arguments and results, and the frame's
+// header. wazero's actual frames are smaller (it spills only values live
+// across a call or under register pressure) but can come near it: a
+// function that holds 40 values across each of 50 calls has a 7 KB frame.
+// Checked against wazero 1.12 on amd64 (the frame size its compiler
+// computes, printed by a patched copy): over every function of a C
+// program with its libc and of the hostile shapes in the tests, the
+// frame was at most 0.91 of the bound (phis: 0.47; libc's largest: 0.06).
+// A wazero upgrade should be checked again (docs/benchmarks.md says how).
+type frame struct {
+	slots   uint64 // parameters and locals, v128 counting 2
+	values  uint64 // results of instructions and blocks
+	phis    uint64 // block parameters for locals, at most
+	callMax uint64 // arguments and results of its largest call
+	vector  bool   // it has v128 values: a spill slot takes 16 bytes
+	clock   uint64 // counts instructions, never reset (lastSet and opens hold its times)
+	opens   []uint64
+	lastSet []uint64 // by local: the clock when it was last set
 }
 
-// ctlFrame is an open block, loop or if.
-type ctlFrame struct{ entry, results int }
+// reset starts a function with these parameter and local slots.
+func (f *frame) reset(slots uint64, vector bool) {
+	*f = frame{slots: slots, vector: vector, clock: f.clock, opens: f.opens[:0], lastSet: f.lastSet}
+}
 
-func (s *height) reset() { *s = height{ctl: s.ctl[:0]} }
+// def counts n values an instruction defines.
+func (f *frame) def(n int) { f.values += uint64(max(n, 0)) }
 
-// add changes the height by d.
-func (s *height) add(d int) {
-	s.h += d
-	floor := 0
-	if n := len(s.ctl); n > 0 {
-		floor = s.ctl[n-1].entry
+// vectorOp counts a SIMD instruction: one value, and 16-byte slots.
+func (f *frame) vectorOp() {
+	f.vector = true
+	f.def(1)
+}
+
+// open enters a block, loop or if whose type takes params and gives
+// results: its parameters and results are values of their own.
+func (f *frame) open(params, results int) {
+	f.def(params + results)
+	f.opens = append(f.opens, f.clock)
+}
+
+// end leaves the innermost block, loop or if.
+func (f *frame) end() {
+	if n := len(f.opens); n > 0 {
+		f.opens = f.opens[:n-1]
 	}
-	s.h = max(s.h, floor) // in unreachable code it may pop below
-	s.max = max(s.max, s.h)
 }
 
-// open enters a block whose type takes params and gives results.
-func (s *height) open(params, results int) {
-	s.ctl = append(s.ctl, ctlFrame{entry: max(s.h-params, 0), results: results})
+// call counts a call to a function with params parameters and results
+// results.
+func (f *frame) call(params, results int) {
+	f.def(results)
+	f.callMax = max(f.callMax, uint64(params+results))
 }
 
-// unreachable marks the rest of the block unreachable (after br, return,
-// unreachable): its height is that of its entry.
-func (s *height) unreachable() {
-	if n := len(s.ctl); n > 0 {
-		s.h = s.ctl[n-1].entry
-	} else {
-		s.h = 0
+// set counts local.set or local.tee of local i: one phi more in each open
+// block that has not seen i set since it opened. Those are the innermost
+// ones, opened after i was last set.
+func (f *frame) set(i uint32) {
+	if i >= MaxLocals+1<<16 { // beyond any valid index: wazero refuses the module
+		return
 	}
-}
-
-// elseOf starts the else branch of the innermost if.
-func (s *height) elseOf() { s.unreachable() }
-
-// end leaves the innermost block: its results are on the stack.
-func (s *height) end() {
-	if n := len(s.ctl); n > 0 {
-		f := s.ctl[n-1]
-		s.ctl = s.ctl[:n-1]
-		s.h = f.entry
-		s.add(f.results)
+	if int(i) >= len(f.lastSet) {
+		f.lastSet = append(f.lastSet, make([]uint64, int(i)+1-len(f.lastSet))...)
 	}
+	last := f.lastSet[i]
+	seen, _ := slices.BinarySearch(f.opens, last+1) // opened at or before last: saw it
+	f.phis += uint64(len(f.opens) - seen)
+	f.lastSet[i] = f.clock
 }
+
+// calleeSaved is how many callee-saved registers a frame may save, 16
+// bytes each: 13 on amd64, 23 on arm64 (wazero's ABIs).
+var calleeSaved = map[string]uint64{"amd64": 13}[runtime.GOARCH]
+
+// cost returns the frame's bound in bytes, what a call of the function
+// counts toward MaxStack.
+func (f *frame) cost() uint64 {
+	slot := uint64(8)
+	if f.vector {
+		slot = 16
+	}
+	values := min(f.values+f.phis, 1<<30)
+	saved := calleeSaved
+	if saved == 0 {
+		saved = 23
+	}
+	b := frameHeader + 16*min(saved, f.slots+values) + 8*min(f.slots, 1<<30) + slot*values + 16*min(f.callMax, 1<<20)
+	return b
+}
+
+// frameHeader is what every frame takes besides its values and saved
+// registers: the return address and frame pointer, the stack check's 16
+// bytes, and the 16 of its calls' area.
+const frameHeader = 64
 
 // blockArity returns the parameters and results of a block type read by
-// reader.blockType: idx >= 0 is a type index, else vt says whether a value
-// type (one result) or 0x40 (none) was read.
+// reader.blockType: idx >= 0 is a type index, else oneResult says whether
+// a value type (one result) or 0x40 (none) was read.
 func (rw *rewriter) blockArity(idx int64, oneResult bool) (params, results int) {
 	if idx >= 0 && idx < int64(len(rw.sigs)) {
 		s := rw.sigs[idx]
@@ -267,32 +331,6 @@ func (rw *rewriter) callArity(fn uint32) (params, results int) {
 		return 0, 0
 	}
 	return rw.sigs[ti].params, rw.sigs[ti].nres
-}
-
-// numericDelta is what a numeric instruction (0x45-0xc4) does to the
-// height: comparisons and binary operators pop two values and push one,
-// tests, unary operators and conversions pop one and push one.
-func numericDelta(op byte) int {
-	switch {
-	case op >= 0x46 && op <= 0x4f, op >= 0x51 && op <= 0x66,
-		op >= 0x6a && op <= 0x78, op >= 0x7c && op <= 0x8a,
-		op >= 0x92 && op <= 0x98, op >= 0xa0 && op <= 0xa6:
-		return -1
-	}
-	return 0
-}
-
-// fcDelta is what the 0xFC instruction sub does to the height.
-func fcDelta(sub uint32) int {
-	switch sub {
-	case 8, 10, 11, 12, 14, 17: // memory.init, memory.copy, memory.fill, table.init, table.copy, table.fill
-		return -3
-	case 15: // table.grow
-		return -1
-	case 16: // table.size
-		return 1
-	}
-	return 0 // truncations, data.drop, elem.drop
 }
 
 // costConst appends i32.const with room for the frame's cost, which is

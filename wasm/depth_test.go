@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"encoding/binary"
+	"errors"
 	"runtime"
 	"strings"
 	"testing"
@@ -48,9 +49,10 @@ func recursion(depth int32, locals uint32, values int) []byte {
 
 // TestRunCallDepth: recursion a million calls deep, with small frames,
 // with many locals and with many values held across the call, fails with
-// the call depth limit, and the run's call stack stays a few MB (without
-// the limit wazero grew it to 85-177 MB before its own stack overflow);
-// the engine runs on. A recursion within the limit succeeds.
+// the call stack limit, and the run's call stack stays well under
+// StackReserve (without the limit wazero grew it to 85-177 MB before its
+// own stack overflow); the engine runs on. A recursion within the limit
+// succeeds.
 func TestRunCallDepth(t *testing.T) {
 	e := newEngine(t, Config{})
 	for _, tc := range []struct {
@@ -72,13 +74,13 @@ func TestRunCallDepth(t *testing.T) {
 			_, err = m.Run(t.Context(), "deep", nil, nil, Limits{Memory: 64 << 10})
 			runtime.ReadMemStats(&after)
 			re := runError(t, err)
-			if re.Reason != ReasonTrap || !strings.HasPrefix(re.Error(), "deep: trap: call depth limit of 65536 exceeded") {
-				t.Fatalf("got %v, want the call depth limit", err)
+			if re.Reason != ReasonTrap || !strings.HasPrefix(re.Error(), "deep: trap: call stack limit of 32 MiB exceeded") {
+				t.Fatalf("got %v, want the call stack limit", err)
 			}
 			// Allocated by the whole process during the run: the stack's
 			// doublings, and whatever else runs meanwhile.
-			if got := after.TotalAlloc - before.TotalAlloc; got > 32<<20 {
-				t.Errorf("the run allocated %d MB; want the call stack bounded to a few MB", got>>20)
+			if got := after.TotalAlloc - before.TotalAlloc; got > StackReserve/2 {
+				t.Errorf("the run allocated %d MB; want the call stack bounded under %d MB", got>>20, StackReserve>>21)
 			}
 			checkCat(t, e)
 		})
@@ -94,10 +96,181 @@ func TestRunCallDepth(t *testing.T) {
 	})
 }
 
+// phis returns a module whose function 1 recurses depth deep and, in each
+// frame, nests loops loops and sets each of locals locals in the
+// innermost: wazero makes a phi for every local at every loop's head,
+// each spilled to a slot of its own (80 KB a frame for 200 locals in 100
+// loops, from 4 KB of code).
+func phis(depth int32, locals uint32, loops int) []byte {
+	start := append(wasmtest.I32(nil, depth), 0x24, 0, 0x10, 1)
+	f := []byte{0x23, 0}
+	f = wasmtest.I32(f, 1)
+	f = append(f, 0x6b, 0x24, 0, 0x23, 0, 0x04, 0x40)
+	for range loops {
+		f = append(f, 0x03, 0x40) // loop
+	}
+	for i := range locals {
+		f = append(f, 0x20) // local.get i; global.get 1; i32.add; local.set i
+		f = binary.AppendUvarint(f, uint64(i))
+		f = append(f, 0x23, 1, 0x6a, 0x21)
+		f = binary.AppendUvarint(f, uint64(i))
+	}
+	for range loops {
+		// global 1 += 1; br_if 0 while global 1 < 3; end
+		f = append(f, 0x23, 1, 0x41, 1, 0x6a, 0x24, 1, 0x23, 1)
+		f = wasmtest.I32(f, 3)
+		f = append(f, 0x48, 0x0d, 0, 0x0b)
+	}
+	for i := range locals {
+		f = append(f, 0x20) // local.get i; global.set 1
+		f = binary.AppendUvarint(f, uint64(i))
+		f = append(f, 0x24, 1)
+	}
+	f = append(f, 0x10, 1, 0x0b)
+	return wasmtest.Module{MemPages: 1, Globals: 2, Locals: locals, Start: start, Funcs: [][]byte{f}}.Bytes()
+}
+
+// TestRunSpilledFrames: recursion whose frames are large though the code
+// holds few values at once (many values spilled, one region at a time;
+// phis in a loop nest) stops at the call stack limit, with the stack
+// under StackReserve (before the frame bound, the spilled recursion took
+// 136 MB and the phis 176 MB, to wazero's own stack overflow, with the
+// weighted depth limit unmoved); the engine runs on.
+func TestRunSpilledFrames(t *testing.T) {
+	e := newEngine(t, Config{})
+	for _, tc := range []struct {
+		name string
+		code []byte
+	}{
+		{"50 regions of 40 values", wasmtest.Spilled(1_000_000, 50, 40)},
+		{"200 regions of 40 values", wasmtest.Spilled(1_000_000, 200, 40)},
+		{"200 locals in 100 loops", phis(1_000_000, 200, 100)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := e.Compile(t.Context(), tc.code)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err = m.Run(t.Context(), "spilled", nil, nil, Limits{Memory: 64 << 10})
+			runtime.ReadMemStats(&after)
+			re := runError(t, err)
+			if re.Reason != ReasonTrap || !strings.HasPrefix(re.Error(), "spilled: trap: call stack limit of 32 MiB exceeded") {
+				t.Fatalf("got %v, want the call stack limit", err)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > StackReserve {
+				t.Errorf("the run allocated %d MB; want at most StackReserve, %d MB", got>>20, StackReserve>>20)
+			}
+			checkCat(t, e)
+		})
+	}
+}
+
+// TestFrameLimit: a function whose frame may pass MaxFrame (phis of 1,000
+// locals in 500 loops: 2 MB a frame, and wazero took 21 s and 745 MB to
+// compile it) is refused before wazero compiles it, by Validate too.
+func TestFrameLimit(t *testing.T) {
+	code := phis(10, 1000, 500)
+	want := "function 1: its frame may take"
+	if err := Validate(t.Context(), code); !errors.Is(err, ErrBadModule) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Validate: got %v, want ErrBadModule with %q", err, want)
+	}
+	e := newEngine(t, Config{})
+	if _, err := e.Compile(t.Context(), code); !errors.Is(err, ErrBadModule) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Compile: got %v, want ErrBadModule with %q", err, want)
+	}
+	// Half as many locals is within the limit.
+	if _, err := e.Compile(t.Context(), phis(10, 500, 250)); err != nil {
+		t.Fatalf("500 locals in 250 loops: %v", err)
+	}
+}
+
+// recursiveC are C programs that recurse deep, as real ones do: the
+// depth they reach with the environment's N is the last number printed.
+const (
+	quicksortC = `#include <stdio.h>
+#include <stdlib.h>
+static int depth, maxDepth;
+static void qs(int *a, int lo, int hi) {
+	if (lo >= hi) return;
+	if (++depth > maxDepth) maxDepth = depth;
+	int p = a[hi], i = lo;
+	for (int j = lo; j < hi; j++) if (a[j] < p) { int t = a[i]; a[i] = a[j]; a[j] = t; i++; }
+	int t = a[i]; a[i] = a[hi]; a[hi] = t;
+	qs(a, lo, i - 1); qs(a, i + 1, hi);
+	depth--;
+}
+int main(void) {
+	int n = atoi(getenv("N"));
+	int *a = malloc(n * sizeof(int));
+	for (int i = 0; i < n; i++) a[i] = i; /* sorted: the worst case, n deep */
+	qs(a, 0, n - 1);
+	for (int i = 1; i < n; i++) if (a[i] < a[i-1]) return 1;
+	printf("%d\n", maxDepth);
+	return 0;
+}
+`
+	ackermannC = `#include <stdio.h>
+#include <stdlib.h>
+static int depth, maxDepth;
+static int ack(int m, int n) {
+	int r;
+	if (++depth > maxDepth) maxDepth = depth;
+	if (m == 0) r = n + 1;
+	else if (n == 0) r = ack(m - 1, 1);
+	else r = ack(m - 1, ack(m, n - 1));
+	depth--;
+	return r;
+}
+int main(void) {
+	int n = atoi(getenv("N"));
+	printf("%d %d\n", ack(2, n), maxDepth);
+	return 0;
+}
+`
+)
+
+// TestRunDeepRecursion: real programs recursing thousands of frames deep
+// run within the call stack limit (the deepest they went, found by
+// bisection: 23,168 for quicksort, 47,100 for ackermann; before the frame
+// bound, 21,760 and 32,500), and fail with it when far deeper.
+func TestRunDeepRecursion(t *testing.T) {
+	e := newEngine(t, Config{})
+	for _, tc := range []struct {
+		name, src string
+		n, deep   string
+		wantOut   string
+	}{
+		{"quicksort", quicksortC, "10000", "", "9999\n"}, // deeper takes n² time
+		{"ackermann", ackermannC, "8000", "1000000", "16003 16004\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := e.Compile(t.Context(), wasmtest.C(t, tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := m.Run(t.Context(), tc.name, nil, map[string]string{"N": tc.n}, Limits{})
+			if err != nil || string(out) != tc.wantOut {
+				t.Fatalf("N=%s: got %q, %v; want %q", tc.n, out, err, tc.wantOut)
+			}
+			if tc.deep == "" {
+				return
+			}
+			_, err = m.Run(t.Context(), tc.name, nil, map[string]string{"N": tc.deep}, Limits{})
+			if re := runError(t, err); re.Reason != ReasonTrap || !strings.Contains(re.Error(), "call stack limit") {
+				t.Fatalf("N=%s: got %v, want the call stack limit", tc.deep, err)
+			}
+		})
+	}
+}
+
 // TestCallDepthEveryExit: a function that leaves by each way out (its
 // end, return, br, br_if and br_table to its own label) gives its frame
 // back: called 200,000 times in a row, one deep each, it never reaches
-// the limit (a way out that missed the decrement would, after 65,536).
+// the limit (a way out that missed the decrement would, after some
+// 80,000: MaxStack over the frame bound of some 400 bytes).
 func TestCallDepthEveryExit(t *testing.T) {
 	e := newEngine(t, Config{})
 	// local 0 += 1; call 1; loop while local 0 < 200,000

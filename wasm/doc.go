@@ -55,11 +55,13 @@
 // small memory is reused, zeroed, by later runs. Tables are bounded to
 // MaxTableEntries each and their maxima count toward Limits.Memory at 16
 // bytes an entry. Apart from them, wazero grows a run's call stack on the
-// Go heap; the rewrite bounds its depth to MaxCallDepth frames, a frame
-// with many locals or operand values counting as several (depth.go), so
-// that it stays within some 4 MiB (measured: at most 11 MB allocated with
-// wazero's doublings), and
-// a run that goes deeper fails with "call depth limit of 65536 exceeded".
+// Go heap; the rewrite counts each call's frame by a bound of what wazero
+// may give it (every value the function defines, phis included: wazero
+// spills each to a slot of its own), so that the stack stays under
+// MaxStack (32 MiB) and what wazero allocates for it under StackReserve
+// (depth.go). A run whose stack would pass it fails with "call stack
+// limit of 32 MiB exceeded", and a function whose frame alone may pass
+// MaxFrame (1 MiB) is refused at Validate and Compile.
 //
 // Compile rewrites each module so that it stops itself: every loop
 // header and function entry counts down a counter, every bulk memory and

@@ -160,7 +160,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 // run, by panicking, once its ctx (which carries Limits.Timeout) ended or
 // the Engine is closed, when the bulk instruction it is about to run
 // (stack[0], its cost in countdown steps) could not end before the ctx's
-// deadline, and when the call stack passed MaxCallDepth (stack[0] is
+// deadline, and when the call stack passed MaxStack (stack[0] is
 // depthExceeded). ctx is the one Run passed to InstantiateModule.
 func (e *Engine) stopIfOver(ctx context.Context, _ api.Module, stack []uint64) {
 	if e.done.Load() {

@@ -165,6 +165,9 @@ func rewrite(code []byte) ([]byte, uint64, error) {
 			nTypes, err = vecLen(s.payload)
 			if err == nil {
 				rw.sigs, err = parseTypes(s.payload)
+				for _, sg := range rw.sigs {
+					rw.vectors = rw.vectors || sg.vector
+				}
 			}
 		case secImport:
 			nFuncImports, nGlobals, rw.importTypes, err = countImports(s.payload, nTypes)
@@ -285,7 +288,8 @@ type rewriter struct {
 	funcTypes   []uint32 // by defined function: its type
 	importTypes []uint32 // by imported function: its type
 	costAt      []int    // where the body being rewritten needs its frame's cost (costConst)
-	h           height   // of the body being rewritten
+	fr          frame    // of the body being rewritten (depth.go)
+	vectors     bool     // the module has v128 globals or function types
 
 	shape  fnShape // of the function being rewritten
 	weight uint64  // the sum of the squares of the functions' branch weights
@@ -324,6 +328,7 @@ func (rw *rewriter) fn(i uint32) uint32 {
 
 // countdown is the code inserted at each function entry and loop header.
 func (rw *rewriter) countdown(b []byte) []byte {
+	rw.fr.def(7)        // the values it defines
 	b = append(b, 0x23) // global.get
 	b = binary.AppendUvarint(b, uint64(rw.budget))
 	b = append(b, 0x45, 0x04, 0x40, 0x42, 0x00) // i32.eqz; if (no result); i64.const 0
@@ -368,6 +373,7 @@ func bulkCharge(sub uint32) (chargeRate, bool) {
 // of this file) and leaves the operand as it was.
 func (rw *rewriter) charge(b []byte, rate chargeRate) []byte {
 	n, c := uint64(rw.budget+1), uint64(rw.budget+2)
+	rw.fr.def(14)       // the values it defines
 	b = append(b, 0x24) // global.set $n
 	b = binary.AppendUvarint(b, n)
 	b = append(b, 0x23) // global.get $n
@@ -420,6 +426,7 @@ func (rw *rewriter) globals(b []byte) ([]byte, error) {
 	out := binary.AppendUvarint(nil, uint64(n)+4)
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		start := r.b
+		rw.vectors = rw.vectors || valSlots(r.b) == 2
 		r.valType()
 		r.byte() // mutability
 		out = append(out, start[:len(start)-len(r.b)]...)
@@ -621,9 +628,9 @@ func (rw *rewriter) code(b []byte) ([]byte, error) {
 			return nil, fmt.Errorf("function %d: %d locals; at most %d are allowed", i, locals, MaxLocals)
 		}
 		body = append(body[:0], start[:len(start)-len(fr.b)]...)
+		rw.fr.reset(slots, rw.vectors || slots > uint64(s.params)+locals)
 		body = rw.countdown(body)
 		body = rw.enter(body, rw.blockTypes[rw.funcTypes[i]])
-		rw.h.reset()
 		rw.shape = fnShape{}
 		var err error
 		if body, err = rw.instructions(&fr, body, true, false); err != nil {
@@ -632,7 +639,11 @@ func (rw *rewriter) code(b []byte) ([]byte, error) {
 		if fr.err == nil && len(fr.b) != 0 {
 			return nil, fmt.Errorf("function %d: %d bytes after its end", i, len(fr.b))
 		}
-		rw.setCost(body, frameCost(slots, rw.h.max))
+		cost := rw.fr.cost()
+		if cost > MaxFrame {
+			return nil, fmt.Errorf("function %d: its frame may take %d KiB of call stack (it defines %d values and up to %d phis, and wazero may keep each in a slot of its own); at most %d KiB are allowed: split it into smaller functions", i, cost>>10, rw.fr.values, rw.fr.phis, MaxFrame>>10)
+		}
+		rw.setCost(body, cost)
 		if err := rw.shape.check(&rw.weight); err != nil {
 			return nil, fmt.Errorf("function %d: %v", i, err)
 		}
@@ -644,10 +655,6 @@ func (rw *rewriter) code(b []byte) ([]byte, error) {
 	}
 	return out, r.end()
 }
-
-// varDelta is what local.get, local.set, local.tee, global.get,
-// global.set, table.get and table.set do to the operand stack's height.
-var varDelta = [7]int{1, -1, 0, 1, -1, 0, -2}
 
 var errBeyond2 = errors.New("uses an instruction beyond WebAssembly 2.0")
 
@@ -661,10 +668,14 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 	for r.err == nil {
 		start := r.b
 		op := r.byte()
+		rw.fr.clock++
 		copied := false // the instruction is appended already
 		switch {
 		case op == 0x02 || op == 0x03 || op == 0x04: // block, loop, if
 			oneResult := len(r.b) > 0 && r.b[0] != 0x40
+			if len(r.b) > 0 && r.b[0] == 0x7b {
+				rw.fr.vector = true
+			}
 			idx := r.blockType()
 			if idx >= 0 {
 				if err := rw.typeRef(uint32(idx)); err != nil {
@@ -673,10 +684,7 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 			}
 			depth++
 			if loops {
-				if op == 0x04 {
-					rw.h.add(-1) // the condition
-				}
-				rw.h.open(rw.blockArity(idx, oneResult))
+				rw.fr.open(rw.blockArity(idx, oneResult))
 				w := uint64(weightBlock)
 				if op == 0x03 {
 					w = weightLoop
@@ -699,20 +707,18 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 			}
 			depth--
 			if loops {
-				rw.h.end()
+				rw.fr.end()
 				rw.shape.depth--
 			}
 		case op == 0x10 || op == 0x12 || op == 0xd2: // call, return_call, ref.func
 			idx := r.u32()
 			if op != 0xd2 && loops {
-				p, res := rw.callArity(idx)
-				rw.h.add(res - p)
+				rw.fr.call(rw.callArity(idx))
 				if op == 0x12 {
 					out = rw.leave(out)
-					rw.h.unreachable()
 				}
 			} else if loops {
-				rw.h.add(1)
+				rw.fr.def(1)
 			}
 			out = append(out, op)
 			out = binary.AppendUvarint(out, uint64(rw.fn(idx)))
@@ -721,30 +727,18 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 			out = append(out, 0x0c)
 			out = binary.AppendUvarint(out, uint64(depth))
 			copied = true
-			rw.h.unreachable()
 		case op <= 0x01 || op == 0x0f || op == 0x1a || op == 0x1b || op == 0xd1:
 			// no immediate
-			if loops {
-				switch op {
-				case 0x00:
-					rw.h.unreachable()
-				case 0x1a:
-					rw.h.add(-1)
-				case 0x1b:
-					rw.h.add(-2)
-				}
+			if op == 0x1b || op == 0xd1 { // select, ref.is_null
+				rw.fr.def(1)
 			}
 		case op == 0x0c || op == 0x0d: // br, br_if
 			r.u32()
 			if op == 0x0d {
 				rw.shape.add(weightBlock)
-				rw.h.add(-1)
-			} else {
-				rw.h.unreachable()
 			}
 		case op == 0x05: // else
 			rw.shape.add(weightBlock)
-			rw.h.elseOf()
 		case op == 0x0e: // br_table
 			n := r.u32()
 			if r.err == nil && n > MaxBrTable {
@@ -754,7 +748,6 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 			for i := uint32(0); i <= n && r.err == nil; i++ {
 				r.u32()
 			}
-			rw.h.unreachable()
 		case op == 0x11 || op == 0x13: // call_indirect, return_call_indirect
 			ti := r.u32()
 			r.u32()
@@ -768,18 +761,18 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 				if int(ti) < len(rw.sigs) {
 					p, res = rw.sigs[ti].params, rw.sigs[ti].nres
 				}
-				rw.h.add(res - p - 1)
+				rw.fr.call(p, res)
 				if op == 0x13 {
 					out = rw.leave(out)
-					rw.h.unreachable()
 				}
 			}
 		case op == 0x1c: // select t*
 			n := r.u32()
 			for i := uint32(0); i < n && r.err == nil; i++ {
+				rw.fr.vector = rw.fr.vector || valSlots(r.b) == 2
 				r.valType()
 			}
-			rw.h.add(-2)
+			rw.fr.def(1)
 		case op == 0x23 || op == 0x24: // global.get, global.set
 			// The countdown global is not the module's: code that names
 			// it (an index past the module's own globals, which the
@@ -788,50 +781,56 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 				return nil, fmt.Errorf("refers to global %d; the module has %d", idx, rw.budget)
 			}
 			if op == 0x23 {
-				rw.h.add(1)
-			} else {
-				rw.h.add(-1)
+				rw.fr.def(1)
 			}
 		case op >= 0x20 && op <= 0x26: // locals, table.get/set
-			r.u32()
-			rw.h.add(varDelta[op-0x20])
+			idx := r.u32()
+			switch op {
+			case 0x21, 0x22: // local.set, local.tee
+				rw.fr.set(idx)
+			case 0x25: // table.get
+				rw.fr.def(1)
+			}
 		case op >= 0x28 && op <= 0x3e: // loads and stores
 			r.memarg()
-			if op >= 0x36 {
-				rw.h.add(-2)
+			if op < 0x36 { // a load
+				rw.fr.def(1)
 			}
 		case op == 0x3f: // memory.size
 			r.u32()
-			rw.h.add(1)
+			rw.fr.def(1)
 		case op == 0x40: // memory.grow
 			r.u32()
+			rw.fr.def(1)
 			if loops && r.err == nil {
 				out = rw.charge(out, chargePages)
 				rw.shape.add(weightBlock)
 			}
 		case op == 0x41:
 			r.uleb(35) // s32; the sign does not matter for skipping
-			rw.h.add(1)
+			rw.fr.def(1)
 		case op == 0x42:
 			r.uleb(70) // s64
-			rw.h.add(1)
+			rw.fr.def(1)
 		case op == 0x43:
 			r.bytes(4)
-			rw.h.add(1)
+			rw.fr.def(1)
 		case op == 0x44:
 			r.bytes(8)
-			rw.h.add(1)
+			rw.fr.def(1)
 		case op >= 0x45 && op <= 0xc4: // numeric, sign extension
-			rw.h.add(numericDelta(op))
+			rw.fr.def(1)
 		case op == 0xd0: // ref.null
 			r.valType()
-			rw.h.add(1)
+			rw.fr.def(1)
 		case op == 0xfc:
 			sub, err := r.prefixFC()
 			if err != nil {
 				return nil, err
 			}
-			rw.h.add(fcDelta(sub))
+			if sub <= 7 || sub == 15 || sub == 16 { // truncations, table.grow, table.size
+				rw.fr.def(1)
+			}
 			if rate, ok := bulkCharge(sub); ok && loops && r.err == nil {
 				out = rw.charge(out, rate)
 				rw.shape.add(weightBulk)
@@ -840,9 +839,7 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 			if err := r.prefixFD(); err != nil {
 				return nil, err
 			}
-			if len(start) > 1 && start[1] == 12 { // v128.const: the only one that pushes more than it pops
-				rw.h.add(1)
-			}
+			rw.fr.vectorOp()
 		default:
 			return nil, fmt.Errorf("%w (opcode 0x%02x)", errBeyond2, op)
 		}

@@ -176,8 +176,8 @@ func TestRunFails(t *testing.T) {
 			}
 		}},
 		{"stack overflow", "recurse", Limits{}, ReasonTrap, func(t *testing.T, re *RunError) {
-			if !strings.HasPrefix(re.Error(), "recurse: trap: call depth limit of 65536 exceeded") {
-				t.Errorf("Error() = %q, want the call depth limit", re.Error())
+			if !strings.HasPrefix(re.Error(), "recurse: trap: call stack limit of 32 MiB exceeded") {
+				t.Errorf("Error() = %q, want the call stack limit", re.Error())
 			}
 		}},
 		{"timeout", "loop", Limits{Timeout: 300 * time.Millisecond}, ReasonTimeout, func(t *testing.T, re *RunError) {

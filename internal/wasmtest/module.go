@@ -131,6 +131,34 @@ func TableGrow(t uint32) []byte {
 // RefNullFunc is ref.null func.
 var RefNullFunc = []byte{0xd0, 0x70}
 
+// Spilled returns a module whose function 1 recurses depth deep (global 0
+// counts down) and, in each frame, runs regions regions that each hold
+// values values across a call of function 2 and then add them up. wazero
+// spills each held value to a slot of its own, so a frame takes some
+// 3.6 bytes per held value (7 KB for 50 regions of 40), though the
+// function never holds more than values at once.
+func Spilled(depth int32, regions, values int) []byte {
+	start := append(I32(nil, depth), 0x24, 0, 0x10, 1) // global.set 0; call 1
+	f := []byte{0x23, 0}
+	f = I32(f, 1)
+	f = append(f, 0x6b, 0x24, 0, 0x23, 0, 0x04, 0x40) // i32.sub; global.set 0; global.get 0; if
+	for r := range regions {
+		for i := range values {
+			f = append(f, 0x23, 0) // global.get 0
+			f = I32(f, int32(i+r))
+			f = append(f, 0x6a) // i32.add
+		}
+		f = append(f, 0x10, 2) // call 2
+		for range values - 1 {
+			f = append(f, 0x6a)
+		}
+		f = append(f, 0x24, 1) // global.set 1
+	}
+	f = append(f, 0x10, 1, 0x0b)                    // call 1; end (of the if)
+	leaf := []byte{0x23, 1, 0x41, 1, 0x6a, 0x24, 1} // global 1 += 1
+	return Module{MemPages: 1, Globals: 2, Start: start, Funcs: [][]byte{f, leaf}}.Bytes()
+}
+
 // Repeat returns n copies of b.
 func Repeat(b []byte, n int) []byte {
 	out := make([]byte, 0, len(b)*n)
