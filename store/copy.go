@@ -85,6 +85,7 @@ var tables = []table{
 		cols(colText, "id", "hash", "name", "role"), cols(colInt, "created", "last_used", "revoked"), cols(colText, "grp"))},
 	{name: "timelines", key: "job", cols: concat(cols(colInt, "job"), cols(colBytes, "data"))},
 	{name: "dataset_members", key: "dataset, member", cols: cols(colText, "dataset", "member")},
+	{name: "dataset_backfill", key: "id", cols: cols(colText, "id")},
 }
 
 func (t table) colNames() string {

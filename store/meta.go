@@ -124,6 +124,14 @@ type Meta interface {
 	// RemoveDataset forgets the members of dataset, whose manifest was
 	// removed.
 	RemoveDataset(ctx context.Context, dataset string) error
+	// UnindexedDatasets returns up to limit blobs, after after in order,
+	// that may be datasets made before the index of members and were
+	// not indexed yet (datasets.go).
+	UnindexedDatasets(ctx context.Context, after string, limit int) ([]string, error)
+	// IndexDataset records, at once, that blob id lists members (none
+	// if it is no dataset, or its manifest is lost) and that
+	// UnindexedDatasets need not return it again.
+	IndexDataset(ctx context.Context, id string, members []string) error
 	// DueOutputs returns up to limit done jobs that finished before t
 	// and whose output is not expired yet, oldest first.
 	DueOutputs(ctx context.Context, t time.Time, limit int) ([]Job, error)

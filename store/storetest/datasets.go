@@ -134,3 +134,88 @@ func testDatasets(t *testing.T, h *harness) {
 		t.Errorf("DatasetMembers of 1000: %d members", len(got))
 	}
 }
+
+// Unindex takes the (closed) database at url back to the schema before
+// the backfill of datasets' members (store.UnindexedDatasets): as a
+// database holding datasets made before the index of members, which
+// have no rows in it, was left. Opening it migrates it again.
+func (b Backend) Unindex(t testing.TB, url string) {
+	t.Helper()
+	_, to, err := store.Migrate(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Exec(t, url, "DROP TABLE dataset_backfill")
+	b.SetVersion(t, url, to-1)
+}
+
+// testDatasetBackfill: a database migrated from before the index of
+// members lists the blobs that may be datasets (uploads, unexpired
+// outputs, inputs of unfinished jobs, but those indexed already) for
+// the server to index; indexing one records its members, so they are
+// kept, and drops it from the list, also across a reopen.
+func testDatasetBackfill(t *testing.T, h *harness) {
+	ctx := t.Context()
+	id := func(c string) string { return strings.Repeat(c, 64) }
+	up, out, in, expired, indexed, m1, m2 := id("a"), id("b"), id("c"), id("d"), id("e"), id("1"), id("2")
+	s := h.open(t)
+	for _, u := range []string{up, indexed} {
+		if err := s.AddUpload(ctx, u, "someone"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := func(output string) uint64 {
+		j := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "cat", Input: id("f")}, []store.Unit{{ID: 0, Blob: id("f"), Len: 1}}))
+		must[int](t)(s.StartUnit(ctx, j.ID, 0, "w"))
+		must[bool](t)(s.FinishUnit(ctx, j.ID, 0, "w", output, 1))
+		if err := s.FinishJob(ctx, j.ID, output); err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	}
+	done(out)
+	if err := s.ExpireOutput(ctx, done(expired)); err != nil {
+		t.Fatal(err)
+	}
+	must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "cat", Input: in}, []store.Unit{{ID: 0, Blob: in, Len: 1}}))
+	// indexed stands for a dataset made after the index began; the
+	// others for datasets made before.
+	if err := s.AddDataset(ctx, indexed, []string{m2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[[]string](t)(s.UnindexedDatasets(ctx, "", 10)); len(got) != 0 {
+		t.Errorf("UnindexedDatasets of a database made at this version = %.4q, want none", got)
+	}
+	s.Close()
+	h.b.Unindex(t, h.url)
+
+	s = h.open(t)
+	want := []string{up, out, in}
+	slices.Sort(want)
+	if got := must[[]string](t)(s.UnindexedDatasets(ctx, "", 10)); !slices.Equal(got, want) {
+		t.Errorf("UnindexedDatasets = %.4q, want %.4q (an upload, an output and an input, not the expired output or the indexed dataset)", got, want)
+	}
+	if got := must[[]string](t)(s.UnindexedDatasets(ctx, want[0], 1)); !slices.Equal(got, want[1:2]) {
+		t.Errorf("UnindexedDatasets after %.4s, 1 = %.4q, want %.4q", want[0], got, want[1:2])
+	}
+	if why := must[string](t)(s.BlobKept(ctx, m1, 0)); why != "" {
+		t.Fatalf("BlobKept(member) before its dataset is indexed = %q", why)
+	}
+	if err := s.IndexDataset(ctx, up, []string{m1, m2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.IndexDataset(ctx, in, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[[]string](t)(s.DatasetMembers(ctx, up)); !slices.Equal(got, []string{m1, m2}) {
+		t.Errorf("DatasetMembers of the indexed dataset = %.4q", got)
+	}
+	if why := must[string](t)(s.BlobKept(ctx, m1, 0)); why != "a member of a dataset" {
+		t.Errorf("BlobKept(member) after its dataset was indexed = %q", why)
+	}
+	s.Close()
+	s = h.open(t)
+	if got := must[[]string](t)(s.UnindexedDatasets(ctx, "", 10)); !slices.Equal(got, []string{out}) {
+		t.Errorf("UnindexedDatasets after a reopen = %.4q, want only the output left", got)
+	}
+}
