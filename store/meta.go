@@ -92,6 +92,9 @@ type Meta interface {
 	// RemoveUpload forgets owner's upload of blob id; other owners'
 	// uploads of the same blob stay.
 	RemoveUpload(ctx context.Context, id, owner string) error
+	// RemoveUploads forgets the uploads of ids by each of owners, in
+	// one transaction.
+	RemoveUploads(ctx context.Context, ids, owners []string) error
 	// Uploaders returns the owners that uploaded blob id, in order.
 	Uploaders(ctx context.Context, id string) ([]string, error)
 	// BlobVisible reports whether owner uploaded blob id or owns a job
@@ -110,6 +113,13 @@ type Meta interface {
 	// output of except's does not count), data of an unfinished job, or
 	// a listed operation's module.
 	BlobKept(ctx context.Context, id string, except uint64) (string, error)
+	// KeptBlobs is BlobKept for many blobs at once: it returns why each
+	// of ids that must be kept is, by ID; those nothing needs are absent.
+	KeptBlobs(ctx context.Context, ids []string, except uint64) (map[string]string, error)
+	// BusyBlobs returns, by ID, why each of ids that an unfinished job
+	// uses (its input, a unit's data or result, its module) is used; the
+	// others are absent.
+	BusyBlobs(ctx context.Context, ids []string) (map[string]string, error)
 	// AddDataset records that dataset (a manifest blob) lists members
 	// (blob IDs), so that each is kept while the dataset lives: while it
 	// is an upload, the unexpired output of a job, or the input of an

@@ -219,3 +219,78 @@ func testDatasetBackfill(t *testing.T, h *harness) {
 		t.Errorf("UnindexedDatasets after a reopen = %.4q, want only the output left", got)
 	}
 }
+
+// testKeptBlobs: KeptBlobs answers for many blobs at once (more than
+// one query's worth) what BlobKept answers for each, BusyBlobs names
+// those an unfinished job uses, and RemoveUploads forgets the uploads of
+// many blobs by the owners given, and no other's.
+func testKeptBlobs(t *testing.T, h *harness) {
+	ctx := t.Context()
+	s := h.open(t)
+	id := func(i int) string { return fmt.Sprintf("%064x", i) }
+	ids := make([]string, 1200)
+	for i := range ids {
+		ids[i] = id(i)
+	}
+	for i := range 200 {
+		owner := "a"
+		if i >= 100 {
+			owner = "b"
+		}
+		if err := s.AddUpload(ctx, ids[i], owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "cat", Input: ids[200], Spec: store.JobSpec{Module: ids[202]}},
+		[]store.Unit{{ID: 0, Blob: ids[201], Len: 1}}))
+	j := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "cat", Input: id(5000)}, []store.Unit{{ID: 0, Blob: id(5000), Len: 1}}))
+	must[int](t)(s.StartUnit(ctx, j.ID, 0, "w"))
+	must[bool](t)(s.FinishUnit(ctx, j.ID, 0, "w", ids[203], 1))
+	if err := s.FinishJob(ctx, j.ID, ids[203]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddDataset(ctx, id(5001), []string{ids[204], ids[1100]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddUpload(ctx, id(5001), "a"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, want map[int]string) {
+		t.Helper()
+		kept := must[map[string]string](t)(s.KeptBlobs(ctx, ids, 0))
+		for i, b := range ids {
+			if kept[b] != want[i] {
+				t.Errorf("%s: KeptBlobs[%d] = %q, want %q", when, i, kept[b], want[i])
+			}
+		}
+		for _, i := range []int{0, 99, 100, 199, 200, 201, 202, 203, 204, 205, 1100, 1199} {
+			if why := must[string](t)(s.BlobKept(ctx, ids[i], 0)); why != want[i] {
+				t.Errorf("%s: BlobKept(%d) = %q, want %q", when, i, why, want[i])
+			}
+		}
+		if len(kept) != len(want) {
+			t.Errorf("%s: KeptBlobs holds %d blobs, want %d", when, len(kept), len(want))
+		}
+	}
+	want := map[int]string{200: "the input of an unfinished job", 201: "data of an unfinished job",
+		202: "the module of an unfinished job", 203: "the output of another job",
+		204: "a member of a dataset", 1100: "a member of a dataset"}
+	for i := range 200 {
+		want[i] = "an upload"
+	}
+	check("before RemoveUploads", want)
+	busy := must[map[string]string](t)(s.BusyBlobs(ctx, ids))
+	if len(busy) != 3 || busy[ids[200]] != want[200] || busy[ids[201]] != want[201] || busy[ids[202]] != want[202] {
+		t.Errorf("BusyBlobs = %v, want the input, data and module of the unfinished job", busy)
+	}
+	if err := s.RemoveUploads(ctx, ids[:150], []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		delete(want, i)
+	}
+	check("after RemoveUploads of a's", want)
+	if got := must[[]string](t)(s.Uploaders(ctx, ids[120])); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("Uploaders of b's upload after RemoveUploads of a's = %q", got)
+	}
+}
