@@ -73,9 +73,13 @@ func keptOutputsArgs(blob string) []any {
 }
 
 // backfillMigration lists the blobs that may be datasets made before
-// the index, with the dialect's table suffix.
-func backfillMigration(tableSuffix string) string {
+// the index, with the dialect's table suffix, and tells uploads made on
+// their own from those made as members of a dataset (AddMemberUpload),
+// with its integer type: rows from before count as members' (alone 0),
+// which a dataset's deletion removes, as before.
+func backfillMigration(tableSuffix, intType string) string {
 	return `
+ALTER TABLE uploads ADD COLUMN alone ` + intType + ` NOT NULL DEFAULT 0;
 CREATE TABLE dataset_backfill (id TEXT PRIMARY KEY)` + tableSuffix + `;
 INSERT INTO dataset_backfill (id)
 	SELECT id FROM uploads

@@ -86,15 +86,24 @@ type Meta interface {
 	// time than the last use changes nothing.
 	TouchToken(ctx context.Context, id string, at time.Time) error
 
-	// AddUpload records that owner uploaded blob id, so it is kept
-	// until the owner deletes it. Adding it twice is no error.
+	// AddUpload records that owner uploaded blob id on its own, so it
+	// is kept until the owner deletes it, also when a dataset listing
+	// it is deleted. Adding it twice is no error; an upload made as a
+	// member (AddMemberUpload) becomes one made on its own.
 	AddUpload(ctx context.Context, id, owner string) error
+	// AddMemberUpload records that owner uploaded blob id as a member of
+	// a dataset it is about to make: kept until the owner deletes it or
+	// a dataset that lists it (RemoveMemberUploads). An upload made on
+	// its own stays one. Uploads recorded before the two were told apart
+	// (schema 9 on SQLite, 4 on PostgreSQL) count as members'.
+	AddMemberUpload(ctx context.Context, id, owner string) error
 	// RemoveUpload forgets owner's upload of blob id; other owners'
 	// uploads of the same blob stay.
 	RemoveUpload(ctx context.Context, id, owner string) error
-	// RemoveUploads forgets the uploads of ids by each of owners, in
-	// one transaction.
-	RemoveUploads(ctx context.Context, ids, owners []string) error
+	// RemoveMemberUploads forgets the uploads of ids by each of owners
+	// that were made as members of a dataset (AddMemberUpload), in one
+	// transaction; those made on their own stay.
+	RemoveMemberUploads(ctx context.Context, ids, owners []string) error
 	// Uploaders returns the owners that uploaded blob id, in order.
 	Uploaders(ctx context.Context, id string) ([]string, error)
 	// BlobVisible reports whether owner uploaded blob id or owns a job

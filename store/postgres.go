@@ -37,8 +37,9 @@ ALTER TABLE uploads ADD PRIMARY KEY (id, owner);
 `,
 	// 4: the members of datasets, as SQLite's version 9.
 	datasetMigration(""),
-	// 5: the datasets to index, as SQLite's version 10.
-	backfillMigration(""),
+	// 5: the datasets to index and the uploads made on their own, as
+	// SQLite's version 10.
+	backfillMigration("", "BIGINT"),
 }
 
 // pgSchema has the tables and columns of the SQLite schema, so that

@@ -305,9 +305,15 @@ func (p *Postgres) Pipeline(ctx context.Context, id uint64) (Pipeline, error) {
 
 // AddUpload implements Meta.
 func (p *Postgres) AddUpload(ctx context.Context, id, owner string) error {
-	_, err := p.pool.Exec(ctx, "INSERT INTO uploads (id, owner, added) VALUES ($1, $2, $3) ON CONFLICT (id, owner) DO NOTHING",
-		id, owner, nanos(p.now()))
-	if err != nil {
+	if _, err := p.pool.Exec(ctx, pg(addUploadQuery), id, owner, nanos(p.now())); err != nil {
+		return fmt.Errorf("store: add upload %s: %w", id, p.wrap(err))
+	}
+	return nil
+}
+
+// AddMemberUpload implements Meta.
+func (p *Postgres) AddMemberUpload(ctx context.Context, id, owner string) error {
+	if _, err := p.pool.Exec(ctx, pg(addMemberUploadQuery), id, owner, nanos(p.now())); err != nil {
 		return fmt.Errorf("store: add upload %s: %w", id, p.wrap(err))
 	}
 	return nil
@@ -358,9 +364,9 @@ func (p *Postgres) keptBy(ctx context.Context, ids []string, checks []keptCheck)
 	return kept, nil
 }
 
-// RemoveUploads implements Meta.
-func (p *Postgres) RemoveUploads(ctx context.Context, ids, owners []string) error {
-	if _, err := p.pool.Exec(ctx, "DELETE FROM uploads WHERE id = ANY($1) AND owner = ANY($2)", ids, owners); err != nil {
+// RemoveMemberUploads implements Meta.
+func (p *Postgres) RemoveMemberUploads(ctx context.Context, ids, owners []string) error {
+	if _, err := p.pool.Exec(ctx, "DELETE FROM uploads WHERE alone = 0 AND id = ANY($1) AND owner = ANY($2)", ids, owners); err != nil {
 		return fmt.Errorf("store: remove %d uploads: %w", len(ids), p.wrap(err))
 	}
 	return nil

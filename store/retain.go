@@ -15,11 +15,25 @@ import (
 // A job's other blobs (unit results, tile data) are intermediate: they
 // may go when the job ends.
 
-// AddUpload records that owner uploaded blob id, so it is kept until
-// the owner deletes it.
+// addUploadQueries are AddUpload's and AddMemberUpload's: the first
+// makes an upload alone, the second leaves an upload as it was.
+const (
+	addUploadQuery       = "INSERT INTO uploads (id, owner, added, alone) VALUES (?, ?, ?, 1) ON CONFLICT (id, owner) DO UPDATE SET alone = 1"
+	addMemberUploadQuery = "INSERT INTO uploads (id, owner, added, alone) VALUES (?, ?, ?, 0) ON CONFLICT (id, owner) DO NOTHING"
+)
+
+// AddUpload records that owner uploaded blob id on its own, so it is
+// kept until the owner deletes it.
 func (s *SQLite) AddUpload(ctx context.Context, id, owner string) error {
-	_, err := s.db.ExecContext(ctx, "INSERT OR IGNORE INTO uploads (id, owner, added) VALUES (?, ?, ?)", id, owner, nanos(s.now()))
-	if err != nil {
+	if _, err := s.db.ExecContext(ctx, addUploadQuery, id, owner, nanos(s.now())); err != nil {
+		return fmt.Errorf("store: add upload %s: %w", id, wrapDB(err))
+	}
+	return nil
+}
+
+// AddMemberUpload implements Meta.
+func (s *SQLite) AddMemberUpload(ctx context.Context, id, owner string) error {
+	if _, err := s.db.ExecContext(ctx, addMemberUploadQuery, id, owner, nanos(s.now())); err != nil {
 		return fmt.Errorf("store: add upload %s: %w", id, wrapDB(err))
 	}
 	return nil
@@ -120,8 +134,8 @@ func busyChecks() []keptCheck {
 	}
 }
 
-// RemoveUploads implements Meta.
-func (s *SQLite) RemoveUploads(ctx context.Context, ids, owners []string) error {
+// RemoveMemberUploads implements Meta.
+func (s *SQLite) RemoveMemberUploads(ctx context.Context, ids, owners []string) error {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		for _, o := range owners {
 			for rest := ids; len(rest) > 0; {
@@ -132,7 +146,7 @@ func (s *SQLite) RemoveUploads(ctx context.Context, ids, owners []string) error 
 				for _, id := range batch {
 					args = append(args, id)
 				}
-				q := "DELETE FROM uploads WHERE owner = ? AND id IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(batch)), ", ") + ")"
+				q := "DELETE FROM uploads WHERE alone = 0 AND owner = ? AND id IN (" + strings.TrimSuffix(strings.Repeat("?, ", len(batch)), ", ") + ")"
 				if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 					return err
 				}

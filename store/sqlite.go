@@ -113,9 +113,10 @@ ALTER TABLE uploads_owned RENAME TO uploads;
 	// are merged before it.
 	datasetMigration(" WITHOUT ROWID"),
 	// 10: the blobs that may be datasets made before version 9, whose
-	// members the server indexes (datasets.go). Self-contained: it only
-	// adds its own table.
-	backfillMigration(" WITHOUT ROWID"),
+	// members the server indexes, and which uploads were made on their
+	// own rather than as a dataset's members (datasets.go).
+	// Self-contained: it adds its own table and one column.
+	backfillMigration(" WITHOUT ROWID", "INTEGER"),
 }
 
 const schema = `

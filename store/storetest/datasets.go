@@ -136,9 +136,10 @@ func testDatasets(t *testing.T, h *harness) {
 }
 
 // Unindex takes the (closed) database at url back to the schema before
-// the backfill of datasets' members (store.UnindexedDatasets): as a
-// database holding datasets made before the index of members, which
-// have no rows in it, was left. Opening it migrates it again.
+// the backfill of datasets' members (store.UnindexedDatasets) and
+// uploads made on their own (store.Meta.AddMemberUpload): as a database
+// holding datasets made before the index of members, which have no rows
+// in it, was left. Opening it migrates it again.
 func (b Backend) Unindex(t testing.TB, url string) {
 	t.Helper()
 	_, to, err := store.Migrate(t.Context(), url)
@@ -146,6 +147,7 @@ func (b Backend) Unindex(t testing.TB, url string) {
 		t.Fatal(err)
 	}
 	b.Exec(t, url, "DROP TABLE dataset_backfill")
+	b.Exec(t, url, "ALTER TABLE uploads DROP COLUMN alone")
 	b.SetVersion(t, url, to-1)
 }
 
@@ -218,12 +220,20 @@ func testDatasetBackfill(t *testing.T, h *harness) {
 	if got := must[[]string](t)(s.UnindexedDatasets(ctx, "", 10)); !slices.Equal(got, []string{out}) {
 		t.Errorf("UnindexedDatasets after a reopen = %.4q, want only the output left", got)
 	}
+	// An upload from before counts as a member's.
+	if err := s.RemoveMemberUploads(ctx, []string{indexed}, []string{"someone"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[[]string](t)(s.Uploaders(ctx, indexed)); len(got) != 0 {
+		t.Errorf("Uploaders of an upload from before the migration after RemoveMemberUploads = %q, want none", got)
+	}
 }
 
 // testKeptBlobs: KeptBlobs answers for many blobs at once (more than
 // one query's worth) what BlobKept answers for each, BusyBlobs names
-// those an unfinished job uses, and RemoveUploads forgets the uploads of
-// many blobs by the owners given, and no other's.
+// those an unfinished job uses, and RemoveMemberUploads forgets the
+// uploads of many blobs made as members by the owners given, and no
+// other's: not those made on their own, before or after.
 func testKeptBlobs(t *testing.T, h *harness) {
 	ctx := t.Context()
 	s := h.open(t)
@@ -237,8 +247,18 @@ func testKeptBlobs(t *testing.T, h *harness) {
 		if i >= 100 {
 			owner = "b"
 		}
-		if err := s.AddUpload(ctx, ids[i], owner); err != nil {
+		if i >= 60 && i < 70 { // on its own first
+			if err := s.AddUpload(ctx, ids[i], owner); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.AddMemberUpload(ctx, ids[i], owner); err != nil {
 			t.Fatal(err)
+		}
+		if i >= 50 && i < 60 { // on its own after
+			if err := s.AddUpload(ctx, ids[i], owner); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "cat", Input: ids[200], Spec: store.JobSpec{Module: ids[202]}},
@@ -283,14 +303,19 @@ func testKeptBlobs(t *testing.T, h *harness) {
 	if len(busy) != 3 || busy[ids[200]] != want[200] || busy[ids[201]] != want[201] || busy[ids[202]] != want[202] {
 		t.Errorf("BusyBlobs = %v, want the input, data and module of the unfinished job", busy)
 	}
-	if err := s.RemoveUploads(ctx, ids[:150], []string{"a"}); err != nil {
+	if err := s.RemoveMemberUploads(ctx, ids[:150], []string{"a"}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 100 {
-		delete(want, i)
+		if i < 50 || i >= 70 {
+			delete(want, i)
+		}
 	}
-	check("after RemoveUploads of a's", want)
+	check("after RemoveMemberUploads of a's", want)
 	if got := must[[]string](t)(s.Uploaders(ctx, ids[120])); !slices.Equal(got, []string{"b"}) {
-		t.Errorf("Uploaders of b's upload after RemoveUploads of a's = %q", got)
+		t.Errorf("Uploaders of b's upload after RemoveMemberUploads of a's = %q", got)
+	}
+	if got := must[[]string](t)(s.Uploaders(ctx, ids[55])); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("Uploaders of a's upload on its own after RemoveMemberUploads = %q", got)
 	}
 }
