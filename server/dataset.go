@@ -79,10 +79,12 @@ func (s *Server) membersOf(ctx context.Context, id string) (members []string, is
 }
 
 // deleteDatasetMembers deletes the members of dataset, deleted, or whose
-// upload by owners was: each member's uploads by owners go, then each
-// member that nothing else needs (another owner's upload, another
-// dataset, a kept output, an operation: store.Meta.KeptBlobs). A member
-// that an unfinished job uses keeps its uploads and stays as it was.
+// upload by owners was: each member's uploads by owners as a member
+// (api.QueryMember; store.Meta.AddMemberUpload) go, then each member
+// that nothing else needs (an upload on its own, by these owners too,
+// another owner's upload, another dataset, a kept output, an operation:
+// store.Meta.KeptBlobs). A member that an unfinished job uses keeps its
+// uploads and stays as it was.
 // The store is asked about all the members at once (store.Meta.BusyBlobs,
 // RemoveUploads), then dropBlobs removes them dropBatch at a time. The
 // work goes on if the client goes away.
@@ -99,7 +101,7 @@ func (s *Server) deleteDatasetMembers(dataset string, members, owners []string) 
 			drop = append(drop, m)
 		}
 	}
-	if err := s.db.RemoveUploads(ctx, drop, owners); err != nil {
+	if err := s.db.RemoveMemberUploads(ctx, drop, owners); err != nil {
 		return fmt.Errorf("dataset %s is deleted, but deleting the uploads of its members failed: %w; delete the members left one by one", dataset, err)
 	}
 	n, bytes := s.dropBlobs(ctx, 0, drop, nil, nil)

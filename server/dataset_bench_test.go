@@ -74,8 +74,8 @@ func BenchmarkDatasetVsBlob(b *testing.B) {
 	b.ReportMetric(jobs[1].took.Seconds()/jobs[0].took.Seconds(), "dataset/blob")
 }
 
-// BenchmarkDatasetDelete deletes a dataset of 10,000 members, each an
-// upload of its own of a few bytes, on SQLite and the local blob store:
+// BenchmarkDatasetDelete deletes a dataset of 10,000 members, each
+// uploaded as a member (client.PutMember) of a few bytes, on SQLite and the local blob store:
 // each iteration uploads the members and makes the dataset (not timed),
 // then deletes the dataset (timed), which deletes every member, and
 // checks that one is gone. It reports the time per member deleted too.
@@ -95,8 +95,8 @@ func BenchmarkDatasetDelete(b *testing.B) {
 			wg.Go(func() {
 				for i := range next {
 					data := fmt.Appendf(nil, "member %d of round %d\n", i, round)
-					id, err := c.c.Put(ctx, bytes.NewReader(data))
-					list[i], errs[i] = api.DatasetMember{Name: fmt.Sprintf("m%05d", i), Size: int64(len(data)), Blob: id}, err
+					info, err := c.c.PutMember(ctx, bytes.NewReader(data))
+					list[i], errs[i] = api.DatasetMember{Name: fmt.Sprintf("m%05d", i), Size: info.Size, Blob: info.ID}, err
 				}
 			})
 		}
