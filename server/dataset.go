@@ -84,10 +84,10 @@ func (s *Server) membersOf(ctx context.Context, id string) (members []string, is
 // that nothing else needs (an upload on its own, by these owners too,
 // another owner's upload, another dataset, a kept output, an operation:
 // store.Meta.KeptBlobs). A member that an unfinished job uses keeps its
-// uploads and stays as it was.
-// The store is asked about all the members at once (store.Meta.BusyBlobs,
-// RemoveUploads), then dropBlobs removes them dropBatch at a time. The
-// work goes on if the client goes away.
+// uploads and stays as it was. The store is asked about all the members
+// at once (store.Meta.BusyBlobs, RemoveMemberUploads), then dropBlobs
+// removes them dropBatchSize at a time. The work goes on if the client
+// goes away.
 func (s *Server) deleteDatasetMembers(dataset string, members, owners []string) error {
 	ctx, cancel := s.lifetime()
 	defer cancel()

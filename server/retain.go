@@ -129,8 +129,8 @@ func (s *Server) dropIntermediates(j *lifecycle.Job) {
 // something needs besides job; it returns how many it removed and their
 // bytes. The index of members of those in datasets (manifests) goes with
 // them, under pinMu, so that a manifest stored again meanwhile (pinned
-// first) keeps its new index. It asks the store about dropBatch blobs at
-// once, and holds pinMu for one batch at a time.
+// first) keeps its new index. It asks the store about dropBatchSize
+// blobs at once, and holds pinMu for one batch at a time.
 func (s *Server) dropBlobs(ctx context.Context, job uint64, ids []string, keep, datasets map[string]bool) (n int, bytes int64) {
 	todo := make([]string, 0, len(ids))
 	seen := map[string]bool{}
@@ -141,7 +141,7 @@ func (s *Server) dropBlobs(ctx context.Context, job uint64, ids []string, keep, 
 		}
 	}
 	for len(todo) > 0 && ctx.Err() == nil {
-		batch := todo[:min(len(todo), dropBatch)]
+		batch := todo[:min(len(todo), dropBatchSize)]
 		todo = todo[len(batch):]
 		bn, bb := s.dropBatch(ctx, job, batch, datasets)
 		n, bytes = n+bn, bytes+bb
@@ -149,11 +149,11 @@ func (s *Server) dropBlobs(ctx context.Context, job uint64, ids []string, keep, 
 	return n, bytes
 }
 
-// dropBatch is how many blobs dropBlobs checks and removes under pinMu
-// at once.
-const dropBatch = 500
+// dropBatchSize is how many blobs dropBlobs checks and removes under
+// pinMu at once.
+const dropBatchSize = 500
 
-// dropBatch is dropBlobs of at most dropBatch distinct, valid ids.
+// dropBatch is dropBlobs of at most dropBatchSize distinct, valid ids.
 func (s *Server) dropBatch(ctx context.Context, job uint64, ids []string, datasets map[string]bool) (n int, bytes int64) {
 	s.pinMu.Lock()
 	defer s.pinMu.Unlock()
