@@ -11,8 +11,13 @@ const (
 	PathOps = "/v1/ops"
 	// PathWorkers registers (POST) and lists (GET) workers.
 	PathWorkers = "/v1/workers"
-	// PathBlobs uploads (POST) and lists (GET) blobs.
+	// PathBlobs uploads (POST) and lists (GET) blobs. POST PathBlobs +
+	// QueryMember uploads a blob as a member of a dataset about to be
+	// made: deleting a dataset that lists it deletes this upload, where
+	// one made without it (on its own) stays.
 	PathBlobs = "/v1/blobs"
+	// QueryMember is the query of a member's upload (PathBlobs).
+	QueryMember = "?member=1"
 	// PathDatasets makes (POST) a dataset of uploaded blobs; GET
 	// PathDatasets + "/ID" returns its manifest.
 	PathDatasets = "/v1/datasets"

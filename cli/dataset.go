@@ -98,7 +98,7 @@ func putDataset(ctx context.Context, c *client.Client, files []datasetFile) (api
 					errs[i] = err
 					continue
 				}
-				info, err := c.PutInfo(ctx, f)
+				info, err := c.PutMember(ctx, f)
 				f.Close()
 				if err != nil {
 					errs[i] = fmt.Errorf("upload %s: %w", files[i].path, err)

@@ -16,8 +16,9 @@ func runRm(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "rm", "ID... [flags]", `
 Deletes each blob or dataset ID from the server (DELETE /v1/blobs/ID): an
 upload, or a job's output once its retention allows. A dataset goes with
-its members, but those something else needs: another client's upload of
-the same bytes, another dataset, an unfinished job, a kept output. Only
+its members, but those something else needs: your own upload of the
+same bytes on its own (braid put FILE), another client's upload of the
+same bytes, another dataset, an unfinished job, a kept output. Only
 your own upload goes while another owner's upload, dataset or job needs
 the same bytes. Refused, naming why: a blob an unfinished job uses, a
 kept output, a member of a dataset (delete the dataset), an operation's

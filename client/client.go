@@ -522,11 +522,22 @@ func (c *Client) Put(ctx context.Context, r io.Reader) (string, error) {
 
 // PutInfo is Put returning the blob's size too.
 func (c *Client) PutInfo(ctx context.Context, r io.Reader) (api.BlobInfo, error) {
+	return c.putInfo(ctx, api.PathBlobs, r)
+}
+
+// PutMember is PutInfo of a member of a dataset about to be made
+// (PutDataset): deleting a dataset that lists it deletes this upload
+// too, where an upload of the same bytes on its own (Put) stays.
+func (c *Client) PutMember(ctx context.Context, r io.Reader) (api.BlobInfo, error) {
+	return c.putInfo(ctx, api.PathBlobs+api.QueryMember, r)
+}
+
+func (c *Client) putInfo(ctx context.Context, path string, r io.Reader) (api.BlobInfo, error) {
 	var info api.BlobInfo
 	if r == nil {
 		r = http.NoBody
 	}
-	_, err := c.do(ctx, "upload blob", http.MethodPost, api.PathBlobs, io.NopCloser(r), api.ContentTypeBlob, &info)
+	_, err := c.do(ctx, "upload blob", http.MethodPost, path, io.NopCloser(r), api.ContentTypeBlob, &info)
 	return info, err
 }
 

@@ -79,29 +79,30 @@ func (s *Server) membersOf(ctx context.Context, id string) (members []string, is
 }
 
 // deleteDatasetMembers deletes the members of dataset, deleted, or whose
-// upload by owners was: each member's uploads by owners go, then each
-// member that nothing else needs (another owner's upload, another
-// dataset, a kept output, an operation: store.Meta.BlobKept). A member
-// that an unfinished job uses keeps its uploads and stays as it was.
-// The work goes on if the client goes away.
+// upload by owners was: each member's uploads by owners as a member
+// (api.QueryMember; store.Meta.AddMemberUpload) go, then each member
+// that nothing else needs (an upload on its own, by these owners too,
+// another owner's upload, another dataset, a kept output, an operation:
+// store.Meta.KeptBlobs). A member that an unfinished job uses keeps its
+// uploads and stays as it was. The store is asked about all the members
+// at once (store.Meta.BusyBlobs, RemoveMemberUploads), then dropBlobs
+// removes them dropBatchSize at a time. The work goes on if the client
+// goes away.
 func (s *Server) deleteDatasetMembers(dataset string, members, owners []string) error {
 	ctx, cancel := s.lifetime()
 	defer cancel()
+	busy, err := s.db.BusyBlobs(ctx, members)
+	if err != nil {
+		return fmt.Errorf("dataset %s is deleted, but finding which of its members unfinished jobs use failed: %w; delete the members left one by one", dataset, err)
+	}
 	drop := make([]string, 0, len(members))
 	for _, m := range members {
-		users, err := s.db.BlobUsers(ctx, m)
-		if err == nil && len(users) > 0 {
-			continue
+		if busy[m] == "" {
+			drop = append(drop, m)
 		}
-		for _, o := range owners {
-			if err == nil {
-				err = s.db.RemoveUpload(ctx, m, o)
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("dataset %s is deleted, but deleting its member %s failed: %w; delete the members left one by one", dataset, m, err)
-		}
-		drop = append(drop, m)
+	}
+	if err := s.db.RemoveMemberUploads(ctx, drop, owners); err != nil {
+		return fmt.Errorf("dataset %s is deleted, but deleting the uploads of its members failed: %w; delete the members left one by one", dataset, err)
 	}
 	n, bytes := s.dropBlobs(ctx, 0, drop, nil, nil)
 	s.log.Info("dataset deleted", "blob", dataset, "members", len(members), "removed", n, "bytes", bytes)

@@ -1,12 +1,17 @@
 package server_test
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/braid-hpc/braid/api"
+	"github.com/braid-hpc/braid/client"
 )
 
 // BenchmarkDatasetVsBlob runs, side by side on one server and two
@@ -67,4 +72,55 @@ func BenchmarkDatasetVsBlob(b *testing.B) {
 	b.ReportMetric(jobs[0].took.Seconds()/float64(n), "blob-s/job")
 	b.ReportMetric(jobs[1].took.Seconds()/float64(n), "dataset-s/job")
 	b.ReportMetric(jobs[1].took.Seconds()/jobs[0].took.Seconds(), "dataset/blob")
+}
+
+// BenchmarkDatasetDelete deletes a dataset of 10,000 members, each
+// uploaded as a member (client.PutMember) of a few bytes, on SQLite and the local blob store:
+// each iteration uploads the members and makes the dataset (not timed),
+// then deletes the dataset (timed), which deletes every member, and
+// checks that one is gone. It reports the time per member deleted too.
+func BenchmarkDatasetDelete(b *testing.B) {
+	const members = 10000
+	c := newCluster(b, nil)
+	ctx := b.Context()
+	round := 0
+	for b.Loop() {
+		b.StopTimer()
+		round++
+		list := make([]api.DatasetMember, members)
+		errs := make([]error, members)
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range 8 {
+			wg.Go(func() {
+				for i := range next {
+					data := fmt.Appendf(nil, "member %d of round %d\n", i, round)
+					info, err := c.c.PutMember(ctx, bytes.NewReader(data))
+					list[i], errs[i] = api.DatasetMember{Name: fmt.Sprintf("m%05d", i), Size: info.Size, Blob: info.ID}, err
+				}
+			})
+		}
+		for i := range members {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			b.Fatalf("upload the members: %v", err)
+		}
+		info, err := c.c.PutDataset(ctx, list)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := c.c.DeleteBlob(ctx, info.ID); err != nil {
+			b.Fatalf("delete the dataset: %v", err)
+		}
+		b.StopTimer()
+		if _, err := c.c.Get(ctx, list[members/2].Blob, io.Discard); !errors.Is(err, client.ErrNotFound) {
+			b.Fatalf("a member after its dataset was deleted: %v, want not found", err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*members), "ns/member")
 }

@@ -66,8 +66,9 @@ func TestDatasetOwners(t *testing.T) {
 }
 
 // TestDatasetDelete: deleting a dataset deletes its members too, but
-// those something else needs: another owner's upload, another dataset,
-// an unfinished job, a kept output. The rules for the dataset are a
+// those something else needs: another owner's upload, the owner's own
+// upload of the same bytes on its own (before or after the dataset was
+// made), another dataset, an unfinished job, a kept output. The rules for the dataset are a
 // blob's (409 while an unfinished job uses it), and a client deletes only
 // its own: the same dataset made by two clients stays for the other.
 func TestDatasetDelete(t *testing.T) {
@@ -84,8 +85,11 @@ func TestDatasetDelete(t *testing.T) {
 	a := newTenant(t, c, api.RoleClient, "a", "")
 	b := newTenant(t, c, api.RoleClient, "b", "")
 	files := map[string][]byte{"only": []byte("only in the dataset\n"), "shared": []byte("b uploaded it too\n"),
-		"twice": []byte("in another dataset\n"), "busy": []byte("an unfinished job's input\n"), "out": []byte("a kept output\n")}
+		"twice": []byte("in another dataset\n"), "busy": []byte("an unfinished job's input\n"), "out": []byte("a kept output\n"),
+		"before": []byte("a put it on its own first\n"), "after": []byte("a put it on its own later\n")}
+	a.put(files["before"])
 	ds := a.putDataset(files)
+	a.put(files["after"])
 	blob := map[string]string{}
 	d, err := a.c.Dataset(ctx, ds)
 	if err != nil {
@@ -143,6 +147,11 @@ func TestDatasetDelete(t *testing.T) {
 	}
 	if got := a.get(blob["out"]); !bytes.Equal(got, files["out"]) {
 		t.Errorf("a kept output: %q", got)
+	}
+	for _, name := range []string{"before", "after"} {
+		if got := a.get(blob[name]); !bytes.Equal(got, files[name]) {
+			t.Errorf("a's upload on its own (%s the dataset) of a member's bytes: %q", name, got)
+		}
 	}
 	// Once the job is canceled, its input goes like any upload; the other
 	// dataset goes with its member.

@@ -23,7 +23,11 @@ func (c *cluster) putDataset(files map[string][]byte) string {
 	c.t.Helper()
 	var members []api.DatasetMember
 	for name, b := range files {
-		members = append(members, api.DatasetMember{Name: name, Size: int64(len(b)), Blob: c.put(b)})
+		info, err := c.c.PutMember(c.t.Context(), bytes.NewReader(b))
+		if err != nil {
+			c.t.Fatalf("upload member %s: %v", name, err)
+		}
+		members = append(members, api.DatasetMember{Name: name, Size: info.Size, Blob: info.ID})
 	}
 	info, err := c.c.PutDataset(c.t.Context(), members)
 	if err != nil {

@@ -43,3 +43,7 @@ func PeerSession(s *Server, id string) *transport.Session {
 	}
 	return nil
 }
+
+// Backfilled returns a channel closed when s indexed the members of the
+// datasets made before the index, or stopped.
+func Backfilled(s *Server) <-chan struct{} { return s.backfilled }

@@ -240,7 +240,11 @@ func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) error {
 	if err := st.Commit(r.Context()); err != nil {
 		return storageError("upload", err)
 	}
-	if err := s.db.AddUpload(r.Context(), id, caller(r).owner()); err != nil {
+	add := s.db.AddUpload
+	if r.URL.Query().Get("member") == "1" {
+		add = s.db.AddMemberUpload // see api.QueryMember
+	}
+	if err := add(r.Context(), id, caller(r).owner()); err != nil {
 		return storageError("upload: record it", err)
 	}
 	s.log.Debug("blob stored", "blob", id, "bytes", size)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/braid-hpc/braid/lifecycle"
@@ -128,25 +129,48 @@ func (s *Server) dropIntermediates(j *lifecycle.Job) {
 // something needs besides job; it returns how many it removed and their
 // bytes. The index of members of those in datasets (manifests) goes with
 // them, under pinMu, so that a manifest stored again meanwhile (pinned
-// first) keeps its new index.
+// first) keeps its new index. It asks the store about dropBatchSize
+// blobs at once, and holds pinMu for one batch at a time.
 func (s *Server) dropBlobs(ctx context.Context, job uint64, ids []string, keep, datasets map[string]bool) (n int, bytes int64) {
+	todo := make([]string, 0, len(ids))
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if !keep[id] && !seen[id] && store.ValidID(id) {
+			seen[id] = true
+			todo = append(todo, id)
+		}
+	}
+	for len(todo) > 0 && ctx.Err() == nil {
+		batch := todo[:min(len(todo), dropBatchSize)]
+		todo = todo[len(batch):]
+		bn, bb := s.dropBatch(ctx, job, batch, datasets)
+		n, bytes = n+bn, bytes+bb
+	}
+	return n, bytes
+}
+
+// dropBatchSize is how many blobs dropBlobs checks and removes under
+// pinMu at once.
+const dropBatchSize = 500
+
+// dropBatch is dropBlobs of at most dropBatchSize distinct, valid ids.
+func (s *Server) dropBatch(ctx context.Context, job uint64, ids []string, datasets map[string]bool) (n int, bytes int64) {
 	s.pinMu.Lock()
 	defer s.pinMu.Unlock()
 	active := s.activeBlobs()
-	done := map[string]bool{}
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return active[id] || s.pins[id] > 0 })
+	if len(ids) == 0 {
+		return 0, 0
+	}
+	kept, err := s.db.KeptBlobs(ctx, ids, job)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("could not tell whether blobs are still needed; they stay", "job", job, "blobs", len(ids), "err", err)
+		}
+		return 0, 0
+	}
 	for _, id := range ids {
-		if keep[id] || done[id] || active[id] || s.pins[id] > 0 || !store.ValidID(id) {
-			continue
-		}
-		done[id] = true
-		why, err := s.db.BlobKept(ctx, id, job)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("could not tell whether a blob is still needed; it stays", "job", job, "blob", id, "err", err)
-			}
-			continue
-		}
-		if why != "" {
+		if kept[id] != "" {
 			continue
 		}
 		info, err := s.blobs.Stat(id)

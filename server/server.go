@@ -94,6 +94,10 @@ type Server struct {
 	// bg counts the goroutines Run waits for: peers, the removal of
 	// blobs, the reaper.
 	bg sync.WaitGroup
+
+	// backfilled is closed when the datasets made before the index of
+	// members are indexed, or the server stops (backfill.go).
+	backfilled chan struct{}
 }
 
 // New opens the data directory, resumes the jobs it holds and listens on
@@ -113,6 +117,7 @@ func New(cfg Config) (*Server, error) {
 		sched: sched.New(sched.Config{InFlight: cfg.InFlight, MaxTries: cfg.MaxTries}),
 	}
 	s.metrics = newServerMetrics(s)
+	s.backfilled = make(chan struct{})
 	if cfg.Transport != nil {
 		s.tcfg = *cfg.Transport
 	}
@@ -265,6 +270,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() { served <- hs.Serve(s.ln) }()
 	s.bg.Go(s.reap)
 	s.bg.Go(s.writeBeats)
+	s.bg.Go(s.backfill)
 	if s.shared {
 		s.bg.Go(s.renew)
 		s.bg.Go(s.sync)

@@ -80,11 +80,12 @@ var tables = []table{
 		cols(colText, "doc", "split", "merge", "params"), cols(colInt, "added", "removed"), cols(colText, "owner"))},
 	{name: "pipelines", key: "id", seq: "id", cols: concat(
 		cols(colInt, "id"), cols(colText, "name", "steps"), cols(colInt, "submitted"), cols(colText, "owner"))},
-	{name: "uploads", key: "id, owner", cols: concat(cols(colText, "id", "owner"), cols(colInt, "added"))},
+	{name: "uploads", key: "id, owner", cols: concat(cols(colText, "id", "owner"), cols(colInt, "added", "alone"))},
 	{name: "api_tokens", key: "id", cols: concat(
 		cols(colText, "id", "hash", "name", "role"), cols(colInt, "created", "last_used", "revoked"), cols(colText, "grp"))},
 	{name: "timelines", key: "job", cols: concat(cols(colInt, "job"), cols(colBytes, "data"))},
 	{name: "dataset_members", key: "dataset, member", cols: cols(colText, "dataset", "member")},
+	{name: "dataset_backfill", key: "id", cols: cols(colText, "id")},
 }
 
 func (t table) colNames() string {

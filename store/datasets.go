@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Datasets. A dataset is a blob, its manifest, that lists other blobs,
@@ -18,8 +20,13 @@ import (
 // with the manifest (RemoveDataset).
 //
 // Datasets made before the index (schema 8 on SQLite, 3 on PostgreSQL)
-// have no rows: their members are kept only as the server keeps them
-// without it (a job's own input and output datasets).
+// had no rows. The next migration (schema 10 on SQLite, 5 on
+// PostgreSQL) lists every blob that may be one of them in
+// dataset_backfill: the uploads, the unexpired outputs and the inputs of
+// unfinished jobs that have no rows yet. The server reads each one's
+// manifest, if it is a dataset, and records its members and that it is
+// done with it in one step (IndexDataset), a few at a time, so the work
+// resumes where it stopped after a restart (server/backfill.go).
 
 // datasetMigration is the index of members, with the dialect's suffix
 // for a table without a rowid (SQLite) or none.
@@ -65,6 +72,23 @@ func keptOutputsArgs(blob string) []any {
 	return []any{blob, string(JobDone), blob, string(JobDone)}
 }
 
+// backfillMigration lists the blobs that may be datasets made before
+// the index, with the dialect's table suffix, and tells uploads made on
+// their own from those made as members of a dataset (AddMemberUpload),
+// with its integer type: rows from before count as members' (alone 0),
+// which a dataset's deletion removes, as before.
+func backfillMigration(tableSuffix, intType string) string {
+	return `
+ALTER TABLE uploads ADD COLUMN alone ` + intType + ` NOT NULL DEFAULT 0;
+CREATE TABLE dataset_backfill (id TEXT PRIMARY KEY)` + tableSuffix + `;
+INSERT INTO dataset_backfill (id)
+	SELECT id FROM uploads
+	UNION SELECT output FROM jobs WHERE output != '' AND expired = 0
+	UNION SELECT input FROM jobs WHERE input != '' AND state IN ('queued', 'running')
+	EXCEPT SELECT dataset FROM dataset_members;
+`
+}
+
 // memberRowsBatch is how many (dataset, member) rows one SQLite INSERT
 // carries.
 const memberRowsBatch = 400
@@ -72,23 +96,49 @@ const memberRowsBatch = 400
 // AddDataset records that dataset lists members (blob IDs), so that
 // each is kept while the dataset lives. Adding a pair twice is no error.
 func (s *SQLite) AddDataset(ctx context.Context, dataset string, members []string) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		for rest := members; len(rest) > 0; {
-			n := min(len(rest), memberRowsBatch)
-			args := make([]any, 0, 2*n)
-			for _, m := range rest[:n] {
-				args = append(args, dataset, m)
-			}
-			q := "INSERT OR IGNORE INTO dataset_members (dataset, member) VALUES " + valueRows(n, 2)
-			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-				return err
-			}
-			rest = rest[n:]
-		}
-		return nil
-	})
+	err := s.tx(ctx, func(tx *sql.Tx) error { return insertMembers(ctx, tx, dataset, members) })
 	if err != nil {
 		return fmt.Errorf("store: add dataset %s: %w", dataset, err)
+	}
+	return nil
+}
+
+func insertMembers(ctx context.Context, tx *sql.Tx, dataset string, members []string) error {
+	for rest := members; len(rest) > 0; {
+		n := min(len(rest), memberRowsBatch)
+		args := make([]any, 0, 2*n)
+		for _, m := range rest[:n] {
+			args = append(args, dataset, m)
+		}
+		q := "INSERT OR IGNORE INTO dataset_members (dataset, member) VALUES " + valueRows(n, 2)
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return err
+		}
+		rest = rest[n:]
+	}
+	return nil
+}
+
+// UnindexedDatasets implements Meta.
+func (s *SQLite) UnindexedDatasets(ctx context.Context, after string, limit int) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT id FROM dataset_backfill WHERE id > ? ORDER BY id LIMIT ?", after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: datasets to index: %w", wrapDB(err))
+	}
+	return scanStrings(rows, wrapDB)
+}
+
+// IndexDataset implements Meta.
+func (s *SQLite) IndexDataset(ctx context.Context, id string, members []string) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if err := insertMembers(ctx, tx, id, members); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "DELETE FROM dataset_backfill WHERE id = ?", id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: index dataset %s: %w", id, err)
 	}
 	return nil
 }
@@ -126,6 +176,27 @@ func (p *Postgres) AddDataset(ctx context.Context, dataset string, members []str
 		ON CONFLICT (dataset, member) DO NOTHING`, dataset, members)
 	if err != nil {
 		return fmt.Errorf("store: add dataset %s: %w", dataset, p.wrap(err))
+	}
+	return nil
+}
+
+// UnindexedDatasets implements Meta.
+func (p *Postgres) UnindexedDatasets(ctx context.Context, after string, limit int) ([]string, error) {
+	return p.strings(ctx, "datasets to index", "SELECT id FROM dataset_backfill WHERE id > $1 ORDER BY id LIMIT $2", after, limit)
+}
+
+// IndexDataset implements Meta.
+func (p *Postgres) IndexDataset(ctx context.Context, id string, members []string) error {
+	err := p.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO dataset_members (dataset, member) SELECT $1, unnest($2::text[])
+			ON CONFLICT (dataset, member) DO NOTHING`, id, members); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "DELETE FROM dataset_backfill WHERE id = $1", id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: index dataset %s: %w", id, err)
 	}
 	return nil
 }

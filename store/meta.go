@@ -86,12 +86,24 @@ type Meta interface {
 	// time than the last use changes nothing.
 	TouchToken(ctx context.Context, id string, at time.Time) error
 
-	// AddUpload records that owner uploaded blob id, so it is kept
-	// until the owner deletes it. Adding it twice is no error.
+	// AddUpload records that owner uploaded blob id on its own, so it
+	// is kept until the owner deletes it, also when a dataset listing
+	// it is deleted. Adding it twice is no error; an upload made as a
+	// member (AddMemberUpload) becomes one made on its own.
 	AddUpload(ctx context.Context, id, owner string) error
+	// AddMemberUpload records that owner uploaded blob id as a member of
+	// a dataset it is about to make: kept until the owner deletes it or
+	// a dataset that lists it (RemoveMemberUploads). An upload made on
+	// its own stays one. Uploads recorded before the two were told apart
+	// (schema 9 on SQLite, 4 on PostgreSQL) count as members'.
+	AddMemberUpload(ctx context.Context, id, owner string) error
 	// RemoveUpload forgets owner's upload of blob id; other owners'
 	// uploads of the same blob stay.
 	RemoveUpload(ctx context.Context, id, owner string) error
+	// RemoveMemberUploads forgets the uploads of ids by each of owners
+	// that were made as members of a dataset (AddMemberUpload), in one
+	// transaction; those made on their own stay.
+	RemoveMemberUploads(ctx context.Context, ids, owners []string) error
 	// Uploaders returns the owners that uploaded blob id, in order.
 	Uploaders(ctx context.Context, id string) ([]string, error)
 	// BlobVisible reports whether owner uploaded blob id or owns a job
@@ -110,6 +122,13 @@ type Meta interface {
 	// output of except's does not count), data of an unfinished job, or
 	// a listed operation's module.
 	BlobKept(ctx context.Context, id string, except uint64) (string, error)
+	// KeptBlobs is BlobKept for many blobs at once: it returns why each
+	// of ids that must be kept is, by ID; those nothing needs are absent.
+	KeptBlobs(ctx context.Context, ids []string, except uint64) (map[string]string, error)
+	// BusyBlobs returns, by ID, why each of ids that an unfinished job
+	// uses (its input, a unit's data or result, its module) is used; the
+	// others are absent.
+	BusyBlobs(ctx context.Context, ids []string) (map[string]string, error)
 	// AddDataset records that dataset (a manifest blob) lists members
 	// (blob IDs), so that each is kept while the dataset lives: while it
 	// is an upload, the unexpired output of a job, or the input of an
@@ -124,6 +143,14 @@ type Meta interface {
 	// RemoveDataset forgets the members of dataset, whose manifest was
 	// removed.
 	RemoveDataset(ctx context.Context, dataset string) error
+	// UnindexedDatasets returns up to limit blobs, after after in order,
+	// that may be datasets made before the index of members and were
+	// not indexed yet (datasets.go).
+	UnindexedDatasets(ctx context.Context, after string, limit int) ([]string, error)
+	// IndexDataset records, at once, that blob id lists members (none
+	// if it is no dataset, or its manifest is lost) and that
+	// UnindexedDatasets need not return it again.
+	IndexDataset(ctx context.Context, id string, members []string) error
 	// DueOutputs returns up to limit done jobs that finished before t
 	// and whose output is not expired yet, oldest first.
 	DueOutputs(ctx context.Context, t time.Time, limit int) ([]Job, error)

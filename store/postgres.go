@@ -23,7 +23,7 @@ import (
 // writes, kept in the one row of braid_schema. Version 1 is pgSchema
 // (the tables of SQLite's version 6); pgMigrations[v-1] takes a
 // database from version v to v+1.
-const pgSchemaVersion = 4
+const pgSchemaVersion = 5
 
 var pgMigrations = []string{
 	// 2: several servers over one database (leases.go), and the
@@ -37,6 +37,9 @@ ALTER TABLE uploads ADD PRIMARY KEY (id, owner);
 `,
 	// 4: the members of datasets, as SQLite's version 9.
 	datasetMigration(""),
+	// 5: the datasets to index and the uploads made on their own, as
+	// SQLite's version 10.
+	backfillMigration("", "BIGINT"),
 }
 
 // pgSchema has the tables and columns of the SQLite schema, so that

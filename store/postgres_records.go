@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -304,9 +305,15 @@ func (p *Postgres) Pipeline(ctx context.Context, id uint64) (Pipeline, error) {
 
 // AddUpload implements Meta.
 func (p *Postgres) AddUpload(ctx context.Context, id, owner string) error {
-	_, err := p.pool.Exec(ctx, "INSERT INTO uploads (id, owner, added) VALUES ($1, $2, $3) ON CONFLICT (id, owner) DO NOTHING",
-		id, owner, nanos(p.now()))
-	if err != nil {
+	if _, err := p.pool.Exec(ctx, pg(addUploadQuery), id, owner, nanos(p.now())); err != nil {
+		return fmt.Errorf("store: add upload %s: %w", id, p.wrap(err))
+	}
+	return nil
+}
+
+// AddMemberUpload implements Meta.
+func (p *Postgres) AddMemberUpload(ctx context.Context, id, owner string) error {
+	if _, err := p.pool.Exec(ctx, pg(addMemberUploadQuery), id, owner, nanos(p.now())); err != nil {
 		return fmt.Errorf("store: add upload %s: %w", id, p.wrap(err))
 	}
 	return nil
@@ -322,17 +329,47 @@ func (p *Postgres) RemoveUpload(ctx context.Context, id, owner string) error {
 
 // BlobKept implements Meta.
 func (p *Postgres) BlobKept(ctx context.Context, id string, except uint64) (string, error) {
-	for _, c := range keptChecks(id, except) {
-		var one int
-		err := p.pool.QueryRow(ctx, pg(c.query), c.args...).Scan(&one)
-		if err == nil {
-			return c.why, nil
+	kept, err := p.KeptBlobs(ctx, []string{id}, except)
+	return kept[id], err
+}
+
+// KeptBlobs implements Meta.
+func (p *Postgres) KeptBlobs(ctx context.Context, ids []string, except uint64) (map[string]string, error) {
+	return p.keptBy(ctx, ids, keptChecks(except))
+}
+
+// BusyBlobs implements Meta.
+func (p *Postgres) BusyBlobs(ctx context.Context, ids []string) (map[string]string, error) {
+	return p.keptBy(ctx, ids, busyChecks())
+}
+
+// keptBy is SQLite.keptBy: the ids travel as one array a check.
+func (p *Postgres) keptBy(ctx context.Context, ids []string, checks []keptCheck) (map[string]string, error) {
+	kept := map[string]string{}
+	left := slices.Clone(ids)
+	for _, c := range checks {
+		if len(left) == 0 {
+			break
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return "", fmt.Errorf("store: users of blob %s: %w", id, p.wrap(err))
+		q := pg("WITH b(id) AS (SELECT unnest(CAST(? AS TEXT[]))) SELECT b.id FROM b WHERE " + c.cond)
+		found, err := p.strings(ctx, "users of blobs", q, append([]any{left}, c.args...)...)
+		if err != nil {
+			return nil, err
 		}
+		for _, id := range found {
+			kept[id] = c.why
+		}
+		left = slices.DeleteFunc(left, func(id string) bool { return kept[id] != "" })
 	}
-	return "", nil
+	return kept, nil
+}
+
+// RemoveMemberUploads implements Meta.
+func (p *Postgres) RemoveMemberUploads(ctx context.Context, ids, owners []string) error {
+	if _, err := p.pool.Exec(ctx, "DELETE FROM uploads WHERE alone = 0 AND id = ANY($1) AND owner = ANY($2)", ids, owners); err != nil {
+		return fmt.Errorf("store: remove %d uploads: %w", len(ids), p.wrap(err))
+	}
+	return nil
 }
 
 // DueOutputs implements Meta.

@@ -16,7 +16,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Version 1 is schema;
 // each later version applies its migration on top.
-const schemaVersion = 9
+const schemaVersion = 10
 
 // migrations[v] takes a database from version v+1 to v+2.
 var migrations = []string{
@@ -112,6 +112,11 @@ ALTER TABLE uploads_owned RENAME TO uploads;
 	// adds its own table, so it may be renumbered when other migrations
 	// are merged before it.
 	datasetMigration(" WITHOUT ROWID"),
+	// 10: the blobs that may be datasets made before version 9, whose
+	// members the server indexes, and which uploads were made on their
+	// own rather than as a dataset's members (datasets.go).
+	// Self-contained: it adds its own table and one column.
+	backfillMigration(" WITHOUT ROWID", "INTEGER"),
 }
 
 const schema = `

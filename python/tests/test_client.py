@@ -354,18 +354,22 @@ def test_datasets(client, cluster, tmp_path):
         with pytest.raises(braid.NotFound):
             other.dataset(ds)
 
-    # A member goes with its dataset, not alone.
+    # A member goes with its dataset, not alone; an upload of the same
+    # bytes on its own stays.
     d2 = tmp_path / "gone"
     d2.mkdir()
     (d2 / "only").write_bytes(b"only in the dataset to delete\n")
+    (d2 / "mine").write_bytes(b"put on its own too\n")
+    mine = client.put(b"put on its own too\n")
     gone = client.put_dataset(d2)
-    member = client.dataset(gone)["members"][0]["blob"]
+    member = {m["name"]: m["blob"] for m in client.dataset(gone)["members"]}["only"]
     with pytest.raises(braid.Conflict, match=f"member of datasets {gone}"):
         client.delete_blob(member)
     client.delete_blob(gone)
     for blob in (gone, member):
         with pytest.raises(braid.NotFound):
             client.get_bytes(blob)
+    assert client.get_bytes(mine) == b"put on its own too\n"
 
     with pytest.raises(braid.ConfigurationError, match="no files"):
         client.put_dataset([])

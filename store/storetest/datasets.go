@@ -134,3 +134,188 @@ func testDatasets(t *testing.T, h *harness) {
 		t.Errorf("DatasetMembers of 1000: %d members", len(got))
 	}
 }
+
+// Unindex takes the (closed) database at url back to the schema before
+// the backfill of datasets' members (store.UnindexedDatasets) and
+// uploads made on their own (store.Meta.AddMemberUpload): as a database
+// holding datasets made before the index of members, which have no rows
+// in it, was left. Opening it migrates it again.
+func (b Backend) Unindex(t testing.TB, url string) {
+	t.Helper()
+	_, to, err := store.Migrate(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Exec(t, url, "DROP TABLE dataset_backfill")
+	b.Exec(t, url, "ALTER TABLE uploads DROP COLUMN alone")
+	b.SetVersion(t, url, to-1)
+}
+
+// testDatasetBackfill: a database migrated from before the index of
+// members lists the blobs that may be datasets (uploads, unexpired
+// outputs, inputs of unfinished jobs, but those indexed already) for
+// the server to index; indexing one records its members, so they are
+// kept, and drops it from the list, also across a reopen.
+func testDatasetBackfill(t *testing.T, h *harness) {
+	ctx := t.Context()
+	id := func(c string) string { return strings.Repeat(c, 64) }
+	up, out, in, expired, indexed, m1, m2 := id("a"), id("b"), id("c"), id("d"), id("e"), id("1"), id("2")
+	s := h.open(t)
+	for _, u := range []string{up, indexed} {
+		if err := s.AddUpload(ctx, u, "someone"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := func(output string) uint64 {
+		j := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "cat", Input: id("f")}, []store.Unit{{ID: 0, Blob: id("f"), Len: 1}}))
+		must[int](t)(s.StartUnit(ctx, j.ID, 0, "w"))
+		must[bool](t)(s.FinishUnit(ctx, j.ID, 0, "w", output, 1))
+		if err := s.FinishJob(ctx, j.ID, output); err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	}
+	done(out)
+	if err := s.ExpireOutput(ctx, done(expired)); err != nil {
+		t.Fatal(err)
+	}
+	must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "cat", Input: in}, []store.Unit{{ID: 0, Blob: in, Len: 1}}))
+	// indexed stands for a dataset made after the index began; the
+	// others for datasets made before.
+	if err := s.AddDataset(ctx, indexed, []string{m2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[[]string](t)(s.UnindexedDatasets(ctx, "", 10)); len(got) != 0 {
+		t.Errorf("UnindexedDatasets of a database made at this version = %.4q, want none", got)
+	}
+	s.Close()
+	h.b.Unindex(t, h.url)
+
+	s = h.open(t)
+	want := []string{up, out, in}
+	slices.Sort(want)
+	if got := must[[]string](t)(s.UnindexedDatasets(ctx, "", 10)); !slices.Equal(got, want) {
+		t.Errorf("UnindexedDatasets = %.4q, want %.4q (an upload, an output and an input, not the expired output or the indexed dataset)", got, want)
+	}
+	if got := must[[]string](t)(s.UnindexedDatasets(ctx, want[0], 1)); !slices.Equal(got, want[1:2]) {
+		t.Errorf("UnindexedDatasets after %.4s, 1 = %.4q, want %.4q", want[0], got, want[1:2])
+	}
+	if why := must[string](t)(s.BlobKept(ctx, m1, 0)); why != "" {
+		t.Fatalf("BlobKept(member) before its dataset is indexed = %q", why)
+	}
+	if err := s.IndexDataset(ctx, up, []string{m1, m2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.IndexDataset(ctx, in, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[[]string](t)(s.DatasetMembers(ctx, up)); !slices.Equal(got, []string{m1, m2}) {
+		t.Errorf("DatasetMembers of the indexed dataset = %.4q", got)
+	}
+	if why := must[string](t)(s.BlobKept(ctx, m1, 0)); why != "a member of a dataset" {
+		t.Errorf("BlobKept(member) after its dataset was indexed = %q", why)
+	}
+	s.Close()
+	s = h.open(t)
+	if got := must[[]string](t)(s.UnindexedDatasets(ctx, "", 10)); !slices.Equal(got, []string{out}) {
+		t.Errorf("UnindexedDatasets after a reopen = %.4q, want only the output left", got)
+	}
+	// An upload from before counts as a member's.
+	if err := s.RemoveMemberUploads(ctx, []string{indexed}, []string{"someone"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[[]string](t)(s.Uploaders(ctx, indexed)); len(got) != 0 {
+		t.Errorf("Uploaders of an upload from before the migration after RemoveMemberUploads = %q, want none", got)
+	}
+}
+
+// testKeptBlobs: KeptBlobs answers for many blobs at once (more than
+// one query's worth) what BlobKept answers for each, BusyBlobs names
+// those an unfinished job uses, and RemoveMemberUploads forgets the
+// uploads of many blobs made as members by the owners given, and no
+// other's: not those made on their own, before or after.
+func testKeptBlobs(t *testing.T, h *harness) {
+	ctx := t.Context()
+	s := h.open(t)
+	id := func(i int) string { return fmt.Sprintf("%064x", i) }
+	ids := make([]string, 1200)
+	for i := range ids {
+		ids[i] = id(i)
+	}
+	for i := range 200 {
+		owner := "a"
+		if i >= 100 {
+			owner = "b"
+		}
+		if i >= 60 && i < 70 { // on its own first
+			if err := s.AddUpload(ctx, ids[i], owner); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.AddMemberUpload(ctx, ids[i], owner); err != nil {
+			t.Fatal(err)
+		}
+		if i >= 50 && i < 60 { // on its own after
+			if err := s.AddUpload(ctx, ids[i], owner); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "cat", Input: ids[200], Spec: store.JobSpec{Module: ids[202]}},
+		[]store.Unit{{ID: 0, Blob: ids[201], Len: 1}}))
+	j := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "cat", Input: id(5000)}, []store.Unit{{ID: 0, Blob: id(5000), Len: 1}}))
+	must[int](t)(s.StartUnit(ctx, j.ID, 0, "w"))
+	must[bool](t)(s.FinishUnit(ctx, j.ID, 0, "w", ids[203], 1))
+	if err := s.FinishJob(ctx, j.ID, ids[203]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddDataset(ctx, id(5001), []string{ids[204], ids[1100]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddUpload(ctx, id(5001), "a"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, want map[int]string) {
+		t.Helper()
+		kept := must[map[string]string](t)(s.KeptBlobs(ctx, ids, 0))
+		for i, b := range ids {
+			if kept[b] != want[i] {
+				t.Errorf("%s: KeptBlobs[%d] = %q, want %q", when, i, kept[b], want[i])
+			}
+		}
+		for _, i := range []int{0, 99, 100, 199, 200, 201, 202, 203, 204, 205, 1100, 1199} {
+			if why := must[string](t)(s.BlobKept(ctx, ids[i], 0)); why != want[i] {
+				t.Errorf("%s: BlobKept(%d) = %q, want %q", when, i, why, want[i])
+			}
+		}
+		if len(kept) != len(want) {
+			t.Errorf("%s: KeptBlobs holds %d blobs, want %d", when, len(kept), len(want))
+		}
+	}
+	want := map[int]string{200: "the input of an unfinished job", 201: "data of an unfinished job",
+		202: "the module of an unfinished job", 203: "the output of another job",
+		204: "a member of a dataset", 1100: "a member of a dataset"}
+	for i := range 200 {
+		want[i] = "an upload"
+	}
+	check("before RemoveUploads", want)
+	busy := must[map[string]string](t)(s.BusyBlobs(ctx, ids))
+	if len(busy) != 3 || busy[ids[200]] != want[200] || busy[ids[201]] != want[201] || busy[ids[202]] != want[202] {
+		t.Errorf("BusyBlobs = %v, want the input, data and module of the unfinished job", busy)
+	}
+	if err := s.RemoveMemberUploads(ctx, ids[:150], []string{"a"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if i < 50 || i >= 70 {
+			delete(want, i)
+		}
+	}
+	check("after RemoveMemberUploads of a's", want)
+	if got := must[[]string](t)(s.Uploaders(ctx, ids[120])); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("Uploaders of b's upload after RemoveMemberUploads of a's = %q", got)
+	}
+	if got := must[[]string](t)(s.Uploaders(ctx, ids[55])); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("Uploaders of a's upload on its own after RemoveMemberUploads = %q", got)
+	}
+}

@@ -40,6 +40,9 @@ type Backend struct {
 	// SetVersion stamps the schema version of the (closed) database at
 	// url as v, as a newer braid would have left it.
 	SetVersion func(t testing.TB, url string, v int)
+	// Exec runs query (plain SQL common to both dialects) on the
+	// (closed) database at url, as an older braid would have left it.
+	Exec func(t testing.TB, url, query string)
 }
 
 // SQLite is the embedded store, a file in t's temporary directory.
@@ -49,19 +52,25 @@ func SQLite() Backend {
 		Fresh: func(t testing.TB) string { return "sqlite:" + filepath.Join(t.TempDir(), "braid.db") },
 		SetVersion: func(t testing.TB, u string, v int) {
 			t.Helper()
-			_, path, err := store.ParseMetaURL(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			db, err := sql.Open("sqlite", path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			if _, err := db.ExecContext(t.Context(), fmt.Sprintf("PRAGMA user_version = %d", v)); err != nil {
-				t.Fatal(err)
-			}
+			sqliteExec(t, u, fmt.Sprintf("PRAGMA user_version = %d", v))
 		},
+		Exec: sqliteExec,
+	}
+}
+
+func sqliteExec(t testing.TB, u, query string) {
+	t.Helper()
+	_, path, err := store.ParseMetaURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(t.Context(), query); err != nil {
+		t.Fatalf("%s: %v", query, err)
 	}
 }
 
@@ -91,15 +100,21 @@ func Postgres(t testing.TB) Backend {
 		},
 		SetVersion: func(t testing.TB, u string, v int) {
 			t.Helper()
-			conn, err := pgx.Connect(t.Context(), u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close(context.Background())
-			if _, err := conn.Exec(t.Context(), "UPDATE braid_schema SET version = $1", v); err != nil {
-				t.Fatal(err)
-			}
+			postgresExec(t, u, fmt.Sprintf("UPDATE braid_schema SET version = %d", v))
 		},
+		Exec: postgresExec,
+	}
+}
+
+func postgresExec(t testing.TB, u, query string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), query); err != nil {
+		t.Fatalf("%s: %v", query, err)
 	}
 }
 
@@ -206,6 +221,8 @@ func Run(t *testing.T, b Backend) {
 		{"Pipelines", testPipelines},
 		{"Retention", testRetention},
 		{"Datasets", testDatasets},
+		{"DatasetBackfill", testDatasetBackfill},
+		{"KeptBlobs", testKeptBlobs},
 		{"Owners", testOwners},
 		{"SchemaNewerThanBuild", testSchemaNewerThanBuild},
 		{"Leases", testLeases},

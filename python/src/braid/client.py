@@ -613,9 +613,15 @@ class Client:
 
     def put_info(self, source: Union[str, "os.PathLike[str]", bytes, BinaryIO]) -> Dict[str, Any]:
         """:meth:`put` returning {"id": ..., "size": ...}."""
+        return self._upload(source, "/v1/blobs")
+
+    def _upload(self, source: Union[str, "os.PathLike[str]", bytes, BinaryIO], path: str) -> Dict[str, Any]:
+        """Uploads source to path: "/v1/blobs", or "/v1/blobs?member=1" for
+        a member of a dataset about to be made, whose upload goes when a
+        dataset that lists it is deleted (an upload on its own stays)."""
         op = "upload blob"
         if isinstance(source, (bytes, bytearray)):
-            r = self._t.request(op, "POST", "/v1/blobs", bytes(source), "application/octet-stream")
+            r = self._t.request(op, "POST", path, bytes(source), "application/octet-stream")
             return read_object(op, r, self.url)
         if isinstance(source, (str, os.PathLike)):
             try:
@@ -624,14 +630,14 @@ class Client:
                 raise errors.BraidError(f"{op}: {e}") from None
             with f:
                 size = os.fstat(f.fileno()).st_size
-                r = self._t.request(f"{op} {os.fspath(source)}", "POST", "/v1/blobs", f,
+                r = self._t.request(f"{op} {os.fspath(source)}", "POST", path, f,
                                     "application/octet-stream", length=size)
                 return read_object(op, r, self.url)
         try:
             size = os.fstat(source.fileno()).st_size - source.tell()
         except (AttributeError, OSError, io.UnsupportedOperation):
-            return self.put_info(source.read())
-        r = self._t.request(op, "POST", "/v1/blobs", source, "application/octet-stream", length=size)
+            return self._upload(source.read(), path)
+        r = self._t.request(op, "POST", path, source, "application/octet-stream", length=size)
         return read_object(op, r, self.url)
 
     def get(self, blob: Union[str, Job], path: Union[str, "os.PathLike[str]"]) -> int:
@@ -729,7 +735,7 @@ class Client:
             raise errors.ConfigurationError(f"put dataset: two files named {dup!r}: members are named by their file names")
         members = []
         for p, n in zip(paths, names):
-            info = self.put_info(p)
+            info = self._upload(p, "/v1/blobs?member=1")
             members.append({"name": n, "size": int(info["size"]), "blob": str(info["id"])})
         return str(self._t.json("make dataset", "POST", "/v1/datasets", {"members": members})["id"])
 
@@ -768,9 +774,10 @@ class Client:
 
     def delete_blob(self, blob: str) -> None:
         """Deletes a blob, or a dataset with its members but those something
-        else needs (another client's upload, another dataset, an unfinished
-        job, a kept output). Only this client's upload goes while another
-        client's upload, dataset or job needs the same bytes.
+        else needs (this client's upload of the same bytes on its own with
+        :meth:`put`, another client's upload, another dataset, an
+        unfinished job, a kept output). Only this client's upload goes while
+        another client's upload, dataset or job needs the same bytes.
 
         Raises:
             Conflict: an unfinished job uses it, it is a job's output kept

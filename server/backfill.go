@@ -1,0 +1,169 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/braid-hpc/braid/store"
+)
+
+// Datasets made before the store's index of members have no rows in it,
+// so nothing keeps their members but the jobs that read them (datasets.go
+// in store). The migration that follows the index lists every blob that
+// may be one (store.Meta.UnindexedDatasets); from its start, the server
+// reads each one's manifest, from the local disk or S3 as any blob, and
+// records its members (store.Meta.IndexDataset), backfillBatch blobs a
+// pass, logging its progress. Each blob leaves the list as it is done,
+// so a restart resumes where the last run stopped. A blob that is no
+// dataset leaves it without members; so do a missing blob and a corrupt
+// or invalid manifest, which are logged. A blob that failed to read for
+// another reason (the object store did not answer) stays for the next
+// round, backfillRetry later.
+//
+// With several servers over one database, one at a time does the work:
+// the holder of the lease backfillLease, taken again at every pass; the
+// others try every backfillLeaseTTL/2 and find nothing left once it is
+// done, or take over if it stopped.
+//
+// Until a dataset is indexed, its members are kept only as they were
+// before the index: a member may be deleted alone, or by the cleanup of
+// an unrelated job with the same bytes.
+
+const (
+	backfillBatch    = 100
+	backfillLease    = "datasets/backfill"
+	backfillLeaseTTL = time.Minute
+	backfillRetry    = time.Minute
+)
+
+// backfill indexes the members of datasets made before the index, until
+// none is left or the server stops; it closes s.backfilled when done.
+func (s *Server) backfill() {
+	defer close(s.backfilled)
+	var (
+		after            string // the last blob of the round so far
+		failed           bool   // a blob of this round stays for the next
+		checked, indexed int
+		wait             time.Duration
+	)
+	for {
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-s.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		wait = 0
+		ctx, cancel := s.lifetime()
+		ctx, cancel2 := context.WithTimeout(ctx, backfillLeaseTTL/2)
+		ids, err := s.backfillPass(ctx, after)
+		cancel2()
+		cancel()
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+		switch {
+		case errors.Is(err, errNotHolder):
+			wait = backfillLeaseTTL / 2
+			continue
+		case err != nil:
+			s.log.Warn("indexing the members of datasets made before the index failed; trying again", "err", err)
+			wait = backfillRetry
+			continue
+		}
+		if len(ids) == 0 {
+			if after == "" {
+				if checked > 0 {
+					s.log.Info("indexed the members of the datasets made before the index", "blobs", checked, "datasets", indexed)
+				}
+				return
+			}
+			// A round ended; the next one finds only what failed in it.
+			after = ""
+			if failed {
+				wait = backfillRetry
+			}
+			failed = false
+			continue
+		}
+		n := 0
+		for _, r := range ids {
+			if r.err != nil {
+				failed = true
+			} else if r.dataset {
+				n++
+			}
+		}
+		after = ids[len(ids)-1].id
+		checked += len(ids)
+		indexed += n
+		s.log.Info("indexing the members of datasets made before the index", "blobs", checked, "datasets", indexed)
+	}
+}
+
+// errNotHolder is backfillPass's answer when another server holds the
+// lease.
+var errNotHolder = errors.New("another server indexes the datasets")
+
+// backfilled is what became of one blob of a pass.
+type backfilled struct {
+	id      string
+	dataset bool  // it is a dataset, now indexed
+	err     error // it stays listed
+}
+
+// backfillPass indexes up to backfillBatch blobs listed after after.
+func (s *Server) backfillPass(ctx context.Context, after string) ([]backfilled, error) {
+	if !s.singleton(ctx, backfillLease, backfillLeaseTTL) {
+		return nil, errNotHolder
+	}
+	ids, err := s.db.UnindexedDatasets(ctx, after, backfillBatch)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backfilled, len(ids))
+	for i, id := range ids {
+		out[i] = backfilled{id: id}
+		if ctx.Err() != nil {
+			out[i].err = ctx.Err()
+			continue
+		}
+		members, err := s.backfillMembers(ctx, id)
+		if err == nil {
+			err = s.db.IndexDataset(ctx, id, members)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("indexing a blob that may be a dataset failed; trying again later", "blob", id, "err", err)
+		}
+		out[i].dataset, out[i].err = members != nil, err
+	}
+	return out, nil
+}
+
+// backfillMembers returns the members of blob id from its manifest: nil
+// if it is no dataset, is missing, or its manifest is corrupt or invalid
+// (those are logged); an error if it could not be read and may be later.
+func (s *Server) backfillMembers(ctx context.Context, id string) ([]string, error) {
+	d, ok, err := s.dataset(ctx, id)
+	switch {
+	case err == nil && ok:
+		return memberBlobs(d), nil
+	case err == nil:
+		if _, err := s.blobs.Stat(id); errors.Is(err, store.ErrNotFound) {
+			s.log.Warn("a blob listed as kept (an upload, an output or an unfinished job's input) is missing; "+
+				"if it was a dataset, its members are not indexed", "blob", id)
+		}
+		return nil, nil
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrCorrupt), errors.Is(err, errBadRequest):
+		s.log.Warn("a dataset's manifest is missing, corrupt or invalid; its members are not indexed, "+
+			"so nothing keeps them but the jobs that read them", "blob", id, "err", err)
+		return nil, nil
+	}
+	return nil, err
+}

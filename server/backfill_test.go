@@ -1,0 +1,66 @@
+package server_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/store/storetest"
+)
+
+// TestDatasetBackfill: the members of a dataset made before the store's
+// index of members (a database migrated from then) are kept once the
+// server started on it indexed them: deleting one alone is refused. A
+// missing and a corrupt manifest are skipped, and the server serves.
+func TestDatasetBackfill(t *testing.T) {
+	for name, backend := range map[string]func(testing.TB) storetest.Backend{
+		"sqlite":   func(testing.TB) storetest.Backend { return storetest.SQLite() },
+		"postgres": storetest.Postgres,
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := backend(t)
+			url := b.Fresh(t)
+			c := newCluster(t, func(cfg *server.Config) { cfg.DB = url })
+			ctx := t.Context()
+			ds := c.putDataset(map[string][]byte{"x": []byte("first member\n"), "y": []byte("second member\n")})
+			d, err := c.c.Dataset(ctx, ds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			member := d.Members[0].Blob
+			missing := c.putDataset(map[string][]byte{"m": []byte("its manifest goes\n")})
+			corrupt := c.putDataset(map[string][]byte{"c": []byte("its manifest rots\n")})
+			c.stopServer()
+
+			// As a database whose datasets were made before the index.
+			b.Exec(t, url, "DELETE FROM dataset_members")
+			b.Unindex(t, url)
+			blob := func(id string) string { return filepath.Join(c.cfg.Data, "blobs", id[:2], id) }
+			if err := os.Remove(blob(missing)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(blob(corrupt), []byte(`{"format":"braid-dataset/1","members":[]} rotten`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+
+			c.startServer()
+			select {
+			case <-server.Backfilled(c.srv):
+			case <-time.After(30 * time.Second):
+				t.Fatal("the server did not index the datasets within 30s")
+			}
+			err = c.c.DeleteBlob(ctx, member)
+			if !errors.Is(err, client.ErrConflict) || !strings.Contains(err.Error(), ds) {
+				t.Errorf("deleting a member of a dataset made before the index: %v, want 409 naming dataset %s", err, ds)
+			}
+			if got := string(c.get(member)); got != "first member\n" {
+				t.Errorf("the member: %q", got)
+			}
+		})
+	}
+}
