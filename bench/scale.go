@@ -21,6 +21,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/syncbuf"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/store"
@@ -330,8 +331,7 @@ func (s *Suite) takeover(ctx context.Context, dbURL string, sig syscall.Signal) 
 	}
 	cmd := exec.Command(s.bin(), "server", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "victim"), "--db", dbURL,
 		"--blobs", "dir:"+filepath.Join(dir, "blobs"), "--name", "victim", "--key-file", keyFile, "--insecure-http")
-	var log bytes.Buffer
-	cmd.Stderr = &lockedWriter{w: &log}
+	cmd.Stderr = &syncbuf.Buffer{}
 	cmd.Stdout = cmd.Stderr
 	if err := cmd.Start(); err != nil {
 		return 0, 0, err
@@ -348,10 +348,10 @@ func (s *Suite) takeover(ctx context.Context, dbURL string, sig syscall.Signal) 
 	defer stopSrvs()
 	victim := ""
 	for deadline := time.Now().Add(30 * time.Second); victim == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		victim = listening(cmd.Stderr.(*lockedWriter).String())
+		victim = listening(cmd.Stderr.(*syncbuf.Buffer).String())
 	}
 	if victim == "" {
-		return 0, 0, fmt.Errorf("the server process did not start: %s", cmd.Stderr.(*lockedWriter).String())
+		return 0, 0, fmt.Errorf("the server process did not start: %s", cmd.Stderr.(*syncbuf.Buffer).String())
 	}
 	stopW, err := startWorkers(2, 2, 20*time.Millisecond, []string{victim, srvs[0].URL()})
 	if err != nil {
@@ -425,24 +425,6 @@ func listening(log string) string {
 		}
 	}
 	return ""
-}
-
-// lockedWriter is a buffer written by a process and read by the bench.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
 }
 
 // freshDatabase creates a database on the PostgreSQL server admin names

@@ -1,14 +1,13 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/syncbuf"
 	"github.com/braid-hpc/braid/internal/testwait"
 )
 
@@ -16,22 +15,7 @@ import (
 const testKey = "cli-test-cluster-key-0123456789"
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // bg is a braid command running in the background.
 type bg struct {

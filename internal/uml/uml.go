@@ -32,9 +32,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/braid-hpc/braid/internal/syncbuf"
 )
 
 // ErrUnavailable is wrapped by Available's and Run's errors when UML cannot
@@ -323,24 +324,8 @@ func tail(b []byte, n int) []byte {
 	return bytes.TrimSpace(b)
 }
 
-// lockedBuffer is a bytes.Buffer that linux.uml's stdout and stderr copy
-// goroutines write at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer = syncbuf.Buffer
 
 // Release returns the UML kernel's release (its modules directory's
 // name), or "" where UML is not installed.

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/braid-hpc/braid/internal/syncbuf"
 )
 
 // The interop tests run an independent SCTP stack, libusrsctp, against this
@@ -140,24 +142,8 @@ func (p *peerProc) wait(t *testing.T) string {
 	return out
 }
 
-// lockedBuffer is a bytes.Buffer safe for the process's writer goroutine
-// and the test's reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer = syncbuf.Buffer
 
 func TestInteropGoClientUsrsctpServer(t *testing.T) {
 	bin := buildPeer(t)
