@@ -389,6 +389,7 @@ func (s *Server) receive(ctx context.Context, p *peer, ps *pstream) error {
 			s.log.Debug("result received", "job", res.Job, "unit", res.ID, "worker", p.id, "stream", ps.idx,
 				"bytes", len(res.Output), "compute", time.Duration(res.ComputeNanos), "err", res.Err)
 		}
+		p.seen() // a result is a sign of life too
 		p.busy.back(time.Duration(res.ComputeNanos))
 		s.onResult(ctx, p, a, &res)
 		ps.st.Release(b) // onResult keeps no reference to the output
@@ -541,11 +542,12 @@ func (e refusedError) Error() string { return string(e) }
 // check and two JSON documents a worker an interval where a request on a
 // session already open costs two small messages. A worker too old to
 // know the request answers with an error, and is left to beat over HTTP.
-// A request unanswered leaves the judgement to the reaper, which declares
-// the worker dead after WorkerTimeout of silence either way.
+// A request unanswered within WorkerTimeout leaves the judgement to the
+// reaper, which declares the worker dead after that much silence either
+// way.
 func (s *Server) beatPeer(ctx context.Context, p *peer) {
 	for {
-		every, _ := s.beatTimes()
+		every, timeout := s.beatTimes()
 		t := time.NewTimer(every)
 		select {
 		case <-ctx.Done():
@@ -554,7 +556,10 @@ func (s *Server) beatPeer(ctx context.Context, p *peer) {
 		case <-t.C:
 		}
 		params := map[string]string{api.BeatWorker: p.id, api.BeatMillis: strconv.FormatInt(every.Milliseconds(), 10)}
-		out, err := p.ask(ctx, api.OpHeartbeat, params, "heartbeat", every)
+		// The request may wait on stream 0 behind large units still in
+		// transfer; the worker beats over HTTP meanwhile (it has heard
+		// no request), and a late answer still counts.
+		out, err := p.ask(ctx, api.OpHeartbeat, params, "heartbeat", timeout)
 		var hb api.Heartbeat
 		if err == nil {
 			err = json.Unmarshal(out, &hb)
