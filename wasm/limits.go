@@ -39,6 +39,18 @@ const (
 	// their branch weight, so that the whole module compiles in some
 	// tens of seconds at worst.
 	MaxModuleWeight = 32 * MaxBranchWeight * MaxBranchWeight
+	// MaxModulePhis bounds the phis of all functions together, as frame
+	// counts them (a local set inside a block, loop or if counts once
+	// for each that had not seen it set since it opened). wazero's
+	// compile time and memory grow faster than a function's phis, which
+	// MaxFrame bounds per function (some 125,000); a module of many such
+	// functions compiles in about 10 µs of CPU a phi (8 at 125,000: 9 s
+	// and 380 MB). Real code has fewer phis a function and about as many
+	// in all per MB: an 8 MB Go program has 676,000 (at most 8,245 in a
+	// function) and compiles in 5 s; C and Rust programs a few thousand.
+	// So at this limit a module of phi nests costs a worker about what a
+	// Go program of some 50 MB does (docs/ops.md has the measurements).
+	MaxModulePhis = 4 << 20
 )
 
 // The weights of MaxBranchWeight, in quarters.
