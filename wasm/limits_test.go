@@ -92,7 +92,8 @@ func TestValidateLimits(t *testing.T) {
 
 // phiNests returns a module of n functions just under MaxFrame, each a
 // nest of 250 loops that sets 500 locals (125,000 phis): 8 took wazero
-// 9 s and 380 MB to compile, 33 (just under MaxModulePhis) 44 s.
+// 11 s of CPU and 380 MB to compile, 33 (just under MaxModulePhis) 40 s
+// and 580 MB (BenchmarkCompileLimits).
 func phiNests(n int) []byte {
 	m := wasmtest.Module{MemPages: 1, Globals: 2, Locals: 500}
 	for range n {
