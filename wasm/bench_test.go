@@ -106,8 +106,8 @@ func BenchmarkCompileLimits(b *testing.B) {
 		name string
 		code func(b *testing.B) []byte
 	}{
-		{"phi-nests=33", func(*testing.B) []byte { return phiNests(33) }},
-		{"phi-nests=8", func(*testing.B) []byte { return phiNests(8) }},
+		{"phi-nests=33", func(*testing.B) []byte { return wasmtest.PhiNests(33) }},
+		{"phi-nests=8", func(*testing.B) []byte { return wasmtest.PhiNests(8) }},
 		{"go=8MB", func(b *testing.B) []byte { return wasmtest.Go(b, bigGo) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

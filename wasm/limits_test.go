@@ -55,7 +55,7 @@ func overLimits() []struct {
 		{"locals", wasmtest.Module{MemPages: 1, Locals: 100000}.Bytes(), "100000 locals"},
 		{"functions", wasmtest.Module{MemPages: 1, Funcs: manyFuncs}.Bytes(), "200001 functions"},
 		{"module weight", heavy.Bytes(), "too long to compile"},
-		{"module phis", phiNests(34), "4250000 phis"},
+		{"module phis", wasmtest.PhiNests(34), "4250000 phis"},
 		{"globals", wasmtest.Module{MemPages: 1, Globals: 70000}.Bytes(), "70000 globals"},
 		{"tables", wasmtest.Module{MemPages: 1, Tables: make([]uint32, 17)}.Bytes(), "17 tables"},
 	}
@@ -85,21 +85,9 @@ func TestValidateLimits(t *testing.T) {
 	if err := Validate(t.Context(), ok); err != nil {
 		t.Fatalf("a module within the limits: %v", err)
 	}
-	if err := Validate(t.Context(), phiNests(33)); err != nil {
+	if err := Validate(t.Context(), wasmtest.PhiNests(33)); err != nil {
 		t.Fatalf("33 phi nests, 4,125,000 phis: %v", err)
 	}
-}
-
-// phiNests returns a module of n functions just under MaxFrame, each a
-// nest of 250 loops that sets 500 locals (125,000 phis): 8 took wazero
-// 11 s of CPU and 380 MB to compile, 33 (just under MaxModulePhis) 40 s
-// and 580 MB (BenchmarkCompileLimits).
-func phiNests(n int) []byte {
-	m := wasmtest.Module{MemPages: 1, Globals: 2, Locals: 500}
-	for range n {
-		m.Funcs = append(m.Funcs, wasmtest.PhiNest(500, 250))
-	}
-	return m.Bytes()
 }
 
 // bigGo is a Go program of 8 MB (GOOS=wasip1; 5,300 functions, 676,000

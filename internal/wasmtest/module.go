@@ -212,3 +212,15 @@ func PhiNest(locals uint32, loops int) []byte {
 	}
 	return f
 }
+
+// PhiNests returns a module of n functions each a PhiNest of 500 locals
+// in 250 loops: 125,000 phis, a frame just under wasm.MaxFrame. 8 took
+// wazero 11 s of CPU and 380 MB to compile, 33 (4,125,000 phis, just
+// under wasm.MaxModulePhis) 40 s and 580 MB; package wasm refuses 34.
+func PhiNests(n int) []byte {
+	m := Module{MemPages: 1, Globals: 2, Locals: 500}
+	for range n {
+		m.Funcs = append(m.Funcs, PhiNest(500, 250))
+	}
+	return m.Bytes()
+}
