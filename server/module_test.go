@@ -201,6 +201,9 @@ func TestOpUploadErrors(t *testing.T) {
 		{"badsplit", cat, client.OpOptions{Split: "lines:0"}, 400, "split"},
 		{"badmerge", cat, client.OpOptions{Merge: "glue"}, 400, "merge"},
 		{"badparam", cat, client.OpOptions{Params: map[string]string{"A-B": "1"}}, 400, "parameter"},
+		// Each function under the frame limit, together over the phis a
+		// module may have: minutes of compiling on every worker.
+		{"phis", wasmtest.PhiNests(34), client.OpOptions{}, 400, "at most 4194304 are allowed in a module"},
 	}
 	for _, tc := range cases {
 		_, err := c.c.AddOp(t.Context(), tc.name, bytes.NewReader(tc.code), tc.o)

@@ -92,3 +92,40 @@ func BenchmarkRunSmallCopies(b *testing.B) {
 	}
 	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N)/n, "cpu-ns/copy")
 }
+
+// BenchmarkCompileLimits measures what compiling the costliest modules
+// the limits let through takes a worker (a fresh Engine each time, so
+// nothing is cached): 33 functions each a phi nest just under MaxFrame
+// (4,125,000 phis, just under MaxModulePhis), 8 of them, and a real Go
+// program of 8 MB. Run one at a time to see its peak memory, e.g.
+//
+//	go test -c -o wasm.test ./wasm/
+//	/usr/bin/time -f '%M KB' ./wasm.test -test.run '^$' -test.bench 'CompileLimits/phi-nests=33' -test.benchtime 1x
+func BenchmarkCompileLimits(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		code func(b *testing.B) []byte
+	}{
+		{"phi-nests=33", func(*testing.B) []byte { return wasmtest.PhiNests(33) }},
+		{"phi-nests=8", func(*testing.B) []byte { return wasmtest.PhiNests(8) }},
+		{"go=8MB", func(b *testing.B) []byte { return wasmtest.Go(b, bigGo) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			code := bc.code(b)
+			b.ReportAllocs()
+			start := cpuTime(b)
+			for b.Loop() {
+				e, err := NewEngine(Config{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, err = e.Compile(b.Context(), code)
+				e.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, start)
+		})
+	}
+}

@@ -106,26 +106,7 @@ func phis(depth int32, locals uint32, loops int) []byte {
 	f := []byte{0x23, 0}
 	f = wasmtest.I32(f, 1)
 	f = append(f, 0x6b, 0x24, 0, 0x23, 0, 0x04, 0x40)
-	for range loops {
-		f = append(f, 0x03, 0x40) // loop
-	}
-	for i := range locals {
-		f = append(f, 0x20) // local.get i; global.get 1; i32.add; local.set i
-		f = binary.AppendUvarint(f, uint64(i))
-		f = append(f, 0x23, 1, 0x6a, 0x21)
-		f = binary.AppendUvarint(f, uint64(i))
-	}
-	for range loops {
-		// global 1 += 1; br_if 0 while global 1 < 3; end
-		f = append(f, 0x23, 1, 0x41, 1, 0x6a, 0x24, 1, 0x23, 1)
-		f = wasmtest.I32(f, 3)
-		f = append(f, 0x48, 0x0d, 0, 0x0b)
-	}
-	for i := range locals {
-		f = append(f, 0x20) // local.get i; global.set 1
-		f = binary.AppendUvarint(f, uint64(i))
-		f = append(f, 0x24, 1)
-	}
+	f = append(f, wasmtest.PhiNest(locals, loops)...)
 	f = append(f, 0x10, 1, 0x0b)
 	return wasmtest.Module{MemPages: 1, Globals: 2, Locals: locals, Start: start, Funcs: [][]byte{f}}.Bytes()
 }

@@ -77,10 +77,11 @@
 // # Compile limits
 //
 // wazero's compiler takes time that grows with the square of a function's
-// blocks and branches. Validate and Compile refuse, with ErrBadModule
-// naming the limit, a module beyond the limits of limits.go (code size,
-// functions, function size, locals, nesting, br_table targets, branch
-// weight, globals, tables); a compilation runs under
+// blocks and branches, and faster than the number of its phis. Validate
+// and Compile refuse, with ErrBadModule naming the limit, a module beyond
+// the limits of limits.go (code size, functions, function size, locals,
+// nesting, br_table targets, branch weight, the frame of a function, the
+// phis of the whole module, globals, tables); a compilation runs under
 // Config.CompileTimeout, after which it stops between two functions and
 // the module is refused with ErrCompileTimeout.
 //

@@ -293,6 +293,7 @@ type rewriter struct {
 
 	shape  fnShape // of the function being rewritten
 	weight uint64  // the sum of the squares of the functions' branch weights
+	phis   uint64  // the phis of the functions rewritten so far (frame.phis)
 }
 
 // typeRef refuses a reference to the type the rewrite adds (valid only
@@ -644,6 +645,9 @@ func (rw *rewriter) code(b []byte) ([]byte, error) {
 			return nil, fmt.Errorf("function %d: its frame may take %d KiB of call stack (it defines %d values and up to %d phis, and wazero may keep each in a slot of its own); at most %d KiB are allowed: split it into smaller functions", i, cost>>10, rw.fr.values, rw.fr.phis, MaxFrame>>10)
 		}
 		rw.setCost(body, cost)
+		if rw.phis += rw.fr.phis; rw.phis > MaxModulePhis {
+			return nil, fmt.Errorf("the functions up to %d have up to %d phis (where locals set in blocks and loops meet); at most %d are allowed in a module, which would take wazero too long to compile: set fewer locals inside nested loops and blocks, or split the operation into smaller modules", i, rw.phis, MaxModulePhis)
+		}
 		if err := rw.shape.check(&rw.weight); err != nil {
 			return nil, fmt.Errorf("function %d: %v", i, err)
 		}

@@ -39,6 +39,21 @@ const (
 	// their branch weight, so that the whole module compiles in some
 	// tens of seconds at worst.
 	MaxModuleWeight = 32 * MaxBranchWeight * MaxBranchWeight
+	// MaxModulePhis bounds the phis of all functions together, as frame
+	// counts them (a local set inside a block, loop or if counts once
+	// for each that had not seen it set since it opened). wazero's
+	// compile time and memory grow faster than a function's phis, which
+	// MaxFrame bounds per function (some 125,000), and a module of many
+	// such functions compiled for minutes. It takes about 10 µs of CPU a
+	// phi: 8 such functions 11 s and 380 MB, 33 (just under this limit)
+	// 40 s and 580 MB. Real code has fewer phis a function and some 90,000
+	// in all per MB of Go: an 8 MB Go program has 676,000 (at most 8,245
+	// in a function) and compiles in 7 s and 160 MB, a 15 MB one 1.35
+	// million in 10 s and 265 MB; the C and Rust examples a few thousand.
+	// So the limit admits Go programs to some 45 MB, and a module of phi
+	// nests at the limit costs a worker about what such a program does
+	// (docs/benchmarks.md has the measurements).
+	MaxModulePhis = 4 << 20
 )
 
 // The weights of MaxBranchWeight, in quarters.

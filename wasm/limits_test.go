@@ -55,6 +55,7 @@ func overLimits() []struct {
 		{"locals", wasmtest.Module{MemPages: 1, Locals: 100000}.Bytes(), "100000 locals"},
 		{"functions", wasmtest.Module{MemPages: 1, Funcs: manyFuncs}.Bytes(), "200001 functions"},
 		{"module weight", heavy.Bytes(), "too long to compile"},
+		{"module phis", wasmtest.PhiNests(34), "4250000 phis"},
 		{"globals", wasmtest.Module{MemPages: 1, Globals: 70000}.Bytes(), "70000 globals"},
 		{"tables", wasmtest.Module{MemPages: 1, Tables: make([]uint32, 17)}.Bytes(), "17 tables"},
 	}
@@ -83,6 +84,40 @@ func TestValidateLimits(t *testing.T) {
 	ok := wasmtest.Module{MemPages: 1, Start: nested(0x02, 1000), Funcs: [][]byte{brTable(20000)}, Locals: 1}.Bytes()
 	if err := Validate(t.Context(), ok); err != nil {
 		t.Fatalf("a module within the limits: %v", err)
+	}
+	if err := Validate(t.Context(), wasmtest.PhiNests(33)); err != nil {
+		t.Fatalf("33 phi nests, 4,125,000 phis: %v", err)
+	}
+}
+
+// bigGo is a Go program of 8 MB (GOOS=wasip1; 5,300 functions, 676,000
+// phis in all, at most 8,245 in one): the largest real module the
+// limits were measured against.
+const bigGo = `package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"text/template"
+)
+
+func main() {
+	var v any
+	json.NewDecoder(os.Stdin).Decode(&v)
+	fmt.Println(v, regexp.MustCompile("a+").String(), http.StatusOK)
+	template.Must(template.New("x").Parse("{{.}}")).Execute(os.Stdout, v)
+}
+`
+
+// TestBigGoProgramWithinLimits: a large real program passes every
+// compile limit (Validate runs the same checks as Compile; the example
+// operations' tests compile theirs).
+func TestBigGoProgramWithinLimits(t *testing.T) {
+	if err := Validate(t.Context(), wasmtest.Go(t, bigGo)); err != nil {
+		t.Fatalf("an 8 MB Go program: %v", err)
 	}
 }
 
