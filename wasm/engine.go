@@ -36,8 +36,8 @@ type Config struct {
 	MaxModules int
 	// CompileWorkers is how many goroutines compile a module's functions
 	// in parallel (wazero's experimental.WithCompilationWorkers). 0 or
-	// less = GOMAXPROCS; at least 2 are used, as wazero checks for a
-	// canceled compilation only then.
+	// less = GOMAXPROCS, at most DefaultCompileWorkers; at least 2 are
+	// used, as wazero checks for a canceled compilation only then.
 	CompileWorkers int
 	// CompileTimeout bounds one compilation; a module that takes longer
 	// is refused with ErrCompileTimeout. The limits of limits.go bound
@@ -55,13 +55,21 @@ const DefaultCompileTimeout = 5 * time.Minute
 // up.
 var errCompileTimeout = errors.New("compile timeout")
 
+// DefaultCompileWorkers bounds the goroutines that compile one module by
+// default, whatever the cores: the costliest function the limits admit
+// (a phi nest just under MaxFrame) takes about 190 MB while it compiles,
+// so a hostile module at the limits costs a worker at most about
+// 4 x 190 MB on a machine of any size, not 190 MB a core. Compiled code
+// is cached, so a large real program pays the slower compile once.
+const DefaultCompileWorkers = 4
+
 // populate fills in the defaults of c.
 func (c *Config) populate() {
 	if c.MaxModules <= 0 {
 		c.MaxModules = DefaultMaxModules
 	}
 	if c.CompileWorkers <= 0 {
-		c.CompileWorkers = runtime.GOMAXPROCS(0)
+		c.CompileWorkers = min(runtime.GOMAXPROCS(0), DefaultCompileWorkers)
 	}
 	if c.CompileTimeout <= 0 {
 		c.CompileTimeout = DefaultCompileTimeout
