@@ -41,7 +41,8 @@ var may = map[string][]string{
 	"internal/metrics":  {"transport", "transport/..."},
 	"internal/ctl":      {"transport"},
 	"internal/outfile":  {},
-	"internal/uml":      {},
+	"internal/syncbuf":  {},
+	"internal/uml":      {"internal/syncbuf"},
 
 	// The guest-kernel harness and its command, over UML's backend.
 	"internal/vmkernel/...": {"internal/uml", "internal/vmkernel"},
