@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,13 +11,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/braid-hpc/braid/internal/syncbuf"
 	"github.com/braid-hpc/braid/internal/testenv"
 	"github.com/braid-hpc/braid/internal/testwait"
 )
@@ -209,21 +208,12 @@ func environmentFile(t *testing.T, path string) []string {
 type service struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
-	mu     sync.Mutex
-	out    bytes.Buffer
+	out    syncbuf.Buffer
 }
 
-func (s *service) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.Write(p)
-}
+func (s *service) Write(p []byte) (int, error) { return s.out.Write(p) }
 
-func (s *service) output() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.String()
-}
+func (s *service) output() string { return s.out.String() }
 
 // wait waits for a line of output matching re and returns its submatch.
 func (s *service) wait(t *testing.T, re *regexp.Regexp) string {

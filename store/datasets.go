@@ -170,10 +170,13 @@ func (s *SQLite) RemoveDataset(ctx context.Context, dataset string) error {
 	return nil
 }
 
+// pgInsertMembers records the members $2 of dataset $1 on PostgreSQL.
+const pgInsertMembers = `INSERT INTO dataset_members (dataset, member) SELECT $1, unnest($2::text[])
+	ON CONFLICT (dataset, member) DO NOTHING`
+
 // AddDataset implements Meta.
 func (p *Postgres) AddDataset(ctx context.Context, dataset string, members []string) error {
-	_, err := p.pool.Exec(ctx, `INSERT INTO dataset_members (dataset, member) SELECT $1, unnest($2::text[])
-		ON CONFLICT (dataset, member) DO NOTHING`, dataset, members)
+	_, err := p.pool.Exec(ctx, pgInsertMembers, dataset, members)
 	if err != nil {
 		return fmt.Errorf("store: add dataset %s: %w", dataset, p.wrap(err))
 	}
@@ -188,8 +191,7 @@ func (p *Postgres) UnindexedDatasets(ctx context.Context, after string, limit in
 // IndexDataset implements Meta.
 func (p *Postgres) IndexDataset(ctx context.Context, id string, members []string) error {
 	err := p.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO dataset_members (dataset, member) SELECT $1, unnest($2::text[])
-			ON CONFLICT (dataset, member) DO NOTHING`, id, members); err != nil {
+		if _, err := tx.Exec(ctx, pgInsertMembers, id, members); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, "DELETE FROM dataset_backfill WHERE id = $1", id)

@@ -492,8 +492,11 @@ func (w *Worker) noteDataBeat(params map[string]string) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if slices.Contains(slices.Collect(maps.Values(w.ids)), id) {
-		w.beats[id] = dataBeat{at: time.Now(), every: time.Duration(ms) * time.Millisecond}
+	for _, known := range w.ids {
+		if known == id {
+			w.beats[id] = dataBeat{at: time.Now(), every: time.Duration(ms) * time.Millisecond}
+			return
+		}
 	}
 }
 
