@@ -84,10 +84,17 @@ type path struct {
 	pings                  atomic.Int64 // probes sent
 	dupping                bool         // the writer is duplicating a slower path's tail
 
-	// Delivery rate from acknowledgements (bytes/s), and its window.
+	// Delivery rate from acknowledgements (bytes/s), and its window:
+	// opened by the first acknowledgement after the path began sending,
+	// so the round trip and the queue ahead of that acknowledgement are
+	// not in it.
 	drate     float64
 	dwinStart time.Time
 	dwinBytes int64
+	// The current burst: since the path last began sending with nothing
+	// in flight, and its bytes acknowledged (sampleBurst).
+	burstStart time.Time
+	burstBytes int64
 	// Rate of short bursts (sampleBurst), for paths never busy long enough
 	// for drate.
 	brate float64
@@ -100,7 +107,8 @@ type path struct {
 // stream's lane. Caller holds s.mu.
 func (p *path) sent(r txRef) {
 	if p.inflight == 0 {
-		p.dwinStart, p.dwinBytes = time.Now(), 0
+		p.burstStart, p.burstBytes = time.Now(), 0
+		p.dwinStart, p.dwinBytes = time.Time{}, 0
 	}
 	l := p.dataLane(r.seg.ref.Stream)
 	r.at = time.Now()
@@ -133,28 +141,72 @@ func (p *path) planRate() float64 {
 
 // sampleDelivery updates the delivery rate from acknowledged frames: bytes
 // acknowledged per second over windows of at least 20ms during which the
-// path always had data in flight. Caller holds s.mu.
+// path always had data in flight. A window opens with an acknowledgement,
+// not with the send: from the send to the first acknowledgement the path
+// delivers nothing the sender sees, and a window that began at the send
+// would count the round trip and the queue in front of the data (on a
+// link whose acknowledgements wait behind the sender's own queue, tens of
+// milliseconds) as time without delivery. A path given little work then
+// reads as slow, is given less, and reads slower still. Caller holds s.mu.
 func (p *path) sampleDelivery(acked []txRef, now time.Time) {
-	if p.unackedBytes == 0 || p.dwinStart.IsZero() {
-		p.dwinStart, p.dwinBytes = now, 0
+	if p.unackedBytes == 0 || p.burstStart.IsZero() {
 		return
 	}
+	var n int64
 	for _, r := range acked {
-		p.dwinBytes += r.size()
+		n += r.size()
 	}
-	if dt := now.Sub(p.dwinStart); dt >= 20*time.Millisecond {
-		sample := float64(p.dwinBytes) / dt.Seconds()
-		if p.drate == 0 {
-			p.drate = sample
-		} else {
-			p.drate = 0.75*p.drate + 0.25*sample
-		}
+	p.burstBytes += n
+	switch {
+	case p.dwinStart.IsZero():
+		// What this acknowledgement releases left before the window.
 		p.dwinStart, p.dwinBytes = now, 0
+	default:
+		p.dwinBytes += n
+		if dt := now.Sub(p.dwinStart); dt >= 20*time.Millisecond {
+			sample := float64(p.dwinBytes) / dt.Seconds()
+			if p.drate == 0 {
+				p.drate = sample
+			} else {
+				p.drate = 0.75*p.drate + 0.25*sample
+			}
+			p.dwinStart, p.dwinBytes = now, 0
+		}
 	}
 	if p.inflight == len(acked) {
-		// Nothing left in flight: the next window starts with the next send.
+		// Nothing left in flight: the next burst starts with the next send.
 		p.sampleBurst(now)
-		p.dwinStart = time.Time{}
+		p.raiseFromBurst(now)
+		p.burstStart, p.dwinStart = time.Time{}, time.Time{}
+	}
+}
+
+// burstProof is the least a burst must carry to raise a path's delivery
+// rate: far more than a shaper's bucket lets through at once.
+const burstProof = 64 << 10
+
+// raiseFromBurst raises the delivery rate to the rate of the burst that
+// just drained, if that is higher: its bytes over the time from its first
+// send to its last acknowledgement less one round trip. A path that is
+// given a small share of each message (a ping-pong striped over paths
+// whose rates are thought unequal) drains it in less than a delivery
+// window and would never be measured again: its share, and the rate it
+// is thought to have, would stay small. A burst can only read slower
+// than the path (the sender may have fed it slowly, the last
+// acknowledgement may have waited for company), never faster, so it
+// raises the rate and never lowers it; the delivery windows of busy
+// paths bring it down. Caller holds s.mu.
+func (p *path) raiseFromBurst(now time.Time) {
+	if p.burstBytes < burstProof || p.drate == 0 {
+		return
+	}
+	dt := now.Sub(p.burstStart)
+	busy := dt - p.minRTT
+	if busy < dt/2 {
+		return // mostly the round trip
+	}
+	if r := float64(p.burstBytes) / busy.Seconds(); r > p.drate {
+		p.drate = r
 	}
 }
 
@@ -184,8 +236,8 @@ const burstMin = 8 << 10
 // the bytes of that burst over its duration less one round trip. Caller
 // holds s.mu.
 func (p *path) sampleBurst(now time.Time) {
-	dt := now.Sub(p.dwinStart)
-	if p.dwinBytes < burstMin || dt >= 20*time.Millisecond {
+	dt := now.Sub(p.burstStart)
+	if p.burstBytes < burstMin || dt >= 20*time.Millisecond {
 		return
 	}
 	busy := dt - p.minRTT
@@ -194,7 +246,7 @@ func (p *path) sampleBurst(now time.Time) {
 	}
 	// Rise at once, fall slowly: a burst delayed by the scheduler looks
 	// slower than the path is.
-	sample := float64(p.dwinBytes) / busy.Seconds()
+	sample := float64(p.burstBytes) / busy.Seconds()
 	if sample > p.brate {
 		p.brate = sample
 	} else {
