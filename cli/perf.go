@@ -467,9 +467,12 @@ const encryptedNote = "note: braid's data plane is encrypted and authenticated (
 
 // printStreamTotals prints each stream's sender and receiver totals and
 // their sums, as iperf3 ends its output. "Retr" is the TCP segments the
-// session's channels retransmitted (which all its streams share), empty
-// where the channels are not TCP; bytes braid sent again on another path
-// after a path failed are in the path table below.
+// sender's channels retransmitted, empty where the channels are not TCP.
+// braid's streams share the session's channels (one a path), so each
+// stream's Retr is that of all the channels, and the [SUM] line counts
+// each channel once; a note under the table says so when there are
+// several streams. Bytes braid sent again on another path after a path
+// failed are in the path table below.
 func printStreamTotals(w io.Writer, ip *perf.IperfReport, u rateUnit) {
 	e := ip.End
 	if len(e.Streams) == 0 {
@@ -479,7 +482,7 @@ func printStreamTotals(w io.Writer, ip *perf.IperfReport, u rateUnit) {
 	fmt.Fprintf(w, "[ ID] %-15s  %11s  %-15s %10s\n", "Interval", "Transfer", "Bitrate", "Retr")
 	line := func(id string, s perf.IperfSpan, role string) {
 		retr := ""
-		if role == "sender" && id != "SUM" && s.Retransmits != nil {
+		if role == "sender" && s.Retransmits != nil {
 			retr = fmt.Sprint(*s.Retransmits) // TCP segments of the channels (perf.TCPFigures)
 		}
 		fmt.Fprintf(w, "[%s] %5.2f-%-5.2f sec  %11s  %8.1f %-6s %10s  %s\n", id, s.Start, s.End, formatBytes(s.Bytes),
@@ -498,8 +501,16 @@ func printStreamTotals(w io.Writer, ip *perf.IperfReport, u rateUnit) {
 	if e.SumSent != nil && e.SumReceived != nil && len(e.Streams) > 1 {
 		line("SUM", *e.SumSent, "sender")
 		line("SUM", *e.SumReceived, "receiver")
+		if ip.Braid != nil && ip.Braid.StreamTCP == "channels" {
+			fmt.Fprintln(w, sharedRetrNote)
+		}
 	}
 }
+
+// sharedRetrNote explains the Retr column of a test with several streams
+// over shared channels.
+const sharedRetrNote = "Retr: TCP segments retransmitted by the channels (one per path), which the streams share: " +
+	"each stream shows all the channels' total, [SUM] counts each channel once"
 
 // printPerfSummary prints a test's figures and its paths.
 func printPerfSummary(w io.Writer, r *perf.Report, u rateUnit) {
