@@ -25,6 +25,9 @@ type command struct {
 	// subs lists the subcommands of a command group (op, token,
 	// testbed); each has flags of its own.
 	subs []string
+	// args, if set, are the values its positional argument takes, which
+	// shell completion offers instead of file names.
+	args []string
 }
 
 // Env carries the standard streams so tests can run commands in-process.

@@ -107,6 +107,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	port := fs.IntP("port", "p", perf.Port, "`port` of the addresses given without one")
 	from := fs.StringP("from", "B", "", "client: comma-separated local source `addresses`, the i-th for the i-th path; server: listen on these addresses only (with --port), as iperf3 -s -B")
 	mode := fs.String("mode", "bulk", "`mode`: bulk or pingpong")
+	withChoices(fs, "mode", "bulk", "pingpong")
 	size := fs.StringP("length", "l", "1M", "message `size` in bytes, K/M/G suffixes (powers of 1024)")
 	alias(fs, "size", "length", "use -l/--length, as in iperf3 (--size is an image size in braid local and sample)")
 	seconds := fs.Float64P("time", "t", 10, "test duration in `seconds` (pingpong: upper bound)")

@@ -115,6 +115,8 @@ func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
 		serverOutput:   fs.Bool("get-server-output", false, "client: print the server's own report of the test after the client's (-J: \"server_output_json\" from a server run with -J, else \"server_output_text\"), as iperf3"),
 	}
 	fs.Lookup("timestamps").NoOptDefVal = "%c "
+	withChoices(fs, "format", "k", "m", "g", "t", "K", "M", "G", "T")
+	withChoices(fs, "congestion", congestionAlgorithms()...)
 	alias(fs, "bind", "from", "")
 	for _, r := range refusedIperf {
 		var fl *pflag.Flag
@@ -428,4 +430,14 @@ func pinProcess(spec string) error {
 		}
 	}
 	return nil
+}
+
+// congestionAlgorithms lists this host's TCP congestion controls, for
+// completing -C; Linux's two built in where /proc does not say.
+func congestionAlgorithms() []string {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	if names := strings.Fields(string(b)); err == nil && len(names) > 0 {
+		return names
+	}
+	return []string{"cubic", "reno"}
 }

@@ -156,6 +156,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	workerNets := fs.StringSlice("worker-networks", nil, "`CIDR`s whose addresses a worker registering with a worker token may give as its data plane, "+
 		"besides the address it connects from (comma-separated, e.g. 10.1.0.0/16,10.2.0.0/16); the server dials no other address for such workers")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data-plane paths to workers: tcp, mptcp, sctp or sctp-udp (workers must listen with the same)")
+	withChoices(fs, "transport", channelKinds...)
 	probe := pathProbeFlag(fs)
 	plain := plaintextFlag(fs)
 	durable := fs.Bool("durable", false, "sync unit results and every database commit to disk (slower; survives power loss)")

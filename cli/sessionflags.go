@@ -37,7 +37,7 @@ type sessionFlags struct {
 
 func addSessionFlags(fs *pflag.FlagSet) *sessionFlags {
 	defer alias(fs, "policy", "path-policy", "use --path-policy; --policy is the scheduling policy of braid submit and local")
-	return &sessionFlags{
+	f := &sessionFlags{
 		key:       keyFlag(fs),
 		transport: fs.String("transport", "tcp", "channel `kind` of every path: tcp, mptcp, sctp (kernel SCTP) or sctp-udp"),
 		stripe:    fs.String("stripe", "enhanced", "striping of large messages over the paths: enhanced, basic or off"),
@@ -49,7 +49,14 @@ func addSessionFlags(fs *pflag.FlagSet) *sessionFlags {
 		plaintext: plaintextFlag(fs),
 		sctp:      addSCTPFlags(fs),
 	}
+	withChoices(fs, "transport", channelKinds...)
+	withChoices(fs, "stripe", "enhanced", "basic", "off")
+	withChoices(fs, "path-policy", "soonest", "round-robin")
+	return f
 }
+
+// channelKinds are the values of --transport, for completion.
+var channelKinds = []string{"tcp", "mptcp", "sctp", "sctp-udp"}
 
 // plaintextFlag is --insecure-plaintext, for every command that opens
 // data-plane sessions.

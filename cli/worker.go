@@ -62,6 +62,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		"a job asking more fails (default: a quarter of the RAM divided by --threads, less 192M for the unit's call stack, at least 256M)")
 	name := fs.String("name", "", "`name` in listings (default: the host name)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data plane: tcp, mptcp, sctp or sctp-udp (the server must dial with the same)")
+	withChoices(fs, "transport", channelKinds...)
 	probe := pathProbeFlag(fs)
 	plain := plaintextFlag(fs)
 	sctp := addSCTPFlags(fs)
