@@ -58,8 +58,8 @@ again copies only what is missing.
 
   braid blobs copy --from dir:/var/lib/braid/blobs \
     --to 's3://braid/blobs?endpoint=https://s3.example.net:9000'`)
-	from := fs.String("from", "", "the store to copy from: "+store.BlobSpecHelp)
-	to := fs.String("to", "", "the store to copy into (same forms as --from)")
+	from := fs.String("from", "", "the `store` to copy from: "+store.BlobSpecHelp)
+	to := fs.String("to", "", "the `store` to copy into (same forms as --from)")
 	verbose := fs.BoolP("verbose", "V", false, "print every blob copied")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code

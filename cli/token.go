@@ -69,7 +69,7 @@ keeps only its hash.`)
 	role := fs.String("role", "", "the token's `role`: admin, client, worker or monitor (required)")
 	withChoices(fs, "role", "admin", "client", "worker", "monitor")
 	name := fs.String("name", "", "a unique `name` for listings and revoke (default: the role and part of the ID)")
-	group := fs.String("group", "", "a `group` whose tokens share their jobs, blobs and pipelines (default: none; the token shares nothing)")
+	group := fs.String("group", "", "the `name` of a group whose tokens share their jobs, blobs and pipelines (default: none; the token shares nothing)")
 	cf := addClientFlags(fs, 30*time.Second)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
