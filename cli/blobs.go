@@ -38,7 +38,7 @@ func runBlobs(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stdout, strings.TrimSpace(blobsDescription))
 		return 0
 	}
-	return failUsage(env, "blobs", fmt.Errorf("unknown subcommand %q; want copy", args[0]))
+	return unknownSubcommand(env, "blobs", args[0])
 }
 
 func runBlobsCopy(ctx context.Context, env *Env, args []string) int {

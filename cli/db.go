@@ -62,7 +62,7 @@ func runDB(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stdout, strings.TrimSpace(dbDescription))
 		return 0
 	}
-	return failUsage(env, "db", fmt.Errorf("unknown subcommand %q; want migrate or copy", args[0]))
+	return unknownSubcommand(env, "db", args[0])
 }
 
 // dbTimeout bounds a db command's connecting and migrating.

@@ -23,7 +23,7 @@ import (
 func init() {
 	register(&command{
 		name:    "op",
-		summary: "add, remove or try a user operation (a WebAssembly module)",
+		summary: "add, rm or run a user operation (a WebAssembly module)",
 		run:     runOp,
 		subs:    []string{"add", "rm", "run"},
 	})
@@ -62,7 +62,7 @@ func runOp(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stdout, strings.TrimSpace(opDescription))
 		return 0
 	}
-	return failUsage(env, "op", fmt.Errorf("unknown subcommand %q; want add, rm or run", args[0]))
+	return unknownSubcommand(env, "op", args[0])
 }
 
 func runOpAdd(ctx context.Context, env *Env, args []string) int {

@@ -59,7 +59,7 @@ func runToken(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stdout, strings.TrimSpace(tokenDescription))
 		return 0
 	}
-	return failUsage(env, "token", fmt.Errorf("unknown subcommand %q; want create, list or revoke", args[0]))
+	return unknownSubcommand(env, "token", args[0])
 }
 
 func runTokenCreate(ctx context.Context, env *Env, args []string) int {
