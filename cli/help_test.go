@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"io"
 	"strings"
 	"testing"
 
@@ -22,17 +23,21 @@ var placeholders = map[string]bool{
 	"store": true, "format": true, "value": true,
 	// Nouns of listed values.
 	"kind": true, "level": true, "mode": true, "policy": true, "role": true, "state": true, "unit": true,
-	"algorithm": true, "merge": true, "split": true, "operation": true, "operations": true,
+	"algorithm": true, "merge": true, "split": true, "operation": true, "operations": true, "paper": true,
 }
 
 // Every flag of every command shows a placeholder from the set above, in
 // lower case.
 func TestHelpPlaceholders(t *testing.T) {
 	for _, name := range commandNames() {
-		if _, ok := commands[name]; ok && len(commands[name].subs) > 0 {
-			continue // a group: its subcommands have the flags
+		words := strings.Fields(name)
+		var fs *pflag.FlagSet
+		env := &Env{Stdout: io.Discard, Stderr: io.Discard, collect: func(f *pflag.FlagSet) { fs = f }}
+		commands[words[0]].run(t.Context(), env, append(words[1:], "--help"))
+		if fs == nil {
+			continue // a group without flags of its own (op, token): its subcommands have them
 		}
-		flagSetOf(t, name).VisitAll(func(f *pflag.Flag) {
+		fs.VisitAll(func(f *pflag.Flag) {
 			p, _ := pflag.UnquoteUsage(f)
 			if f.Hidden || p == "" {
 				return
