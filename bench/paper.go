@@ -398,12 +398,8 @@ func (res *Results) Write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	for _, p := range res.Papers {
-		for _, f := range p.Figures {
-			if err := f.DrawAll(dir); err != nil {
-				return fmt.Errorf("plot %s: %w", f.ID, err)
-			}
-		}
+	if err := res.DrawPlots(dir); err != nil {
+		return err
 	}
 	rf, err := os.Create(filepath.Join(dir, "report.md"))
 	if err != nil {
@@ -414,6 +410,18 @@ func (res *Results) Write(dir string) error {
 		return err
 	}
 	return rf.Close()
+}
+
+// DrawPlots writes each figure's plot, SVG and PNG, into dir.
+func (res *Results) DrawPlots(dir string) error {
+	for _, p := range res.Papers {
+		for _, f := range p.Figures {
+			if err := f.DrawAll(dir); err != nil {
+				return fmt.Errorf("plot %s: %w", f.ID, err)
+			}
+		}
+	}
+	return nil
 }
 
 // ReadResults reads a run's results.json from dir.

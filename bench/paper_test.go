@@ -509,15 +509,16 @@ func TestFig10Findings(t *testing.T) {
 	}
 }
 
-// TestDrawReadable: a figure reads at a glance. Its byte axis says 10 KB
-// and 1 MB (not 10000 and 1e+06); the legend stands right of the data
-// (every legend label starts right of the last x tick label); the paper's
-// points are drawn in their series' colour, each series in its own; and
-// DrawAll writes a PNG beside the SVG.
+// TestDrawReadable: a figure reads at a glance. Its byte axis says 1 KiB
+// and 1 MiB (not 1024 and 1.049e+06, nor 1.05 MB for 1 MiB) with ticks at
+// powers of two, under the points' sizes; the legend stands right of the
+// data (every legend label starts right of the last x tick label); the
+// paper's points are drawn in their series' colour, each series in its
+// own; and DrawAll writes a PNG beside the SVG.
 func TestDrawReadable(t *testing.T) {
 	f := &Figure{ID: "t", Title: "t", XLabel: "message size (bytes)", YLabel: "effective bandwidth (Mbit/s)", Unit: "Mbit/s",
 		Higher: true, LogX: true, Comparable: true}
-	xs := []float64{1e3, 1e4, 1e5, 1e6, 4e6}
+	xs := []float64{1 << 10, 16 << 10, 128 << 10, 1 << 20, 4 << 20}
 	for i := range 9 {
 		name := fmt.Sprintf("series %d", i)
 		for _, x := range xs {
@@ -526,7 +527,7 @@ func TestDrawReadable(t *testing.T) {
 	}
 	paper := 150.0
 	for _, p := range f.Points {
-		if p.Series == "series 8" && p.X == 1e6 {
+		if p.Series == "series 8" && p.X == 1<<20 {
 			p.Paper = &paper
 		}
 	}
@@ -541,13 +542,13 @@ func TestDrawReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	svg := string(b)
-	for _, want := range []string{">1 KB<", ">10 KB<", ">1 MB<", "series 8 (paper)"} {
+	for _, want := range []string{">1 KiB<", ">16 KiB<", ">1 MiB<", ">4 MiB<", "series 8 (paper)"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("the plot lacks %q", want)
 		}
 	}
-	if strings.Contains(svg, "e+06") || strings.Contains(svg, ">10000<") {
-		t.Error("the x axis has raw numbers")
+	if strings.Contains(svg, "e+06") || strings.Contains(svg, ">1024<") || strings.Contains(svg, " MB<") || strings.Contains(svg, " KB<") {
+		t.Error("the x axis has raw numbers or decimal units for binary sizes")
 	}
 	// gonum's SVG places text with x="..." on the <text> element.
 	xOf := func(label string) float64 {
@@ -558,7 +559,7 @@ func TestDrawReadable(t *testing.T) {
 		x, _ := strconv.ParseFloat(m[1], 64)
 		return x
 	}
-	if lastTick, legend := xOf("2 MB"), xOf("series 0"); legend <= lastTick {
+	if lastTick, legend := xOf("4 MiB"), xOf("series 0"); legend <= lastTick {
 		t.Errorf("the legend (x %v) is not right of the data (last tick at x %v)", legend, lastTick)
 	}
 	colours := map[string]bool{}
@@ -575,5 +576,49 @@ func TestDrawReadable(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "t.png")); err != nil {
 		t.Errorf("no PNG beside the SVG: %v", err)
+	}
+}
+
+// TestDrawWholeImage: nothing of a figure falls outside its image or on
+// no background. A title wider than the plot is wrapped (before, its
+// start was cut at the left edge: "14: static proportional..."); the
+// SVG's white background covers the legend too (before, it ended at the
+// plot); rates of 1000 Mbit/s and more read in Gbit/s; a linear byte axis
+// around one 2 MiB point has its tick at "2 MiB" (before: "2.1 MB").
+func TestDrawWholeImage(t *testing.T) {
+	title := "Fig. 14: static proportional division, 2 workers vs 2 plus a slow third with 2/2/1 streams, and more words to be sure"
+	f := &Figure{ID: "t", Title: title, XLabel: "message size (bytes)", YLabel: "throughput (Mbit/s)", Unit: "Mbit/s", Higher: true}
+	f.add("a series with a long name that makes the legend wide", kindBraid, 2<<20, "2M", 9000)
+	f.add("a series with a long name that makes the legend wide", kindBraid, 2<<20, "2M", 9500)
+	f.finish()
+	file := filepath.Join(t.TempDir(), "t.svg")
+	if err := f.Draw(file); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := string(b)
+	if !strings.Contains(svg, `<path d="M0,0L720,0L720,360L0,360Z" style="fill:#FFFFFF" />`) {
+		t.Error("no white background over the whole 720x360 image")
+	}
+	var words []string
+	for _, m := range regexp.MustCompile(`<text x="([-0-9.]+)"[^>]*>([^<]*)<`).FindAllStringSubmatch(svg, -1) {
+		x, _ := strconv.ParseFloat(m[1], 64)
+		if x < 0 {
+			t.Errorf("text %q starts left of the image, at x %v", m[2], x)
+		}
+		if strings.HasPrefix(title, m[2]) || strings.Contains(title, m[2]) && len(m[2]) > 10 {
+			words = append(words, m[2])
+		}
+	}
+	if got := strings.Join(words, " "); got != title {
+		t.Errorf("the title reads %q; want it whole, wrapped: %q", got, title)
+	}
+	for _, want := range []string{"throughput (Gbit/s)", ">10<", ">2 MiB<"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the plot lacks %q", want)
+		}
 	}
 }

@@ -33,11 +33,14 @@ func (s spread) YError(i int) (float64, float64) { return s.lo[i], s.hi[i] }
 // values, where they compare with braid's (else they stay in the
 // report's table), as large hollow markers of the series' colour and
 // shape. The legend stands right of the data, never over it; the axes
-// read in human units (10 KB, 1 MB) on a grid, with room at the edges so
-// that no marker is clipped.
+// read in human units on a grid: sizes in bytes in binary units (1 KiB,
+// 2 MiB), their ticks at powers of two on a log axis, so that a 2 MiB
+// point sits on its tick; rates above 1000 Mbit/s in Gbit/s. There is
+// room at the edges so that no marker is clipped, a title wider than the
+// plot is wrapped, not cut, and the white background covers the legend
+// too.
 func (f *Figure) Draw(file string) error {
 	p := plot.New()
-	p.Title.Text = f.Title
 	p.X.Label.Text = f.XLabel
 	p.Y.Label.Text = f.YLabel
 	p.Add(plotter.NewGrid())
@@ -48,7 +51,8 @@ func (f *Figure) Draw(file string) error {
 	} else {
 		p.X.Tick.Marker = humanTicks{bytes: bytesX}
 	}
-	p.Y.Tick.Marker = humanTicks{}
+	yTicks := humanTicks{}
+	p.Y.Tick.Marker = yTicks
 	legend := plot.NewLegend()
 	legend.Top, legend.Left = true, true
 	// Each series' line runs left to right, whatever order its points
@@ -120,6 +124,12 @@ func (f *Figure) Draw(file string) error {
 			p.X.Min, p.X.Max = xr.lo-pad, xr.hi+pad
 		}
 	}
+	if yr.ok() && yr.hi >= 1000 && strings.Contains(f.YLabel, "(Mbit/s)") {
+		// 1000 Mbit/s and more read as Gbit/s.
+		yTicks.div = 1000
+		p.Y.Tick.Marker = yTicks
+		p.Y.Label.Text = strings.Replace(f.YLabel, "(Mbit/s)", "(Gbit/s)", 1)
+	}
 	if yr.ok() {
 		pad := 0.08 * max(yr.hi-yr.lo, math.Abs(yr.hi), 1e-9)
 		p.Y.Min, p.Y.Max = yr.lo-pad, yr.hi+pad
@@ -136,8 +146,13 @@ func (f *Figure) Draw(file string) error {
 		return err
 	}
 	dc := draw.New(c)
+	// The background under the legend as under the plot (an SVG has none
+	// of its own).
+	dc.FillPolygon(color.White, []vg.Point{{X: 0, Y: 0}, {X: width, Y: 0}, {X: width, Y: height}, {X: 0, Y: height}})
 	r := legend.Rectangle(dc)
 	legendW := r.Max.X - r.Min.X + vg.Points(10)
+	plotW := width - legendW - vg.Points(8)
+	p.Title.Text = wrapText(f.Title, plotW-vg.Points(16), p.Title.TextStyle.Width)
 	p.Draw(draw.Crop(dc, 0, -legendW-vg.Points(8), 0, 0))
 	legend.Draw(draw.Crop(dc, width-legendW, 0, 0, -vg.Points(30)))
 	out, err := os.Create(file)
@@ -196,16 +211,63 @@ func (r *valueRange) add(v float64) {
 
 func (r *valueRange) ok() bool { return r.lo <= r.hi }
 
-// humanTicks labels an axis in human units: 10 KB, 1 MB for a byte axis,
-// 10k and 1M for other large numbers, and plain decimals below 1000. A
-// log axis gets a labelled tick at each power of ten and 2 and 5 times
-// it, when the range spans few decades; a linear one gonum's default
-// positions.
-type humanTicks struct{ log, bytes bool }
+// wrapText breaks s at spaces into lines no wider than w (by width, a
+// text style's measure); a word wider than w stays whole on its line.
+func wrapText(s string, w vg.Length, width func(string) vg.Length) string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case width(line+" "+word) <= w:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	return strings.Join(append(lines, line), "\n")
+}
+
+// humanTicks labels an axis in human units: sizes in bytes in binary
+// units (1 KiB, 2 MiB), 10k and 1M for other large numbers, and plain
+// decimals below 1000; div, if not 0, divides the labels (1000 for
+// Mbit/s read as Gbit/s). A log axis gets a labelled tick at each power
+// of ten and 2 and 5 times it when the range spans few decades; a log
+// byte axis one at powers of two, every one over a few octaves, else
+// every second or fourth. A linear byte axis gets gonum's positions in
+// its binary unit; other linear axes gonum's.
+type humanTicks struct {
+	log, bytes bool
+	div        float64
+}
 
 func (h humanTicks) Ticks(lo, hi float64) []plot.Tick {
 	var ticks []plot.Tick
-	if h.log && lo > 0 {
+	switch {
+	case h.log && h.bytes && lo > 0:
+		octaves := math.Log2(hi / lo)
+		step := 1
+		switch {
+		case octaves > 20:
+			step = 4
+		case octaves > 10:
+			step = 2
+		}
+		for e := int(math.Floor(math.Log2(lo))); e <= int(math.Ceil(math.Log2(hi))); e++ {
+			v := math.Exp2(float64(e))
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if e%step == 0 {
+				t.Label = h.label(v)
+			}
+			ticks = append(ticks, t)
+		}
+		return ticks
+	case h.log && lo > 0:
 		decades := math.Log10(hi / lo)
 		steps := []float64{1, 2, 5}
 		if decades > 4 {
@@ -225,6 +287,17 @@ func (h humanTicks) Ticks(lo, hi float64) []plot.Tick {
 			}
 		}
 		return ticks
+	case h.bytes:
+		// Round numbers of the unit the axis reads in: 1.9, 2, 2.1 MiB.
+		unit, _ := binaryUnit(max(math.Abs(lo), math.Abs(hi)))
+		for _, t := range (plot.DefaultTicks{}).Ticks(lo/unit, hi/unit) {
+			t.Value *= unit
+			if t.Label != "" {
+				t.Label = h.label(t.Value)
+			}
+			ticks = append(ticks, t)
+		}
+		return ticks
 	}
 	for _, t := range (plot.DefaultTicks{}).Ticks(lo, hi) {
 		if t.Label != "" {
@@ -235,18 +308,27 @@ func (h humanTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
+// binaryUnit is the largest binary unit not above v, and its name.
+func binaryUnit(v float64) (float64, string) {
+	for _, u := range []struct {
+		n    float64
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if v >= u.n {
+			return u.n, u.name
+		}
+	}
+	return 1, "B"
+}
+
 // label writes v in human units.
 func (h humanTicks) label(v float64) string {
 	if h.bytes {
-		for _, u := range []struct {
-			n    float64
-			name string
-		}{{1e9, "GB"}, {1e6, "MB"}, {1e3, "KB"}} {
-			if math.Abs(v) >= u.n {
-				return strconv.FormatFloat(v/u.n, 'g', 4, 64) + " " + u.name
-			}
-		}
-		return strconv.FormatFloat(v, 'g', 4, 64) + " B"
+		n, name := binaryUnit(math.Abs(v))
+		return strconv.FormatFloat(v/n, 'g', 4, 64) + " " + name
+	}
+	if h.div != 0 {
+		v /= h.div
 	}
 	switch a := math.Abs(v); {
 	case a >= 1e6:

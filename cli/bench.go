@@ -158,8 +158,10 @@ func runBenchReport(env *Env, args []string) int {
 	fs := newFlags(env, "bench report", "[flags] DIR...", `
 Gathers the runs of braid bench --paper in the directories DIR... into one
 Markdown report, with the plots linked relative to the -o file's folder
-(docs/benchmarks.md is made this way).`)
+(docs/benchmarks.md is made this way). --redraw draws each run's plots
+again from its results.json, without running anything.`)
 	out := fs.StringP("output", "o", "", "write the report to this `file` (default: stdout)")
+	redraw := fs.Bool("redraw", false, "redraw the plots (SVG and PNG) in each DIR from its results.json, as this braid draws them")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -175,6 +177,9 @@ Markdown report, with the plots linked relative to the -o file's folder
 	var b strings.Builder
 	for _, dir := range fs.Args() {
 		res, err := bench.ReadResults(dir)
+		if err == nil && *redraw {
+			err = res.DrawPlots(dir)
+		}
 		if err != nil {
 			env.Errorf("bench report: %v", err)
 			return 1

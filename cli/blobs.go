@@ -38,7 +38,7 @@ func runBlobs(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stdout, strings.TrimSpace(blobsDescription))
 		return 0
 	}
-	return failUsage(env, "blobs", fmt.Errorf("unknown subcommand %q; want copy", args[0]))
+	return unknownSubcommand(env, "blobs", args[0])
 }
 
 func runBlobsCopy(ctx context.Context, env *Env, args []string) int {
@@ -58,8 +58,8 @@ again copies only what is missing.
 
   braid blobs copy --from dir:/var/lib/braid/blobs \
     --to 's3://braid/blobs?endpoint=https://s3.example.net:9000'`)
-	from := fs.String("from", "", "the store to copy from: "+store.BlobSpecHelp)
-	to := fs.String("to", "", "the store to copy into (same forms as --from)")
+	from := fs.String("from", "", "the `store` to copy from: "+store.BlobSpecHelp)
+	to := fs.String("to", "", "the `store` to copy into (same forms as --from)")
 	verbose := fs.BoolP("verbose", "V", false, "print every blob copied")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code

@@ -25,6 +25,9 @@ type command struct {
 	// subs lists the subcommands of a command group (op, token,
 	// testbed); each has flags of its own.
 	subs []string
+	// args, if set, are the values its positional argument takes, which
+	// shell completion offers instead of file names.
+	args []string
 }
 
 // Env carries the standard streams so tests can run commands in-process.
@@ -197,10 +200,16 @@ func parse(env *Env, fs *pflag.FlagSet, args []string, interspersed bool) int {
 			env.Errorf("%s: --%s is deprecated: %s", fs.Name(), f.Name, f.Deprecated)
 		}
 	})
-	if f := fs.Lookup("config"); f != nil && f.Annotations[configAnnotation] != nil {
-		for _, w := range envTypos(fs, os.Environ()) {
-			env.Errorf("warning: %s", w)
+	var all map[string]bool
+	for _, w := range envTypos(fs, os.Environ(), func() map[string]bool {
+		if all == nil {
+			all = allVariables(context.Background())
 		}
+		return all
+	}) {
+		env.Errorf("warning: %s", w)
+	}
+	if f := fs.Lookup("config"); f != nil && f.Annotations[configAnnotation] != nil {
 		if err := applyConfig(fs, os.LookupEnv); err != nil {
 			env.Errorf("%s: %v", fs.Name(), err)
 			return 2

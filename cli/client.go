@@ -36,9 +36,9 @@ func addClientFlags(fs *pflag.FlagSet, timeout time.Duration) *clientFlags {
 		def = defaultServerURL
 	}
 	return &clientFlags{
-		server:  fs.String("server", def, "base `URL` of the braid server, or of several sharing one database, comma-separated (tried in turn when one is down); BRAID_SERVER sets the default"),
+		server:  fs.String("server", def, "base `url` of the braid server, or of several sharing one database, comma-separated (tried in turn when one is down); BRAID_SERVER sets the default"),
 		json:    fs.Bool("json", false, "print one JSON object instead of text"),
-		timeout: fs.Duration("timeout", timeout, "give up after this `long` (0: never)"),
+		timeout: fs.Duration("timeout", timeout, "give up after this `duration` (0: never)"),
 		auth:    addControlFlags(fs),
 	}
 }

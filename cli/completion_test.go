@@ -81,7 +81,9 @@ func TestCompletion(t *testing.T) {
 			switch sh {
 			case "bash":
 				complete = func(line string) string {
-					words := strings.Split(line, " ")
+					// bash splits words at '=' too (COMP_WORDBREAKS):
+					// --policy=pro is --policy, = and pro.
+					words := strings.Split(strings.ReplaceAll(line, "=", " = "), " ")
 					script := `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _braid; echo "${COMPREPLY[*]}"`
 					b, err := exec.CommandContext(t.Context(), bin, append([]string{"-c", script, "bash", file}, words...)...).CombinedOutput()
 					if err != nil {
@@ -146,6 +148,19 @@ func TestCompletion(t *testing.T) {
 				{"braid submit --policy pro", "proportional", "cli.go"},
 				{"braid submit --policy ", "dynamic", "cli.go"},
 				{"braid server --log-level w", "warn", "cli.go"},
+				// --flag=value, which bash splits at '=': before, the
+				// word before the cursor was "=" and bash offered files.
+				{"braid submit --policy=", "dynamic", "cli.go"},
+				{"braid submit --policy=pro", "proportional", "cli.go"},
+				{"braid perf --stripe=", "basic", "cli.go"},
+				// Flags and arguments of a few values, which completed
+				// files before.
+				{"braid token create --role ", "monitor", "cli.go"},
+				{"braid perf --mode ", "pingpong", "cli.go"},
+				{"braid perf -C ", "reno", "cli.go"},
+				{"braid jobs --state ", "canceled", "cli.go"},
+				{"braid worker --transport ", "sctp-udp", "cli.go"},
+				{"braid completion ", "fish", "cli.go"},
 			} {
 				got := complete(tc.line)
 				if !strings.Contains(got, tc.want) || strings.Contains(got, tc.not) {

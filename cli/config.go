@@ -94,7 +94,8 @@ func applyConfigFile(fs *pflag.FlagSet, path string, b []byte) error {
 		f := fs.Lookup(k.Value)
 		switch {
 		case f == nil || k.Value == "help" || k.Value == "config":
-			errs = append(errs, fmt.Errorf("%s: unknown key %q: keys are the long flags of 'braid %s --help'", at, k.Value, fs.Name()))
+			errs = append(errs, fmt.Errorf("%s: unknown key %q: keys are the long flags of 'braid %s --help'%s", at, k.Value, fs.Name(),
+				didYouMean(k.Value, flagNames(fs), "")))
 			continue
 		case seen[k.Value] > 0:
 			errs = append(errs, fmt.Errorf("%s: %q is also on line %d", at, k.Value, seen[k.Value]))

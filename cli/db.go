@@ -62,7 +62,7 @@ func runDB(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stdout, strings.TrimSpace(dbDescription))
 		return 0
 	}
-	return failUsage(env, "db", fmt.Errorf("unknown subcommand %q; want migrate or copy", args[0]))
+	return unknownSubcommand(env, "db", args[0])
 }
 
 // dbTimeout bounds a db command's connecting and migrating.
@@ -73,7 +73,7 @@ func runDBMigrate(ctx context.Context, env *Env, args []string) int {
 Creates the metadata store's schema, or upgrades it to this braid's
 version, and prints the version before and after. A schema newer than this
 braid understands is refused: upgrade braid instead.`)
-	db := fs.String("db", "", "the store's `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB (required; also BRAID_DB)")
+	db := fs.String("db", "", "the store's `url`: sqlite:PATH or postgres://USER@HOST:PORT/DB (required; also BRAID_DB)")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -116,8 +116,8 @@ they write meanwhile. Blobs are not copied; they stay in the data
 directory.
 
   braid db copy --from sqlite:/var/lib/braid/jobs.db --to postgres://braid@db:5432/braid`)
-	from := fs.String("from", "", "`URL` of the store to read: sqlite:PATH or postgres://... (required)")
-	to := fs.String("to", "", "`URL` of the store to write, created or migrated as needed (required)")
+	from := fs.String("from", "", "`url` of the store to read: sqlite:PATH or postgres://... (required)")
+	to := fs.String("to", "", "`url` of the store to write, created or migrated as needed (required)")
 	replace := fs.Bool("replace", false, "delete the target's records first, instead of refusing a target that has some")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code

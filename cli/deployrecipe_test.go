@@ -2,8 +2,12 @@ package cli
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -154,8 +158,10 @@ func TestDeploySystemdRecipe(t *testing.T) {
 	srv := startService(t, srvRoot, filepath.Join(deploy, "braid-server.service"), uid, gid, "StateDirectory", "var/lib",
 		"BRAID_LISTEN=127.0.0.1:0", "BRAID_DATA="+filepath.Join(srvRoot, "var/lib/braid"))
 	url := srv.wait(t, regexp.MustCompile(`braid server listening on (\S+)`))
+	wrkMetrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	wrk := startService(t, wrkRoot, filepath.Join(deploy, "braid-worker.service"), uid, gid, "CacheDirectory", "var/cache",
-		"BRAID_SERVER="+url, "BRAID_LISTEN=127.0.0.1:0", "BRAID_MODULE_DIR="+filepath.Join(wrkRoot, "var/cache/braid/modules"))
+		"BRAID_SERVER="+url, "BRAID_LISTEN=127.0.0.1:0", "BRAID_MODULE_DIR="+filepath.Join(wrkRoot, "var/cache/braid/modules"),
+		"BRAID_METRICS="+wrkMetrics)
 	wrk.wait(t, regexp.MustCompile(`braid worker: (data plane on)`))
 	t.Setenv("BRAID_KEY", key)
 	var last string
@@ -171,6 +177,120 @@ func TestDeploySystemdRecipe(t *testing.T) {
 	}) {
 		t.Fatalf("the worker did not register within 60s: %s\nserver:\n%s\nworker:\n%s", last, srv.output(), wrk.output())
 	}
+	prometheusScrapes(t, bin, srvRoot, url, "http://"+wrkMetrics+"/metrics")
+}
+
+// prometheusScrapes follows deploy/prometheus.yml on the recipe's hosts:
+// its comment's token command, run as root with no BRAID_KEY in its
+// environment (the key comes from /etc/braid/env through --key-file),
+// then a scrape of the server as its braid-server job does it (the bearer
+// token, the server's certificate as ca_file, its server_name), and of the
+// worker's metrics address.
+func prometheusScrapes(t *testing.T, bin, srvRoot, url, workerMetrics string) {
+	t.Helper()
+	cfg := prometheusConfig(t)
+	argv := append(strings.Fields(hostRoot(srvRoot, " "+cfg.tokenCommand)), "--server", url)
+	cmd := exec.Command(bin, argv[1:]...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BRAID_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.Output()
+	var tok struct {
+		Token string `json:"token"`
+	}
+	if err != nil || json.Unmarshal(out, &tok) != nil || tok.Token == "" {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("prometheus.yml's %s: %v: %s%s", strings.Join(argv, " "), err, out, stderr)
+	}
+	job := cfg.job(t, "braid-server")
+	pem, err := os.ReadFile(filepath.Join(srvRoot, "var/lib/braid/tls/cert.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		t.Fatal("the server's cert.pem holds no certificate")
+	}
+	// The server listens on loopback here; the name checked is the one
+	// prometheus.yml gives, as for its target 10.0.0.1.
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: job.TLSConfig.ServerName}}}
+	req, err := http.NewRequest("GET", strings.TrimSuffix(url, "/")+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", job.Authorization.Type+" "+tok.Token)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("scrape the server as prometheus.yml does (server_name %q): %v", job.TLSConfig.ServerName, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "braid_") {
+		t.Errorf("scrape the server: %s: %.200s", resp.Status, body)
+	}
+	if code, body := httpGet(t, workerMetrics); code != http.StatusOK || !strings.Contains(string(body), "braid_") {
+		t.Errorf("scrape the worker: %d: %.200s", code, body)
+	}
+}
+
+// scrapeJob is a scrape_configs entry of deploy/prometheus.yml.
+type scrapeJob struct {
+	JobName       string `yaml:"job_name"`
+	Scheme        string `yaml:"scheme"`
+	Authorization struct {
+		Type            string `yaml:"type"`
+		CredentialsFile string `yaml:"credentials_file"`
+	} `yaml:"authorization"`
+	TLSConfig struct {
+		CAFile     string `yaml:"ca_file"`
+		ServerName string `yaml:"server_name"`
+	} `yaml:"tls_config"`
+	StaticConfigs []struct {
+		Targets []string `yaml:"targets"`
+	} `yaml:"static_configs"`
+}
+
+// promConfig is deploy/prometheus.yml and the token command in its
+// comment ("braid token create ...", before the pipe).
+type promConfig struct {
+	path          string
+	ScrapeConfigs []scrapeJob `yaml:"scrape_configs"`
+	tokenCommand  string
+}
+
+func prometheusConfig(t *testing.T) *promConfig {
+	t.Helper()
+	cfg := &promConfig{path: filepath.Join(deployDir, "prometheus.yml")}
+	b, err := os.ReadFile(cfg.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, cfg); err != nil {
+		t.Fatalf("%s: %v", cfg.path, err)
+	}
+	m := regexp.MustCompile(`#\s+(braid token create [^|]*)\|`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s: no 'braid token create' command in its comment", cfg.path)
+	}
+	cfg.tokenCommand = strings.TrimSpace(string(m[1]))
+	return cfg
+}
+
+func (c *promConfig) job(t *testing.T, name string) scrapeJob {
+	t.Helper()
+	for _, j := range c.ScrapeConfigs {
+		if j.JobName == name {
+			return j
+		}
+	}
+	t.Fatalf("%s: no job %s", c.path, name)
+	return scrapeJob{}
 }
 
 // tempRoot returns a directory standing in for /, which the service user
@@ -293,54 +413,56 @@ func startService(t *testing.T, root, path string, uid, gid int, dirKey, base st
 }
 
 // deploy/prometheus.yml scrapes the server over HTTPS with a monitor
-// token from a file and the server's certificate, and the token command
-// in its comment is one this braid takes.
+// token from a file and the server's certificate, checked by a name the
+// generated certificate has (its target's address is not in it: the
+// server listens on 0.0.0.0); the token command in its comment is one
+// this braid takes, with the key from the services' EnvironmentFile; the
+// worker job scrapes the one address of worker.yaml's metrics.
+// TestDeploySystemdRecipe runs the command and the scrapes.
 func TestDeployPrometheus(t *testing.T) {
-	path := filepath.Join(deployDir, "prometheus.yml")
+	cfg := prometheusConfig(t)
+	path := cfg.path
+	for _, sc := range cfg.ScrapeConfigs {
+		if len(sc.StaticConfigs) == 0 || len(sc.StaticConfigs[0].Targets) == 0 {
+			t.Errorf("%s: job %s has no targets", path, sc.JobName)
+		}
+	}
+	srv, wrk := cfg.job(t, "braid-server"), cfg.job(t, "braid-worker")
+	if srv.Scheme != "https" || srv.Authorization.Type != "Bearer" || srv.Authorization.CredentialsFile == "" || srv.TLSConfig.CAFile == "" {
+		t.Errorf("%s: braid-server scrapes %+v; want https with a bearer token file and the server's CA", path, srv)
+	}
+	// The generated certificate has localhost and the host name, not
+	// the target's address (server.yaml listens on 0.0.0.0).
+	var serverYAML, workerYAML map[string]any
+	readYAML(t, filepath.Join(deployDir, "server.yaml"), &serverYAML)
+	readYAML(t, filepath.Join(deployDir, "worker.yaml"), &workerYAML)
+	if host, _, _ := strings.Cut(fmt.Sprint(serverYAML["listen"]), ":"); host == "0.0.0.0" && srv.TLSConfig.ServerName == "" {
+		t.Errorf("%s: braid-server has no tls_config.server_name, and server.yaml's listen %v puts no address of the target in the certificate", path, serverYAML["listen"])
+	}
+	metrics, ok := workerYAML["metrics"].(string)
+	if !ok {
+		t.Errorf("worker.yaml has no metrics: key, which prometheus.yml's braid-worker job scrapes")
+	}
+	if got := wrk.StaticConfigs[0].Targets; len(got) != 1 || got[0] != metrics {
+		t.Errorf("%s: braid-worker targets %v, want worker.yaml's one metrics address %q", path, got, metrics)
+	}
+	argv := strings.Fields(cfg.tokenCommand)
+	fs := flagSetOf(t, "token create")
+	if err := fs.Parse(argv[3:]); err != nil || fs.Lookup("role").Value.String() != "monitor" {
+		t.Errorf("%s: %s: %v; want a monitor token", path, cfg.tokenCommand, err)
+	}
+	if fs.Lookup("key-file").Value.String() != "/etc/braid/env" {
+		t.Errorf("%s: %s: root has no BRAID_KEY; want --key-file /etc/braid/env", path, cfg.tokenCommand)
+	}
+}
+
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg struct {
-		ScrapeConfigs []struct {
-			JobName       string `yaml:"job_name"`
-			Scheme        string `yaml:"scheme"`
-			Authorization struct {
-				Type            string `yaml:"type"`
-				CredentialsFile string `yaml:"credentials_file"`
-			} `yaml:"authorization"`
-			TLSConfig struct {
-				CAFile string `yaml:"ca_file"`
-			} `yaml:"tls_config"`
-			StaticConfigs []struct {
-				Targets []string `yaml:"targets"`
-			} `yaml:"static_configs"`
-		} `yaml:"scrape_configs"`
-	}
-	if err := yaml.Unmarshal(b, &cfg); err != nil {
+	if err := yaml.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", path, err)
-	}
-	jobs := map[string]bool{}
-	for _, sc := range cfg.ScrapeConfigs {
-		jobs[sc.JobName] = true
-		if len(sc.StaticConfigs) == 0 || len(sc.StaticConfigs[0].Targets) == 0 {
-			t.Errorf("%s: job %s has no targets", path, sc.JobName)
-		}
-		if sc.JobName == "braid-server" && (sc.Scheme != "https" || sc.Authorization.Type != "Bearer" ||
-			sc.Authorization.CredentialsFile == "" || sc.TLSConfig.CAFile == "") {
-			t.Errorf("%s: braid-server scrapes %+v; want https with a bearer token file and the server's CA", path, sc)
-		}
-	}
-	if !jobs["braid-server"] || !jobs["braid-worker"] {
-		t.Errorf("%s: jobs %v, want braid-server and braid-worker", path, jobs)
-	}
-	m := regexp.MustCompile(`#\s+braid (token create [^|]*)\|`).FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("%s: no 'braid token create' command in its comment", path)
-	}
-	argv := strings.Fields(string(m[1]))
-	fs := flagSetOf(t, "token create")
-	if err := fs.Parse(argv[2:]); err != nil || fs.Lookup("role").Value.String() != "monitor" {
-		t.Errorf("%s: braid %s: %v; want a monitor token", path, m[1], err)
 	}
 }

@@ -20,7 +20,7 @@ output). The file appears whole or not at all. A dataset's ID (see
 'braid put DIR') fetches its members as files into the directory FILE
 (made if missing), and -o - writes its manifest. A progress bar is drawn on
 stderr when it is a terminal (or with --progress).`)
-	out := fs.StringP("output", "o", "", "write to this `FILE` (required; - for standard output)")
+	out := fs.StringP("output", "o", "", "write to this `file` (required; - for standard output)")
 	cf := addClientFlags(fs, 0)
 	showProgress := fs.Bool("progress", false, "draw progress on stderr even when it is not a terminal")
 	id, code := oneArg(env, fs, args, "blob ID")

@@ -16,7 +16,8 @@ func init() {
 func runJobs(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "jobs", "[flags]", "Lists the server's jobs, newest first.")
 	state := fs.String("state", "", "only jobs in this `state`: queued, running, done, failed or canceled")
-	limit := fs.Int("limit", 20, "at most `N` jobs")
+	withChoices(fs, "state", "queued", "running", "done", "failed", "canceled")
+	limit := fs.Int("limit", 20, "at most `n` jobs")
 	cf := addClientFlags(fs, 30*time.Second)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code

@@ -94,24 +94,24 @@ type localWorker struct {
 
 func runLocal(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "local", "[flags]", localDescription)
-	size := fs.Int("size", 2048, "width and height of the sample image in `pixels`")
+	size := fs.Int("size", 2048, "width and height of the sample image: `n` pixels")
 	var tile api.Tile
 	tile.W, tile.H = 256, 256
-	fs.Var(tileFlag{&tile}, "tile", "tile size `WxH` of the blur job")
-	radius := fs.Int("radius", 5, "blur radius in `pixels`")
+	fs.Var(tileFlag{&tile}, "tile", "tile size `wxh` of the blur job")
+	radius := fs.Int("radius", 5, "blur radius: `n` pixels")
 	out := fs.StringP("output", "o", "braid-local-out.png", "write the output image to this `file`")
 	data := fs.String("data", "", "keep the cluster's data in this `directory` (default: a temporary one, removed after)")
-	nWorkers := fs.Int("workers", 2, "number of `workers`")
-	threads := fs.Int("threads", 0, "threads each worker lends (default: half the CPUs, at least 1)")
+	nWorkers := fs.Int("workers", 2, "run `n` workers")
+	threads := fs.Int("threads", 0, "each worker lends `n` threads (default: half the CPUs, at least 1)")
 	policy := fs.String("policy", api.PolicyDynamic, "scheduling `policy`: equal, proportional or dynamic")
 	withChoices(fs, "policy", api.PolicyEqual, api.PolicyProportional, api.PolicyDynamic)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
-	module := fs.String("op", "", "run this WebAssembly module `FILE.wasm` instead of the blur (with --input)")
+	module := fs.String("op", "", "run this WebAssembly module `file.wasm` instead of the blur (with --input)")
 	input := fs.String("input", "", "the input `file` of --op; a directory is a dataset of its files")
-	split := fs.String("split", "", "with --op: how to cut the input into units (whole, bytes:SIZE, lines:SIZE, tiles:WxH[+HALO])")
-	merge := fs.String("merge", "", "with --op: how to join the units' outputs (concat, tiles, reduce:OP or reduce:FILE.wasm)")
+	split := fs.String("split", "", "with --op: the `split` that cuts the input into units (whole, bytes:SIZE, lines:SIZE, tiles:WxH[+HALO])")
+	merge := fs.String("merge", "", "with --op: the `merge` that joins the units' outputs (concat, tiles, reduce:OP or reduce:FILE.wasm)")
 	params := paramFlag{}
-	fs.Var(params, "param", "with --op: a parameter `NAME=VALUE` of the module (repeatable)")
+	fs.Var(params, "param", "with --op: a parameter `name=value` of the module (repeatable)")
 	keyPath := fs.String("key-file", "", "read the cluster key from this `file` (default: BRAID_KEY, else a random key)")
 	logger := logFlags(fs)
 	if code := parseFlags(env, fs, args); code >= 0 {
@@ -330,7 +330,7 @@ func (r *localReport) print(w io.Writer) {
 	fmt.Fprintf(w, "braid local: embedded cluster on loopback, data in %s\n", r.Data)
 	fmt.Fprintf(w, "  server      %s\n", r.Server)
 	for _, wk := range r.Workers {
-		fmt.Fprintf(w, "  worker %-4s data plane %s, %d thread(s)\n", wk.ID, wk.Address, wk.Threads)
+		fmt.Fprintf(w, "  worker %-4s data plane %s, %s\n", wk.ID, wk.Address, plural(wk.Threads, "thread", "threads"))
 	}
 	if r.Job == 0 {
 		return

@@ -23,9 +23,9 @@ func addObsFlags(fs interface {
 	String(string, string, string) *string
 }, what string) *obsFlags {
 	return &obsFlags{
-		metrics: fs.String("metrics", "", "serve Prometheus metrics of this "+what+" at http://`ADDR`/metrics, without authentication "+
+		metrics: fs.String("metrics", "", "serve Prometheus metrics of this "+what+" at http://`addr`/metrics, without authentication "+
 			"(host:port; a port alone binds 127.0.0.1; default: off)"),
-		pprof: fs.String("pprof", "", "serve Go profiles (net/http/pprof) at http://`ADDR`/debug/pprof/, without authentication "+
+		pprof: fs.String("pprof", "", "serve Go profiles (net/http/pprof) at http://`addr`/debug/pprof/, without authentication "+
 			"(host:port; a port alone binds 127.0.0.1; default: off)"),
 	}
 }

@@ -23,7 +23,7 @@ import (
 func init() {
 	register(&command{
 		name:    "op",
-		summary: "add, remove or try a user operation (a WebAssembly module)",
+		summary: "add, rm or run a user operation (a WebAssembly module)",
 		run:     runOp,
 		subs:    []string{"add", "rm", "run"},
 	})
@@ -62,7 +62,7 @@ func runOp(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stdout, strings.TrimSpace(opDescription))
 		return 0
 	}
-	return failUsage(env, "op", fmt.Errorf("unknown subcommand %q; want add, rm or run", args[0]))
+	return unknownSubcommand(env, "op", args[0])
 }
 
 func runOpAdd(ctx context.Context, env *Env, args []string) int {
@@ -77,9 +77,9 @@ operation's version and hash.
   braid op add boxblur boxblur.wasm --split tiles:256x256+4 --param RADIUS=2`)
 	split := fs.String("split", "", "default `split` of its jobs: whole, bytes:SIZE, lines:SIZE or tiles:WxH[+HALO]")
 	merge := fs.String("merge", "", "default `merge` of its jobs: concat, tiles or reduce:OP")
-	doc := fs.String("describe", "", "a one-line `description` for 'braid ops'")
+	doc := fs.String("describe", "", "a one-line `text` for 'braid ops'")
 	params := paramFlag{}
-	fs.Var(params, "param", "declare a parameter `NAME=DEFAULT` (repeatable); with none declared, jobs may pass any")
+	fs.Var(params, "param", "declare a parameter `name=default` (repeatable); with none declared, jobs may pass any")
 	cf := addClientFlags(fs, 5*time.Minute)
 	pos, code := parseInterspersed(env, fs, args)
 	if code >= 0 {
@@ -174,10 +174,10 @@ module file: --merge reduce:sumcounts.wasm.
 	in := fs.String("in", "", "read the input from this `file` (default: stdin)")
 	out := fs.StringP("output", "o", "", "write the output to this `file` (default: stdout)")
 	params := paramFlag{}
-	fs.Var(params, "param", "a parameter `NAME=VALUE`, the module's environment (repeatable)")
-	split := fs.String("split", "", "split the input into units: whole, bytes:SIZE, lines:SIZE or tiles:WxH[+HALO]")
-	merge := fs.String("merge", "", "merge the units' outputs: concat, tiles or reduce:OP")
-	parallel := fs.IntP("parallel", "P", runtime.NumCPU(), "units run at once with --split")
+	fs.Var(params, "param", "a parameter `name=value`, the module's environment (repeatable)")
+	split := fs.String("split", "", "the `split` that cuts the input into units: whole, bytes:SIZE, lines:SIZE or tiles:WxH[+HALO]")
+	merge := fs.String("merge", "", "the `merge` that joins the units' outputs: concat, tiles or reduce:OP")
+	parallel := fs.IntP("parallel", "P", runtime.NumCPU(), "run `n` units at once with --split")
 	lim := addLimitFlags(fs)
 	asJSON := fs.Bool("json", false, "print a JSON report on stderr instead of text")
 	pos, code := parseInterspersed(env, fs, args)
@@ -286,10 +286,10 @@ type limitFlags struct {
 func addLimitFlags(fs *pflag.FlagSet) *limitFlags {
 	return &limitFlags{
 		mem: sizeFlag(fs, "unit-mem", "", 64<<10, wasm.MaxMemory, "256M (64K to 4G)",
-			"memory `limit` of a module's unit, e.g. 64M (default: the server's, 256M)"),
+			"memory limit of a module's unit, a `size` such as 64M (default: the server's, 256M)"),
 		output: sizeFlag(fs, "unit-output", "", 1, api.DefaultMaxMessage, fmt.Sprintf("16M (1 to %d bytes)", api.DefaultMaxMessage),
-			"output `limit` of a module's unit, e.g. 16M (default: the server's, 256M)"),
-		timeout: fs.Duration("unit-timeout", 0, "time `limit` of a module's unit, e.g. 30s (default: the server's, 60s)"),
+			"output limit of a module's unit, a `size` such as 16M (default: the server's, 256M)"),
+		timeout: fs.Duration("unit-timeout", 0, "time limit of a module's unit, a `duration` such as 30s (default: the server's, 60s)"),
 	}
 }
 

@@ -102,18 +102,19 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	listen := fs.String("listen", "", "server: comma-separated `addresses` to listen on, one per network (default: every address, on --port)")
 	once := fs.BoolP("once", "1", false, "server: exit after one test")
 	alias(fs, "one-off", "once", "")
-	portOffset := fs.Int("baseline-port-offset", 0, "server: plain TCP listeners of --tcp-baseline use each listen port plus this `offset` (default: ephemeral ports)")
+	portOffset := fs.Int("baseline-port-offset", 0, "server: plain TCP listeners of --tcp-baseline use each listen port plus this offset `n` (default: ephemeral ports)")
 	client := fs.StringP("client", "c", "", "client: comma-separated server `addresses`, one per path")
 	port := fs.IntP("port", "p", perf.Port, "`port` of the addresses given without one")
 	from := fs.StringP("from", "B", "", "client: comma-separated local source `addresses`, the i-th for the i-th path; server: listen on these addresses only (with --port), as iperf3 -s -B")
 	mode := fs.String("mode", "bulk", "`mode`: bulk or pingpong")
+	withChoices(fs, "mode", "bulk", "pingpong")
 	size := fs.StringP("length", "l", "1M", "message `size` in bytes, K/M/G suffixes (powers of 1024)")
 	alias(fs, "size", "length", "use -l/--length, as in iperf3 (--size is an image size in braid local and sample)")
 	seconds := fs.Float64P("time", "t", 10, "test duration in `seconds` (pingpong: upper bound)")
-	streams := fs.IntP("parallel", "P", 1, "number of parallel `streams`")
+	streams := fs.IntP("parallel", "P", 1, "run `n` parallel streams")
 	alias(fs, "streams", "parallel", "use -P/--parallel, as in iperf3 and braid send")
 	interval := fs.Float64P("interval", "i", 1, "`seconds` between interval reports (0: none)")
-	count := fs.Int("count", 100, "pingpong: round trips per stream (0: as many as --time allows)")
+	count := fs.Int("count", 100, "pingpong: `n` round trips per stream (0: as many as --time allows)")
 	reverse := fs.BoolP("reverse", "R", false, "bulk: the server sends, the client receives")
 	bidir := fs.Bool("bidir", false, "bulk: both directions at once, --parallel streams each way, as iperf3 --bidir (the summary and -J give each direction)")
 	baseline := fs.Bool("tcp-baseline", false, "measure k plain TCP connections striped by hand instead of braid")
@@ -467,9 +468,12 @@ const encryptedNote = "note: braid's data plane is encrypted and authenticated (
 
 // printStreamTotals prints each stream's sender and receiver totals and
 // their sums, as iperf3 ends its output. "Retr" is the TCP segments the
-// session's channels retransmitted (which all its streams share), empty
-// where the channels are not TCP; bytes braid sent again on another path
-// after a path failed are in the path table below.
+// sender's channels retransmitted, empty where the channels are not TCP.
+// braid's streams share the session's channels (one a path), so each
+// stream's Retr is that of all the channels, and the [SUM] line counts
+// each channel once; a note under the table says so when there are
+// several streams. Bytes braid sent again on another path after a path
+// failed are in the path table below.
 func printStreamTotals(w io.Writer, ip *perf.IperfReport, u rateUnit) {
 	e := ip.End
 	if len(e.Streams) == 0 {
@@ -479,7 +483,7 @@ func printStreamTotals(w io.Writer, ip *perf.IperfReport, u rateUnit) {
 	fmt.Fprintf(w, "[ ID] %-15s  %11s  %-15s %10s\n", "Interval", "Transfer", "Bitrate", "Retr")
 	line := func(id string, s perf.IperfSpan, role string) {
 		retr := ""
-		if role == "sender" && id != "SUM" && s.Retransmits != nil {
+		if role == "sender" && s.Retransmits != nil {
 			retr = fmt.Sprint(*s.Retransmits) // TCP segments of the channels (perf.TCPFigures)
 		}
 		fmt.Fprintf(w, "[%s] %5.2f-%-5.2f sec  %11s  %8.1f %-6s %10s  %s\n", id, s.Start, s.End, formatBytes(s.Bytes),
@@ -498,8 +502,16 @@ func printStreamTotals(w io.Writer, ip *perf.IperfReport, u rateUnit) {
 	if e.SumSent != nil && e.SumReceived != nil && len(e.Streams) > 1 {
 		line("SUM", *e.SumSent, "sender")
 		line("SUM", *e.SumReceived, "receiver")
+		if ip.Braid != nil && ip.Braid.StreamTCP == "channels" {
+			fmt.Fprintln(w, sharedRetrNote)
+		}
 	}
 }
+
+// sharedRetrNote explains the Retr column of a test with several streams
+// over shared channels.
+const sharedRetrNote = "Retr: TCP segments retransmitted by the channels (one per path), which the streams share: " +
+	"each stream shows all the channels' total, [SUM] counts each channel once"
 
 // printPerfSummary prints a test's figures and its paths.
 func printPerfSummary(w io.Writer, r *perf.Report, u rateUnit) {

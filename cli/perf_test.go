@@ -248,6 +248,16 @@ func TestPerfTextLikeIperf3(t *testing.T) {
 			if n := strings.Count(out, "encrypted"); n != map[bool]int{false: 1, true: 0}[tc.plain] {
 				t.Errorf("the encryption note is printed %d times (plaintext %v):\n%s", n, tc.plain, out)
 			}
+			// The client dials a control and a data session: the
+			// plaintext warning is one, all the same.
+			if n := strings.Count(errs, "INSECURE"); n != map[bool]int{false: 0, true: 1}[tc.plain] {
+				t.Errorf("the plaintext warning is printed %d times (plaintext %v):\n%s", n, tc.plain, errs)
+			}
+			// The [SUM] sender line has the channels' retransmits, as
+			// iperf3's has its sockets' total.
+			if tc.streams > 1 && !regexp.MustCompile(`(?m)^\[SUM\].* \d+  sender$`).MatchString(out) {
+				t.Errorf("the [SUM] sender line has no Retr:\n%s", out)
+			}
 		})
 	}
 }

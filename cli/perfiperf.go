@@ -87,7 +87,7 @@ func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
 	f := &iperfFlags{
 		version:        fs.BoolP("version", "v", false, "print braid perf's version and exit, as iperf3 -v (path-event logging is -V/--verbose)"),
 		format:         fs.StringP("format", "f", "m", "`unit` of the text report's rates: k, m, g, t (Kbit/s ... Tbit/s) or K, M, G, T (KByte/s ... TByte/s, powers of 1024)"),
-		title:          fs.StringP("title", "T", "", "prefix every output `line` with this string and \":  \" (-J: a top-level \"title\")"),
+		title:          fs.StringP("title", "T", "", "prefix every output line with this `text` and \":  \" (-J: a top-level \"title\")"),
 		logfile:        fs.String("logfile", "", "send every output line (stdout and stderr) to `file`, appended, as iperf3 --logfile"),
 		ipv4:           fs.BoolP("version4", "4", false, "client: only IPv4 addresses (an IPv6 address in -c or -B is an error)"),
 		ipv6:           fs.BoolP("version6", "6", false, "client: only IPv6 addresses (an IPv4 address in -c or -B is an error)"),
@@ -104,17 +104,19 @@ func addIperfFlags(fs *pflag.FlagSet) *iperfFlags {
 		bitrate:        fs.StringP("bitrate", "b", "0", "bulk: pace the sender (the client, with -R the server) to this `rate` in bits per second over all streams, k/M/G suffixes (powers of 1000, as iperf3); 0: unlimited"),
 		omit:           fs.Float64P("omit", "O", 0, "client: run a warm-up of this many `seconds` first and leave it out of the totals (its intervals are marked omitted; the measured intervals count from its end), as iperf3 -O"),
 		bytes:          fs.StringP("bytes", "n", "", "bulk: send this many `bytes` (K/M/G suffixes, powers of 1024), rounded up to whole --length messages, instead of for --time"),
-		blockcount:     fs.StringP("blockcount", "k", "", "bulk: send this many --length `messages` (iperf3's blocks) instead of for --time"),
-		tos:            fs.StringP("tos", "S", "", "client: the IP type of service `byte` (0-255; 0x and 0 prefixes for hex and octal) of every data channel at both ends (IP_TOS, IPV6_TCLASS), as iperf3 -S"),
+		blockcount:     fs.StringP("blockcount", "k", "", "bulk: send `n` --length messages (iperf3's blocks) instead of for --time"),
+		tos:            fs.StringP("tos", "S", "", "client: the IP type of service byte `n` (0-255; 0x and 0 prefixes for hex and octal) of every data channel at both ends (IP_TOS, IPV6_TCLASS), as iperf3 -S"),
 		dscp:           fs.String("dscp", "", "client: the DSCP `value` (0-63, or a name such as ef, af11, cs1) of every data channel at both ends, the upper 6 bits of the type of service byte, as iperf3 --dscp"),
 		timestamps:     fs.String("timestamps", "", "prefix every text line with the time in this strftime `format` (default \"%c \"), as iperf3 --timestamps"),
-		extraData:      fs.String("extra-data", "", "client: put this `string` in the JSON report as \"extra_data\", as iperf3"),
+		extraData:      fs.String("extra-data", "", "client: put this `text` in the JSON report as \"extra_data\", as iperf3"),
 		mss:            fs.IntP("set-mss", "M", 0, "client: the TCP maximum segment `size` of every data channel (TCP_MAXSEG, set before it connects: the server sends with it too), as iperf3 -M; tcp and mptcp channels"),
 		affinity:       fs.StringP("affinity", "A", "", "pin this braid perf process (every thread) to CPU `n`, as iperf3 -A n; the server's half (-A n,m) is refused: a braid perf server runs tests concurrently, pin it with taskset"),
 		repeating:      fs.Bool("repeating-payload", false, "accepted: braid's payload is a fixed pseudo-random pattern, and nothing on braid's paths compresses it"),
 		serverOutput:   fs.Bool("get-server-output", false, "client: print the server's own report of the test after the client's (-J: \"server_output_json\" from a server run with -J, else \"server_output_text\"), as iperf3"),
 	}
 	fs.Lookup("timestamps").NoOptDefVal = "%c "
+	withChoices(fs, "format", "k", "m", "g", "t", "K", "M", "G", "T")
+	withChoices(fs, "congestion", congestionAlgorithms()...)
 	alias(fs, "bind", "from", "")
 	for _, r := range refusedIperf {
 		var fl *pflag.Flag
@@ -428,4 +430,14 @@ func pinProcess(spec string) error {
 		}
 	}
 	return nil
+}
+
+// congestionAlgorithms lists this host's TCP congestion controls, for
+// completing -C; Linux's two built in where /proc does not say.
+func congestionAlgorithms() []string {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	if names := strings.Fields(string(b)); err == nil && len(names) > 0 {
+		return names
+	}
+	return []string{"cubic", "reno"}
 }

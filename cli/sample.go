@@ -24,8 +24,8 @@ commands without an image of your own:
 
   braid sample --size 4096 -o in.png
   braid submit --op blur --input $(braid put in.png) --tile 256x256 --wait`)
-	size := fs.Int("size", 2048, "width and height of the PNG in `pixels`")
-	out := fs.StringP("output", "o", "", "write the image to this `FILE` (required; - for standard output)")
+	size := fs.Int("size", 2048, "width and height of the PNG: `n` pixels")
+	out := fs.StringP("output", "o", "", "write the image to this `file` (required; - for standard output)")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}

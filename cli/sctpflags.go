@@ -52,13 +52,13 @@ var sctpKnobs = []sctpKnob{
 	},
 	{
 		name: "sctp-sack-freq", kind: "int",
-		usage:  "sctp: packets a receiver takes before it SACKs without waiting for the delay; 1 turns delayed SACK off (SCTP_DELAYED_SACK sack_freq; kernel default 2)",
+		usage:  "sctp: a receiver SACKs after `n` packets without waiting for the delay; 1 turns delayed SACK off (SCTP_DELAYED_SACK sack_freq; kernel default 2)",
 		udpWhy: pionNoSACKKnob, kernField: "SACKFreq",
 		kern: func(c *ksctp.Config, v string) (err error) { c.SACKFreq, err = intArg(v); return },
 	},
 	{
 		name: "sctp-max-burst", kind: "int",
-		usage:  "sctp: most packets sent at once in reply to one SACK; 0 removes the limit (SCTP_MAX_BURST; kernel default 4)",
+		usage:  "sctp: send at most `n` packets at once in reply to one SACK; 0 removes the limit (SCTP_MAX_BURST; kernel default 4)",
 		udpWhy: "pion has no Max.Burst: only its congestion and receive windows bound a burst (docs/sctp.md)", kernField: "MaxBurst",
 		kern: func(c *ksctp.Config, v string) error {
 			n, err := intArg(v)
@@ -105,13 +105,13 @@ var sctpKnobs = []sctpKnob{
 	},
 	{
 		name: "sctp-path-max-retrans", kind: "int",
-		usage:  "sctp: retransmissions in a row before a peer address of a multi-homed association counts as down and traffic moves to another (SCTP_PEER_ADDR_PARAMS; kernel default 5: with RTO 1s-60s, 63s; 2 with --sctp-rto-max 1s: about 3s)",
+		usage:  "sctp: after `n` retransmissions in a row a peer address of a multi-homed association counts as down and traffic moves to another (SCTP_PEER_ADDR_PARAMS; kernel default 5: with RTO 1s-60s, 63s; 2 with --sctp-rto-max 1s: about 3s)",
 		udpWhy: "an sctp-udp association has one address: braid's own paths fail over", kernField: "PathMaxRetrans",
 		kern: func(c *ksctp.Config, v string) (err error) { c.PathMaxRetrans, err = intArg(v); return },
 	},
 	{
 		name: "sctp-pf-threshold", kind: "int",
-		usage:  "sctp: timeouts in a row after which a peer address counts as potentially failed and new data moves to another address at once, before --sctp-path-max-retrans marks it down; at or above that, off (SCTP_PEER_ADDR_THLDS, RFC 7829; kernel default 0: at the first timeout)",
+		usage:  "sctp: after `n` timeouts in a row a peer address counts as potentially failed and new data moves to another address at once, before --sctp-path-max-retrans marks it down; at or above that, off (SCTP_PEER_ADDR_THLDS, RFC 7829; kernel default 0: at the first timeout)",
 		udpWhy: "an sctp-udp association has one address: braid's own paths fail over", kernField: "PFThreshold",
 		kern: func(c *ksctp.Config, v string) error {
 			n, err := intArg(v)

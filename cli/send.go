@@ -62,7 +62,7 @@ func runSend(ctx context.Context, env *Env, args []string) int {
 	sf := addSessionFlags(fs)
 	to := fs.String("to", "", "comma-separated receiver `addresses`, one per path")
 	from := fs.String("from", "", "comma-separated local source `addresses`, the i-th for the i-th path")
-	parallel := fs.IntP("parallel", "P", 4, "files sent at once, each on its own `stream`")
+	parallel := fs.IntP("parallel", "P", 4, "send `n` files at once, each on its own stream")
 	showProgress := fs.Bool("progress", false, "draw progress on stderr even when it is not a terminal")
 	asJSON := fs.Bool("json", false, "print a JSON summary on stdout")
 	files, code := parseInterspersed(env, fs, args)

@@ -140,22 +140,23 @@ func logFlags(fs *pflag.FlagSet) func(env *Env) *slog.Logger {
 
 func runServer(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "server", "--listen HOST:PORT --data DIR [flags]", serverDescription)
-	listen := fs.String("listen", "127.0.0.1:7400", "`HOST:PORT` of the control API")
+	listen := fs.String("listen", "127.0.0.1:7400", "`host:port` of the control API")
 	data := fs.String("data", "", "`directory` of the blobs and the default job database (required)")
-	db := fs.String("db", "", "metadata store `URL`: sqlite:PATH or postgres://USER@HOST:PORT/DB (default: sqlite:DATA/jobs.db); see braid db --help")
-	blobs := fs.String("blobs", "", "where to keep the blobs: "+store.BlobSpecHelp+" (default: dir:DATA/blobs)")
+	db := fs.String("db", "", "metadata store `url`: sqlite:PATH or postgres://USER@HOST:PORT/DB (default: sqlite:DATA/jobs.db); see braid db --help")
+	blobs := fs.String("blobs", "", "the `store` that keeps the blobs: "+store.BlobSpecHelp+" (default: dir:DATA/blobs)")
 	blobCache := sizeFlag(fs, "blob-cache", "2G", 0, 0, "2G, or 0 for no cache", "bound of the read-through cache of an s3:// --blobs store, in DATA/blobcache (`size`; 0: no cache)")
 	heartbeat := fs.Duration("heartbeat", time.Second, "how often the server asks each worker for a heartbeat on its data-plane session, or a worker not asked sends one over HTTPS (less often in a cluster larger than --max-heartbeats allows)")
 	timeout := fs.Duration("worker-timeout", 0, "declare a worker dead after this long without heartbeat (default 5 heartbeats; grows with the heartbeat interval)")
-	maxBeats := fs.Int("max-heartbeats", 250, "heartbeats a `second` the server takes from all its workers together: with more workers than this times --heartbeat, "+
+	maxBeats := fs.Int("max-heartbeats", 250, "the server takes at most `n` heartbeats a second from all its workers together: with more workers than this times --heartbeat, "+
 		"each is asked to beat less often (1,000 workers: every 4s), and --worker-timeout grows in proportion")
 	dataTimeout := fs.Duration("data-plane-timeout", 0, "declare a worker dead when every path of its data-plane session has been down this long, "+
 		"whatever its heartbeats say (default 1.5s: a killed worker is noticed within 2s)")
-	inFlight := fs.Int("in-flight", 0, "units a stream holds at once for jobs that do not say (default 16)")
-	maxThreads := fs.Int("max-threads", 0, "most threads (streams) one worker may lend (default 1024)")
-	workerNets := fs.StringSlice("worker-networks", nil, "`CIDR`s whose addresses a worker registering with a worker token may give as its data plane, "+
+	inFlight := fs.Int("in-flight", 0, "a stream holds `n` units at once, for jobs that do not say (default 16)")
+	maxThreads := fs.Int("max-threads", 0, "one worker may lend at most `n` threads (streams) (default 1024)")
+	workerNets := fs.StringSlice("worker-networks", nil, "network ranges (`cidr`) whose addresses a worker registering with a worker token may give as its data plane, "+
 		"besides the address it connects from (comma-separated, e.g. 10.1.0.0/16,10.2.0.0/16); the server dials no other address for such workers")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data-plane paths to workers: tcp, mptcp, sctp or sctp-udp (workers must listen with the same)")
+	withChoices(fs, "transport", channelKinds...)
 	probe := pathProbeFlag(fs)
 	plain := plaintextFlag(fs)
 	durable := fs.Bool("durable", false, "sync unit results and every database commit to disk (slower; survives power loss)")
@@ -163,13 +164,13 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	takeover := fs.Duration("takeover-after", 0, "with a postgres:// --db shared by several servers: how long the jobs of a server that died or stalled wait "+
 		"before another takes them over (default 10s)")
 	lim := addLimitFlags(fs)
-	maxTries := fs.Int("max-tries", 0, "times a unit may fail before its job fails, for jobs that do not say (default 3)")
+	maxTries := fs.Int("max-tries", 0, "a unit may fail `n` times before its job fails, for jobs that do not say (default 3)")
 	maxModule := sizeFlag(fs, "max-module", "64M", 1, 0, "64M", "largest WebAssembly `size` an operation may upload")
-	maxConns := fs.Int("max-conns", 0, "most control API `connections` open at once; more wait until one closes (default: a quarter of the file descriptor limit, 64 to 4096)")
+	maxConns := fs.Int("max-conns", 0, "keep at most `n` control API connections open at once; more wait until one closes (default: a quarter of the file descriptor limit, 64 to 4096)")
 	maxUpload := sizeFlag(fs, "max-upload", "16G", 1, 0, "16G", "largest `size` of one upload; larger ones are refused (413)")
 	maxData := sizeFlag(fs, "max-data", "0", 0, 0, "500G, or 0 for no limit", "most bytes stored in all (`size`; 0: no limit but the disk); uploads past it and jobs submitted at it are refused (507)")
 	retain := &retainValue{}
-	fs.Var(retain, "retain", "keep job outputs this `long` after the job ends, e.g. 7d or 36h; 0 keeps them until deleted")
+	fs.Var(retain, "retain", "keep job outputs this `duration` after the job ends, e.g. 7d or 36h; 0 keeps them until deleted")
 	sctp := addSCTPFlags(fs)
 	tlsCert := fs.String("tls-cert", "", "PEM `file` of the control API's TLS certificate (default: one generated on the first start, kept in DATA/tls)")
 	tlsKey := fs.String("tls-key", "", "PEM `file` of the --tls-cert certificate's private key")

@@ -37,19 +37,26 @@ type sessionFlags struct {
 
 func addSessionFlags(fs *pflag.FlagSet) *sessionFlags {
 	defer alias(fs, "policy", "path-policy", "use --path-policy; --policy is the scheduling policy of braid submit and local")
-	return &sessionFlags{
+	f := &sessionFlags{
 		key:       keyFlag(fs),
 		transport: fs.String("transport", "tcp", "channel `kind` of every path: tcp, mptcp, sctp (kernel SCTP) or sctp-udp"),
-		stripe:    fs.String("stripe", "enhanced", "striping of large messages over the paths: enhanced, basic or off"),
-		policy:    fs.String("path-policy", "soonest", "path choice for messages that travel whole: soonest or round-robin"),
+		stripe:    fs.String("stripe", "enhanced", "striping of large messages over the paths, a `mode`: enhanced, basic or off"),
+		policy:    fs.String("path-policy", "soonest", "path choice for messages that travel whole, a `policy`: soonest or round-robin"),
 		frag:      fs.String("frag", "", "striping fragment `size` in bytes, K/M suffixes (default: the transport's: 2 ms of the slowest path, at most 1M)"),
-		lanes:     fs.Int("lanes", 0, "independent ordered `lanes` per path where the transport has them (sctp-udp: one SCTP stream each), so a loss on one stream's data does not delay the others; 1: one lane, as over TCP (default 8)"),
+		lanes:     fs.Int("lanes", 0, "open `n` independent ordered lanes per path where the transport has them (sctp-udp: one SCTP stream each), so a loss on one stream's data does not delay the others; 1: one lane, as over TCP (default 8)"),
 		timeout:   fs.Duration("session-timeout", 0, "give up when every path stayed down this `duration` (default 30s)"),
 		verbose:   fs.BoolP("verbose", "V", false, "log path events (up, down, failover) on stderr (-V as in iperf3, where -v is --version)"),
 		plaintext: plaintextFlag(fs),
 		sctp:      addSCTPFlags(fs),
 	}
+	withChoices(fs, "transport", channelKinds...)
+	withChoices(fs, "stripe", "enhanced", "basic", "off")
+	withChoices(fs, "path-policy", "soonest", "round-robin")
+	return f
 }
+
+// channelKinds are the values of --transport, for completion.
+var channelKinds = []string{"tcp", "mptcp", "sctp", "sctp-udp"}
 
 // plaintextFlag is --insecure-plaintext, for every command that opens
 // data-plane sessions.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -95,52 +96,110 @@ func suggestFlag(fs *pflag.FlagSet, err error) error {
 	if !errors.As(err, &ne) || ne.GetSpecifiedName() == "" {
 		return err
 	}
-	var names []string
-	fs.VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden {
-			names = append(names, f.Name)
-		}
-	})
-	if hint := didYouMean(ne.GetSpecifiedName(), names, "--"); hint != "" {
+	if hint := didYouMean(ne.GetSpecifiedName(), flagNames(fs), "--"); hint != "" {
 		return fmt.Errorf("%w%s", err, hint)
 	}
 	return err
 }
 
-// ownVariables are braid's environment variables that are not a flag's.
-var ownVariables = map[string]bool{
-	"BRAID_KEY": true, "BRAID_SERVER": true, "BRAID_TOKEN": true, "BRAID_SERVER_FINGERPRINT": true,
-	"BRAID_CONFIG": true, "BRAID_VERBOSE": true,
-}
-
-// envTypos returns a warning for each BRAID_ variable of environ that no
-// flag of fs reads but that is close to one that does (BRAID_MAXDATA for
-// BRAID_MAX_DATA): set by mistake, it would be ignored without a word.
-// Variables of the tests and benchmarks (BRAID_REQUIRE_*, BRAID_TEST_*,
-// ...) are left alone.
-func envTypos(fs *pflag.FlagSet, environ []string) []string {
-	known := map[string]string{}
+// flagNames lists the flags of fs a user may give: not hidden ones,
+// --help or --config.
+func flagNames(fs *pflag.FlagSet) []string {
 	var names []string
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Name != "help" && !f.Hidden {
-			known[envName(f.Name)] = f.Name
-			names = append(names, envName(f.Name))
+		if !f.Hidden && f.Name != "help" && f.Name != "config" {
+			names = append(names, f.Name)
 		}
 	})
+	return names
+}
+
+// unknownSubcommand reports sub, not a subcommand of the group cmd,
+// with the subcommands it has and the nearest ("unknown subcommand
+// "upp"; want up, down, ...; did you mean up?").
+func unknownSubcommand(env *Env, cmd, sub string) int {
+	subs := commands[cmd].subs
+	return failUsage(env, cmd, fmt.Errorf("unknown subcommand %q; want %s%s", sub, orList(subs), didYouMean(sub, subs, "")))
+}
+
+// orList is "a", "a or b", "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// ownVariables are braid's environment variables that are not a flag's
+// (BRAID_DB is also the server's --db, and braid db's).
+var ownVariables = map[string]bool{
+	"BRAID_KEY": true, "BRAID_SERVER": true, "BRAID_TOKEN": true, "BRAID_SERVER_FINGERPRINT": true,
+	"BRAID_CONFIG": true, "BRAID_VERBOSE": true, "BRAID_DB": true,
+}
+
+// envTypos returns a warning for each BRAID_ variable of environ that the
+// command of fs does not read (its flags' with a --config file, and
+// ownVariables) but that is close to one it does (BRAID_MAXDATA for
+// BRAID_MAX_DATA, BRAID_SEVRER for BRAID_SERVER): set by mistake, it
+// would be ignored without a word. Names are compared without their
+// BRAID_, so that only a small edit of the name itself suggests another
+// (BRAID_FOO is not BRAID_DB). A variable that another command reads
+// (allVariables), and those of the tests and benchmarks
+// (BRAID_REQUIRE_*, BRAID_TEST_*, ...), are left alone.
+func envTypos(fs *pflag.FlagSet, environ []string, allVariables func() map[string]bool) []string {
+	known := map[string]string{} // variable: its flag, "" for ownVariables
+	for v := range ownVariables {
+		known[v] = ""
+	}
+	if f := fs.Lookup("config"); f != nil && f.Annotations[configAnnotation] != nil {
+		for _, name := range flagNames(fs) {
+			known[envName(name)] = name
+		}
+	}
+	var names []string
+	for v := range known {
+		names = append(names, strings.TrimPrefix(v, "BRAID_"))
+	}
 	var out []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(k, "BRAID_") || known[k] != "" || ownVariables[k] {
+		rest, ok := strings.CutPrefix(k, "BRAID_")
+		if _, own := known[k]; !ok || own {
 			continue
 		}
-		rest := strings.TrimPrefix(k, "BRAID_")
-		if i := strings.IndexByte(rest, '_'); i > 0 && slices.Contains([]string{"REQUIRE", "TEST", "UML", "BENCH", "IN", "SCTPUDP", "KSCTP"}, rest[:i]) {
+		if i := strings.IndexByte(rest, '_'); i > 0 && slices.Contains([]string{"REQUIRE", "TEST", "UML", "BENCH", "IN", "SCTPUDP", "KSCTP", "VM"}, rest[:i]) {
 			continue
 		}
-		if c := closest(k, names); len(c) > 0 {
-			out = append(out, fmt.Sprintf("%s is not a setting of braid %s and is ignored; did you mean %s (--%s)?", k, fs.Name(), c[0], known[c[0]]))
+		c := closest(rest, names)
+		if len(c) == 0 || allVariables()[k] {
+			continue
 		}
+		v := "BRAID_" + c[0]
+		if flag := known[v]; flag != "" {
+			v += " (--" + flag + ")"
+		}
+		out = append(out, fmt.Sprintf("%s is not a setting of braid %s and is ignored; did you mean %s?", k, fs.Name(), v))
 	}
 	slices.Sort(out)
 	return out
+}
+
+// allVariables returns the environment variables any command reads:
+// ownVariables and the flags of every command with a --config file.
+// It runs each command to collect its flags, so it is called only for a
+// variable that looks like a typo.
+func allVariables(ctx context.Context) map[string]bool {
+	all := map[string]bool{}
+	for v := range ownVariables {
+		all[v] = true
+	}
+	for _, c := range completionSpec(ctx) {
+		if !slices.ContainsFunc(c.flags, func(f compFlag) bool { return f.long == "config" }) {
+			continue
+		}
+		for _, f := range c.flags {
+			all[envName(f.long)] = true
+		}
+	}
+	return all
 }

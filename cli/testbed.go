@@ -68,7 +68,7 @@ func runTestbed(ctx context.Context, env *Env, args []string) int {
 	}
 	sub, ok := subs[args[0]]
 	if !ok {
-		return failUsage(env, "testbed", fmt.Errorf("unknown subcommand %q", args[0]))
+		return unknownSubcommand(env, "testbed", args[0])
 	}
 	return sub(ctx, env, args[1:])
 }

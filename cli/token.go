@@ -59,7 +59,7 @@ func runToken(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintln(env.Stdout, strings.TrimSpace(tokenDescription))
 		return 0
 	}
-	return failUsage(env, "token", fmt.Errorf("unknown subcommand %q; want create, list or revoke", args[0]))
+	return unknownSubcommand(env, "token", args[0])
 }
 
 func runTokenCreate(ctx context.Context, env *Env, args []string) int {
@@ -67,8 +67,9 @@ func runTokenCreate(ctx context.Context, env *Env, args []string) int {
 Makes a token and prints it with its join token. Store it now: the server
 keeps only its hash.`)
 	role := fs.String("role", "", "the token's `role`: admin, client, worker or monitor (required)")
+	withChoices(fs, "role", "admin", "client", "worker", "monitor")
 	name := fs.String("name", "", "a unique `name` for listings and revoke (default: the role and part of the ID)")
-	group := fs.String("group", "", "a `group` whose tokens share their jobs, blobs and pipelines (default: none; the token shares nothing)")
+	group := fs.String("group", "", "the `name` of a group whose tokens share their jobs, blobs and pipelines (default: none; the token shares nothing)")
 	cf := addClientFlags(fs, 30*time.Second)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code

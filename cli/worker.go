@@ -50,8 +50,8 @@ submit jobs or read other blobs.
 
 func runWorker(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "worker", "--server URL[,URL...] --threads N --listen ADDR[,ADDR...] [flags]", workerDescription)
-	servers := fs.String("server", "", "base `URLs` of the servers to register with, comma-separated (default: $BRAID_SERVER)")
-	threads := fs.Int("threads", runtime.NumCPU(), "processing `threads` to lend: units run at once")
+	servers := fs.String("server", "", "base `urls` of the servers to register with, comma-separated (default: $BRAID_SERVER)")
+	threads := fs.Int("threads", runtime.NumCPU(), "lend `n` processing threads: units run at once")
 	listen := fs.String("listen", "127.0.0.1:0", "data-plane `addresses` (host:port), one per network, comma-separated")
 	advertise := fs.String("advertise", "", "`addresses` to register instead of the --listen ones (e.g. behind NAT)")
 	opsList := fs.String("ops", "", "offer only these `operations`, comma-separated: built-in ones, user operations by name, "+
@@ -62,6 +62,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 		"a job asking more fails (default: a quarter of the RAM divided by --threads, less 192M for the unit's call stack, at least 256M)")
 	name := fs.String("name", "", "`name` in listings (default: the host name)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data plane: tcp, mptcp, sctp or sctp-udp (the server must dial with the same)")
+	withChoices(fs, "transport", channelKinds...)
 	probe := pathProbeFlag(fs)
 	plain := plaintextFlag(fs)
 	sctp := addSCTPFlags(fs)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -226,6 +228,10 @@ func braidData(ctx context.Context, o *Options, ctrl *transport.Stream, ready *R
 	}
 	cfg := *o.Config
 	cfg.Socket = o.Socket
+	if cfg.InsecurePlaintext {
+		// The control session's dial has warned of it: once is enough.
+		cfg.Logger = slog.New(dropInsecureWarning{handlerOf(cfg.Logger)})
+	}
 	sess, err := transport.Dial(ctx, o.Paths, &cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect the data session: %w", err)
@@ -379,7 +385,7 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 			ip.End.Streams = append(ip.End.Streams, es)
 		}
 		ss, sr := span(0, res.Rev.Seconds, res.Rev.Bytes, false), span(0, rev.seconds, rev.bytes, false)
-		ss.Retransmits = &res.Rev.Retransmits
+		ss.sumTCP(res.Rev.TCP)
 		ip.End.SumSentBidirReverse, ip.End.SumReceivedBidirReverse = &ss, &sr
 	}
 	if ip.congestion != "" {
@@ -403,12 +409,9 @@ func (o *Options) omit() time.Duration { return time.Duration(o.Omit * float64(t
 
 // IperfEnd builds the end section of a braid test from the client's
 // report rep, the server's result res and the client's per-stream counts
-// (bytes it sent in bulk and pingpong, received in reverse).
+// (bytes it sent in bulk and pingpong, received in reverse). It gives
+// rep's paths the TCP figures of their channels at the sender.
 func (o *Options) IperfEnd(rep *Report, res *Result, sent bulkSendResult, ids []int, counts []int64) IperfEnd {
-	var retrans int64
-	for _, p := range rep.PerPath {
-		retrans += p.Retransmitted
-	}
 	local := !o.Reverse // this side sent the data
 	e := IperfEnd{Streams: []IperfEndStream{}}
 	var sumSent, sumRecv IperfSpan
@@ -439,15 +442,16 @@ func (o *Options) IperfEnd(rep *Report, res *Result, sent bulkSendResult, ids []
 				Receiver: streamSpan(id, res.Seconds, theirs[id], local)})
 		}
 	}
-	sumSent.Retransmits = &retrans
-	e.SumSent, e.SumReceived = &sumSent, &sumRecv
 	tcp := sent.tcp
 	if o.Reverse {
 		tcp = res.TCP
 	}
+	sumSent.sumTCP(tcp)
+	e.SumSent, e.SumReceived = &sumSent, &sumRecv
 	for i := range e.Streams {
 		e.Streams[i].Sender.withTCP(tcp)
 	}
+	rep.setPathTCP(tcp)
 	var c IperfCPU
 	c.HostTotal, c.HostUser, c.HostSystem = cpuPercent(rep.CPUUser, rep.CPUSys, max(rep.Seconds, sent.seconds))
 	c.RemoteTotal, c.RemoteUser, c.RemoteSystem = cpuPercent(res.CPUUser, res.CPUSys, max(rep.Seconds, res.Seconds))
@@ -598,4 +602,32 @@ func summarizeRTT(rtts []time.Duration) rttStats {
 		return s[max(0, min(i, len(s)-1))]
 	}
 	return rttStats{n: len(s), mean: sum / time.Duration(len(s)), min: s[0], p50: pct(0.5), p99: pct(0.99), max: s[len(s)-1]}
+}
+
+// dropInsecureWarning passes on every record but the transport's warning
+// that the data plane is in plaintext: the perf client dials two sessions
+// with the same settings, and the user needs the warning once.
+type dropInsecureWarning struct{ slog.Handler }
+
+func (h dropInsecureWarning) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn && strings.HasPrefix(r.Message, "INSECURE:") {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h dropInsecureWarning) WithAttrs(as []slog.Attr) slog.Handler {
+	return dropInsecureWarning{h.Handler.WithAttrs(as)}
+}
+
+func (h dropInsecureWarning) WithGroup(name string) slog.Handler {
+	return dropInsecureWarning{h.Handler.WithGroup(name)}
+}
+
+// handlerOf is l's handler; slog.Default's for nil.
+func handlerOf(l *slog.Logger) slog.Handler {
+	if l == nil {
+		l = slog.Default()
+	}
+	return l.Handler()
 }

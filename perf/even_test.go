@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/braid-hpc/braid/transport"
 )
 
 // The streams of a bulk test carry about the same bytes, as iperf3's TCP
@@ -76,6 +78,57 @@ func TestStreamsTCPFigures(t *testing.T) {
 				t.Errorf("reverse %v: stream %v: cwnd %d B, rtt min %d mean %d max %d µs, %d retransmits", reverse, *s.Socket,
 					*s.MaxSendCwnd, *s.MinRTT, *s.MeanRTT, *s.MaxRTT, *s.Retransmits)
 			}
+		}
+	}
+}
+
+// The streams of a test share the session's channels: the sender's sum
+// counts each channel's retransmits once, not once per stream, and each
+// path has its own channel's figures. Before, sum_sent.retransmits held
+// the bytes sent again after a failover (0) while each of two streams
+// said 4.
+func TestRetransmitsCountedOnce(t *testing.T) {
+	o := &Options{Mode: "bulk", Streams: 2, Paths: make([]transport.Path, 2), Config: &transport.Config{}}
+	rep := newReport(o)
+	rep.Seconds, rep.Bytes = 1, 200
+	rep.PerPath = []Path{{ID: 0}, {ID: 1}}
+	tcp := &TCPFigures{MaxSendCwnd: 10, MaxRTT: 3, MinRTT: 1, MeanRTT: 2, Retransmits: 7, Channels: []ChannelTCP{
+		{Path: 0, MaxSendCwnd: 10, MaxRTT: 3, MinRTT: 1, MeanRTT: 2, Retransmits: 4},
+		{Path: 1, MaxSendCwnd: 8, MaxRTT: 2, MinRTT: 1, MeanRTT: 1, Retransmits: 3}}}
+	sent := bulkSendResult{bytes: 200, seconds: 1, tcp: tcp}
+	e := o.IperfEnd(rep, &Result{Bytes: 200, Seconds: 1}, sent, []int{3, 5}, []int64{100, 100})
+	if e.SumSent.Retransmits == nil || *e.SumSent.Retransmits != 7 {
+		t.Errorf("sum_sent.retransmits %v, want 7 (4 + 3, each channel once)", e.SumSent.Retransmits)
+	}
+	for _, s := range e.Streams {
+		if s.Sender.Retransmits == nil || *s.Sender.Retransmits != 7 {
+			t.Errorf("stream %d: retransmits %v, want the channels' 7", *s.Sender.Socket, s.Sender.Retransmits)
+		}
+	}
+	if rep.StreamTCP != "channels" {
+		t.Errorf("braid.stream_tcp %q, want \"channels\"", rep.StreamTCP)
+	}
+	for i, want := range []int64{4, 3} {
+		if p := rep.PerPath[i]; p.TCP == nil || p.TCP.Retransmits != want {
+			t.Errorf("path %d: tcp %+v, want %d retransmits", i, p.TCP, want)
+		}
+	}
+	// Channels that are not TCP have no retransmit count at all.
+	e = o.IperfEnd(newReport(o), &Result{Bytes: 200, Seconds: 1}, bulkSendResult{bytes: 200, seconds: 1}, []int{3}, []int64{200})
+	if e.SumSent.Retransmits != nil {
+		t.Errorf("sum_sent.retransmits %d without TCP channels, want none", *e.SumSent.Retransmits)
+	}
+}
+
+// The braid section says whether the data plane was encrypted.
+func TestReportEncrypted(t *testing.T) {
+	for _, tc := range []struct {
+		plain, baseline, want bool
+	}{{false, false, true}, {true, false, false}, {false, true, false}} {
+		o := &Options{Mode: "bulk", Streams: 1, Paths: make([]transport.Path, 1), Baseline: tc.baseline,
+			Config: &transport.Config{InsecurePlaintext: tc.plain}}
+		if got := newReport(o).Encrypted; got != tc.want {
+			t.Errorf("plaintext %v, baseline %v: encrypted %v, want %v", tc.plain, tc.baseline, got, tc.want)
 		}
 	}
 }

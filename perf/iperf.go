@@ -20,9 +20,14 @@ import (
 // (streams, sum_sent, sum_received, cpu_utilization_percent) and error on
 // failure. Each stream's sender figures carry the TCP_INFO of the
 // sender's channels over the test (max_snd_cwnd, max_rtt, min_rtt,
-// mean_rtt, retransmits: TCPFigures), which all the test's streams share;
-// the per-interval socket figures (snd_cwnd, rtt per interval) are left
-// out. braid's own figures, per path, are in the "braid" section.
+// mean_rtt, retransmits: TCPFigures): a braid stream has no socket of
+// its own, its messages go over all the session's channels, so these are
+// the figures of the channels the stream used, the same for every
+// stream; end.sum_sent.retransmits counts each channel once, and
+// braid.per_path[].tcp has each channel's figures (braid.stream_tcp says
+// so in the JSON). The per-interval socket figures (snd_cwnd, rtt per
+// interval) are left out. braid's own figures, per path, and whether the
+// data plane was encrypted, are in the "braid" section.
 //
 // A braid "stream" (iperf3's socket) is one transport stream, or one
 // plain TCP connection of --tcp-baseline; "socket" holds its id.
@@ -114,12 +119,15 @@ type IperfSpan struct {
 	Seconds       float64 `json:"seconds"`
 	Bytes         int64   `json:"bytes"`
 	BitsPerSecond float64 `json:"bits_per_second"`
-	// Retransmits counts the bytes the session sent again on another
-	// path after a path failed (iperf3 counts TCP segments); sender only.
+	// Retransmits counts the TCP segments the sender's channels
+	// retransmitted, as iperf3's: in end.streams' sender and in the
+	// sender's sums, for TCP channels only. The streams share the
+	// channels, so each stream's figure is that of all the channels, and
+	// a sum counts each channel once (TCPFigures). Bytes braid sent again
+	// on another path after a path failed are in braid.per_path.
 	Retransmits *int64 `json:"retransmits,omitempty"`
 	// What the kernel measured of the sender's TCP channels over the
 	// test (end.streams' sender only; TCP channels only): see TCPFigures.
-	// Here Retransmits counts TCP segments, as iperf3's do.
 	MaxSendCwnd *int64 `json:"max_snd_cwnd,omitempty"`
 	MaxRTT      *int64 `json:"max_rtt,omitempty"`
 	MinRTT      *int64 `json:"min_rtt,omitempty"`

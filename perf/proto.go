@@ -109,6 +109,8 @@ func (h *Hello) validate() error {
 		return fmt.Errorf("omit %v s out of range [0, %d]", h.Omit, MaxSeconds)
 	case h.Omit > 0 && h.Bytes > 0:
 		return fmt.Errorf("omit %v s: a test ended by a byte count has no warm-up to omit", h.Omit)
+	case h.Baseline && h.Streams > 1:
+		return fmt.Errorf("-P %d: --tcp-baseline opens one plain TCP connection per path (%d here), not streams; for more connections give more paths (-c, -B)", h.Streams, h.Paths)
 	case h.Omit > 0 && h.Baseline:
 		return fmt.Errorf("omit %v s: --tcp-baseline has no warm-up to omit", h.Omit)
 	case h.Bidir && (h.Mode != "bulk" || h.Reverse || h.Baseline || h.Bytes > 0):

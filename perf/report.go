@@ -17,10 +17,20 @@ type Report struct {
 	Baseline  bool   `json:"baseline"`
 	Size      int64  `json:"size"` // message size in bytes
 	Paths     int    `json:"paths"`
-	Streams   int    `json:"streams"`        // streams, or TCP connections with baseline
-	Stripe    string `json:"stripe"`         // enhanced, basic, off; "manual" with baseline
-	Policy    string `json:"policy"`         // soonest or round-robin
-	Transport string `json:"transport"`      // channel kind
+	Streams   int    `json:"streams"`   // streams, or TCP connections with baseline
+	Stripe    string `json:"stripe"`    // enhanced, basic, off; "manual" with baseline
+	Policy    string `json:"policy"`    // soonest or round-robin
+	Transport string `json:"transport"` // channel kind
+	// Encrypted is whether the data plane was encrypted and
+	// authenticated (AES-GCM): false with --insecure-plaintext and for
+	// --tcp-baseline's plain connections.
+	Encrypted bool `json:"encrypted"`
+	// StreamTCP says what the TCP figures of end.streams are: "channels"
+	// when the streams share the session's channels (each stream shows
+	// the figures of all of them, and end.sum_sent.retransmits counts each
+	// channel once; per_path[].tcp has each channel's), empty when the
+	// channels are not TCP.
+	StreamTCP string `json:"stream_tcp,omitempty"`
 	Frag      int    `json:"frag,omitempty"` // 0: the transport's default
 	// The server's settings, which shape what it sends: the echoes of
 	// pingpong and the data of --reverse.
@@ -88,6 +98,9 @@ type Path struct {
 	// Duplicated counts bytes this path sent a second time on behalf of a
 	// slower path near the end of a message (not included in Bytes).
 	Duplicated int64 `json:"duplicated_bytes"`
+	// TCP is what the kernel measured of this path's channel at the
+	// sender (TCP channels only).
+	TCP *ChannelTCP `json:"tcp,omitempty"`
 }
 
 // Interval is one second of the test as the client saw it.
@@ -109,11 +122,25 @@ func newReport(o *Options) *Report {
 	if r.Transport == "" {
 		r.Transport = "tcp"
 	}
+	r.Encrypted = !o.Config.InsecurePlaintext
 	if o.Baseline {
 		r.Stripe, r.Policy, r.Transport, r.Frag = "manual", "", "tcp", 0
 		r.Streams = len(o.Paths)
+		r.Encrypted = false
 	}
 	return r
+}
+
+// setPathTCP gives each path the TCP figures of its channel at the
+// sender, and says what the streams' TCP figures are.
+func (r *Report) setPathTCP(f *TCPFigures) {
+	if f == nil {
+		return
+	}
+	r.StreamTCP = "channels"
+	for i := range r.PerPath {
+		r.PerPath[i].TCP = f.channel(r.PerPath[i].ID)
+	}
 }
 
 func (r *Report) setPingPong(o *Options, rtts []time.Duration, elapsed time.Duration) {
