@@ -76,11 +76,14 @@ type Config struct {
 	MaxHeartbeats int
 	// DataPlaneTimeout declares a worker dead, and runs its units
 	// elsewhere, when every path of its data-plane session has been down
-	// this long (a killed worker's channels end at once; a cut network
-	// falls silent for Transport's PathTimeout first), whatever its
-	// heartbeats say. It is the worker sessions' SessionTimeout, unless
-	// Transport sets one. Zero means 1.5s: with the default PathTimeout
-	// of 0.5s, a dead worker is noticed within 2s.
+	// this long (a cut network or a stopped worker falls silent for
+	// Transport's PathTimeout first), whatever its heartbeats say. It is
+	// the worker sessions' SessionTimeout, unless Transport sets one.
+	// Zero means 1.5s: with the default PathTimeout of 0.5s, a silent
+	// worker is noticed within 2s. A worker whose process ended (killed,
+	// crashed) is noticed sooner, without waiting for it: its kernel
+	// closes the channels at once and refuses the server's redials, which
+	// ends the session a transport ReconnectInterval (0.1s) later.
 	DataPlaneTimeout time.Duration
 	// DialTimeout bounds opening a session to a worker's data plane when
 	// it registers. Zero means 10s.
