@@ -615,3 +615,62 @@ func TestDeadWorkerNoticedByDataPlane(t *testing.T) {
 		t.Fatalf("job %s: %s", st.State, st.Error)
 	}
 }
+
+// TestKilledWorkerDeadAtOnce: a worker whose process ends mid-job (its
+// relay closes: the kernel resets the channels and refuses new ones, as
+// for kill -9) is declared dead as soon as the server's redial of its path
+// is refused, with heartbeats and DataPlaneTimeout that would keep it a
+// minute. The bound of the wait (20s) is below that minute, so reaching
+// it proves the mechanism: the death comes a transport ReconnectInterval
+// (0.1s) after the reset, plus scheduling. The dead worker then shows no
+// units running or queued (they were taken back and run on the other
+// worker) and keeps the compute time and units it delivered.
+func TestKilledWorkerDeadAtOnce(t *testing.T) {
+	c := newCluster(t, func(cfg *server.Config) {
+		cfg.WorkerTimeout, cfg.DataPlaneTimeout = time.Minute, time.Minute
+	})
+	r := c.addRelayedWorker(1, func(*worker.Config) {})
+	c.addWorker(1, nil)
+	c.waitWorkers(2)
+	st := c.submit(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 40, Params: map[string]string{"ms": "100"}, Policy: api.PolicyEqual})
+	// The relayed worker's ID is the one at the relay's address.
+	var doomed api.WorkerInfo
+	testwait.For(t, "the relayed worker to report a unit done and more running", 20*time.Second, func() bool {
+		ws, err := c.c.Workers(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range ws {
+			if slices.Contains(w.Addresses, r.Addr()) {
+				doomed = w
+				return w.Done > 0 && w.ComputeNanos > 0 && w.Running+w.Queued > 0
+			}
+		}
+		return false
+	})
+	killed := time.Now()
+	r.Close()
+	var dead api.WorkerInfo
+	testwait.For(t, "the killed worker to be declared dead", 20*time.Second, func() bool {
+		w, err := c.c.Worker(t.Context(), doomed.ID, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead = w
+		return !w.Alive
+	})
+	t.Logf("declared dead %v after the kill: %s", dead.Died.Sub(killed).Round(time.Millisecond), dead.DiedOf)
+	if dead.Died.Before(killed) || !strings.Contains(dead.DiedOf, "refuses a new channel") {
+		t.Errorf("the killed worker died at %v (killed at %v) of %q; want after the kill, of refused redials", dead.Died, killed, dead.DiedOf)
+	}
+	if dead.Running != 0 || dead.Queued != 0 {
+		t.Errorf("the dead worker shows %d running, %d queued; want 0 and 0", dead.Running, dead.Queued)
+	}
+	if dead.Done < doomed.Done || dead.ComputeNanos < doomed.ComputeNanos || dead.LentNanos < doomed.LentNanos {
+		t.Errorf("the dead worker shows %d done, %v computed of %v lent; before its death %d, %v of %v",
+			dead.Done, time.Duration(dead.ComputeNanos), time.Duration(dead.LentNanos), doomed.Done, time.Duration(doomed.ComputeNanos), time.Duration(doomed.LentNanos))
+	}
+	if st = c.wait(st.Job); st.State != api.JobDone {
+		t.Fatalf("job %s: %s", st.State, st.Error)
+	}
+}

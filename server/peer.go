@@ -129,6 +129,7 @@ func (s *Server) startPeer(id string, reg api.Register, sess *transport.Session)
 	}
 	old := s.peers[id]
 	s.peers[id] = p
+	delete(s.gone, id)
 	s.bg.Add(1) // the watcher; added under s.mu so Run's Wait cannot have begun
 	s.mu.Unlock()
 	if old != nil {
@@ -256,12 +257,16 @@ func (s *Server) drop(p *peer, cause error) {
 	if !s.kill(p) {
 		return
 	}
+	compute, lent := p.busy.totals()
 	s.mu.Lock()
 	current := s.peers[p.id] == p
+	closing := s.closing
 	if current {
 		delete(s.peers, p.id)
+		if cause != nil && !closing {
+			s.gone[p.id] = death{at: time.Now(), cause: cause.Error(), compute: compute, lent: lent}
+		}
 	}
-	closing := s.closing
 	s.mu.Unlock()
 	if !current {
 		return
@@ -274,6 +279,14 @@ func (s *Server) drop(p *peer, cause error) {
 	default:
 		s.log.Info("worker removed", "worker", p.id, "units", len(lost))
 	}
+}
+
+// death is a worker the server declared dead: when and why, and its
+// compute figures up to then (busy.totals), which the listing keeps.
+type death struct {
+	at            time.Time
+	cause         string
+	compute, lent time.Duration
 }
 
 // lostAll books the assignments the scheduler took back from a worker

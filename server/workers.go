@@ -293,10 +293,15 @@ func (s *Server) refresh(ctx context.Context, id string) error {
 func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 	s.mu.Lock()
 	p, alive := s.peers[w.ID]
+	d := s.gone[w.ID]
 	s.mu.Unlock()
 	var paths []api.PathInfo
-	var compute, lent time.Duration
-	if alive {
+	compute, lent := d.compute, d.lent
+	if !alive {
+		// Its units were taken back when it died: the last heartbeat's
+		// counts are no longer on it.
+		w.Running, w.Queued = 0, 0
+	} else {
 		compute, lent = p.busy.totals()
 		for _, ps := range p.sess.Stats() {
 			paths = append(paths, api.PathInfo{Local: ps.Local, Remote: ps.Remote, State: ps.State,
@@ -310,6 +315,8 @@ func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 		Registered: w.Registered,
 		LastSeen:   w.LastSeen,
 		Alive:      alive,
+		Died:       d.at,
+		DiedOf:     d.cause,
 		Running:    w.Running,
 		Queued:     w.Queued,
 		Load:       w.Load,
