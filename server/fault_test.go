@@ -179,6 +179,34 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// TestCancelDropsWorkersUnits: canceling a job whose long units fill a
+// worker's thread and queue frees the worker at once: the server tells
+// it to drop the job's units (api.OpDrop), it empties its queue and
+// interrupts the running unit, and the next job runs. Each of the 17
+// units held would take a minute: without the drop, the worker's queue
+// stays full and the next job does not finish within c.wait's 20s (the
+// test failed so before the drop request existed).
+func TestCancelDropsWorkersUnits(t *testing.T) {
+	c := newCluster(t, nil)
+	tw := c.addWorker(1, nil)
+	c.waitWorkers(1)
+	st := c.submit(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 40, Params: map[string]string{"ms": "60000"}})
+	testwait.For(t, "the worker to run one unit with more queued", 20*time.Second, func() bool {
+		s := tw.w.Stats()
+		return s.Running == 1 && s.Queued > 0
+	})
+	if _, err := c.c.Cancel(t.Context(), st.Job); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the worker to drop the canceled job's units", 20*time.Second, func() bool {
+		s := tw.w.Stats()
+		return s.Running == 0 && s.Queued == 0
+	})
+	if next := c.run(api.JobRequest{Op: "noop", Input: c.put([]byte("next"))}); next.State != api.JobDone {
+		t.Errorf("next job %s: %s", next.State, next.Error)
+	}
+}
+
 // TestWrongKey: a worker with another cluster key is rejected with a
 // clear error, and the server keeps serving.
 func TestWrongKey(t *testing.T) {

@@ -542,6 +542,65 @@ func (p *peer) ask(ctx context.Context, op string, params map[string]string, wha
 	return res.Output, nil
 }
 
+// dropOnWorkers tells each live worker that holds units of job, which
+// ended, to drop them (api.OpDrop): the units queued behind its threads
+// and those running would otherwise keep it busy for nothing, and the
+// next job's units would wait behind them. The workers answer each unit
+// as dropped, and those results are discarded as results of an ended job
+// are.
+func (s *Server) dropOnWorkers(job uint64) {
+	s.mu.Lock()
+	peers := make([]*peer, 0, len(s.peers))
+	for _, p := range s.peers {
+		peers = append(peers, p)
+	}
+	s.mu.Unlock()
+	params := map[string]string{api.DropJob: strconv.FormatUint(job, 10)}
+	for _, p := range peers {
+		if p.holds(job) {
+			go p.tell(api.OpDrop, params)
+		}
+	}
+}
+
+// holds reports whether a copy of a unit of job is out on the peer.
+func (p *peer) holds(job uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ps := range p.streams {
+		ps.mu.Lock()
+		for k := range ps.inFlight {
+			if k.job == job {
+				ps.mu.Unlock()
+				return true
+			}
+		}
+		ps.mu.Unlock()
+	}
+	return false
+}
+
+// tell sends the worker a request of reserved operation op with params
+// on stream 0, as ask does, without waiting for the answer (which
+// deliverFigures discards). It gives up when the peer dies, or after
+// figuresTimeout.
+func (p *peer) tell(op string, params map[string]string) {
+	p.mu.Lock()
+	if p.dead || len(p.streams) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	st := p.streams[0].st
+	p.figSeq++
+	req := api.Unit{ID: p.figSeq, Attempt: 1, Op: op, Params: params}
+	ctx := p.ctx
+	p.mu.Unlock()
+	b, _ := req.MarshalBinary()
+	ctx, cancel := context.WithTimeout(ctx, figuresTimeout)
+	defer cancel()
+	_ = st.WriteMessage(ctx, b) // a broken stream drops the peer, and its units with it
+}
+
 // refusedError is a worker's answer to a request it would not or could
 // not serve.
 type refusedError string
