@@ -24,7 +24,14 @@ delivered), COMPUTE SHARE (the share of its lent thread time spent
 computing while it had units: its results' compute time over threads x
 time with units in flight; the rest went to waiting for units and moving
 them), then what it registered (cores, memory, addresses, operations)
-and for a live worker the megabytes each data-plane path carried.`)
+and for a live worker the megabytes each data-plane path carried.
+
+A dead worker stays listed for the server's forget time (10 minutes by
+default) after it was last seen, then the server forgets it; one that
+registers again with the same name and addresses (restarted) replaces it
+at once. --forget removes a dead worker now. A worker stopped with
+SIGTERM or Ctrl-C deregisters and leaves the list at once.`)
+	forget := fs.String("forget", "", "forget the dead worker with this `ID` now (a live worker is refused: stop it instead)")
 	cf := addClientFlags(fs, 30*time.Second)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
@@ -35,6 +42,21 @@ and for a live worker the megabytes each data-plane path carried.`)
 		return 2
 	}
 	defer cancel()
+	if *forget != "" {
+		w, err := c.Worker(ctx, *forget, false)
+		if err != nil {
+			return clientFail(env, "workers --forget", err)
+		}
+		if w.Alive {
+			env.Errorf("workers --forget: worker %s is live; stop it (it deregisters as it stops) instead", w.ID)
+			return 1
+		}
+		if err := c.Deregister(ctx, w.ID); err != nil {
+			return clientFail(env, "workers --forget", err)
+		}
+		fmt.Fprintf(env.Stdout, "forgot dead worker %s\n", w.ID)
+		return 0
+	}
 	ws, err := c.Workers(ctx)
 	if err != nil {
 		return clientFail(env, "workers", err)

@@ -85,6 +85,15 @@ type Config struct {
 	// closes the channels at once and refuses the server's redials, which
 	// ends the session a transport ReconnectInterval (0.1s) later.
 	DataPlaneTimeout time.Duration
+	// ForgetWorkers is how long a dead worker stays listed (GET
+	// /v1/workers, braid workers, the dashboard, and a braid_worker_up 0
+	// series) after it was last seen; then the server forgets it, so
+	// that an alert on up == 0 clears. A worker that registers anew with
+	// the name and addresses of a dead one (the same worker, restarted)
+	// replaces it at once. Zero means 10 minutes; negative keeps dead
+	// workers until deleted (DELETE /v1/workers/{id}, braid workers
+	// --forget).
+	ForgetWorkers time.Duration
 	// DialTimeout bounds opening a session to a worker's data plane when
 	// it registers. Zero means 10s.
 	DialTimeout time.Duration
@@ -197,6 +206,7 @@ func (c *Config) populate() error {
 	setDefault(&c.WorkerTimeout, 5*c.HeartbeatInterval)
 	setDefault(&c.MaxHeartbeats, 250)
 	setDefault(&c.DialTimeout, 10*time.Second)
+	setDefault(&c.ForgetWorkers, 10*time.Minute)
 	setDefault(&c.DataPlaneTimeout, 1500*time.Millisecond)
 	setDefault(&c.InFlight, 16)
 	setDefault(&c.MaxThreads, 1024)

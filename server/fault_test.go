@@ -702,3 +702,81 @@ func TestKilledWorkerDeadAtOnce(t *testing.T) {
 		t.Fatalf("job %s: %s", st.State, st.Error)
 	}
 }
+
+// TestDeadWorkersForgotten: dead workers do not pile up. A worker that
+// registers anew with the name and addresses of a dead one (the same
+// worker restarted) replaces it at once; and a dead worker is forgotten
+// ForgetWorkers after it was last seen, with its braid_worker_up series.
+// The "workers" are bare data-plane listeners that answer no heartbeat,
+// so the reaper declares each dead after WorkerTimeout.
+func TestDeadWorkersForgotten(t *testing.T) {
+	listen := func(t *testing.T) *transport.Listener {
+		ln, err := transport.Listen(t.Context(), []string{"127.0.0.1:0"}, &transport.Config{Key: testKey, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		return ln
+	}
+	// dead registers a worker at ln's address and waits for its death.
+	dead := func(t *testing.T, c *cluster, ln *transport.Listener, name string) string {
+		reg, err := c.c.Register(t.Context(), api.Register{Name: name, Addresses: []string{ln.Addrs()[0].String()}, Threads: 1, Ops: []string{"noop"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testwait.For(t, "the silent worker to be declared dead", 20*time.Second, func() bool {
+			w, err := c.c.Worker(t.Context(), reg.Worker, false)
+			return err == nil && !w.Alive || errors.Is(err, client.ErrNotFound) // dead, or dead and forgotten
+		})
+		return reg.Worker
+	}
+	listed := func(t *testing.T, c *cluster, id string) bool {
+		ws, err := c.c.Workers(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(ws, func(w api.WorkerInfo) bool { return w.ID == id })
+	}
+	t.Run("restarted", func(t *testing.T) {
+		c := newCluster(t, func(cfg *server.Config) { cfg.ForgetWorkers = -1 })
+		ln, other := listen(t), listen(t)
+		old := dead(t, c, ln, "w-restarted")
+		kept := dead(t, c, other, "w-restarted") // same name, other address: another worker
+		reg, err := c.c.Register(t.Context(), api.Register{Name: "w-restarted", Addresses: []string{ln.Addrs()[0].String()}, Threads: 1, Ops: []string{"noop"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if listed(t, c, old) || !listed(t, c, reg.Worker) || !listed(t, c, kept) {
+			t.Errorf("after worker %s registered anew as %s: %s listed %v (want false), %s listed %v (want true)",
+				old, reg.Worker, old, listed(t, c, old), kept, listed(t, c, kept))
+		}
+	})
+	t.Run("forgotten", func(t *testing.T) {
+		c := newCluster(t, func(cfg *server.Config) { cfg.ForgetWorkers = time.Second })
+		mon, err := c.c.CreateToken(t.Context(), api.RoleMonitor, "prometheus")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id string
+		// up reports whether /metrics has a braid_worker_up series of id.
+		up := func() bool {
+			fams := scrape(t, c.hc, c.srv.URL()+api.PathMetrics, "Bearer "+mon.Token)
+			for _, m := range fams["braid_worker_up"].GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "worker" && l.GetValue() == id {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		id = dead(t, c, listen(t), "w-gone")
+		if !up() && listed(t, c, id) {
+			t.Errorf("the dead worker %s, still listed, has no braid_worker_up series", id)
+		}
+		testwait.For(t, "the dead worker to be forgotten", 20*time.Second, func() bool { return !listed(t, c, id) })
+		if up() {
+			t.Errorf("the forgotten worker %s still has a braid_worker_up series", id)
+		}
+	})
+}
