@@ -129,11 +129,11 @@ function renderWorkers(workers) {
       el("td", {}, w.name || ""),
       el("td", { class: w.alive ? "state-done" : "state-failed", title: w.alive ? "" : deathOf(w) }, w.alive ? "live" : "dead"),
       el("td", { class: "num threads" }, threads),
-      el("td", { class: "num" }, w.running),
-      el("td", { class: "num" }, w.queued),
+      el("td", { class: "num running" }, w.running),
+      el("td", { class: "num queued" }, w.queued),
       el("td", { class: "num" }, (w.load || 0).toFixed(2)),
-      el("td", { class: "num" }, w.done || 0),
-      el("td", { class: "num" }, secs((w.compute_ns || 0) / 1e9)),
+      el("td", { class: "num done" }, w.done || 0),
+      el("td", { class: "num compute" }, secs((w.compute_ns || 0) / 1e9)),
       el("td", { class: "num busy" }, busy),
       el("td", { class: "num share", title: "compute time / thread time lent while it had units" }, share)));
     (w.paths || []).forEach((p, i) => {
