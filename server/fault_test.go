@@ -644,6 +644,47 @@ func TestDeadWorkerNoticedByDataPlane(t *testing.T) {
 	}
 }
 
+// waitHolding waits until the worker reached through relay r has
+// delivered units and holds more (running or queued), and returns it.
+func (c *cluster) waitHolding(r *relay.TCP) api.WorkerInfo {
+	c.t.Helper()
+	var held api.WorkerInfo
+	testwait.For(c.t, "the relayed worker to deliver units and hold more", 30*time.Second, func() bool {
+		ws, err := c.c.Workers(context.Background())
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		// The relayed worker's ID is the one at the relay's address.
+		for _, w := range ws {
+			if slices.Contains(w.Addresses, r.Addr()) {
+				held = w
+				return w.Alive && w.Done > 0 && w.ComputeNanos > 0 && w.Running+w.Queued > 0
+			}
+		}
+		return false
+	})
+	return held
+}
+
+// kill kills worker id, reached through relay r, as kill -9 would as
+// far as the server can tell (the relay closes: the channels are reset
+// and new ones refused), waits until the server declares it dead, and
+// returns it.
+func (c *cluster) kill(r *relay.TCP, id string) api.WorkerInfo {
+	c.t.Helper()
+	r.Close()
+	var dead api.WorkerInfo
+	testwait.For(c.t, "the killed worker to be declared dead", 20*time.Second, func() bool {
+		w, err := c.c.Worker(context.Background(), id, false)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		dead = w
+		return !w.Alive
+	})
+	return dead
+}
+
 // TestKilledWorkerDeadAtOnce: a worker whose process ends mid-job (its
 // relay closes: the kernel resets the channels and refuses new ones, as
 // for kill -9) is declared dead as soon as the server's redial of its path
@@ -661,32 +702,9 @@ func TestKilledWorkerDeadAtOnce(t *testing.T) {
 	c.addWorker(1, nil)
 	c.waitWorkers(2)
 	st := c.submit(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 40, Params: map[string]string{"ms": "100"}, Policy: api.PolicyEqual})
-	// The relayed worker's ID is the one at the relay's address.
-	var doomed api.WorkerInfo
-	testwait.For(t, "the relayed worker to report a unit done and more running", 20*time.Second, func() bool {
-		ws, err := c.c.Workers(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range ws {
-			if slices.Contains(w.Addresses, r.Addr()) {
-				doomed = w
-				return w.Done > 0 && w.ComputeNanos > 0 && w.Running+w.Queued > 0
-			}
-		}
-		return false
-	})
+	doomed := c.waitHolding(r)
 	killed := time.Now()
-	r.Close()
-	var dead api.WorkerInfo
-	testwait.For(t, "the killed worker to be declared dead", 20*time.Second, func() bool {
-		w, err := c.c.Worker(t.Context(), doomed.ID, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dead = w
-		return !w.Alive
-	})
+	dead := c.kill(r, doomed.ID)
 	t.Logf("declared dead %v after the kill: %s", dead.Died.Sub(killed).Round(time.Millisecond), dead.DiedOf)
 	if dead.Died.Before(killed) || !strings.Contains(dead.DiedOf, "refuses a new channel") {
 		t.Errorf("the killed worker died at %v (killed at %v) of %q; want after the kill, of refused redials", dead.Died, killed, dead.DiedOf)

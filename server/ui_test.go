@@ -261,31 +261,14 @@ func TestDashboard(t *testing.T) {
 	c.waitWorkers(3)
 	short := c.submit(api.JobRequest{Op: "sleep", Input: c.put(nil), Params: map[string]string{"ms": "50"}, Units: 400})
 	t.Cleanup(func() { c.c.Cancel(context.Background(), short.Job) })
-	var doomed api.WorkerInfo
-	testwait.For(t, "the relayed worker to deliver units and hold more", 30*time.Second, func() bool {
-		ws, err := c.c.Workers(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range ws {
-			if slices.Contains(w.Addresses, r.Addr()) {
-				doomed = w
-				return w.Alive && w.Done > 0 && w.Running+w.Queued > 0
-			}
-		}
-		return false
-	})
-	r.Close()
-	testwait.For(t, "the killed worker to be declared dead", 20*time.Second, func() bool {
-		w, err := c.c.Worker(t.Context(), doomed.ID, false)
-		return err == nil && !w.Alive
-	})
+	doomed := c.waitHolding(r)
+	c.kill(r, doomed.ID)
 	deadDom := headless(t, bin, url, "--dump-dom")
 	drow := regexp.MustCompile(`(?s)<tr data-worker="` + regexp.QuoteMeta(doomed.ID) + `">(.*?)</tr>`).FindStringSubmatch(deadDom)
 	if drow == nil {
 		t.Fatalf("no row for the killed worker %s; DOM:\n%s", doomed.ID, deadDom)
 	}
-	for _, want := range []string{">dead<", `title="dead since `, `<td class="num running">0</td>`, `<td class="num queued">0</td>`} {
+	for _, want := range []string{">dead<", `title="dead since `, `<td class="num running">0</td>`, `<td class="num queued">0</td>`, `<td class="num load"></td>`} {
 		if !strings.Contains(drow[1], want) {
 			t.Errorf("the killed worker's row lacks %s: %s", want, drow[1])
 		}

@@ -131,7 +131,7 @@ function renderWorkers(workers) {
       el("td", { class: "num threads" }, threads),
       el("td", { class: "num running" }, w.running),
       el("td", { class: "num queued" }, w.queued),
-      el("td", { class: "num" }, (w.load || 0).toFixed(2)),
+      el("td", { class: "num load" }, w.alive ? (w.load || 0).toFixed(2) : ""),
       el("td", { class: "num done" }, w.done || 0),
       el("td", { class: "num compute" }, secs((w.compute_ns || 0) / 1e9)),
       el("td", { class: "num busy" }, busy),
