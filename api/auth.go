@@ -113,6 +113,21 @@ const OpFigures = "braid:figures"
 // keeps beating over HTTP.
 const OpHeartbeat = "braid:heartbeat"
 
+// OpDrop is the reserved operation of a drop request on the data plane:
+// a Unit with Job 0 and this Op tells the worker that the server ended
+// job DropJob (its Param, in decimal): canceled, failed, or done with
+// backup copies still out. The worker drops the job's units queued on
+// that session and interrupts those running, and answers each with a
+// Result whose Err says it was dropped (the server discards results of
+// ended jobs), so that its threads go to the next job's units at once.
+// It also answers the request itself (Job 0, same ID and Attempt, empty
+// Output). A worker that does not know the operation answers with an
+// error and runs the units to their end, as before.
+const OpDrop = "braid:drop"
+
+// DropJob is the Param of an OpDrop request: the ended job's ID.
+const DropJob = "job"
+
 // Params of an OpHeartbeat request.
 const (
 	BeatWorker = "worker"

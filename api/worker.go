@@ -66,17 +66,26 @@ type WorkerInfo struct {
 	Registered time.Time `json:"registered"`
 	// LastSeen is the time of the last registration or heartbeat.
 	LastSeen time.Time `json:"last_seen"`
-	// Alive is false once the worker was silent past the timeout.
+	// Alive is false once the worker was declared dead: silent past the
+	// timeout, its data-plane session lost, or its process gone.
 	Alive bool `json:"alive"`
-	// Running, Queued and Load are from the last heartbeat.
+	// Died is when this server declared the worker dead, and DiedOf
+	// why; both are empty while it is live, and for a worker that was
+	// not live when the server started.
+	Died   time.Time `json:"died,omitzero"`
+	DiedOf string    `json:"died_of,omitempty"`
+	// Running, Queued and Load are from the last heartbeat of a live
+	// worker. A dead worker's Running and Queued are 0: the server took
+	// its units back and runs them elsewhere.
 	Running int     `json:"running"`
 	Queued  int     `json:"queued"`
 	Load    float64 `json:"load"`
 	// Done counts the units whose results this worker delivered first.
 	Done uint64 `json:"done"`
-	// ComputeNanos and LentNanos measure the live session: the compute
-	// time the worker's results report, and the thread time it lent while
-	// it had units, its threads times the time it had any in flight.
+	// ComputeNanos and LentNanos measure the worker's last session with
+	// this server (up to its death, for a dead worker): the compute time
+	// its results report, and the thread time it lent while it had
+	// units, its threads times the time it had any in flight.
 	// ComputeNanos / LentNanos is the share of the lent time it spent
 	// computing (its compute fraction); the rest went to waiting for units
 	// and to moving them.

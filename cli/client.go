@@ -164,8 +164,10 @@ func printJob(w io.Writer, st api.JobStatus, asJSON bool) {
 	if st.Units.Retries > 0 {
 		retries = fmt.Sprintf(", %d failed tries run again", st.Units.Retries)
 	}
-	fmt.Fprintf(w, "  units    %d done of %d, %d running, %d failed%s (%s policy)\n",
-		st.Units.Done, st.Units.Total, st.Units.Running, st.Units.Failed, retries, st.Policy)
+	// The dashboard's words: Running computes now, In flight was sent
+	// and is not back (computing, or queued at a worker).
+	fmt.Fprintf(w, "  units    %d done of %d, %d running, %d in flight, %d failed%s (%s policy)\n",
+		st.Units.Done, st.Units.Total, st.Units.Computing, st.Units.Running, st.Units.Failed, retries, st.Policy)
 	for i, u := range st.RetriedUnits {
 		head := "  retried  "
 		if i > 0 {

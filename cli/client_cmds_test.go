@@ -76,7 +76,7 @@ func TestClientCommands(t *testing.T) {
 	var out string
 	if !testwait.Until(10*time.Second, func() bool {
 		_, out, _ = runBraid(t, 10*time.Second, "workers")
-		return strings.Contains(out, "w1") && strings.Contains(out, "true")
+		return strings.Contains(out, "w1") && strings.Contains(out, " live ")
 	}) {
 		t.Fatalf("worker did not register: %s", out)
 	}
@@ -134,7 +134,7 @@ func TestClientCommands(t *testing.T) {
 		t.Errorf("status --json: %d %s", code, out)
 	}
 	code, out, _ = runBraid(t, 10*time.Second, "status", "1")
-	if code != 0 || !strings.Contains(out, "12 done of 12") {
+	if code != 0 || !strings.Contains(out, "12 done of 12, 0 running, 0 in flight, 0 failed") {
 		t.Errorf("status: %d %s", code, out)
 	}
 	got := filepath.Join(dir, "out.png")
@@ -173,11 +173,11 @@ func TestClientCommands(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(`(?m)^1\s+done\s+blur\s+12/12`).MatchString(out) || !strings.Contains(out, "canceled") {
 		t.Errorf("jobs: %d\n%s", code, out)
 	}
-	// The worker list shows the share of its lent time the worker
-	// computed, and the bytes on its one path.
+	// The worker list names the dashboard's figures as the page does
+	// (State, Units done, Compute share), and the bytes on its one path.
 	code, out, _ = runBraid(t, 10*time.Second, "workers")
-	if code != 0 || !strings.Contains(out, "MB PER PATH") || !strings.Contains(out, "COMPUTING") ||
-		!regexp.MustCompile(`(?m)^w1\s.*\s\d+\.\d%\s+127\.0\.0\.1:\d+\s+\d+\.\d\s+blur`).MatchString(out) {
+	if code != 0 || !strings.Contains(out, "MB PER PATH") || !regexp.MustCompile(`STATE\s+THREADS\s+RUNNING\s+QUEUED\s+UNITS DONE\s+COMPUTE SHARE`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^w1\s+\S+\s+live\s+\d+\s+\d+\s+\d+\s+12\s+\d+\.\d%\s.*127\.0\.0\.1:\d+\s+\d+\.\d\s+blur`).MatchString(out) {
 		t.Errorf("workers: %d\n%s", code, out)
 	}
 	code, out, _ = runBraid(t, 10*time.Second, "ops")
@@ -291,7 +291,7 @@ func TestTokenCommands(t *testing.T) {
 	var out string
 	if !testwait.Until(10*time.Second, func() bool {
 		_, out, _ = runBraid(t, 10*time.Second, "workers", "--token", clientJoin)
-		return strings.Contains(out, "w1") && strings.Contains(out, "true")
+		return strings.Contains(out, "w1") && strings.Contains(out, " live ")
 	}) {
 		t.Fatalf("worker did not register with its token: %s %s", out, wk.err.String())
 	}

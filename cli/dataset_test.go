@@ -25,7 +25,7 @@ func TestDatasetCommands(t *testing.T) {
 	wk.waitOutput(t, regexp.MustCompile(`data plane on (\S+)`))
 	if !testwait.Until(10*time.Second, func() bool {
 		_, out, _ := runBraid(t, 10*time.Second, "workers")
-		return strings.Contains(out, "true")
+		return strings.Contains(out, " live ")
 	}) {
 		t.Fatal("worker did not register")
 	}

@@ -150,7 +150,7 @@ func runServer(ctx context.Context, env *Env, args []string) int {
 	maxBeats := fs.Int("max-heartbeats", 250, "the server takes at most `n` heartbeats a second from all its workers together: with more workers than this times --heartbeat, "+
 		"each is asked to beat less often (1,000 workers: every 4s), and --worker-timeout grows in proportion")
 	dataTimeout := fs.Duration("data-plane-timeout", 0, "declare a worker dead when every path of its data-plane session has been down this long, "+
-		"whatever its heartbeats say (default 1.5s: a killed worker is noticed within 2s)")
+		"whatever its heartbeats say (default 1.5s: a stopped or cut-off worker is noticed within 2s; a killed one in about 0.1s, when its host refuses the redial)")
 	inFlight := fs.Int("in-flight", 0, "a stream holds `n` units at once, for jobs that do not say (default 16)")
 	maxThreads := fs.Int("max-threads", 0, "one worker may lend at most `n` threads (streams) (default 1024)")
 	workerNets := fs.StringSlice("worker-networks", nil, "network ranges (`cidr`) whose addresses a worker registering with a worker token may give as its data plane, "+

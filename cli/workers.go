@@ -16,12 +16,22 @@ func init() {
 
 func runWorkers(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "workers", "[flags]", `
-Lists the workers the server knows, live and dead: what each registered
-(threads, cores, memory, addresses, operations), the units it delivered,
-and for a live worker, the megabytes each data-plane path carried and
-COMPUTING, the share of its lent thread time spent computing while it had
-units (its results' compute time over threads x time with units in
-flight; the rest went to waiting for units and moving them).`)
+Lists the workers the server knows, live and dead, with the dashboard's
+columns: STATE (live or dead), THREADS, RUNNING and QUEUED (units
+computing and waiting at the worker, as of its last heartbeat; 0 for a
+dead worker, whose units run elsewhere), UNITS DONE (the units it
+delivered), COMPUTE SHARE (the share of its lent thread time spent
+computing while it had units: its results' compute time over threads x
+time with units in flight; the rest went to waiting for units and moving
+them), then what it registered (cores, memory, addresses, operations)
+and for a live worker the megabytes each data-plane path carried.
+
+A dead worker stays listed for the server's forget time (10 minutes by
+default) after it was last seen, then the server forgets it; one that
+registers again with the same name and addresses (restarted) replaces it
+at once. --forget removes a dead worker now. A worker stopped with
+SIGTERM or Ctrl-C deregisters and leaves the list at once.`)
+	forget := fs.String("forget", "", "forget the dead worker with this `ID` now (a live worker is refused: stop it instead)")
 	cf := addClientFlags(fs, 30*time.Second)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
@@ -32,6 +42,21 @@ flight; the rest went to waiting for units and moving them).`)
 		return 2
 	}
 	defer cancel()
+	if *forget != "" {
+		w, err := c.Worker(ctx, *forget, false)
+		if err != nil {
+			return clientFail(env, "workers --forget", err)
+		}
+		if w.Alive {
+			env.Errorf("workers --forget: worker %s is live; stop it (it deregisters as it stops) instead", w.ID)
+			return 1
+		}
+		if err := c.Deregister(ctx, w.ID); err != nil {
+			return clientFail(env, "workers --forget", err)
+		}
+		fmt.Fprintf(env.Stdout, "forgot dead worker %s\n", w.ID)
+		return 0
+	}
 	ws, err := c.Workers(ctx)
 	if err != nil {
 		return clientFail(env, "workers", err)
@@ -41,18 +66,23 @@ flight; the rest went to waiting for units and moving them).`)
 		return 0
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tNAME\tALIVE\tTHREADS\tCORES\tMEMORY\tUNITS\tCOMPUTING\tADDRESSES\tMB PER PATH\tOPS")
+	fmt.Fprintln(tw, "WORKER\tNAME\tSTATE\tTHREADS\tRUNNING\tQUEUED\tUNITS DONE\tCOMPUTE SHARE\tCORES\tMEMORY\tADDRESSES\tMB PER PATH\tOPS")
 	for _, w := range ws {
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.1f GiB\t%d\t%s\t%s\t%s\t%s\n", w.ID, w.Name, w.Alive, w.Threads, w.Cores,
-			float64(w.Memory)/(1<<30), w.Done, computing(w), strings.Join(w.Addresses, ","), pathMB(w.Paths), strings.Join(w.Ops, ","))
+		state := "live"
+		if !w.Alive {
+			state = "dead"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%.1f GiB\t%s\t%s\t%s\n", w.ID, w.Name, state, w.Threads,
+			w.Running, w.Queued, w.Done, computeShare(w), w.Cores, float64(w.Memory)/(1<<30),
+			strings.Join(w.Addresses, ","), pathMB(w.Paths), strings.Join(w.Ops, ","))
 	}
 	tw.Flush()
 	return 0
 }
 
-// computing formats a worker's compute fraction as a percentage: "98.5%";
-// "-" before it had a unit.
-func computing(w api.WorkerInfo) string {
+// computeShare formats a worker's compute fraction as a percentage:
+// "98.5%"; "-" before it had a unit.
+func computeShare(w api.WorkerInfo) string {
 	if w.LentNanos <= 0 {
 		return "-"
 	}

@@ -76,12 +76,24 @@ type Config struct {
 	MaxHeartbeats int
 	// DataPlaneTimeout declares a worker dead, and runs its units
 	// elsewhere, when every path of its data-plane session has been down
-	// this long (a killed worker's channels end at once; a cut network
-	// falls silent for Transport's PathTimeout first), whatever its
-	// heartbeats say. It is the worker sessions' SessionTimeout, unless
-	// Transport sets one. Zero means 1.5s: with the default PathTimeout
-	// of 0.5s, a dead worker is noticed within 2s.
+	// this long (a cut network or a stopped worker falls silent for
+	// Transport's PathTimeout first), whatever its heartbeats say. It is
+	// the worker sessions' SessionTimeout, unless Transport sets one.
+	// Zero means 1.5s: with the default PathTimeout of 0.5s, a silent
+	// worker is noticed within 2s. A worker whose process ended (killed,
+	// crashed) is noticed sooner, without waiting for it: its kernel
+	// closes the channels at once and refuses the server's redials, which
+	// ends the session a transport ReconnectInterval (0.1s) later.
 	DataPlaneTimeout time.Duration
+	// ForgetWorkers is how long a dead worker stays listed (GET
+	// /v1/workers, braid workers, the dashboard, and a braid_worker_up 0
+	// series) after it was last seen; then the server forgets it, so
+	// that an alert on up == 0 clears. A worker that registers anew with
+	// the name and addresses of a dead one (the same worker, restarted)
+	// replaces it at once. Zero means 10 minutes; negative keeps dead
+	// workers until deleted (DELETE /v1/workers/{id}, braid workers
+	// --forget).
+	ForgetWorkers time.Duration
 	// DialTimeout bounds opening a session to a worker's data plane when
 	// it registers. Zero means 10s.
 	DialTimeout time.Duration
@@ -194,6 +206,7 @@ func (c *Config) populate() error {
 	setDefault(&c.WorkerTimeout, 5*c.HeartbeatInterval)
 	setDefault(&c.MaxHeartbeats, 250)
 	setDefault(&c.DialTimeout, 10*time.Second)
+	setDefault(&c.ForgetWorkers, 10*time.Minute)
 	setDefault(&c.DataPlaneTimeout, 1500*time.Millisecond)
 	setDefault(&c.InFlight, 16)
 	setDefault(&c.MaxThreads, 1024)

@@ -39,6 +39,10 @@
 // Figures: workers announce changes with PUT; the server can ask for fresh
 // figures at any time with a figures request on the data plane (GET
 // /v1/workers/{id}?fresh=1; see api.OpFigures).
+// Ends: when a job ends (canceled, failed, or done with backup copies
+// out), the workers holding its units are told to drop them (a drop
+// request on the data plane, api.OpDrop), so their threads go to the next
+// job's units at once.
 //
 // Restart: the job store and the blobs live in Config.Data (the blobs in
 // an object store with Config.Blobs). A server started on the same

@@ -179,6 +179,34 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// TestCancelDropsWorkersUnits: canceling a job whose long units fill a
+// worker's thread and queue frees the worker at once: the server tells
+// it to drop the job's units (api.OpDrop), it empties its queue and
+// interrupts the running unit, and the next job runs. Each of the 17
+// units held would take a minute: without the drop, the worker's queue
+// stays full and the next job does not finish within c.wait's 20s (the
+// test failed so before the drop request existed).
+func TestCancelDropsWorkersUnits(t *testing.T) {
+	c := newCluster(t, nil)
+	tw := c.addWorker(1, nil)
+	c.waitWorkers(1)
+	st := c.submit(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 40, Params: map[string]string{"ms": "60000"}})
+	testwait.For(t, "the worker to run one unit with more queued", 20*time.Second, func() bool {
+		s := tw.w.Stats()
+		return s.Running == 1 && s.Queued > 0
+	})
+	if _, err := c.c.Cancel(t.Context(), st.Job); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the worker to drop the canceled job's units", 20*time.Second, func() bool {
+		s := tw.w.Stats()
+		return s.Running == 0 && s.Queued == 0
+	})
+	if next := c.run(api.JobRequest{Op: "noop", Input: c.put([]byte("next"))}); next.State != api.JobDone {
+		t.Errorf("next job %s: %s", next.State, next.Error)
+	}
+}
+
 // TestWrongKey: a worker with another cluster key is rejected with a
 // clear error, and the server keeps serving.
 func TestWrongKey(t *testing.T) {
@@ -614,4 +642,159 @@ func TestDeadWorkerNoticedByDataPlane(t *testing.T) {
 	if st = c.wait(st.Job); st.State != api.JobDone {
 		t.Fatalf("job %s: %s", st.State, st.Error)
 	}
+}
+
+// waitHolding waits until the worker reached through relay r has
+// delivered units and holds more (running or queued), and returns it.
+func (c *cluster) waitHolding(r *relay.TCP) api.WorkerInfo {
+	c.t.Helper()
+	var held api.WorkerInfo
+	testwait.For(c.t, "the relayed worker to deliver units and hold more", 30*time.Second, func() bool {
+		ws, err := c.c.Workers(context.Background())
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		// The relayed worker's ID is the one at the relay's address.
+		for _, w := range ws {
+			if slices.Contains(w.Addresses, r.Addr()) {
+				held = w
+				return w.Alive && w.Done > 0 && w.ComputeNanos > 0 && w.Running+w.Queued > 0
+			}
+		}
+		return false
+	})
+	return held
+}
+
+// kill kills worker id, reached through relay r, as kill -9 would as
+// far as the server can tell (the relay closes: the channels are reset
+// and new ones refused), waits until the server declares it dead, and
+// returns it.
+func (c *cluster) kill(r *relay.TCP, id string) api.WorkerInfo {
+	c.t.Helper()
+	r.Close()
+	var dead api.WorkerInfo
+	testwait.For(c.t, "the killed worker to be declared dead", 20*time.Second, func() bool {
+		w, err := c.c.Worker(context.Background(), id, false)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		dead = w
+		return !w.Alive
+	})
+	return dead
+}
+
+// TestKilledWorkerDeadAtOnce: a worker whose process ends mid-job (its
+// relay closes: the kernel resets the channels and refuses new ones, as
+// for kill -9) is declared dead as soon as the server's redial of its path
+// is refused, with heartbeats and DataPlaneTimeout that would keep it a
+// minute. The bound of the wait (20s) is below that minute, so reaching
+// it proves the mechanism: the death comes a transport ReconnectInterval
+// (0.1s) after the reset, plus scheduling. The dead worker then shows no
+// units running or queued (they were taken back and run on the other
+// worker) and keeps the compute time and units it delivered.
+func TestKilledWorkerDeadAtOnce(t *testing.T) {
+	c := newCluster(t, func(cfg *server.Config) {
+		cfg.WorkerTimeout, cfg.DataPlaneTimeout = time.Minute, time.Minute
+	})
+	r := c.addRelayedWorker(1, func(*worker.Config) {})
+	c.addWorker(1, nil)
+	c.waitWorkers(2)
+	st := c.submit(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 40, Params: map[string]string{"ms": "100"}, Policy: api.PolicyEqual})
+	doomed := c.waitHolding(r)
+	killed := time.Now()
+	dead := c.kill(r, doomed.ID)
+	t.Logf("declared dead %v after the kill: %s", dead.Died.Sub(killed).Round(time.Millisecond), dead.DiedOf)
+	if dead.Died.Before(killed) || !strings.Contains(dead.DiedOf, "refuses a new channel") {
+		t.Errorf("the killed worker died at %v (killed at %v) of %q; want after the kill, of refused redials", dead.Died, killed, dead.DiedOf)
+	}
+	if dead.Running != 0 || dead.Queued != 0 {
+		t.Errorf("the dead worker shows %d running, %d queued; want 0 and 0", dead.Running, dead.Queued)
+	}
+	if dead.Done < doomed.Done || dead.ComputeNanos < doomed.ComputeNanos || dead.LentNanos < doomed.LentNanos {
+		t.Errorf("the dead worker shows %d done, %v computed of %v lent; before its death %d, %v of %v",
+			dead.Done, time.Duration(dead.ComputeNanos), time.Duration(dead.LentNanos), doomed.Done, time.Duration(doomed.ComputeNanos), time.Duration(doomed.LentNanos))
+	}
+	if st = c.wait(st.Job); st.State != api.JobDone {
+		t.Fatalf("job %s: %s", st.State, st.Error)
+	}
+}
+
+// TestDeadWorkersForgotten: dead workers do not pile up. A worker that
+// registers anew with the name and addresses of a dead one (the same
+// worker restarted) replaces it at once; and a dead worker is forgotten
+// ForgetWorkers after it was last seen, with its braid_worker_up series.
+// The "workers" are bare data-plane listeners that answer no heartbeat,
+// so the reaper declares each dead after WorkerTimeout.
+func TestDeadWorkersForgotten(t *testing.T) {
+	listen := func(t *testing.T) *transport.Listener {
+		ln, err := transport.Listen(t.Context(), []string{"127.0.0.1:0"}, &transport.Config{Key: testKey, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		return ln
+	}
+	// dead registers a worker at ln's address and waits for its death.
+	dead := func(t *testing.T, c *cluster, ln *transport.Listener, name string) string {
+		reg, err := c.c.Register(t.Context(), api.Register{Name: name, Addresses: []string{ln.Addrs()[0].String()}, Threads: 1, Ops: []string{"noop"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testwait.For(t, "the silent worker to be declared dead", 20*time.Second, func() bool {
+			w, err := c.c.Worker(t.Context(), reg.Worker, false)
+			return err == nil && !w.Alive || errors.Is(err, client.ErrNotFound) // dead, or dead and forgotten
+		})
+		return reg.Worker
+	}
+	listed := func(t *testing.T, c *cluster, id string) bool {
+		ws, err := c.c.Workers(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(ws, func(w api.WorkerInfo) bool { return w.ID == id })
+	}
+	t.Run("restarted", func(t *testing.T) {
+		c := newCluster(t, func(cfg *server.Config) { cfg.ForgetWorkers = -1 })
+		ln, other := listen(t), listen(t)
+		old := dead(t, c, ln, "w-restarted")
+		kept := dead(t, c, other, "w-restarted") // same name, other address: another worker
+		reg, err := c.c.Register(t.Context(), api.Register{Name: "w-restarted", Addresses: []string{ln.Addrs()[0].String()}, Threads: 1, Ops: []string{"noop"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if listed(t, c, old) || !listed(t, c, reg.Worker) || !listed(t, c, kept) {
+			t.Errorf("after worker %s registered anew as %s: %s listed %v (want false), %s listed %v (want true)",
+				old, reg.Worker, old, listed(t, c, old), kept, listed(t, c, kept))
+		}
+	})
+	t.Run("forgotten", func(t *testing.T) {
+		c := newCluster(t, func(cfg *server.Config) { cfg.ForgetWorkers = time.Second })
+		mon, err := c.c.CreateToken(t.Context(), api.RoleMonitor, "prometheus")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id string
+		// up reports whether /metrics has a braid_worker_up series of id.
+		up := func() bool {
+			fams := scrape(t, c.hc, c.srv.URL()+api.PathMetrics, "Bearer "+mon.Token)
+			for _, m := range fams["braid_worker_up"].GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "worker" && l.GetValue() == id {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		id = dead(t, c, listen(t), "w-gone")
+		if !up() && listed(t, c, id) {
+			t.Errorf("the dead worker %s, still listed, has no braid_worker_up series", id)
+		}
+		testwait.For(t, "the dead worker to be forgotten", 20*time.Second, func() bool { return !listed(t, c, id) })
+		if up() {
+			t.Errorf("the forgotten worker %s still has a braid_worker_up series", id)
+		}
+	})
 }

@@ -594,6 +594,7 @@ func (h hooks) Ended(j *lifecycle.Job, state store.JobState, msg string) {
 	}
 	s.saveTimeline(j.ID)
 	r.closeReaders()
+	s.dropOnWorkers(j.ID)
 	s.dropIntermediates(j)
 	s.metrics.jobsFinished.WithLabelValues(string(state)).Inc()
 	switch state {

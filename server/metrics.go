@@ -191,6 +191,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			if alive {
 				up = 1
 				live++
+			} else {
+				w.Running, w.Queued = 0, 0 // taken back when it died
 			}
 			gauge(descWorkerUp, up, w.ID, w.Name)
 			gauge(descThreads, float64(w.Threads), w.ID)

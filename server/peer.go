@@ -129,6 +129,7 @@ func (s *Server) startPeer(id string, reg api.Register, sess *transport.Session)
 	}
 	old := s.peers[id]
 	s.peers[id] = p
+	delete(s.gone, id)
 	s.bg.Add(1) // the watcher; added under s.mu so Run's Wait cannot have begun
 	s.mu.Unlock()
 	if old != nil {
@@ -256,12 +257,16 @@ func (s *Server) drop(p *peer, cause error) {
 	if !s.kill(p) {
 		return
 	}
+	compute, lent := p.busy.totals()
 	s.mu.Lock()
 	current := s.peers[p.id] == p
+	closing := s.closing
 	if current {
 		delete(s.peers, p.id)
+		if cause != nil && !closing {
+			s.gone[p.id] = death{at: time.Now(), cause: cause.Error(), compute: compute, lent: lent}
+		}
 	}
-	closing := s.closing
 	s.mu.Unlock()
 	if !current {
 		return
@@ -274,6 +279,14 @@ func (s *Server) drop(p *peer, cause error) {
 	default:
 		s.log.Info("worker removed", "worker", p.id, "units", len(lost))
 	}
+}
+
+// death is a worker the server declared dead: when and why, and its
+// compute figures up to then (busy.totals), which the listing keeps.
+type death struct {
+	at            time.Time
+	cause         string
+	compute, lent time.Duration
 }
 
 // lostAll books the assignments the scheduler took back from a worker
@@ -527,6 +540,65 @@ func (p *peer) ask(ctx context.Context, op string, params map[string]string, wha
 		return nil, kindf(errUnreachable, "worker %s refused to send its %s: %w", p.id, what, refusedError(res.Err))
 	}
 	return res.Output, nil
+}
+
+// dropOnWorkers tells each live worker that holds units of job, which
+// ended, to drop them (api.OpDrop): the units queued behind its threads
+// and those running would otherwise keep it busy for nothing, and the
+// next job's units would wait behind them. The workers answer each unit
+// as dropped, and those results are discarded as results of an ended job
+// are.
+func (s *Server) dropOnWorkers(job uint64) {
+	s.mu.Lock()
+	peers := make([]*peer, 0, len(s.peers))
+	for _, p := range s.peers {
+		peers = append(peers, p)
+	}
+	s.mu.Unlock()
+	params := map[string]string{api.DropJob: strconv.FormatUint(job, 10)}
+	for _, p := range peers {
+		if p.holds(job) {
+			go p.tell(api.OpDrop, params)
+		}
+	}
+}
+
+// holds reports whether a copy of a unit of job is out on the peer.
+func (p *peer) holds(job uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ps := range p.streams {
+		ps.mu.Lock()
+		for k := range ps.inFlight {
+			if k.job == job {
+				ps.mu.Unlock()
+				return true
+			}
+		}
+		ps.mu.Unlock()
+	}
+	return false
+}
+
+// tell sends the worker a request of reserved operation op with params
+// on stream 0, as ask does, without waiting for the answer (which
+// deliverFigures discards). It gives up when the peer dies, or after
+// figuresTimeout.
+func (p *peer) tell(op string, params map[string]string) {
+	p.mu.Lock()
+	if p.dead || len(p.streams) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	st := p.streams[0].st
+	p.figSeq++
+	req := api.Unit{ID: p.figSeq, Attempt: 1, Op: op, Params: params}
+	ctx := p.ctx
+	p.mu.Unlock()
+	b, _ := req.MarshalBinary()
+	ctx, cancel := context.WithTimeout(ctx, figuresTimeout)
+	defer cancel()
+	_ = st.WriteMessage(ctx, b) // a broken stream drops the peer, and its units with it
 }
 
 // refusedError is a worker's answer to a request it would not or could

@@ -83,6 +83,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	peers   map[string]*peer // live workers by ID
+	gone    map[string]death // workers declared dead since the server started, by ID
 	started bool
 	closing bool
 	stop    chan struct{} // closed when Run begins to shut down
@@ -111,6 +112,7 @@ func New(cfg Config) (*Server, error) {
 		log:   cfg.Logger,
 		token: api.Token(cfg.Key),
 		peers: map[string]*peer{},
+		gone:  map[string]death{},
 		stop:  make(chan struct{}),
 		beats: newBeats(),
 		wake:  make(chan struct{}, 1),

@@ -18,6 +18,7 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/internal/testwait"
+	"github.com/braid-hpc/braid/worker"
 )
 
 // chromium returns the path of a Chromium (Debian package chromium) or
@@ -245,6 +246,42 @@ func TestDashboard(t *testing.T) {
 		if wrow == nil || !strings.Contains(wrow[1], `<td class="num busy">100%</td>`) {
 			t.Errorf("worker %s, all of whose threads compute, is not shown 100%% busy: %v", id, wrow)
 		}
+	}
+
+	// A worker killed while it holds units (its relay closes, as for
+	// kill -9: the server's redial is refused) shows dead, with nothing
+	// running or queued (its units run elsewhere), and keeps the units
+	// and compute time it delivered.
+	// The long job is canceled first, lest the new worker get a backup
+	// copy of one of its units and deliver nothing.
+	if _, err := c.c.Cancel(t.Context(), long.Job); err != nil {
+		t.Fatal(err)
+	}
+	r := c.addRelayedWorker(1, func(*worker.Config) {})
+	c.waitWorkers(3)
+	short := c.submit(api.JobRequest{Op: "sleep", Input: c.put(nil), Params: map[string]string{"ms": "50"}, Units: 400})
+	t.Cleanup(func() { c.c.Cancel(context.Background(), short.Job) })
+	doomed := c.waitHolding(r)
+	c.kill(r, doomed.ID)
+	deadDom := headless(t, bin, url, "--dump-dom")
+	drow := regexp.MustCompile(`(?s)<tr data-worker="` + regexp.QuoteMeta(doomed.ID) + `">(.*?)</tr>`).FindStringSubmatch(deadDom)
+	if drow == nil {
+		t.Fatalf("no row for the killed worker %s; DOM:\n%s", doomed.ID, deadDom)
+	}
+	for _, want := range []string{">dead<", `title="dead since `, `<td class="num running">0</td>`, `<td class="num queued">0</td>`, `<td class="num load"></td>`} {
+		if !strings.Contains(drow[1], want) {
+			t.Errorf("the killed worker's row lacks %s: %s", want, drow[1])
+		}
+	}
+	var done uint64
+	if m := regexp.MustCompile(`<td class="num done">(\d+)</td>`).FindStringSubmatch(drow[1]); m != nil {
+		fmt.Sscan(m[1], &done)
+	}
+	if done < doomed.Done {
+		t.Errorf("the killed worker's row shows %d units done, want at least the %d it had delivered: %s", done, doomed.Done, drow[1])
+	}
+	if regexp.MustCompile(`<td class="num compute">0 ms</td>`).MatchString(drow[1]) {
+		t.Errorf("the killed worker's row lost its compute time: %s", drow[1])
 	}
 
 	shot := filepath.Join(artifacts(t), "dashboard.png")

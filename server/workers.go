@@ -166,6 +166,9 @@ func (s *Server) register(ctx context.Context, id string, reg api.Register, who 
 	if err := s.startPeer(rec.ID, reg, sess); err != nil {
 		return api.Registration{}, err
 	}
+	if id == "" {
+		s.replaceDead(ctx, rec.ID, reg)
+	}
 	s.log.Info("worker registered", "worker", rec.ID, "name", reg.Name, "path", strings.Join(reg.Addresses, ","),
 		"threads", reg.Threads, "ops", strings.Join(reg.Ops, ","))
 	return s.registration(rec.ID), nil
@@ -265,6 +268,9 @@ func (s *Server) deregister(ctx context.Context, id string) error {
 	} else if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	delete(s.gone, id)
+	s.mu.Unlock()
 	s.log.Info("worker deregistered", "worker", id)
 	return nil
 }
@@ -293,10 +299,15 @@ func (s *Server) refresh(ctx context.Context, id string) error {
 func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 	s.mu.Lock()
 	p, alive := s.peers[w.ID]
+	d := s.gone[w.ID]
 	s.mu.Unlock()
 	var paths []api.PathInfo
-	var compute, lent time.Duration
-	if alive {
+	compute, lent := d.compute, d.lent
+	if !alive {
+		// Its units were taken back when it died: the last heartbeat's
+		// counts are no longer on it.
+		w.Running, w.Queued = 0, 0
+	} else {
 		compute, lent = p.busy.totals()
 		for _, ps := range p.sess.Stats() {
 			paths = append(paths, api.PathInfo{Local: ps.Local, Remote: ps.Remote, State: ps.State,
@@ -310,6 +321,8 @@ func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 		Registered: w.Registered,
 		LastSeen:   w.LastSeen,
 		Alive:      alive,
+		Died:       d.at,
+		DiedOf:     d.cause,
 		Running:    w.Running,
 		Queued:     w.Queued,
 		Load:       w.Load,
@@ -321,15 +334,84 @@ func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 	}
 }
 
-// reap declares workers dead that were silent past the timeout.
+// replaceDead forgets the dead workers that registered the name and
+// addresses of worker id, which has just registered anew: the same
+// worker, restarted (a new process gets a new ID). On a database shared
+// with other servers a worker not live here may be live on another: it
+// must also have been silent past the worker timeout.
+func (s *Server) replaceDead(ctx context.Context, id string, reg api.Register) {
+	if reg.Name == "" {
+		return
+	}
+	recs, err := s.db.Workers(ctx)
+	if err != nil {
+		s.log.Warn("listing workers to replace a dead one failed", "worker", id, "err", err)
+		return
+	}
+	_, timeout := s.beatTimes()
+	for _, w := range recs {
+		if w.ID == id || w.Name != reg.Name || !slices.Equal(w.Addresses, reg.Addresses) || s.live(w.ID) ||
+			s.shared && time.Since(w.LastSeen) < timeout {
+			continue
+		}
+		s.forget(ctx, w.ID, "replaced by worker "+id+" of the same name and addresses")
+	}
+}
+
+// forgetDead forgets the workers that are not live here and were last
+// seen more than Config.ForgetWorkers ago.
+func (s *Server) forgetDead(ctx context.Context) {
+	recs, err := s.db.Workers(ctx)
+	if err != nil {
+		s.log.Warn("listing workers to forget the dead ones failed", "err", err)
+		return
+	}
+	for _, w := range recs {
+		if !s.live(w.ID) && time.Since(w.LastSeen) > s.cfg.ForgetWorkers {
+			s.forget(ctx, w.ID, fmt.Sprintf("dead and not seen for %v", s.cfg.ForgetWorkers))
+		}
+	}
+}
+
+// live reports whether worker id is live on this server.
+func (s *Server) live(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peers[id] != nil
+}
+
+// forget removes the record of dead worker id.
+func (s *Server) forget(ctx context.Context, id, why string) {
+	if err := s.db.DeleteWorker(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Warn("forgetting a dead worker failed", "worker", id, "err", err)
+		return
+	}
+	s.mu.Lock()
+	delete(s.gone, id)
+	s.mu.Unlock()
+	s.owners.forget(id)
+	s.log.Info("dead worker forgotten", "worker", id, "why", why)
+}
+
+// reap declares workers dead that were silent past the timeout, and
+// forgets those dead for Config.ForgetWorkers (at most once a minute).
 func (s *Server) reap() {
 	t := time.NewTicker(max(s.cfg.WorkerTimeout/4, 10*time.Millisecond))
 	defer t.Stop()
+	// The first sweep waits a round: workers re-register after a restart
+	// (which renews their LastSeen) before their records are judged.
+	swept := time.Now()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
+		}
+		if s.cfg.ForgetWorkers > 0 && time.Since(swept) > min(s.cfg.ForgetWorkers/4, time.Minute) {
+			swept = time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			s.forgetDead(ctx)
+			cancel()
 		}
 		_, timeout := s.beatTimes()
 		s.mu.Lock()

@@ -148,7 +148,11 @@ type Config struct {
 	// long. Zero means 500ms.
 	PathTimeout time.Duration
 	// SessionTimeout closes a session whose paths all stayed down this
-	// long. Zero means 30s.
+	// long. Zero means 30s. A dialing session ends sooner, with
+	// ErrPeerClosed, when every path is down and its redial was refused
+	// (nothing listens at the peer's addresses any more: its process
+	// ended), a ReconnectInterval after the peer's kernel closed the
+	// channels.
 	SessionTimeout time.Duration
 	// HandshakeTimeout bounds the key exchange of each channel. Zero means
 	// 5s. On a Listener it counts from the accept.

@@ -545,6 +545,33 @@ func TestRejoinForgottenSession(t *testing.T) {
 	t.Logf("the dialer's session ended %v after the path came back: %v", time.Since(start).Round(time.Millisecond), c.Err())
 }
 
+// TestPeerProcessGone: the listener's side dies as a killed process does,
+// its kernel resetting every channel and refusing new ones (the relays
+// close). The dialer's session ends with ErrPeerClosed as soon as a
+// redial of each path was refused, not after SessionTimeout (a minute
+// here, longer than the wait: before the refusals counted, this test
+// failed). A cut whose relays still accept (TestAllPathsDownThenBack)
+// and a silent path (TestFailoverOnSilentBlackhole) keep their session.
+func TestPeerProcessGone(t *testing.T) {
+	c, _, relays := relayed(t, 2, func(cfg *Config) {
+		cfg.SessionTimeout = time.Minute
+		cfg.ReconnectInterval = 20 * time.Millisecond
+	})
+	killed := time.Now()
+	for _, r := range relays {
+		r.(*relay.TCP).Close()
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the dialer's session still runs 20s after its peer's process ended")
+	}
+	if err := c.Err(); !errors.Is(err, ErrPeerClosed) || !strings.Contains(err.Error(), "refuses a new channel") {
+		t.Errorf("dialer's session ended with %v, want ErrPeerClosed for refused redials", err)
+	}
+	t.Logf("the dialer's session ended %v after its peer died: %v", time.Since(killed).Round(time.Millisecond), c.Err())
+}
+
 // TestStateAfterClose: once a session is closed, a path that was up to the
 // end reads "closed" and one that had failed still reads "down", so a
 // report written after the session ends (braid perf's) tells them apart.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/braid-hpc/braid/stripe"
@@ -64,6 +65,9 @@ type path struct {
 	rx0       atomic.Int64
 	downAt    time.Time     // when the path was last declared down
 	silentFor time.Duration // of that time, if for silence (silenceError)
+	// refused: the path is down and its last redial was refused
+	// (ECONNREFUSED): nothing listens at its remote address (redialFailed).
+	refused bool
 
 	// Rate estimation, updated by the session monitor.
 	idle      bool // the writer waited for work during the current sample
@@ -360,6 +364,12 @@ func (s *Session) redial(p *path) {
 			s.closeWith(fmt.Errorf("%w: redialing path %d: %v", ErrPeerClosed, p.id, err))
 			return
 		}
+		if s.redialFailed(p, errors.Is(err, syscall.ECONNREFUSED)) {
+			s.log.Warn("nothing listens at any of the peer's addresses any more; closing the session", "path", p.id, "remote", p.remote)
+			s.closeWith(fmt.Errorf("%w: its process ended: every path is down and refuses a new channel (the last, path %d: %v)",
+				ErrPeerClosed, p.id, err))
+			return
+		}
 		if errors.Is(err, ErrIntegrity) || errors.Is(err, ErrAuth) {
 			// The peer proved the key when the session began: a
 			// handshake that fails now was altered on the way (or the
@@ -376,6 +386,30 @@ func (s *Session) redial(p *path) {
 		s.log.Debug("redial failed", "path", p.id, "remote", p.remote, "err", err)
 		delay = min(2*delay, 2*time.Second)
 	}
+}
+
+// redialFailed notes whether a failed redial of down path p was refused,
+// and reports whether every path of the session is now down with its last redial
+// refused. A refusal means the peer's host answers but nothing listens at
+// the address: the peer's listener is closed, and with it every session
+// it knew, so this one can never rejoin (a new process listening there
+// would answer errSessionGone). A peer killed outright (kill -9, a crash)
+// thus ends the session a ReconnectInterval after its kernel closed the
+// channels, where a silent peer (stopped, or a network cut: redials time
+// out instead) still gets SessionTimeout to come back.
+func (s *Session) redialFailed(p *path, refused bool) (gone bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.conn != nil {
+		return false
+	}
+	p.refused = refused
+	for _, q := range s.paths {
+		if q != nil && (q.conn != nil || !q.refused) {
+			return false
+		}
+	}
+	return true
 }
 
 // pathDown retires channel generation gen of p after err. Frames it had
@@ -498,6 +532,7 @@ func (s *Session) attach(id int, local, remote string, conn net.Conn) error {
 	}
 	p.everUp = true
 	p.conn = conn
+	p.refused = false
 	p.hdrs = nil // see nextBatch
 	s.pathsChanged()
 	p.bound = conn.LocalAddr().String()

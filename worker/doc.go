@@ -31,4 +31,8 @@
 // after SetThreads. A server may also ask for fresh figures at any time
 // over the data plane: a unit of the reserved operation api.OpFigures,
 // which the stream's reader answers at once with the figures as JSON.
+// A drop request (api.OpDrop) names a job the server ended: the reader
+// removes the job's units queued on that session, answering each as
+// dropped, and interrupts those running through their context (built-in
+// operations and WebAssembly modules stop at their next check of it).
 package worker

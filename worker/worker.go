@@ -168,8 +168,9 @@ type Stats struct {
 	Threads int
 	// Sessions and Streams are open now.
 	Sessions, Streams int
-	// Running is the number of units computing now.
-	Running int
+	// Running is the number of units computing now, Queued the number
+	// received and waiting for a thread.
+	Running, Queued int
 	// Units counts the units run, Failed those whose operation failed.
 	Units, Failed int64
 	// ComputeNanos sums the time operations ran.
@@ -186,7 +187,7 @@ func (w *Worker) Stats() Stats {
 	w.mu.Unlock()
 	st := Stats{
 		Threads: threads, Sessions: int(w.sessions.Load()), Streams: int(w.streams.Load()),
-		Running: int(w.running.Load()), Units: w.units.Load(), Failed: w.failed.Load(), ComputeNanos: w.computeN.Load(),
+		Running: int(w.running.Load()), Queued: int(w.queued.Load()), Units: w.units.Load(), Failed: w.failed.Load(), ComputeNanos: w.computeN.Load(),
 	}
 	if n := w.first.Load(); n != 0 {
 		st.First = time.Unix(0, n)
@@ -680,6 +681,16 @@ func (w *Worker) read(ctx context.Context, o *outStream, q *unitQueue, clk sessi
 			return
 		}
 		switch u.Op {
+		case api.OpDrop:
+			res := &api.Result{Job: u.Job, ID: u.ID, Attempt: u.Attempt}
+			job, err := strconv.ParseUint(u.Params[api.DropJob], 10, 64)
+			if err != nil || job == 0 {
+				res.Err = fmt.Sprintf("drop request: job %q is not a job ID", u.Params[api.DropJob])
+			} else {
+				w.drop(q, job)
+			}
+			o.put(done{res: res, unit: b})
+			continue
 		case api.OpFigures, api.OpHeartbeat:
 			res := &api.Result{Job: u.Job, ID: u.ID, Attempt: u.Attempt}
 			if u.Op == api.OpFigures {
@@ -704,7 +715,11 @@ func (w *Worker) process(ctx context.Context, q *unitQueue, thread uint32, clk s
 			return
 		}
 		res := &api.Result{Job: t.u.Job, ID: t.u.ID, Attempt: t.u.Attempt}
-		w.compute(ctx, &t.u, res)
+		uctx, r := q.started(ctx, t.u.Job)
+		w.compute(uctx, &t.u, res)
+		if q.ended(r) && ctx.Err() == nil {
+			res.Err, res.Output = droppedErr(t.u.Job), nil
+		}
 		// The operation ended now and ran ComputeNanos; the rest of the
 		// time since the unit was read it waited for this thread or for
 		// the gate.
@@ -762,14 +777,91 @@ func (w *Worker) write(ctx context.Context, o *outStream, clk sessionClock) {
 	o.st.Close()
 }
 
-// unitQueue is a session's FIFO of units waiting for a thread. Its
-// length is bounded by the server: streams x units in flight per stream.
+// unitQueue is a session's FIFO of units waiting for a thread, and the
+// units its threads run. Its length is bounded by the server: streams x
+// units in flight per stream.
 type unitQueue struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	items  []task
-	closed bool
-	count  *atomic.Int64 // the worker's units queued, over all its sessions
+	mu      sync.Mutex
+	cond    *sync.Cond
+	items   []task
+	closed  bool
+	count   *atomic.Int64 // the worker's units queued, over all its sessions
+	running map[*runningUnit]struct{}
+}
+
+// runningUnit is a unit a thread of the session runs: its job, and how
+// to interrupt it (drop).
+type runningUnit struct {
+	job     uint64
+	cancel  context.CancelFunc
+	dropped bool // guarded by unitQueue.mu
+}
+
+// started notes that a thread runs a unit of job, and returns the
+// context to run it in, which a drop of the job cancels.
+func (q *unitQueue) started(ctx context.Context, job uint64) (context.Context, *runningUnit) {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &runningUnit{job: job, cancel: cancel}
+	q.mu.Lock()
+	if q.running == nil {
+		q.running = map[*runningUnit]struct{}{}
+	}
+	q.running[r] = struct{}{}
+	q.mu.Unlock()
+	return ctx, r
+}
+
+// ended notes that unit r ended, and reports whether a drop
+// interrupted it.
+func (q *unitQueue) ended(r *runningUnit) (dropped bool) {
+	q.mu.Lock()
+	delete(q.running, r)
+	dropped = r.dropped
+	q.mu.Unlock()
+	r.cancel()
+	return dropped
+}
+
+// drop removes the queued units of job and interrupts its running ones;
+// it returns the removed tasks.
+func (q *unitQueue) drop(job uint64) []task {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []task
+	kept := q.items[:0]
+	for _, t := range q.items {
+		if t.u.Job == job {
+			out = append(out, t)
+		} else {
+			kept = append(kept, t)
+		}
+	}
+	clear(q.items[len(kept):])
+	q.items = kept
+	q.count.Add(-int64(len(out)))
+	for r := range q.running {
+		if r.job == job && !r.dropped {
+			r.dropped = true
+			r.cancel()
+		}
+	}
+	return out
+}
+
+// drop serves a drop request for job on the session of q: its queued
+// units are answered as dropped at once, and its running ones are
+// interrupted (their threads answer them, see process).
+func (w *Worker) drop(q *unitQueue, job uint64) {
+	tasks := q.drop(job)
+	for _, t := range tasks {
+		t.out.put(done{res: &api.Result{Job: t.u.Job, ID: t.u.ID, Attempt: t.u.Attempt, Err: droppedErr(job)}, unit: t.buf})
+	}
+	w.log.Debug("job dropped", "job", job, "queued", len(tasks))
+}
+
+// droppedErr is the Err of a unit's result that a drop request stopped.
+func droppedErr(job uint64) string {
+	return fmt.Sprintf("dropped: the server ended job %d", job)
 }
 
 func newUnitQueue(count *atomic.Int64) *unitQueue {
