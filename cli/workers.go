@@ -31,7 +31,7 @@ default) after it was last seen, then the server forgets it; one that
 registers again with the same name and addresses (restarted) replaces it
 at once. --forget removes a dead worker now. A worker stopped with
 SIGTERM or Ctrl-C deregisters and leaves the list at once.`)
-	forget := fs.String("forget", "", "forget the dead worker with this `ID` now (a live worker is refused: stop it instead)")
+	forget := fs.String("forget", "", "forget the dead worker with this `id` now (a live worker is refused: stop it instead)")
 	cf := addClientFlags(fs, 30*time.Second)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
