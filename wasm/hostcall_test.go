@@ -171,3 +171,53 @@ func TestRunOutputCountsTowardMemory(t *testing.T) {
 		t.Fatalf("got %d bytes of output, want %d", len(out), 32<<20)
 	}
 }
+
+// TestMemFileChunks: a file of FilesDir reads whole across hostChunk
+// steps, and stops the run (a *hostCallError naming the call) once the
+// run's context is done, however large the read: 5,000 preads of a large
+// file would otherwise copy it 5,000 times past the deadline.
+func TestMemFileChunks(t *testing.T) {
+	data := make([]byte, 3*hostChunk+17)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	guard := &hostGuard{ctx: ctx}
+	fsys, err := newMemFS([]File{{Name: "f", Data: data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys.guard = guard
+	f, err := fsys.Open("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf := f.(*memFile)
+	got := make([]byte, len(data)+100)
+	n, err := mf.ReadAt(got, 5)
+	if n != len(data)-5 || string(got[:n]) != string(data[5:]) {
+		t.Fatalf("ReadAt(off 5) = %d, %v; want %d bytes equal to the file's", n, err, len(data)-5)
+	}
+	n, err = mf.Read(got)
+	if err != nil || n != len(data) || string(got[:n]) != string(data) {
+		t.Fatalf("Read = %d, %v; want the whole file", n, err)
+	}
+	cancel()
+	for _, tc := range []struct {
+		fn   string
+		read func()
+	}{
+		{"fd_read", func() { mf.Read(got) }},
+		{"fd_pread", func() { mf.ReadAt(got, 0) }},
+	} {
+		func() {
+			defer func() {
+				he, ok := recover().(*hostCallError)
+				if !ok || he.Fn != tc.fn {
+					t.Errorf("%s after the run's end: recovered %v, want a *hostCallError naming %s", tc.fn, he, tc.fn)
+				}
+			}()
+			tc.read()
+		}()
+	}
+}
