@@ -150,9 +150,9 @@ func TestRunPollDoesNotSleep(t *testing.T) {
 }
 
 // TestRunOutputCountsTowardMemory: what a module writes to stdout is held
-// by the host, so it counts toward Limits.Memory: 32 MiB written by a
-// module of one page fails under a 16 MiB limit, naming stdout, and fits
-// under 64 MiB. Before, the output was limited only by Limits.Output.
+// by the host, so it counts toward Limits.Memory (beyond its first
+// outputFree bytes): 32 MiB written by a module of one page fails under a
+// 16 MiB limit, naming stdout, and fits under 64 MiB. Before, the output was limited only by Limits.Output.
 func TestRunOutputCountsTowardMemory(t *testing.T) {
 	e := newEngine(t, Config{})
 	m, err := e.Compile(t.Context(), iovModule(1, 1, 64<<10, 512, 1))
@@ -169,6 +169,15 @@ func TestRunOutputCountsTowardMemory(t *testing.T) {
 	}
 	if len(out) != 32<<20 {
 		t.Fatalf("got %d bytes of output, want %d", len(out), 32<<20)
+	}
+	// The first outputFree bytes are free: a module whose memory fills
+	// its limit still prints a small result.
+	small, err := e.Compile(t.Context(), iovModule(1, 1, 1000, 4, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := small.Run(t.Context(), "small", nil, nil, Limits{Memory: 64 << 10}); err != nil || len(out) != 4000 {
+		t.Fatalf("a 4000-byte output of a 64 KiB module under a 64 KiB limit: got %d bytes, %v", len(out), err)
 	}
 }
 

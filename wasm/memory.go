@@ -78,7 +78,7 @@ func (m *linearMemory) Allocate(_, max uint64) experimental.LinearMemory {
 // grown to size bytes, or nil beyond the limit (memory.grow then returns -1
 // and malloc returns NULL in the module).
 func (m *linearMemory) Reallocate(size uint64) []byte {
-	if size > m.max || (m.out != nil && size+uint64(cap(m.out.buf)) > m.limit) {
+	if size > m.max || (m.out != nil && size+m.out.counted() > m.limit) {
 		m.refused = true
 		return nil
 	}

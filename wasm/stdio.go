@@ -23,9 +23,9 @@ var errOutputMemory = errors.New("wasm: stdout and linear memory over the memory
 //
 // The buffer is memory the unit makes the host hold, so it counts toward
 // Limits.Memory with the linear memory (mem): a write that would make
-// the buffer's capacity and the linear memory pass memLimit fails, marks
-// memOver and cancels the run; linearMemory refuses to grow past what
-// the buffer leaves.
+// the buffer's capacity (less outputFree) and the linear memory pass
+// memLimit fails, marks memOver and cancels the run; linearMemory refuses
+// to grow past what the buffer leaves.
 type output struct {
 	buf      []byte
 	limit    int64
@@ -71,6 +71,17 @@ func (o *output) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// outputFree is how much of stdout's buffer does not count toward
+// Limits.Memory, as stderr's kept tail does not: a module that filled its
+// memory can still print a small result.
+const outputFree = 64 << 10
+
+// counted returns the bytes of stdout's buffer that count toward
+// Limits.Memory: its capacity beyond outputFree.
+func (o *output) counted() uint64 {
+	return uint64(max(cap(o.buf)-outputFree, 0))
+}
+
 // memUsed returns the bytes of linear memory the run holds.
 func (o *output) memUsed() uint64 {
 	if o.mem == nil {
@@ -87,7 +98,7 @@ func (o *output) grow(n int) bool {
 	need := int64(len(o.buf) + n)
 	room := int64(-1) // what the memory limit leaves; -1 = not counted
 	if o.memLimit > 0 {
-		room = int64(o.memLimit) - int64(o.memUsed())
+		room = int64(o.memLimit) + outputFree - int64(o.memUsed())
 		if need > room {
 			return false
 		}
