@@ -59,7 +59,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	moduleDir := fs.String("module-dir", defaultModuleDir(), "keep downloaded modules and their compiled code in this `directory`")
 	moduleCache := sizeFlag(fs, "module-cache", "1G", 1, 0, "512M or 4G", "bound the modules kept in --module-dir to this `size`")
 	maxUnitMem := sizeFlag(fs, "max-unit-mem", "", 64<<10, 0, "512M or 2G, at least 64K", "the most memory (linear memory and tables) a unit of a user operation may ask for, a `size` such as 512M; "+
-		"a job asking more fails (default: a quarter of the RAM divided by --threads, less 192M for the unit's call stack, at least 256M)")
+		"a job asking more fails (default: a quarter of the RAM, or of the worker's cgroup memory limit if smaller, divided by --threads, less 136M for the unit's call stack, at least 256M)")
 	name := fs.String("name", "", "`name` in listings (default: the host name)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data plane: tcp, mptcp, sctp or sctp-udp (the server must dial with the same)")
 	withChoices(fs, "transport", channelKinds...)

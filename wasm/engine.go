@@ -3,7 +3,6 @@ package wasm
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -139,12 +138,13 @@ func NewEngine(cfg Config) (*Engine, error) {
 		rt:    rt,
 		cache: cache,
 		// Anonymous (WithName("")) so concurrent instances never collide;
-		// no filesystem, no sockets; real clocks and crypto randomness.
+		// no filesystem, no sockets; real clocks; no sleep (poll_oneoff
+		// returns at once, hostcall.go). Each run's state adds crypto
+		// randomness bounded by the run's deadline (hostRand).
 		base: wazero.NewModuleConfig().
 			WithName("").
 			WithSysWalltime().
-			WithSysNanotime().
-			WithRandSource(rand.Reader),
+			WithSysNanotime(),
 		modules: make(map[string]*compilation),
 	}
 	e.stop, e.cancel = context.WithCancel(context.Background())

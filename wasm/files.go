@@ -55,6 +55,7 @@ func withFiles(cfg wazero.ModuleConfig, fsys fs.FS) wazero.ModuleConfig {
 type memFS struct {
 	files  []File
 	byName map[string]int
+	guard  *hostGuard // the run's, set by run
 }
 
 func newMemFS(files []File) (*memFS, error) {
@@ -83,7 +84,7 @@ func (m *memFS) Open(name string) (fs.File, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	}
 	f := m.files[i]
-	return &memFile{Reader: bytes.NewReader(f.Data), info: memInfo{name: f.Name, size: int64(len(f.Data))}}, nil
+	return &memFile{Reader: bytes.NewReader(f.Data), info: memInfo{name: f.Name, size: int64(len(f.Data))}, guard: m.guard}, nil
 }
 
 // memInfo is the fs.FileInfo of a memFS file or of its directory.
@@ -110,7 +111,34 @@ func (i memInfo) Info() (fs.FileInfo, error) { return i, nil }
 // memFile is an open memFS file.
 type memFile struct {
 	*bytes.Reader
-	info memInfo
+	info  memInfo
+	guard *hostGuard
+}
+
+// Read and ReadAt copy hostChunk bytes at a time, checking the run's
+// context before each: fd_read and fd_pread of many large iovecs would
+// copy a large file many times.
+func (f *memFile) Read(p []byte) (int, error) {
+	return f.chunks("fd_read", p, func(b []byte, done int) (int, error) { return f.Reader.Read(b) })
+}
+
+func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
+	return f.chunks("fd_pread", p, func(b []byte, done int) (int, error) { return f.Reader.ReadAt(b, off+int64(done)) })
+}
+
+// chunks fills p by calls of read on hostChunk bytes at a time (done is
+// what the earlier calls read), until p is full, an error, or a short read.
+func (f *memFile) chunks(fn string, p []byte, read func(b []byte, done int) (int, error)) (int, error) {
+	n := 0
+	for {
+		f.guard.check(fn)
+		want := min(len(p)-n, hostChunk)
+		m, err := read(p[n:n+want], n)
+		n += m
+		if err != nil || m < want || n == len(p) {
+			return n, err
+		}
+	}
 }
 
 func (f *memFile) Stat() (fs.FileInfo, error) { return f.info, nil }

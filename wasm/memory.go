@@ -33,6 +33,9 @@ type linearMemory struct {
 	limit   uint64  // bytes this run may use, a multiple of pageSize
 	max     uint64  // min(limit, the module's declared maximum)
 	refused bool    // a grow past max was refused
+	// out is the run's stdout, whose buffer counts toward limit too
+	// (output); nil = not counted.
+	out *output
 }
 
 // region is address space reserved for linear memory: mem, of which the
@@ -75,7 +78,7 @@ func (m *linearMemory) Allocate(_, max uint64) experimental.LinearMemory {
 // grown to size bytes, or nil beyond the limit (memory.grow then returns -1
 // and malloc returns NULL in the module).
 func (m *linearMemory) Reallocate(size uint64) []byte {
-	if size > m.max {
+	if size > m.max || (m.out != nil && size+m.out.counted() > m.limit) {
 		m.refused = true
 		return nil
 	}

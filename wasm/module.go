@@ -115,7 +115,11 @@ type runState struct {
 	out  output
 	errs tail
 	mem  linearMemory
-	cfg  wazero.ModuleConfig // Engine.base reading in, writing out and errs
+	rand hostRand
+	// guard holds the run's context while it runs, for the host
+	// functions that take none (hostcall.go).
+	guard hostGuard
+	cfg   wazero.ModuleConfig // Engine.base reading in, writing out and errs, with rand
 
 	// The config of the last run, reused when the next has the same name
 	// and env, as units of one operation do: each With* copies the config.
@@ -153,13 +157,17 @@ func (e *Engine) getState() *runState {
 		return st
 	}
 	st := new(runState)
-	st.cfg = e.base.WithStdin(&st.in).WithStdout(&st.out).WithStderr(&st.errs)
+	st.rand.guard = &st.guard
+	st.errs.guard = &st.guard
+	st.cfg = e.base.WithStdin(&st.in).WithStdout(&st.out).WithStderr(&st.errs).WithRandSource(&st.rand)
 	return st
 }
 
 func (e *Engine) putState(st *runState) {
 	st.in.Reset(nil)
 	st.out = output{}
+	st.guard.ctx = nil
+	st.mem.out = nil
 	st.errs.reset()
 	st.mem.recycle()
 	e.pool.Put(st)
@@ -214,13 +222,19 @@ func (m *Module) run(ctx context.Context, name string, stdin []byte, fsys fs.FS,
 	if err != nil {
 		return nil, fmt.Errorf("wasm: run %s: %w", name, err)
 	}
+	if mfs, ok := fsys.(*memFS); ok {
+		mfs.guard = &st.guard
+	}
 	cfg = withFiles(cfg, fsys)
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, lim.Timeout, errTimeout)
 	defer cancel()
 	st.in.Reset(stdin)
-	st.out = output{limit: lim.Output, cancel: cancel}
-	st.mem.reset((uint64(lim.Memory) - mod.tableBytes) / pageSize * pageSize)
+	st.guard.ctx = runCtx
+	memLimit := (uint64(lim.Memory) - mod.tableBytes) / pageSize * pageSize
+	st.out = output{limit: lim.Output, cancel: cancel, guard: &st.guard, mem: &st.mem, memLimit: memLimit}
+	st.mem.reset(memLimit)
+	st.mem.out = &st.out
 	ictx := experimental.WithMemoryAllocator(runCtx, &st.mem)
 
 	inst, err := e.rt.InstantiateModule(ictx, mod.compiled, cfg)
@@ -231,7 +245,7 @@ func (m *Module) run(ctx context.Context, name string, stdin []byte, fsys fs.FS,
 		// Closing the runtime ends a module as if it exited 0.
 		return nil, fmt.Errorf("wasm: run %s: %w", name, ErrClosed)
 	}
-	if err == nil && !st.out.over {
+	if err == nil && !st.out.over && !st.out.memOver {
 		out := st.out.buf
 		st.out.buf = nil // the caller's now
 		return out, nil
@@ -245,17 +259,29 @@ func (m *Module) run(ctx context.Context, name string, stdin []byte, fsys fs.FS,
 func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, st *runState, err error) error {
 	re := &RunError{Op: name, Stderr: st.errs.String()}
 	var exit *sys.ExitError
+	var host *hostCallError
+	inHost := errors.As(err, &host)
 	switch {
 	case st.out.over:
 		re.Reason = ReasonOutput
 		re.Detail = "limit " + formatBytes(lim.Output)
+	case st.out.memOver:
+		re.Reason = ReasonMemory
+		re.Detail = fmt.Sprintf("limit %s, stdout's buffer counts toward it: %s written beside %s of linear memory",
+			formatBytes(lim.Memory), formatBytes(int64(len(st.out.buf))), formatBytes(int64(st.out.memUsed())))
 	case errors.Is(context.Cause(runCtx), errTimeout):
 		re.Reason = ReasonTimeout
 		re.Detail = "limit " + lim.Timeout.String()
+		if inHost {
+			re.Detail += ", in a host call: " + host.Fn
+		}
 	case ctx.Err() != nil:
 		re.Reason = ReasonCanceled
 		re.err = ctx.Err()
 		re.Detail = context.Cause(ctx).Error()
+		if inHost {
+			re.Detail += " (in a host call: " + host.Fn + ")"
+		}
 	case errors.Is(err, errBulkLate):
 		re.Reason = ReasonTimeout
 		re.Detail = "limit " + lim.Timeout.String() + ", stopped before a bulk instruction that would run past it"
@@ -265,6 +291,9 @@ func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, 
 	case st.mem.refused:
 		re.Reason = ReasonMemory
 		re.Detail = "limit " + formatBytes(lim.Memory)
+		if n := len(st.out.buf); n > 0 {
+			re.Detail += fmt.Sprintf(", with %s of stdout counted", formatBytes(int64(n)))
+		}
 	case errors.As(err, &exit):
 		re.Reason = ReasonExit
 		re.ExitCode = int(exit.ExitCode())

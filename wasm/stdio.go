@@ -14,18 +14,33 @@ var errOutputCap = errors.New("wasm: stdout over the output limit")
 // minOutput is the first allocation of a stdout buffer.
 const minOutput = 512
 
+// errOutputMemory is what a write returns to the module (as EIO) when
+// stdout's buffer and linear memory together would pass Limits.Memory.
+var errOutputMemory = errors.New("wasm: stdout and linear memory over the memory limit")
+
 // output collects stdout up to limit bytes. A write past the limit keeps
 // what fits, marks the run over and cancels it.
+//
+// The buffer is memory the unit makes the host hold, so it counts toward
+// Limits.Memory with the linear memory (mem): a write that would make
+// the buffer's capacity (less outputFree) and the linear memory pass
+// memLimit fails, marks memOver and cancels the run; linearMemory refuses
+// to grow past what the buffer leaves.
 type output struct {
-	buf    []byte
-	limit  int64
-	over   bool
-	cancel context.CancelFunc
+	buf      []byte
+	limit    int64
+	over     bool
+	memOver  bool
+	memLimit uint64        // bytes of Limits.Memory left after tables; 0 = not counted
+	mem      *linearMemory // the run's linear memory, or nil
+	guard    *hostGuard
+	cancel   context.CancelFunc
 }
 
 // Write implements io.Writer for the module's stdout.
 func (o *output) Write(p []byte) (int, error) {
-	if o.over {
+	o.guard.check("fd_write to stdout")
+	if o.over || o.memOver {
 		return 0, errOutputCap
 	}
 	room := o.limit - int64(len(o.buf))
@@ -35,9 +50,20 @@ func (o *output) Write(p []byte) (int, error) {
 		o.over = true
 	}
 	if len(o.buf)+n > cap(o.buf) {
-		o.grow(n)
+		if !o.grow(n) {
+			o.over = false
+			o.memOver = true
+			o.cancel()
+			return 0, errOutputMemory
+		}
 	}
-	o.buf = append(o.buf, p[:n]...)
+	// Copy in chunks, checking the run's context between them.
+	for i := 0; i < n; i += hostChunk {
+		if i > 0 {
+			o.guard.check("fd_write to stdout")
+		}
+		o.buf = append(o.buf, p[i:min(n, i+hostChunk)]...)
+	}
 	if o.over {
 		o.cancel()
 		return n, errOutputCap
@@ -45,25 +71,57 @@ func (o *output) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// outputFree is how much of stdout's buffer does not count toward
+// Limits.Memory, as stderr's kept tail does not: a module that filled its
+// memory can still print a small result.
+const outputFree = 64 << 10
+
+// counted returns the bytes of stdout's buffer that count toward
+// Limits.Memory: its capacity beyond outputFree.
+func (o *output) counted() uint64 {
+	return uint64(max(cap(o.buf)-outputFree, 0))
+}
+
+// memUsed returns the bytes of linear memory the run holds.
+func (o *output) memUsed() uint64 {
+	if o.mem == nil {
+		return 0
+	}
+	return uint64(len(o.mem.buf))
+}
+
 // grow makes room for n more bytes: it starts from a recycled buffer, or
-// doubles, starting at minOutput, and never reserves past the limit.
-func (o *output) grow(n int) {
+// doubles, starting at minOutput, and never reserves past the limit, nor
+// past what Limits.Memory leaves beside the linear memory. It returns
+// false, and grows nothing, when n more bytes do not fit in the latter.
+func (o *output) grow(n int) bool {
 	need := int64(len(o.buf) + n)
+	room := int64(-1) // what the memory limit leaves; -1 = not counted
+	if o.memLimit > 0 {
+		room = int64(o.memLimit) + outputFree - int64(o.memUsed())
+		if need > room {
+			return false
+		}
+	}
 	if o.buf == nil {
 		select {
 		case b := <-recycled:
-			if int64(cap(b)) >= need {
+			if int64(cap(b)) >= need && (room < 0 || int64(cap(b)) <= room) {
 				o.buf = b[:0]
-				return
+				return true
 			}
 		default:
 		}
 	}
 	c := max(need, 2*int64(cap(o.buf)), minOutput)
 	c = min(c, max(o.limit, need))
+	if room >= 0 {
+		c = min(c, room)
+	}
 	buf := make([]byte, len(o.buf), c)
 	copy(buf, o.buf)
 	o.buf = buf
+	return true
 }
 
 // Recycling outputs: at most recycleCount buffers of at most recycleMax
@@ -99,11 +157,17 @@ type tail struct {
 	buf   []byte
 	cut   bool // bytes were dropped before buf
 	crash goCrash
+	guard *hostGuard
 }
 
-// Write implements io.Writer for the module's stderr; it never fails.
+// Write implements io.Writer for the module's stderr; it never fails,
+// but stops the run once its context is done (hostGuard): it looks at
+// hostChunk bytes between checks, and copies at most tailSize.
 func (t *tail) Write(p []byte) (int, error) {
-	t.crash.write(p)
+	for i := 0; i < len(p); i += hostChunk {
+		t.guard.check("fd_write to stderr")
+		t.crash.write(p[i:min(len(p), i+hostChunk)])
+	}
 	n := len(p)
 	if n >= tailSize {
 		if t.buf == nil {

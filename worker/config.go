@@ -14,7 +14,8 @@ import (
 )
 
 // defaultMaxUnitMem is Config.MaxUnitMem when 0: a quarter of ram (bytes,
-// 0 if unknown) divided among threads, less the most a run's call stack
+// 0 if unknown: the host's RAM, or the worker's cgroup memory limit where
+// that is smaller, unitRAM) divided among threads, less the most a run's call stack
 // can take besides (wasm.StackReserve), so that every thread's unit at
 // its limit, stack included, leaves three quarters of the host to
 // everything else; 1 GiB per thread if ram is unknown; never under
@@ -78,8 +79,11 @@ type Config struct {
 	// MaxUnitMem bounds the memory a unit of a user operation may ask for
 	// (a job's unit_mem, which counts its linear memory and tables): a
 	// unit asking more fails, naming both. Zero means a quarter of the
-	// host's RAM divided by Threads (1 GiB per thread if the RAM is
-	// unknown), at least wasm.DefaultMemory and at most wasm.MaxMemory.
+	// host's RAM, or of the worker's cgroup memory limit where that is
+	// smaller (cgroup v2 memory.max, v1 memory.limit_in_bytes, of the
+	// cgroup /proc/self/cgroup names and its ancestors), divided by
+	// Threads, less wasm.StackReserve (1 GiB per thread if neither is
+	// known), at least wasm.DefaultMemory and at most wasm.MaxMemory.
 	MaxUnitMem int64
 	// Name labels the worker in listings. Empty means the host name.
 	Name string
@@ -137,7 +141,7 @@ func (c *Config) populate() error {
 		return errors.New("worker: MaxUnitMem must not be negative (0 means a quarter of the RAM per thread)")
 	}
 	if c.MaxUnitMem == 0 {
-		c.MaxUnitMem = defaultMaxUnitMem(memTotal(), c.Threads)
+		c.MaxUnitMem = defaultMaxUnitMem(unitRAM(memTotal()), c.Threads)
 	}
 	c.MaxUnitMem = min(c.MaxUnitMem, wasm.MaxMemory)
 	if c.FiguresInterval <= 0 {

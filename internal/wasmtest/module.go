@@ -6,9 +6,9 @@ import "encoding/binary"
 // for tests that need a module clang would never emit (hostile ones): one
 // function type func() -> (), a "_start" built from Start, more functions
 // of the same type, funcref tables, i32 globals and one memory, exported as
-// "memory". Bytes assembles it; it imports nothing.
+// "memory". Bytes assembles it; it imports only its Imports.
 type Module struct {
-	// Start is the body of _start (function 0): its instructions, without
+	// Start is the body of _start (function 0 without Imports): its instructions, without
 	// the final end.
 	Start []byte
 	// Locals is how many i32 locals every function has.
@@ -24,12 +24,43 @@ type Module struct {
 	Globals uint32
 	// Data, if not nil, is a passive data segment (for memory.init).
 	Data []byte
+	// Imports are functions of wasi_snapshot_preview1, each by its name
+	// and its number of i32 parameters, returning an i32 (an errno), as
+	// random_get, fd_write and poll_oneoff do. They come first in the
+	// function index space: with k imports, import i is function i,
+	// _start is function k and Funcs[j] is function k+1+j.
+	Imports []Import
+}
+
+// Import is a function a Module imports from wasi_snapshot_preview1.
+type Import struct {
+	Name   string
+	Params int // i32 parameters; the function returns an i32
 }
 
 // Bytes returns the module's binary.
 func (m Module) Bytes() []byte {
 	out := []byte{0, 'a', 's', 'm', 1, 0, 0, 0}
-	out = Section(out, 1, Vec(1, []byte{0x60, 0, 0}))
+	types := []byte{0x60, 0, 0}
+	for _, im := range m.Imports {
+		types = append(types, 0x60)
+		types = binary.AppendUvarint(types, uint64(im.Params))
+		for range im.Params {
+			types = append(types, 0x7f)
+		}
+		types = append(types, 1, 0x7f)
+	}
+	out = Section(out, 1, Vec(uint32(1+len(m.Imports)), types))
+	if len(m.Imports) > 0 {
+		var imp []byte
+		for i, im := range m.Imports {
+			imp = Name(imp, "wasi_snapshot_preview1")
+			imp = Name(imp, im.Name)
+			imp = append(imp, 0)
+			imp = binary.AppendUvarint(imp, uint64(1+i))
+		}
+		out = Section(out, 2, Vec(uint32(len(m.Imports)), imp))
+	}
 	nf := uint32(1 + len(m.Funcs))
 	var funcs []byte
 	for range nf {
@@ -60,7 +91,9 @@ func (m Module) Bytes() []byte {
 		}
 		out = Section(out, 6, Vec(m.Globals, g))
 	}
-	exp := append(Name(nil, "_start"), 0, 0)
+	exp := Name(nil, "_start")
+	exp = append(exp, 0)
+	exp = binary.AppendUvarint(exp, uint64(len(m.Imports)))
 	exp = append(Name(exp, "memory"), 2, 0)
 	out = Section(out, 7, Vec(2, exp))
 	if m.Data != nil {
