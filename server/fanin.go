@@ -161,7 +161,7 @@ func (s *Server) fanInBlobs(ctx context.Context, inputs []string) (blobs []strin
 		} else if err != nil {
 			return nil, 0, err
 		}
-		if ok, err := s.isDataset(b); err != nil {
+		if ok, err := s.isDataset(ctx, b); err != nil {
 			return nil, 0, err
 		} else if ok {
 			return nil, 0, kindf(errBadRequest, "job request: input %d (%s) is a dataset: a job joins blobs, or runs over one dataset; run a job over the dataset first and join its output (job:ID)", i+1, b)
