@@ -13,6 +13,8 @@ import (
 	"github.com/braid-hpc/braid/client"
 	"github.com/braid-hpc/braid/internal/wasmtest"
 	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/store/storetest"
 	"github.com/braid-hpc/braid/worker"
 )
 
@@ -233,7 +235,16 @@ func TestFanInOwners(t *testing.T) {
 // bytes of alice's real dataset is refused. Alice's dataset still works
 // for her and for a token of her group.
 func TestForgedManifest(t *testing.T) {
-	c := newCluster(t, nil)
+	for name, backend := range map[string]func(testing.TB) storetest.Backend{
+		"sqlite":   func(testing.TB) storetest.Backend { return storetest.SQLite() },
+		"postgres": storetest.Postgres,
+	} {
+		t.Run(name, func(t *testing.T) { testForgedManifest(t, backend(t).Fresh(t)) })
+	}
+}
+
+func testForgedManifest(t *testing.T, db string) {
+	c := newCluster(t, func(cfg *server.Config) { cfg.DB = db })
 	noop, err := ops.Builtin().Subset("noop")
 	if err != nil {
 		t.Fatal(err)
