@@ -212,12 +212,13 @@ func (s *Server) makeDataset(ctx context.Context, p principal, members []api.Dat
 	return api.DatasetInfo{ID: id, Members: len(d.Members), Size: total}, nil
 }
 
-// uploadedManifest refuses an upload by p of blob id, a dataset's
-// manifest, unless p may read it already or may read all its members.
-// Blobs are content-addressed: whoever uploads a dataset's very bytes
-// would otherwise own the dataset, and so read its members, another
-// owner's blobs (memberVisible).
-func (s *Server) uploadedManifest(ctx context.Context, p principal, id string) error {
+// claimManifest refuses blob id as p's upload or p's job's output (what)
+// if it is a dataset's manifest, unless p may read it already or may
+// read all its members. Blobs are content-addressed: whoever uploads, or
+// makes a job write, a dataset's very bytes would otherwise own the
+// dataset, and so read its members, another owner's blobs
+// (memberVisible).
+func (s *Server) claimManifest(ctx context.Context, p principal, id, what string) error {
 	if p.seesAll() {
 		return nil
 	}
@@ -231,7 +232,7 @@ func (s *Server) uploadedManifest(ctx context.Context, p principal, id string) e
 	if ok, err := s.mayList(ctx, p.owner(), members); err != nil {
 		return err
 	} else if !ok || p.owner() == "" {
-		return kindf(errNotFound, "upload: these bytes are the manifest of a dataset with a member that is no blob on this server; make datasets of your own blobs (braid put DIR)")
+		return kindf(errNotFound, "%s: these bytes are the manifest of a dataset with a member that is no blob on this server; make datasets of your own blobs (braid put DIR)", what)
 	}
 	return nil
 }

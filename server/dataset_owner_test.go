@@ -296,6 +296,9 @@ func testForgedManifest(t *testing.T, db string) {
 	if _, err := bob.c.Put(ctx, bytes.NewReader(manifest)); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("bob uploads the bytes of alice's dataset: %v, want 404", err)
 	}
+	// Nor as his job's input: the fan-in of two halves of its bytes.
+	half1, half2 := bob.put(manifest[:20]), bob.put(manifest[20:])
+	bob.expect(t, http.StatusNotFound, http.MethodPost, api.PathJobs, api.JobRequest{Op: "noop", Inputs: []string{half1, half2}})
 	bob.expect(t, http.StatusNotFound, http.MethodGet, api.PathBlobs+"/"+s+"?dataset="+ds, nil)
 	bob.expect(t, http.StatusNotFound, http.MethodGet, api.PathDatasets+"/"+ds, nil)
 	bob.expect(t, http.StatusNotFound, http.MethodPost, api.PathJobs, api.JobRequest{Op: "noop", Input: ds})

@@ -202,6 +202,11 @@ func (s *Server) join(ctx context.Context, rec *store.Job, blobs []string) (stri
 		s.unpin(st.ID)
 		return "", storageError("join the job's inputs", err)
 	}
+	// Joined blobs that are a dataset's very bytes make no claim on it.
+	if err := s.claimManifest(ctx, ownerPrincipal(rec.Owner), st.ID, "job request: the joined inputs"); err != nil {
+		s.unpin(st.ID)
+		return "", err
+	}
 	rec.Input, rec.Spec.InputSizes = st.ID, sizes
 	return st.ID, nil
 }

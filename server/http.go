@@ -240,7 +240,7 @@ func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) error {
 	if err := st.Commit(r.Context()); err != nil {
 		return storageError("upload", err)
 	}
-	if err := s.uploadedManifest(r.Context(), caller(r), id); err != nil {
+	if err := s.claimManifest(r.Context(), caller(r), id, "upload"); err != nil {
 		return err
 	}
 	add := s.db.AddUpload
