@@ -16,8 +16,9 @@ import (
 // DatasetMagic.
 const DatasetFormat = "braid-dataset/1"
 
-// DatasetMagic is how every manifest begins: a blob that begins so is a
-// dataset.
+// DatasetMagic is how every manifest begins. A blob that begins so is
+// not for that a dataset: only one that the server made (POST
+// PathDatasets, a job's output) is.
 const DatasetMagic = `{"format":"` + DatasetFormat + `",`
 
 // Bounds of a dataset.

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/store"
@@ -69,7 +71,8 @@ func (s *Server) blobVisible(ctx context.Context, p principal, id string) (bool,
 }
 
 // memberVisible reports whether blob id is a member of dataset, which p
-// may read: the members of a dataset are readable with it, whoever
+// may read and which the server made one (its index lists the members:
+// isDataset): the members of a dataset are readable with it, whoever
 // stored them (a job's output dataset holds that job's results).
 func (s *Server) memberVisible(ctx context.Context, p principal, dataset, id string) (bool, error) {
 	if dataset == "" || !store.ValidID(dataset) {
@@ -78,16 +81,20 @@ func (s *Server) memberVisible(ctx context.Context, p principal, dataset, id str
 	if ok, err := s.blobVisible(ctx, p, dataset); err != nil || !ok {
 		return false, err
 	}
-	d, ok, err := s.dataset(ctx, dataset)
-	if err != nil || !ok {
+	members, _, err := s.membersOf(ctx, dataset)
+	if err != nil {
 		return false, err
 	}
-	for _, m := range d.Members {
-		if m.Blob == id {
-			return true, nil
-		}
+	return slices.Contains(members, id), nil
+}
+
+// ownerPrincipal is a client whose records are owner's, as blobVisible
+// asks about them.
+func ownerPrincipal(owner string) principal {
+	if g, ok := strings.CutPrefix(owner, "group:"); ok {
+		return principal{group: g}
 	}
-	return false, nil
+	return principal{tokenID: owner}
 }
 
 // othersNeed reports whether, for a caller p that does not see

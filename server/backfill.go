@@ -149,21 +149,57 @@ func (s *Server) backfillPass(ctx context.Context, after string) ([]backfilled, 
 // backfillMembers returns the members of blob id from its manifest: nil
 // if it is no dataset, is missing, or its manifest is corrupt or invalid
 // (those are logged); an error if it could not be read and may be later.
+//
+// Before the index, a blob was a dataset because its bytes were a
+// manifest, so a client could upload one that names another owner's
+// blobs. A manifest is indexed only if an uploader of it may read every
+// member (mayList): an upload without an owner is an admin's (or from
+// before owners), which may. A blob that is only a job's output or
+// input is not indexed: which of those the server assembled, and which
+// a job copied from a client's bytes, cannot be told apart.
 func (s *Server) backfillMembers(ctx context.Context, id string) ([]string, error) {
-	d, ok, err := s.dataset(ctx, id)
+	d, err := s.readManifest(ctx, id)
 	switch {
-	case err == nil && ok:
-		return memberBlobs(d), nil
 	case err == nil:
-		if _, err := s.blobs.Stat(id); errors.Is(err, store.ErrNotFound) {
-			s.log.Warn("a blob listed as kept (an upload, an output or an unfinished job's input) is missing; "+
-				"if it was a dataset, its members are not indexed", "blob", id)
-		}
+	case errors.Is(err, errBadRequest):
+		return nil, nil // no manifest: a blob as any other
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrCorrupt):
+		s.log.Warn("a blob listed as kept (an upload, an output or an unfinished job's input) is missing or corrupt; "+
+			"if it was a dataset, its members are not indexed", "blob", id, "err", err)
 		return nil, nil
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrCorrupt), errors.Is(err, errBadRequest):
-		s.log.Warn("a dataset's manifest is missing, corrupt or invalid; its members are not indexed, "+
-			"so nothing keeps them but the jobs that read them", "blob", id, "err", err)
-		return nil, nil
+	default:
+		return nil, err
 	}
-	return nil, err
+	members := memberBlobs(d)
+	owners, err := s.db.Uploaders(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range owners {
+		ok, err := s.mayList(ctx, o, members)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return members, nil
+		}
+	}
+	s.log.Warn("a blob that looks like a manifest is not made a dataset: none of its uploaders may read all its members, "+
+		"or it is no upload", "blob", id, "uploaders", len(owners))
+	return nil, nil
+}
+
+// mayList reports whether owner may read every blob of members, as a
+// dataset's maker must (makeDataset); owner "" is an admin's.
+func (s *Server) mayList(ctx context.Context, owner string, members []string) (bool, error) {
+	if owner == "" {
+		return true, nil
+	}
+	p := ownerPrincipal(owner)
+	for _, m := range members {
+		if ok, err := s.blobVisible(ctx, p, m); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
 }

@@ -2,12 +2,15 @@ package server_test
 
 import (
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/store/storetest"
@@ -16,7 +19,9 @@ import (
 // TestDatasetBackfill: the members of a dataset made before the store's
 // index of members (a database migrated from then) are kept once the
 // server started on it indexed them: deleting one alone is refused. A
-// missing and a corrupt manifest are skipped, and the server serves.
+// missing and a corrupt manifest are skipped, and the server serves. A
+// client's upload that looks like a manifest of another owner's blob is
+// not made a dataset.
 func TestDatasetBackfill(t *testing.T) {
 	for name, backend := range map[string]func(testing.TB) storetest.Backend{
 		"sqlite":   func(testing.TB) storetest.Backend { return storetest.SQLite() },
@@ -35,6 +40,10 @@ func TestDatasetBackfill(t *testing.T) {
 			member := d.Members[0].Blob
 			missing := c.putDataset(map[string][]byte{"m": []byte("its manifest goes\n")})
 			corrupt := c.putDataset(map[string][]byte{"c": []byte("its manifest rots\n")})
+			// A client's upload that looks like a manifest of another
+			// owner's blob is not made a dataset.
+			bob := newTenant(t, c, api.RoleClient, "bob", "")
+			fake := bob.put(fmt.Appendf(nil, `{"format":"braid-dataset/1","members":[{"name":"s","size":1,"blob":"%s"}]}`, member))
 			c.stopServer()
 
 			// As a database whose datasets were made before the index.
@@ -58,6 +67,7 @@ func TestDatasetBackfill(t *testing.T) {
 			if !errors.Is(err, client.ErrConflict) || !strings.Contains(err.Error(), ds) {
 				t.Errorf("deleting a member of a dataset made before the index: %v, want 409 naming dataset %s", err, ds)
 			}
+			bob.expect(t, http.StatusNotFound, http.MethodGet, api.PathBlobs+"/"+member+"?dataset="+fake, nil)
 			if got := string(c.get(member)); got != "first member\n" {
 				t.Errorf("the member: %q", got)
 			}

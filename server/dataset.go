@@ -20,7 +20,8 @@ import (
 // Datasets. A dataset is a blob, its manifest (api.Dataset: JSON, members
 // sorted by name, each a name, a size and a blob ID), so that storing,
 // fetching, checking and removing it are a blob's. A blob is a dataset
-// when it begins with api.DatasetMagic.
+// when the server made it one (isDataset): never because its bytes look
+// like a manifest.
 //
 // A job whose input is a dataset maps its operation over every member:
 // each member is split as the job's split cuts one input (whole when it
@@ -63,19 +64,13 @@ func memberBlobs(d api.Dataset) []string {
 }
 
 // membersOf returns the blobs of the members of dataset id, each once,
-// from its manifest, or from the store's index if the manifest cannot
-// be read; isDataset is false if id is no dataset.
+// from the store's index; isDataset is false if id is no dataset.
 func (s *Server) membersOf(ctx context.Context, id string) (members []string, isDataset bool, err error) {
-	if ok, err := s.isDataset(id); err != nil || !ok {
+	members, err = s.db.DatasetMembers(ctx, id)
+	if err != nil {
 		return nil, false, err
 	}
-	d, _, err := s.dataset(ctx, id)
-	if err == nil {
-		return memberBlobs(d), true, nil
-	}
-	s.log.Warn("a dataset's manifest is unreadable; its members are taken from the store's index", "blob", id, "err", err)
-	members, err = s.db.DatasetMembers(ctx, id)
-	return members, true, err
+	return members, len(members) > 0, nil
 }
 
 // deleteDatasetMembers deletes the members of dataset, deleted, or whose
@@ -113,53 +108,68 @@ func (s *Server) deleteDatasetMembers(dataset string, members, owners []string) 
 // 400 bytes for each of api.MaxMembers.
 const maxManifest = api.MaxMembers * 400
 
-// isDataset reports whether blob id begins as a manifest does. A missing
-// blob is no dataset.
-func (s *Server) isDataset(id string) (bool, error) {
-	f, size, err := s.blobs.Open(id)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	if size < int64(len(api.DatasetMagic)) {
-		return false, nil
-	}
-	b := make([]byte, len(api.DatasetMagic))
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return false, fmt.Errorf("read blob %s: %w", id, err)
-	}
-	return string(b) == api.DatasetMagic, nil
+// isDataset reports whether blob id is a dataset: one that the server
+// made (makeDataset, a job's assembly, the backfill of a manifest whose
+// owner may read every member), so that the store's index lists its
+// members. Bytes that begin as a manifest do not make a blob one: any
+// client may upload any bytes (braid put), and a forged manifest would
+// otherwise name another owner's blobs as its members.
+func (s *Server) isDataset(ctx context.Context, id string) (bool, error) {
+	_, ok, err := s.membersOf(ctx, id)
+	return ok, err
 }
 
 // dataset reads and checks the manifest of dataset id; ok is false if
-// the blob is no dataset.
+// the blob is no dataset (isDataset). The manifest gives its members'
+// names and sizes; which blobs they are is the index's, and a manifest
+// that lists others is corrupt.
 func (s *Server) dataset(ctx context.Context, id string) (d api.Dataset, ok bool, err error) {
-	if ok, err := s.isDataset(id); err != nil || !ok {
+	members, ok, err := s.membersOf(ctx, id)
+	if err != nil || !ok {
 		return d, false, err
 	}
-	if err := s.blobs.Verify(ctx, id); err != nil {
-		return d, true, fmt.Errorf("dataset %s: its manifest: %w", id, err)
+	d, err = s.readManifest(ctx, id)
+	if err != nil {
+		return d, true, err
 	}
+	listed := memberBlobs(d)
+	slices.Sort(listed)
+	if !slices.Equal(listed, members) {
+		return d, true, fmt.Errorf("dataset %s: its manifest lists %d blobs, not the %d of the store's index: %w", id, len(listed), len(members), store.ErrCorrupt)
+	}
+	return d, true, nil
+}
+
+// readManifest reads and checks blob id as a manifest, whoever made it;
+// a blob that is too large or does not begin as a manifest is an
+// errBadRequest, found without reading it all.
+func (s *Server) readManifest(ctx context.Context, id string) (d api.Dataset, err error) {
 	f, size, err := s.blobs.Open(id)
 	if err != nil {
-		return d, true, fmt.Errorf("dataset %s: %w", id, err)
+		return d, fmt.Errorf("dataset %s: %w", id, err)
 	}
 	defer f.Close()
 	if size > maxManifest {
-		return d, true, fmt.Errorf("dataset %s: a manifest of %d bytes is larger than the limit of %d", id, size, maxManifest)
+		return d, kindf(errBadRequest, "dataset %s: a manifest of %d bytes is larger than the limit of %d", id, size, maxManifest)
+	}
+	magic := make([]byte, len(api.DatasetMagic))
+	if _, err := f.ReadAt(magic, 0); err != nil && !errors.Is(err, io.EOF) {
+		return d, fmt.Errorf("read blob %s: %w", id, err)
+	} else if err != nil || string(magic) != api.DatasetMagic {
+		return d, kindf(errBadRequest, "dataset %s: its bytes are no manifest", id)
+	}
+	if err := s.blobs.Verify(ctx, id); err != nil {
+		return d, fmt.Errorf("dataset %s: its manifest: %w", id, err)
 	}
 	dec := json.NewDecoder(io.NewSectionReader(f, 0, size))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&d); err != nil {
-		return d, true, kindf(errBadRequest, "dataset %s: its manifest does not decode: %v", id, err)
+		return d, kindf(errBadRequest, "dataset %s: its manifest does not decode: %v", id, err)
 	}
 	if err := d.Check(); err != nil {
-		return d, true, kindf(errBadRequest, "dataset %s: its manifest is invalid: %v", id, err)
+		return d, kindf(errBadRequest, "dataset %s: its manifest is invalid: %v", id, err)
 	}
-	return d, true, nil
+	return d, nil
 }
 
 // makeDataset stores the manifest of members, which must be blobs of
@@ -188,7 +198,7 @@ func (s *Server) makeDataset(ctx context.Context, p principal, members []api.Dat
 		if info.Size != m.Size {
 			return api.DatasetInfo{}, kindf(errBadRequest, "dataset: member %q: blob %s has %d bytes, not %d", m.Name, m.Blob, info.Size, m.Size)
 		}
-		if ok, err := s.isDataset(m.Blob); err != nil {
+		if ok, err := s.isDataset(ctx, m.Blob); err != nil {
 			return api.DatasetInfo{}, err
 		} else if ok {
 			return api.DatasetInfo{}, kindf(errBadRequest, "dataset: member %q: blob %s is a dataset; datasets do not nest", m.Name, m.Blob)
@@ -200,6 +210,31 @@ func (s *Server) makeDataset(ctx context.Context, p principal, members []api.Dat
 		return api.DatasetInfo{}, err
 	}
 	return api.DatasetInfo{ID: id, Members: len(d.Members), Size: total}, nil
+}
+
+// claimManifest refuses blob id as p's upload or p's job's output (what)
+// if it is a dataset's manifest, unless p may read it already or may
+// read all its members. Blobs are content-addressed: whoever uploads, or
+// makes a job write, a dataset's very bytes would otherwise own the
+// dataset, and so read its members, another owner's blobs
+// (memberVisible).
+func (s *Server) claimManifest(ctx context.Context, p principal, id, what string) error {
+	if p.seesAll() {
+		return nil
+	}
+	members, ok, err := s.membersOf(ctx, id)
+	if err != nil || !ok {
+		return err
+	}
+	if ok, err := s.blobVisible(ctx, p, id); err != nil || ok {
+		return err
+	}
+	if ok, err := s.mayList(ctx, p.owner(), members); err != nil {
+		return err
+	} else if !ok || p.owner() == "" {
+		return kindf(errNotFound, "%s: these bytes are the manifest of a dataset with a member that is no blob on this server; make datasets of your own blobs (braid put DIR)", what)
+	}
+	return nil
 }
 
 // putManifest stores d's manifest and returns its ID; as an upload (kept

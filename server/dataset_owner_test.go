@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"github.com/braid-hpc/braid/client"
 	"github.com/braid-hpc/braid/internal/wasmtest"
 	"github.com/braid-hpc/braid/ops"
+	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/store/storetest"
 	"github.com/braid-hpc/braid/worker"
 )
 
@@ -222,5 +225,84 @@ func TestFanInOwners(t *testing.T) {
 		api.JobRequest{Op: "noop", Inputs: []string{mine, fmt.Sprintf("job:%d", first.Job)}})
 	if !strings.Contains(msg, fmt.Sprintf("input 2 (job:%d): no such job", first.Job)) {
 		t.Errorf("b joining a's job: %s", msg)
+	}
+}
+
+// TestForgedManifest: a blob is a dataset only if the server made it
+// one. Bob uploads JSON that looks like a manifest naming alice's blob
+// (braid put): it is a plain blob of his, through which no route reads
+// alice's blob, and a job over it sees its bytes only; uploading the very
+// bytes of alice's real dataset is refused. Alice's dataset still works
+// for her and for a token of her group.
+func TestForgedManifest(t *testing.T) {
+	for name, backend := range map[string]func(testing.TB) storetest.Backend{
+		"sqlite":   func(testing.TB) storetest.Backend { return storetest.SQLite() },
+		"postgres": storetest.Postgres,
+	} {
+		t.Run(name, func(t *testing.T) { testForgedManifest(t, backend(t).Fresh(t)) })
+	}
+}
+
+func testForgedManifest(t *testing.T, db string) {
+	c := newCluster(t, func(cfg *server.Config) { cfg.DB = db })
+	noop, err := ops.Builtin().Subset("noop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.addWorker(1, func(cfg *worker.Config) { cfg.Ops = noop })
+	c.waitWorkers(1)
+	ctx := t.Context()
+	alice := newTenant(t, c, api.RoleClient, "alice", "team")
+	mate := newTenant(t, c, api.RoleClient, "mate", "team")
+	bob := newTenant(t, c, api.RoleClient, "bob", "")
+	secret := []byte("alice's secret\n")
+	s := alice.put(secret)
+	fake := []byte(fmt.Sprintf(`{"format":"braid-dataset/1","members":[{"name":"s","size":1,"blob":"%s"}]}`, s))
+	f := bob.put(fake)
+
+	bob.expect(t, http.StatusNotFound, http.MethodGet, api.PathBlobs+"/"+s+"?dataset="+f, nil)
+	bob.expect(t, http.StatusNotFound, http.MethodGet, api.PathBlobs+"/"+s, nil)
+	if msg := bob.expect(t, http.StatusBadRequest, http.MethodGet, api.PathDatasets+"/"+f, nil); strings.Contains(msg, s) {
+		t.Errorf("bob's ls of his fake manifest names alice's blob: %s", msg)
+	}
+	st := bob.run(api.JobRequest{Op: "noop", Input: f})
+	if st.State != api.JobDone {
+		t.Fatalf("bob's job over his fake manifest: %+v", st)
+	}
+	if got := bob.get(st.Output); !bytes.Equal(got, fake) {
+		t.Errorf("bob's job over his fake manifest output %q, want its own bytes", got)
+	}
+	bob.expect(t, http.StatusNotFound, http.MethodGet, api.PathBlobs+"/"+s+"?dataset="+st.Output, nil)
+	bob.expect(t, http.StatusBadRequest, http.MethodPost, api.PathJobs, api.JobRequest{Op: "noop", Input: f, Merge: "none"})
+	bob.expect(t, http.StatusNotFound, http.MethodPost, api.PathJobs, api.JobRequest{Op: "noop", Inputs: []string{s, f}})
+
+	// Alice's real dataset: hers and her group's, not bob's, not even
+	// when he uploads its very bytes.
+	ds := alice.putDataset(map[string][]byte{"s": secret})
+	d, err := alice.c.Dataset(ctx, ds)
+	if err != nil {
+		t.Fatalf("alice lists her dataset: %v", err)
+	}
+	for _, tn := range []tenant{alice, mate} {
+		var got bytes.Buffer
+		if _, err := tn.c.GetMember(ctx, ds, s, &got); err != nil || !bytes.Equal(got.Bytes(), secret) {
+			t.Errorf("a token of alice's group reads her dataset's member: %q, %v", got.Bytes(), err)
+		}
+	}
+	manifest, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.c.Put(ctx, bytes.NewReader(manifest)); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("bob uploads the bytes of alice's dataset: %v, want 404", err)
+	}
+	// Nor as his job's input: the fan-in of two halves of its bytes.
+	half1, half2 := bob.put(manifest[:20]), bob.put(manifest[20:])
+	bob.expect(t, http.StatusNotFound, http.MethodPost, api.PathJobs, api.JobRequest{Op: "noop", Inputs: []string{half1, half2}})
+	bob.expect(t, http.StatusNotFound, http.MethodGet, api.PathBlobs+"/"+s+"?dataset="+ds, nil)
+	bob.expect(t, http.StatusNotFound, http.MethodGet, api.PathDatasets+"/"+ds, nil)
+	bob.expect(t, http.StatusNotFound, http.MethodPost, api.PathJobs, api.JobRequest{Op: "noop", Input: ds})
+	if _, err := mate.c.Put(ctx, bytes.NewReader(manifest)); err != nil {
+		t.Errorf("a token of alice's group uploads the bytes of her dataset: %v", err)
 	}
 }

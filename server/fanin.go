@@ -161,7 +161,7 @@ func (s *Server) fanInBlobs(ctx context.Context, inputs []string) (blobs []strin
 		} else if err != nil {
 			return nil, 0, err
 		}
-		if ok, err := s.isDataset(b); err != nil {
+		if ok, err := s.isDataset(ctx, b); err != nil {
 			return nil, 0, err
 		} else if ok {
 			return nil, 0, kindf(errBadRequest, "job request: input %d (%s) is a dataset: a job joins blobs, or runs over one dataset; run a job over the dataset first and join its output (job:ID)", i+1, b)
@@ -201,6 +201,11 @@ func (s *Server) join(ctx context.Context, rec *store.Job, blobs []string) (stri
 	if err := st.Commit(ctx); err != nil {
 		s.unpin(st.ID)
 		return "", storageError("join the job's inputs", err)
+	}
+	// Joined blobs that are a dataset's very bytes make no claim on it.
+	if err := s.claimManifest(ctx, ownerPrincipal(rec.Owner), st.ID, "job request: the joined inputs"); err != nil {
+		s.unpin(st.ID)
+		return "", err
 	}
 	rec.Input, rec.Spec.InputSizes = st.ID, sizes
 	return st.ID, nil

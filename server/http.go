@@ -240,6 +240,9 @@ func (s *Server) postBlob(w http.ResponseWriter, r *http.Request) error {
 	if err := st.Commit(r.Context()); err != nil {
 		return storageError("upload", err)
 	}
+	if err := s.claimManifest(r.Context(), caller(r), id, "upload"); err != nil {
+		return err
+	}
 	add := s.db.AddUpload
 	if r.URL.Query().Get("member") == "1" {
 		add = s.db.AddMemberUpload // see api.QueryMember

@@ -452,13 +452,27 @@ func (h hooks) Assemble(ctx context.Context, j *lifecycle.Job) (string, int64, e
 // streams (ops.Streamer) reads the results as it needs them and writes
 // the output straight into the blob store; others get the results in
 // memory.
+//
+// An output that is not a dataset but has the very bytes of one (blobs
+// are content-addressed: a module may write any bytes) is refused
+// unless the job's owner may read that dataset or all its members
+// (claimManifest), as an upload of them is.
 func (s *Server) assembleOutput(ctx context.Context, j *lifecycle.Job) (string, int64, error) {
-	r := runOf(j)
 	if d, ok, err := s.dataset(ctx, j.Rec.Input); err != nil {
 		return "", 0, fmt.Errorf("assemble: %w", err)
 	} else if ok {
 		return s.assembleDataset(ctx, j, d)
 	}
+	id, size, err := s.assembleBlob(ctx, j)
+	if err == nil {
+		err = s.claimManifest(ctx, ownerPrincipal(j.Rec.Owner), id, "output")
+	}
+	return id, size, err
+}
+
+// assembleBlob assembles j's output, no dataset, into a blob.
+func (s *Server) assembleBlob(ctx context.Context, j *lifecycle.Job) (string, int64, error) {
+	r := runOf(j)
 	st, ok := r.ops.op.(ops.Streamer)
 	if !ok {
 		results, err := s.readResults(j)

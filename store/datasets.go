@@ -17,14 +17,18 @@ import (
 // dataset that lists it lives, that is while it is an upload, the
 // unexpired output of a job, or the input of an unfinished job. Rows of
 // datasets that no longer live change nothing; the server removes them
-// with the manifest (RemoveDataset).
+// with the manifest (RemoveDataset). The index is also what makes a blob
+// a dataset: the server takes as one only a blob that has rows, never
+// one whose bytes merely look like a manifest (server/dataset.go).
 //
 // Datasets made before the index (schema 8 on SQLite, 3 on PostgreSQL)
 // had no rows. The next migration (schema 10 on SQLite, 5 on
 // PostgreSQL) lists every blob that may be one of them in
 // dataset_backfill: the uploads, the unexpired outputs and the inputs of
 // unfinished jobs that have no rows yet. The server reads each one's
-// manifest, if it is a dataset, and records its members and that it is
+// manifest, if it is one that an uploader of it may read every member
+// of (a client's upload that looks like a manifest of another owner's
+// blobs is no dataset), and records its members and that it is
 // done with it in one step (IndexDataset), a few at a time, so the work
 // resumes where it stopped after a restart (server/backfill.go).
 
