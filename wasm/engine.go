@@ -281,7 +281,7 @@ func (e *Engine) compileBackground(c *compilation, hash string, code []byte) {
 	if err == nil && e.closed {
 		err = fmt.Errorf("wasm: compile: %w", ErrClosed)
 	}
-	var evicted []*Module
+	var unused []*Module
 	if err != nil {
 		c.err = err
 		if e.modules != nil {
@@ -289,13 +289,13 @@ func (e *Engine) compileBackground(c *compilation, hash string, code []byte) {
 		}
 	} else {
 		c.mod = m
-		evicted = e.trimLocked()
+		unused = e.trimLocked()
 	}
 	close(c.done)
 	e.mu.Unlock()
 
-	for _, old := range evicted {
-		old.evict()
+	for _, old := range unused {
+		old.compiled.Close(context.Background())
 	}
 	if err != nil && m != nil {
 		m.evict()
@@ -344,7 +344,10 @@ func (e *Engine) build(ctx context.Context, hash string, code []byte) (*Module, 
 }
 
 // trimLocked removes the least recently used modules beyond MaxModules
-// from the map and returns them, to be evicted without e.mu held.
+// from the map and marks them evicted, so that a Run after the Compile
+// that pushed them out compiles them again. It returns those that no run
+// uses, to be closed without e.mu held (a run under way closes its module
+// when it ends).
 func (e *Engine) trimLocked() []*Module {
 	var out []*Module
 	for len(e.modules) > e.cfg.MaxModules {
@@ -361,7 +364,9 @@ func (e *Engine) trimLocked() []*Module {
 		if oldest == "" {
 			break
 		}
-		out = append(out, e.modules[oldest].mod)
+		if m := e.modules[oldest].mod; m.markEvicted() {
+			out = append(out, m)
+		}
 		delete(e.modules, oldest)
 	}
 	return out
