@@ -167,14 +167,52 @@ func BenchmarkCompileWorkers(b *testing.B) {
 				}
 			}
 			reportCPU(b, start)
-			b.ReportMetric(float64(peak())/1e6, "peak-heap-MB")
-			var ru syscall.Rusage
-			if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(ru.Maxrss)/1e3, "maxrss-MB") // KB on Linux
+			reportMemory(b, peak())
 		})
 	}
+	// Three such modules (33, 32 and 31 nests: distinct) asked for at
+	// once, as a worker's unit threads and prefetch may: Config.MaxCompiles
+	// (2 by default) compiles two at a time.
+	for _, most := range []int{0, 3} {
+		name := fmt.Sprintf("modules=3/max-compiles=%d", most)
+		if most == 0 {
+			name = "modules=3/max-compiles=default"
+		}
+		b.Run(name, func(b *testing.B) {
+			codes := [][]byte{code, wasmtest.PhiNests(32), wasmtest.PhiNests(31)}
+			peak := heapPeak(b)
+			start := cpuTime(b)
+			for b.Loop() {
+				e, err := NewEngine(Config{MaxCompiles: most})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var wg sync.WaitGroup
+				for _, c := range codes {
+					wg.Go(func() {
+						if _, err := e.Compile(b.Context(), c); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				e.Close()
+			}
+			reportCPU(b, start)
+			reportMemory(b, peak())
+		})
+	}
+}
+
+// reportMemory reports the peak of Go's heap objects and the process's
+// peak RSS (of the whole process: run one benchmark a process).
+func reportMemory(b *testing.B, heap uint64) {
+	b.ReportMetric(float64(heap)/1e6, "peak-heap-MB")
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(ru.Maxrss)/1e3, "maxrss-MB") // KB on Linux
 }
 
 // heapPeak samples the bytes in Go's heap objects every 10 ms until the
