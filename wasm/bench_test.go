@@ -2,6 +2,9 @@ package wasm
 
 import (
 	"bytes"
+	"fmt"
+	"runtime/metrics"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -128,4 +131,115 @@ func BenchmarkCompileLimits(b *testing.B) {
 			reportCPU(b, start)
 		})
 	}
+}
+
+// BenchmarkCompileWorkers compiles the costliest module the limits admit
+// (33 phi nests just under MaxFrame, as in BenchmarkCompileLimits) with
+// Config.CompileWorkers goroutines: "default" is what a worker uses
+// (GOMAXPROCS, at most DefaultCompileWorkers), the others lift that cap.
+// Each goroutine holds the memory of the function it is compiling, and Go
+// time-slices them whatever the cores, so the peak with N goroutines
+// shows on a small machine too. It reports the peak of Go's heap objects
+// (sampled every 10 ms) and the process's peak RSS: run one sub-benchmark
+// a process, e.g.
+//
+//	go test -c -o wasm.test ./wasm/
+//	GOMAXPROCS=32 /usr/bin/time -v ./wasm.test -test.run '^$' -test.bench 'CompileWorkers/workers=8$' -test.benchtime 1x
+func BenchmarkCompileWorkers(b *testing.B) {
+	code := wasmtest.PhiNests(33)
+	for _, workers := range []int{0, 2, 4, 8, 16, 32} {
+		name := fmt.Sprintf("workers=%d", workers)
+		if workers == 0 {
+			name = "workers=default"
+		}
+		b.Run(name, func(b *testing.B) {
+			peak := heapPeak(b)
+			start := cpuTime(b)
+			for b.Loop() {
+				e, err := NewEngine(Config{CompileWorkers: workers})
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, err = e.Compile(b.Context(), code)
+				e.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, start)
+			reportMemory(b, peak())
+		})
+	}
+	// Three such modules (33, 32 and 31 nests: distinct) asked for at
+	// once, as a worker's unit threads and prefetch may: Config.MaxCompiles
+	// (2 by default) compiles two at a time.
+	for _, most := range []int{0, 3} {
+		name := fmt.Sprintf("modules=3/max-compiles=%d", most)
+		if most == 0 {
+			name = "modules=3/max-compiles=default"
+		}
+		b.Run(name, func(b *testing.B) {
+			codes := [][]byte{code, wasmtest.PhiNests(32), wasmtest.PhiNests(31)}
+			peak := heapPeak(b)
+			start := cpuTime(b)
+			for b.Loop() {
+				e, err := NewEngine(Config{MaxCompiles: most})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var wg sync.WaitGroup
+				for _, c := range codes {
+					wg.Go(func() {
+						if _, err := e.Compile(b.Context(), c); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				e.Close()
+			}
+			reportCPU(b, start)
+			reportMemory(b, peak())
+		})
+	}
+}
+
+// reportMemory reports the peak of Go's heap objects and the process's
+// peak RSS (of the whole process: run one benchmark a process).
+func reportMemory(b *testing.B, heap uint64) {
+	b.ReportMetric(float64(heap)/1e6, "peak-heap-MB")
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(ru.Maxrss)/1e3, "maxrss-MB") // KB on Linux
+}
+
+// heapPeak samples the bytes in Go's heap objects every 10 ms until the
+// returned function is called, which returns their peak.
+func heapPeak(tb testing.TB) func() uint64 {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var peak uint64
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	wg.Go(func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(sample)
+			peak = max(peak, sample[0].Value.Uint64())
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	var once sync.Once
+	done := func() uint64 {
+		once.Do(func() { close(stop); wg.Wait() })
+		return peak
+	}
+	tb.Cleanup(func() { done() })
+	return done
 }

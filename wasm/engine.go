@@ -38,6 +38,12 @@ type Config struct {
 	// less = GOMAXPROCS, at most DefaultCompileWorkers; at least 2 are
 	// used, as wazero checks for a canceled compilation only then.
 	CompileWorkers int
+	// MaxCompiles bounds the modules the Engine compiles at once; more
+	// wait for a turn, and the wait does not count toward
+	// CompileTimeout. With CompileWorkers it bounds the memory that
+	// compiling takes, whatever the modules and the threads asking for
+	// them (see DefaultCompileWorkers). 0 or less = DefaultMaxCompiles.
+	MaxCompiles int
 	// CompileTimeout bounds one compilation; a module that takes longer
 	// is refused with ErrCompileTimeout. The limits of limits.go bound
 	// each function's share (about a second), so a compilation stops
@@ -55,12 +61,20 @@ const DefaultCompileTimeout = 5 * time.Minute
 var errCompileTimeout = errors.New("compile timeout")
 
 // DefaultCompileWorkers bounds the goroutines that compile one module by
-// default, whatever the cores: the costliest function the limits admit
-// (a phi nest just under MaxFrame) takes about 190 MB while it compiles,
-// so a hostile module at the limits costs a worker at most about
-// 4 x 190 MB on a machine of any size, not 190 MB a core. Compiled code
-// is cached, so a large real program pays the slower compile once.
+// default, whatever the cores. Each goroutine holds the memory of the
+// function it is compiling, and the costliest function the limits admit
+// (a phi nest just under MaxFrame) takes some 150-190 MB: the module of
+// 33 of them took a peak RSS of 0.56 GB with 2 goroutines, 0.83-0.86 GB
+// with 4, 1.4 GB with 8 and 5.0 GB with 32 (BenchmarkCompileWorkers,
+// docs/benchmarks.md). Compiled code is cached, so a large real program
+// pays the slower compile on a big machine once.
 const DefaultCompileWorkers = 4
+
+// DefaultMaxCompiles is Config.MaxCompiles when 0: a worker compiles at
+// most 2 modules at once whatever its threads, so hostile modules at the
+// limits cost it at most 2 x 0.86 GB (measured: BenchmarkCompileWorkers),
+// and one slow compilation does not hold up every other module.
+const DefaultMaxCompiles = 2
 
 // populate fills in the defaults of c.
 func (c *Config) populate() {
@@ -69,6 +83,9 @@ func (c *Config) populate() {
 	}
 	if c.CompileWorkers <= 0 {
 		c.CompileWorkers = min(runtime.GOMAXPROCS(0), DefaultCompileWorkers)
+	}
+	if c.MaxCompiles <= 0 {
+		c.MaxCompiles = DefaultMaxCompiles
 	}
 	if c.CompileTimeout <= 0 {
 		c.CompileTimeout = DefaultCompileTimeout
@@ -100,6 +117,12 @@ type Engine struct {
 	// (wazero panics when its runtime closes under a compilation). Added
 	// to under mu while not closed.
 	compiling sync.WaitGroup
+	// turns holds a token for each compilation compiling now, at most
+	// Config.MaxCompiles.
+	turns chan struct{}
+	// building, if set (by tests, before the first Compile), is called
+	// with a turn held, before the compilation starts.
+	building func()
 }
 
 // compilation is one Compile of some code, done or under way; others
@@ -146,6 +169,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 			WithSysWalltime().
 			WithSysNanotime(),
 		modules: make(map[string]*compilation),
+		turns:   make(chan struct{}, cfg.MaxCompiles),
 	}
 	e.stop, e.cancel = context.WithCancel(context.Background())
 	if _, err := rt.NewHostModuleBuilder(tickModule).
@@ -270,18 +294,29 @@ func (e *Engine) compile(ctx context.Context, hash string, code []byte) (*Module
 // compileBackground runs the compilation c and publishes its result.
 func (e *Engine) compileBackground(c *compilation, hash string, code []byte) {
 	defer e.compiling.Done()
-	ctx, cancel := context.WithTimeoutCause(e.stop, e.cfg.CompileTimeout, errCompileTimeout)
-	m, err := e.build(ctx, hash, code)
-	if err != nil && errors.Is(context.Cause(ctx), errCompileTimeout) {
-		err = fmt.Errorf("wasm: compile %.12s: %w (%v); refused", hash, ErrCompileTimeout, e.cfg.CompileTimeout)
+	var m *Module
+	var err error
+	select {
+	case e.turns <- struct{}{}:
+		if e.building != nil {
+			e.building()
+		}
+		ctx, cancel := context.WithTimeoutCause(e.stop, e.cfg.CompileTimeout, errCompileTimeout)
+		m, err = e.build(ctx, hash, code)
+		if err != nil && errors.Is(context.Cause(ctx), errCompileTimeout) {
+			err = fmt.Errorf("wasm: compile %.12s: %w (%v); refused", hash, ErrCompileTimeout, e.cfg.CompileTimeout)
+		}
+		cancel()
+		<-e.turns
+	case <-e.stop.Done():
+		err = fmt.Errorf("wasm: compile: %w", ErrClosed)
 	}
-	cancel()
 
 	e.mu.Lock()
 	if err == nil && e.closed {
 		err = fmt.Errorf("wasm: compile: %w", ErrClosed)
 	}
-	var evicted []*Module
+	var unused []*Module
 	if err != nil {
 		c.err = err
 		if e.modules != nil {
@@ -289,13 +324,13 @@ func (e *Engine) compileBackground(c *compilation, hash string, code []byte) {
 		}
 	} else {
 		c.mod = m
-		evicted = e.trimLocked()
+		unused = e.trimLocked()
 	}
 	close(c.done)
 	e.mu.Unlock()
 
-	for _, old := range evicted {
-		old.evict()
+	for _, old := range unused {
+		old.compiled.Close(context.Background())
 	}
 	if err != nil && m != nil {
 		m.evict()
@@ -344,7 +379,10 @@ func (e *Engine) build(ctx context.Context, hash string, code []byte) (*Module, 
 }
 
 // trimLocked removes the least recently used modules beyond MaxModules
-// from the map and returns them, to be evicted without e.mu held.
+// from the map and marks them evicted, so that a Run after the Compile
+// that pushed them out compiles them again. It returns those that no run
+// uses, to be closed without e.mu held (a run under way closes its module
+// when it ends).
 func (e *Engine) trimLocked() []*Module {
 	var out []*Module
 	for len(e.modules) > e.cfg.MaxModules {
@@ -361,7 +399,9 @@ func (e *Engine) trimLocked() []*Module {
 		if oldest == "" {
 			break
 		}
-		out = append(out, e.modules[oldest].mod)
+		if m := e.modules[oldest].mod; m.markEvicted() {
+			out = append(out, m)
+		}
 		delete(e.modules, oldest)
 	}
 	return out

@@ -103,11 +103,14 @@ func (m *Module) release() {
 
 // evict marks m evicted, and closes it unless runs are under way.
 func (m *Module) evict() {
-	old := m.refs.Or(evictedBit)
-	if old == 0 {
+	if m.markEvicted() {
 		m.compiled.Close(context.Background())
 	}
 }
+
+// markEvicted marks m evicted, and reports whether no run is under way:
+// then the caller closes it, else the last run does.
+func (m *Module) markEvicted() bool { return m.refs.Or(evictedBit) == 0 }
 
 // runState is what one run needs besides the module, reused across runs.
 type runState struct {

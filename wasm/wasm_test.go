@@ -8,8 +8,11 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/braid-hpc/braid/internal/testwait"
 )
 
 func TestRunCat(t *testing.T) {
@@ -529,4 +532,81 @@ func TestCloseDuringCompile(t *testing.T) {
 		}
 		wg.Wait()
 	}
+}
+
+// TestMaxCompiles: an Engine compiles at most Config.MaxCompiles modules
+// at once, so what compiling takes stays bounded however many modules
+// are asked for; the others wait for a turn and then compile, and Close
+// ends a wait with ErrClosed.
+func TestMaxCompiles(t *testing.T) {
+	code := wasmCode(t, "cat")
+	// Distinct bytes: distinct compilations. A custom section: id 0,
+	// size 3, the name "x" and i.
+	variant := func(i int) []byte { return append(bytes.Clone(code), 0, 3, 2, 'x', byte(i)) }
+	const waiting = "wasm.(*Engine).compileBackground"
+
+	t.Run("at most 2", func(t *testing.T) {
+		e := newEngine(t, Config{MaxCompiles: 2})
+		release := make(chan struct{})
+		var building, most atomic.Int32
+		e.building = func() {
+			n := building.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			<-release
+			building.Add(-1)
+		}
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Go(func() {
+				if _, err := e.Compile(t.Context(), variant(i)); err != nil {
+					t.Errorf("compile %d: %v", i, err)
+				}
+			})
+		}
+		// Two building, held in the hook, and the third waiting for a
+		// turn: all three parked in compileBackground.
+		testwait.For(t, "3 compilations parked", 10*time.Second, func() bool { return testwait.Parked(waiting) == 3 })
+		if n := building.Load(); n != 2 {
+			t.Errorf("%d compilations build at once; want 2 (MaxCompiles)", n)
+		}
+		close(release)
+		wg.Wait()
+		if n := most.Load(); n != 2 {
+			t.Errorf("at most %d compilations built at once; want 2", n)
+		}
+	})
+
+	t.Run("close while waiting", func(t *testing.T) {
+		e, err := NewEngine(Config{MaxCompiles: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		var building atomic.Int32
+		e.building = func() { building.Add(1); <-release }
+		first := make(chan error, 1)
+		go func() { _, err := e.Compile(context.Background(), variant(0)); first <- err }()
+		testwait.For(t, "the first compilation building", 10*time.Second, func() bool { return testwait.Parked(waiting) == 1 })
+		second := make(chan error, 1)
+		go func() { _, err := e.Compile(context.Background(), variant(1)); second <- err }()
+		testwait.For(t, "the second waiting for its turn", 10*time.Second, func() bool { return testwait.Parked(waiting) == 2 })
+		if n := building.Load(); n != 1 {
+			close(release)
+			e.Close()
+			t.Fatalf("%d compilations build at once; want 1 (MaxCompiles)", n)
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- e.Close() }()
+		if err := <-second; !errors.Is(err, ErrClosed) {
+			t.Errorf("the waiting compilation: got %v, want ErrClosed", err)
+		}
+		close(release)
+		if err := <-first; !errors.Is(err, ErrClosed) {
+			t.Errorf("the compilation under way: got %v, want ErrClosed", err)
+		}
+		if err := <-closed; err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
 }
