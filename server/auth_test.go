@@ -21,7 +21,6 @@ import (
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
 	"github.com/braid-hpc/braid/internal/testwait"
-	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/worker"
 )
@@ -238,10 +237,7 @@ func matrixFixture(t *testing.T, c *cluster, wk *testWorker) map[string]fixture 
 // route cannot be left out.
 func TestRoleMatrix(t *testing.T) {
 	c := newCluster(t, nil)
-	noop, err := ops.Builtin().Subset("noop")
-	if err != nil {
-		t.Fatal(err)
-	}
+	noop := noopOps(t)
 	wk := c.addWorker(1, func(cfg *worker.Config) { cfg.Ops = noop; cfg.Modules = []string{} })
 	c.waitWorkers(1)
 	creds := credentials(t, c)

@@ -16,6 +16,7 @@ import (
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
 	"github.com/braid-hpc/braid/internal/testwait"
+	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/worker"
 )
@@ -228,4 +229,15 @@ func (c *cluster) wait(id uint64) api.JobStatus {
 func (c *cluster) run(req api.JobRequest) api.JobStatus {
 	c.t.Helper()
 	return c.wait(c.submit(req).Job)
+}
+
+// noopOps is the built-in registry cut down to noop, for workers of tests
+// that only need units to come back.
+func noopOps(t testing.TB) *ops.Registry {
+	t.Helper()
+	r, err := ops.Builtin().Subset("noop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

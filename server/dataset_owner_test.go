@@ -12,7 +12,6 @@ import (
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
 	"github.com/braid-hpc/braid/internal/wasmtest"
-	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/store/storetest"
 	"github.com/braid-hpc/braid/worker"
@@ -23,10 +22,7 @@ import (
 // job's output dataset is read, members too, by the job's owner.
 func TestDatasetOwners(t *testing.T) {
 	c := newCluster(t, nil)
-	noop, err := ops.Builtin().Subset("noop")
-	if err != nil {
-		t.Fatal(err)
-	}
+	noop := noopOps(t)
 	c.addWorker(1, func(cfg *worker.Config) { cfg.Ops = noop })
 	c.waitWorkers(1)
 	ctx := t.Context()
@@ -76,10 +72,7 @@ func TestDatasetOwners(t *testing.T) {
 // its own: the same dataset made by two clients stays for the other.
 func TestDatasetDelete(t *testing.T) {
 	c := newCluster(t, nil)
-	noop, err := ops.Builtin().Subset("noop")
-	if err != nil {
-		t.Fatal(err)
-	}
+	noop := noopOps(t)
 	// No worker runs modules: jobs of "up" wait, unfinished.
 	c.addWorker(1, func(cfg *worker.Config) { cfg.Ops = noop; cfg.Modules = []string{} })
 	c.waitWorkers(1)
@@ -245,10 +238,7 @@ func TestForgedManifest(t *testing.T) {
 
 func testForgedManifest(t *testing.T, db string) {
 	c := newCluster(t, func(cfg *server.Config) { cfg.DB = db })
-	noop, err := ops.Builtin().Subset("noop")
-	if err != nil {
-		t.Fatal(err)
-	}
+	noop := noopOps(t)
 	c.addWorker(1, func(cfg *worker.Config) { cfg.Ops = noop })
 	c.waitWorkers(1)
 	ctx := t.Context()
