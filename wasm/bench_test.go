@@ -118,15 +118,7 @@ func BenchmarkCompileLimits(b *testing.B) {
 			b.ReportAllocs()
 			start := cpuTime(b)
 			for b.Loop() {
-				e, err := NewEngine(Config{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, err = e.Compile(b.Context(), code)
-				e.Close()
-				if err != nil {
-					b.Fatal(err)
-				}
+				compileFresh(b, Config{}, code)
 			}
 			reportCPU(b, start)
 		})
@@ -156,15 +148,7 @@ func BenchmarkCompileWorkers(b *testing.B) {
 			peak := heapPeak(b)
 			start := cpuTime(b)
 			for b.Loop() {
-				e, err := NewEngine(Config{CompileWorkers: workers})
-				if err != nil {
-					b.Fatal(err)
-				}
-				_, err = e.Compile(b.Context(), code)
-				e.Close()
-				if err != nil {
-					b.Fatal(err)
-				}
+				compileFresh(b, Config{CompileWorkers: workers}, code)
 			}
 			reportCPU(b, start)
 			reportMemory(b, peak())
@@ -242,4 +226,17 @@ func heapPeak(tb testing.TB) func() uint64 {
 	}
 	tb.Cleanup(func() { done() })
 	return done
+}
+
+// compileFresh compiles code on a new Engine of cfg, which it closes: the
+// cost of a compile with nothing cached.
+func compileFresh(b *testing.B, cfg Config, code []byte) {
+	e, err := NewEngine(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := e.Compile(b.Context(), code); err != nil {
+		b.Fatal(err)
+	}
 }
