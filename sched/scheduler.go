@@ -49,7 +49,10 @@ type Job struct {
 	// MaxTries is how many times a unit's operation may fail before the
 	// job fails; 0 means Config.MaxTries.
 	MaxTries int
-	Units    []Unit
+	// Tenant is who submitted the job (a token's ID; empty for the
+	// cluster key). Tenants share the streams: see Preempt.
+	Tenant string
+	Units  []Unit
 }
 
 // Assignment is one copy of a unit sent to one stream.
@@ -63,6 +66,8 @@ type Assignment struct {
 	// Backup is true for a speculative copy of a unit already running on
 	// another worker.
 	Backup bool
+	// Tenant is the job's Tenant.
+	Tenant string
 	// Seq identifies the assignment; it grows with every one.
 	Seq uint64
 }
@@ -127,6 +132,14 @@ type Scheduler struct {
 	// after a change of workers.
 	streamsFor map[opKey]int
 	nstreams   int
+
+	// tenants counts the jobs of each tenant, held the copies each
+	// tenant has on streams (running or queued).
+	tenants map[string]int
+	held    map[string]int
+	// byTenant is scratch for find: the tenants of the jobs, fewest
+	// copies held first.
+	byTenant []string
 }
 
 // opKey is what decides which workers run a unit.
@@ -178,6 +191,7 @@ func (st *stream) index(seq uint64) (int, bool) {
 
 type job struct {
 	id        uint64
+	tenant    string
 	policy    Policy
 	limit     int
 	maxTries  int
@@ -205,6 +219,8 @@ type unit struct {
 	owner    string
 	losses   int
 	fails    int
+	// preempted counts the copies of the unit taken back by Preempt.
+	preempted int
 	failedOn []string // workers where the operation failed
 	attempts int
 	listed   bool // in job.running
@@ -255,6 +271,8 @@ func New(cfg Config) *Scheduler {
 	return &Scheduler{
 		cfg:     cfg,
 		workers: map[string]*worker{},
+		tenants: map[string]int{},
+		held:    map[string]int{},
 		byID:    map[uint64]*job{},
 		changed: make(chan struct{}),
 	}
@@ -422,6 +440,7 @@ func (s *Scheduler) SetWorker(w Worker) ([]Assignment, []*UnitError) {
 		lost = append(lost, ws.streams[len(ws.streams)-1].assignments()...)
 		ws.streams = ws.streams[:len(ws.streams)-1]
 	}
+	s.unhold(lost)
 	for len(ws.streams) < w.Streams {
 		ws.streams = append(ws.streams, &stream{})
 	}
@@ -469,6 +488,7 @@ func (s *Scheduler) RemoveWorker(id string) ([]Assignment, []*UnitError) {
 		lost = append(lost, st.assignments()...)
 		wakeStream(st)
 	}
+	s.unhold(lost)
 	s.workersChanged()
 	errs := s.loseAll(lost)
 	s.notify()
@@ -509,7 +529,7 @@ func (s *Scheduler) AddJob(spec Job) error {
 	if len(spec.Units) == 0 {
 		return fmt.Errorf("sched: job %d has no units", spec.ID)
 	}
-	j := &job{id: spec.ID, policy: spec.Policy, limit: spec.InFlight, maxTries: spec.MaxTries,
+	j := &job{id: spec.ID, tenant: spec.Tenant, policy: spec.Policy, limit: spec.InFlight, maxTries: spec.MaxTries,
 		byID: make(map[uint64]*unit, len(spec.Units)), owned: map[string]*queue{}, left: map[string]int{}}
 	if j.limit <= 0 {
 		j.limit = s.cfg.InFlight
@@ -551,6 +571,7 @@ func (s *Scheduler) AddJob(spec Job) error {
 	before, prevMax := s.readied, s.maxLimit()
 	s.jobs = append(s.jobs, j)
 	s.byID[j.id] = j
+	s.tenants[j.tenant]++
 	if j.policy.static() {
 		s.plan(j)
 	} else {
@@ -612,8 +633,27 @@ func (s *Scheduler) CancelJob(id uint64) {
 }
 
 func (s *Scheduler) removeJob(j *job) {
+	if s.byID[j.id] != j {
+		return
+	}
 	delete(s.byID, j.id)
 	s.jobs = slices.DeleteFunc(s.jobs, func(o *job) bool { return o == j })
+	if s.tenants[j.tenant]--; s.tenants[j.tenant] <= 0 {
+		delete(s.tenants, j.tenant)
+	}
+}
+
+// unhold books that the copies in lost left their streams.
+func (s *Scheduler) unhold(lost []Assignment) {
+	for _, a := range lost {
+		s.dropHeld(a.Tenant)
+	}
+}
+
+func (s *Scheduler) dropHeld(tenant string) {
+	if s.held[tenant]--; s.held[tenant] <= 0 {
+		delete(s.held, tenant)
+	}
 }
 
 // Next returns the unit the stream should run next, if it has room and
@@ -642,26 +682,35 @@ func (s *Scheduler) pick(w *worker, stream int) bool {
 
 // find returns the unit Next gives the stream, and whether it is a
 // backup copy; with take false it leaves a ready unit queued.
+//
+// With jobs of several tenants, the tenant holding the fewest copies on
+// streams goes first (then the tenant of the oldest job), and a stream
+// already running a unit queues behind it only units of the same
+// tenant: another tenant's unit would wait there for as long as the
+// running one lasts, which the tenant running it decides.
 func (s *Scheduler) find(w *worker, stream int, take bool) (*job, *unit, bool) {
-	held := len(w.streams[stream].inFlight)
-	runs := func(u *unit) bool { return w.runs(u) && !s.avoid(u, w) }
-	for _, j := range s.jobs {
-		if held >= j.limit {
-			continue
+	st := w.streams[stream]
+	held := len(st.inFlight)
+	if len(s.tenants) <= 1 {
+		for _, j := range s.jobs {
+			if u := s.ready(j, w, held, take); u != nil {
+				return j, u, false
+			}
 		}
-		q, ok := &j.ready, runs
-		if j.policy.static() {
-			if q = j.owned[w.ID]; q == nil {
+	} else {
+		order := s.tenantOrder()
+		for _, t := range order {
+			if held > 0 && st.inFlight[0].Tenant != t {
 				continue
 			}
-		} else {
-			if held >= s.maxShare(j) {
-				continue // no unit of the job would pass: skip the scan
+			for _, j := range s.jobs {
+				if j.tenant != t {
+					continue
+				}
+				if u := s.ready(j, w, held, take); u != nil {
+					return j, u, false
+				}
 			}
-			ok = func(u *unit) bool { return runs(u) && held < s.share(j, u) }
-		}
-		if u := q.take(ok, take); u != nil {
-			return j, u, false
 		}
 	}
 	// Only an idle stream takes a backup: it has nothing better to do,
@@ -678,6 +727,42 @@ func (s *Scheduler) find(w *worker, stream int, take bool) (*job, *unit, bool) {
 		}
 	}
 	return nil, nil, false
+}
+
+// ready returns the first ready unit of job j that its policy lets a
+// stream of w holding held copies take, and takes it if take is set.
+func (s *Scheduler) ready(j *job, w *worker, held int, take bool) *unit {
+	if held >= j.limit {
+		return nil
+	}
+	runs := func(u *unit) bool { return w.runs(u) && !s.avoid(u, w) }
+	q, ok := &j.ready, runs
+	if j.policy.static() {
+		if q = j.owned[w.ID]; q == nil {
+			return nil
+		}
+	} else {
+		if held >= s.maxShare(j) {
+			return nil // no unit of the job would pass: skip the scan
+		}
+		ok = func(u *unit) bool { return runs(u) && held < s.share(j, u) }
+	}
+	return q.take(ok, take)
+}
+
+// tenantOrder returns the tenants of the jobs, those holding fewer
+// copies first, then in the order of their oldest job. The slice is
+// reused by the next call.
+func (s *Scheduler) tenantOrder() []string {
+	order := s.byTenant[:0]
+	for _, j := range s.jobs {
+		if !slices.Contains(order, j.tenant) {
+			order = append(order, j.tenant)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b string) int { return cmp.Compare(s.held[a], s.held[b]) })
+	s.byTenant = order
+	return order
 }
 
 // share returns how many units a stream of a worker running op may hold
@@ -811,7 +896,8 @@ func depth(c copyRef) (int, uint64) {
 func (s *Scheduler) dispatch(j *job, u *unit, w *worker, stream int, backup bool) Assignment {
 	s.seq++
 	u.attempts++
-	a := Assignment{Job: j.id, Unit: u.id, Worker: w.ID, Stream: stream, Attempt: u.attempts, Backup: backup, Seq: s.seq}
+	a := Assignment{Job: j.id, Unit: u.id, Worker: w.ID, Stream: stream, Attempt: u.attempts, Backup: backup, Tenant: j.tenant, Seq: s.seq}
+	s.held[j.tenant]++
 	u.copies = append(u.copies, copyRef{seq: s.seq, worker: w.ID, st: w.streams[stream]})
 	if !u.listed {
 		u.listed = true
@@ -836,6 +922,7 @@ func (s *Scheduler) release(a Assignment) {
 				st.headSince = s.events // the next unit starts now
 			}
 			st.inFlight = slices.Delete(st.inFlight, i, i+1)
+			s.dropHeld(a.Tenant)
 		}
 	}
 }
@@ -1090,4 +1177,193 @@ func (s *Scheduler) Blocked(jobID uint64) error {
 		}
 	}
 	return nil
+}
+
+// Preempt takes back copies so that every tenant with ready units gets
+// its share of the streams, and returns them: the caller stops them on
+// their workers (a result that arrives anyway still counts, as any
+// copy's first result does). Their units run again later, with no loss
+// or failed try counted.
+//
+// A tenant W whose ready unit no idle stream can take gets a stream of
+// another tenant V that runs at least two units more than W (so a move
+// never reverses one just made, and the tenants' running units end at
+// most one apart): among those, a stream running a backup copy first,
+// then one of the tenant running the most, then the unit started last,
+// which loses the least work. Every copy of other tenants on that
+// stream is taken back, the queued ones too, so W's unit runs next
+// there. A tenant running its fair share or more takes nothing; a
+// tenant's own units never give way to each other. With jobs of one
+// tenant only, Preempt does nothing.
+//
+// The server calls it after events (Changed); its cost is a pass over
+// the streams and the jobs when more than one tenant has jobs.
+func (s *Scheduler) Preempt() []Assignment {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.tenants) < 2 {
+		return nil
+	}
+	// Tenants' waiting units: the first ready unit of each tenant's
+	// jobs, and how many are ready (up to the streams there are).
+	type want struct {
+		tenant string
+		j      *job
+		u      *unit
+		n      int
+	}
+	var wants []*want
+	for _, j := range s.jobs {
+		var w *want
+		for _, x := range wants {
+			if x.tenant == j.tenant {
+				w = x
+			}
+		}
+		if w != nil && w.n >= s.nstreams {
+			continue
+		}
+		for _, q := range j.queues() {
+			for i := q.head; i < len(q.items) && (w == nil || w.n < s.nstreams); i++ {
+				u := q.items[i]
+				if !u.queued {
+					continue
+				}
+				if w == nil {
+					w = &want{tenant: j.tenant, j: j, u: u}
+					wants = append(wants, w)
+				}
+				w.n++
+			}
+		}
+	}
+	if len(wants) == 0 {
+		return nil
+	}
+	// What each tenant runs: the heads of the streams.
+	run := map[string]int{}
+	var idle []*stream
+	for _, id := range s.order {
+		for _, st := range s.workers[id].streams {
+			if len(st.inFlight) == 0 {
+				idle = append(idle, st)
+			} else {
+				run[st.inFlight[0].Tenant]++
+			}
+		}
+	}
+	taken := map[*stream]bool{} // streams given to a waiting tenant
+	var out []Assignment
+	for range s.nstreams {
+		// The waiting tenant running least, in job order on ties.
+		var w *want
+		for _, x := range wants {
+			if x.n > 0 && (w == nil || run[x.tenant] < run[w.tenant]) {
+				w = x
+			}
+		}
+		if w == nil {
+			break
+		}
+		fits := func(wk *worker) bool {
+			if w.j.policy.static() {
+				return wk.ID == w.u.owner
+			}
+			return wk.runs(w.u) && !s.avoid(w.u, wk)
+		}
+		var free, victim *stream
+		for _, id := range s.order {
+			wk := s.workers[id]
+			if !fits(wk) {
+				continue
+			}
+			for _, st := range wk.streams {
+				if taken[st] {
+					continue
+				}
+				if len(st.inFlight) == 0 {
+					free = st
+					break
+				}
+				head := st.inFlight[0]
+				if head.Tenant == w.tenant || run[head.Tenant] < run[w.tenant]+2 {
+					continue
+				}
+				if victim == nil || better(head, st, victim.inFlight[0], victim, run) {
+					victim = st
+				}
+			}
+			if free != nil {
+				break
+			}
+		}
+		switch {
+		case free != nil:
+			// Next gives it w's unit: the tenant running least goes first.
+			taken[free] = true
+			run[w.tenant]++
+			w.n--
+		case victim != nil:
+			taken[victim] = true
+			run[victim.inFlight[0].Tenant]--
+			run[w.tenant]++
+			w.n--
+			out = append(out, s.takeBack(victim, w.tenant)...)
+		default:
+			w.n = 0 // nothing to give it now
+		}
+	}
+	if len(out) > 0 {
+		s.wake(nil, len(out), false, opKey{})
+		for st := range taken {
+			wakeStream(st)
+		}
+	}
+	return out
+}
+
+// better reports whether the stream running a should give way before
+// the one running b: a backup copy first, then the tenant running the
+// most, then the unit started last.
+func better(a Assignment, sa *stream, b Assignment, sb *stream, run map[string]int) bool {
+	if a.Backup != b.Backup {
+		return a.Backup
+	}
+	if run[a.Tenant] != run[b.Tenant] {
+		return run[a.Tenant] > run[b.Tenant]
+	}
+	return sa.headSince > sb.headSince
+}
+
+// takeBack removes from stream st every copy not of tenant keep,
+// requeues their units, and returns the copies.
+func (s *Scheduler) takeBack(st *stream, keep string) []Assignment {
+	var out []Assignment
+	for _, a := range slices.Clone(st.inFlight) {
+		if a.Tenant == keep {
+			continue
+		}
+		s.release(a)
+		out = append(out, a)
+		j, u, had := s.lookup(a)
+		if j == nil || !had || u.done {
+			continue
+		}
+		u.preempted++
+		s.enqueue(j, u)
+	}
+	return out
+}
+
+// queues returns the job's ready queues: the shared one of a dynamic
+// job, each worker's of a static one.
+func (j *job) queues() []*queue {
+	if !j.policy.static() {
+		return []*queue{&j.ready}
+	}
+	out := make([]*queue, 0, len(j.owned))
+	for _, q := range j.owned {
+		out = append(out, q)
+	}
+	return out
 }

@@ -1,0 +1,236 @@
+package sched
+
+import (
+	"slices"
+	"testing"
+)
+
+// tenantJob is a dynamic job of n independent units of op for tenant.
+func tenantJob(id uint64, tenant string, n int) Job {
+	return Job{ID: id, Policy: Dynamic, Tenant: tenant, Units: units(n, "op")}
+}
+
+// heads returns the tenant whose unit each stream of worker w runs.
+func heads(s *Scheduler, w string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, st := range s.workers[w].streams {
+		if len(st.inFlight) == 0 {
+			out = append(out, "")
+			continue
+		}
+		out = append(out, st.inFlight[0].Tenant)
+	}
+	return out
+}
+
+func count(xs []string, x string) int {
+	n := 0
+	for _, y := range xs {
+		if y == x {
+			n++
+		}
+	}
+	return n
+}
+
+// A tenant that holds every stream gives half of them to a tenant whose
+// job arrives later, and the units it gives up run again without a loss
+// or a failed try counted.
+func TestPreemptSharesStreams(t *testing.T) {
+	s := New(Config{MaxLosses: 1})
+	s.SetWorker(Worker{ID: "w1", Streams: 4, Ops: []string{"op"}})
+	mustAdd(t, s, tenantJob(1, "mallory", 20))
+	for i := range 4 {
+		drain(s, "w1", i) // two units a stream: one running, one queued
+	}
+	if got := s.Preempt(); got != nil {
+		t.Fatalf("one tenant: Preempt took %v", got)
+	}
+	mustAdd(t, s, tenantJob(2, "alice", 4))
+	// Nothing is free: alice's units wait, none is queued behind mallory's.
+	for i := range 4 {
+		none(t, s, "w1", i)
+	}
+	back := s.Preempt()
+	// Two streams give way, each with its running and its queued unit.
+	if len(back) != 4 {
+		t.Fatalf("Preempt took %d copies, want 4 (2 streams x 2): %+v", len(back), back)
+	}
+	for _, a := range back {
+		if a.Tenant != "mallory" || a.Job != 1 {
+			t.Fatalf("took %+v, want only mallory's", a)
+		}
+	}
+	for i := range 4 {
+		drain(s, "w1", i)
+	}
+	if h := heads(s, "w1"); count(h, "alice") != 2 || count(h, "mallory") != 2 {
+		t.Fatalf("streams run %v, want 2 alice, 2 mallory", h)
+	}
+	// Balanced: a further call takes nothing.
+	if got := s.Preempt(); len(got) != 0 {
+		t.Fatalf("balanced, Preempt took %+v", got)
+	}
+	// The units taken back were neither lost nor failed: with MaxLosses
+	// 1 a loss would have failed the job.
+	s.mu.Lock()
+	j := s.byID[1]
+	for _, a := range back {
+		u := j.byID[a.Unit]
+		if u.losses != 0 || u.fails != 0 || u.preempted != 1 || !u.queued && len(u.copies) == 0 {
+			s.mu.Unlock()
+			t.Fatalf("unit %d after preemption: losses %d fails %d preempted %d queued %v", u.id, u.losses, u.fails, u.preempted, u.queued)
+		}
+	}
+	s.mu.Unlock()
+	if err := s.Blocked(1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A result that arrives from a copy taken back still counts: the worker
+// finished it before the stop reached it.
+func TestPreemptedResultCounts(t *testing.T) {
+	s := New(Config{})
+	s.SetWorker(Worker{ID: "w1", Streams: 2, Ops: []string{"op"}})
+	mustAdd(t, s, Job{ID: 1, Policy: Dynamic, Tenant: "mallory", InFlight: 1, Units: units(2, "op")})
+	next(t, s, "w1", 0)
+	next(t, s, "w1", 1)
+	mustAdd(t, s, tenantJob(2, "alice", 1))
+	back := s.Preempt()
+	if len(back) != 1 {
+		t.Fatalf("Preempt took %+v, want one copy", back)
+	}
+	if counted, _ := s.Done(back[0]); !counted {
+		t.Fatal("the result of a copy taken back was not counted")
+	}
+	// The unit is done: it is not handed out again.
+	for _, a := range drain(s, "w1", 0) {
+		if a.Job == 1 && a.Unit == back[0].Unit {
+			t.Fatalf("unit %d ran again after its result counted", a.Unit)
+		}
+	}
+}
+
+// A backup copy gives way before a unit's only copy.
+func TestPreemptBackupFirst(t *testing.T) {
+	s := New(Config{})
+	s.SetWorker(Worker{ID: "w1", Streams: 1, Ops: []string{"op"}})
+	s.SetWorker(Worker{ID: "w2", Streams: 2, Ops: []string{"op"}})
+	mustAdd(t, s, Job{ID: 1, Policy: Dynamic, Tenant: "mallory", InFlight: 1, Units: units(2, "op")})
+	next(t, s, "w2", 0)
+	next(t, s, "w2", 1)
+	b := next(t, s, "w1", 0) // nothing ready: a backup copy
+	if !b.Backup {
+		t.Fatalf("w1 got %+v, want a backup copy", b)
+	}
+	mustAdd(t, s, tenantJob(2, "alice", 1))
+	back := s.Preempt()
+	if len(back) != 1 || !back[0].Backup || back[0].Worker != "w1" {
+		t.Fatalf("Preempt took %+v, want w1's backup copy", back)
+	}
+	if a := next(t, s, "w1", 0); a.Tenant != "alice" {
+		t.Fatalf("w1 then got %+v, want alice's unit", a)
+	}
+}
+
+// Among other tenants' running units, the one started last gives way.
+func TestPreemptNewestFirst(t *testing.T) {
+	s := New(Config{NoBackups: true})
+	s.SetWorker(Worker{ID: "w1", Streams: 3, Ops: []string{"op"}})
+	mustAdd(t, s, Job{ID: 1, Policy: Dynamic, Tenant: "mallory", InFlight: 1, Units: units(6, "op")})
+	first := next(t, s, "w1", 0)
+	next(t, s, "w1", 1)
+	s.Done(first) // an event: stream 0's next unit starts after stream 1's
+	next(t, s, "w1", 0)
+	next(t, s, "w1", 2)
+	mustAdd(t, s, tenantJob(2, "alice", 1))
+	back := s.Preempt()
+	if len(back) != 1 {
+		t.Fatalf("Preempt took %+v, want one copy", back)
+	}
+	// Streams 0 and 2 started their units at the last event; stream 1
+	// before it.
+	if back[0].Stream == 1 {
+		t.Fatalf("Preempt took stream 1's unit, the one running longest: %+v", back[0])
+	}
+}
+
+// A tenant's jobs never take streams from each other, and tenants one
+// unit apart are left as they are.
+func TestPreemptLeavesFairShares(t *testing.T) {
+	s := New(Config{NoBackups: true})
+	s.SetWorker(Worker{ID: "w1", Streams: 3, Ops: []string{"op"}})
+	mustAdd(t, s, Job{ID: 1, Policy: Dynamic, Tenant: "mallory", InFlight: 1, Units: units(3, "op")})
+	for i := range 3 {
+		next(t, s, "w1", i)
+	}
+	mustAdd(t, s, Job{ID: 2, Policy: Dynamic, Tenant: "mallory", InFlight: 1, Units: units(3, "op")})
+	if got := s.Preempt(); len(got) != 0 {
+		t.Fatalf("the same tenant's job took %+v", got)
+	}
+	mustAdd(t, s, Job{ID: 3, Policy: Dynamic, Tenant: "alice", InFlight: 1, Units: units(5, "op")})
+	if got := s.Preempt(); len(got) != 1 {
+		t.Fatalf("3 streams, mallory running 3, alice 0: took %+v, want one", got)
+	}
+	drain(s, "w1", 0)
+	drain(s, "w1", 1)
+	drain(s, "w1", 2)
+	// mallory 2, alice 1: one apart, nothing moves although alice has
+	// more ready.
+	if got := s.Preempt(); len(got) != 0 {
+		t.Fatalf("mallory 2, alice 1: took %+v", got)
+	}
+	if h := heads(s, "w1"); count(h, "alice") != 1 || count(h, "mallory") != 2 {
+		t.Fatalf("streams run %v", h)
+	}
+}
+
+// With several tenants, the one holding fewer copies goes first, and a
+// busy stream queues only units of the tenant it runs.
+func TestTenantOrder(t *testing.T) {
+	s := New(Config{NoBackups: true})
+	s.SetWorker(Worker{ID: "w1", Streams: 3, Ops: []string{"op"}})
+	mustAdd(t, s, tenantJob(1, "mallory", 10))
+	next(t, s, "w1", 0)
+	next(t, s, "w1", 1)
+	mustAdd(t, s, tenantJob(2, "alice", 10))
+	// Streams 0 and 1 run mallory's units: they queue only mallory's,
+	// although alice holds fewer copies.
+	for i := range 2 {
+		if a := next(t, s, "w1", i); a.Tenant != "mallory" {
+			t.Fatalf("stream %d queued %+v behind mallory's unit", i, a)
+		}
+	}
+	// Stream 2 is idle: alice holds nothing, so she goes first although
+	// mallory's job is older.
+	if b := next(t, s, "w1", 2); b.Tenant != "alice" {
+		t.Fatalf("idle stream got %+v, want alice's unit", b)
+	}
+}
+
+// Static jobs' units wait for their own worker's streams: a stream is
+// taken back there only.
+func TestPreemptStatic(t *testing.T) {
+	s := New(Config{NoBackups: true})
+	s.SetWorker(Worker{ID: "w1", Streams: 1, Ops: []string{"op"}})
+	s.SetWorker(Worker{ID: "w2", Streams: 1, Ops: []string{"op"}})
+	mustAdd(t, s, Job{ID: 1, Policy: Dynamic, Tenant: "mallory", InFlight: 1, Units: units(4, "op")})
+	next(t, s, "w1", 0)
+	next(t, s, "w2", 0)
+	// One unit, planned on one of the two workers.
+	mustAdd(t, s, Job{ID: 2, Policy: Equal, Tenant: "alice", Units: units(1, "op")})
+	back := s.Preempt()
+	if len(back) != 1 {
+		t.Fatalf("Preempt took %+v, want one copy", back)
+	}
+	a := next(t, s, back[0].Worker, 0)
+	if a.Tenant != "alice" {
+		t.Fatalf("%s then got %+v, want alice's unit", back[0].Worker, a)
+	}
+	if !slices.Contains([]string{"w1", "w2"}, a.Worker) {
+		t.Fatal(a)
+	}
+}
