@@ -128,6 +128,27 @@ const OpDrop = "braid:drop"
 // DropJob is the Param of an OpDrop request: the ended job's ID.
 const DropJob = "job"
 
+// OpPreempt is the reserved operation of a preemption request on the
+// data plane: a Unit with Job 0 and this Op, sent on the stream that
+// carried the copy it names (after it), tells the worker that the
+// server gave the copy's thread to another tenant's unit (the
+// scheduler's Preempt). Its Params name the copy: DropJob, PreemptUnit
+// and PreemptAttempt, in decimal. The worker drops the copy if it is
+// queued, or interrupts it if it runs, and answers it with a Result
+// whose Err begins "preempted:"; a copy that already ended is left
+// alone. The server runs the unit again later and counts no failed try
+// (a result that arrives anyway still counts). The worker answers the
+// request itself as it answers OpDrop. A worker that does not know the
+// operation answers with an error and runs the copy to its end: the
+// unit's first result still counts, and the thread is given late.
+const OpPreempt = "braid:preempt"
+
+// Params of an OpPreempt request, with DropJob.
+const (
+	PreemptUnit    = "unit"
+	PreemptAttempt = "attempt"
+)
+
 // Params of an OpHeartbeat request.
 const (
 	BeatWorker = "worker"

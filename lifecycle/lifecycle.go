@@ -233,7 +233,7 @@ func (l *Lifecycle) Add(rec store.Job, units []store.Unit, place func(store.Unit
 	if err != nil {
 		return nil, err
 	}
-	sj := sched.Job{ID: rec.ID, Policy: policy, InFlight: rec.InFlight, MaxTries: rec.Spec.MaxTries,
+	sj := sched.Job{ID: rec.ID, Policy: policy, InFlight: rec.InFlight, MaxTries: rec.Spec.MaxTries, Tenant: rec.Owner,
 		Units: make([]sched.Unit, len(units))}
 	for i, u := range units {
 		if u.ID != uint64(i) {
@@ -372,6 +372,15 @@ func (l *Lifecycle) Result(j *Job, a sched.Assignment, worker, id string, comput
 		l.mu.Unlock()
 	}
 	return true, false
+}
+
+// Preempted books that copy a, which the scheduler took back
+// (sched.Preempt), is stopped or gone: the scheduler requeued its unit
+// already, and no try or loss is counted.
+func (l *Lifecycle) Preempted(a sched.Assignment) {
+	if j := l.Job(a.Job); j != nil {
+		j.release(a.Seq)
+	}
 }
 
 // Stale books a result or loss of copy a of a job no longer active.

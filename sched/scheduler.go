@@ -221,9 +221,9 @@ type unit struct {
 	fails    int
 	// preempted counts the copies of the unit taken back by Preempt.
 	preempted int
-	failedOn []string // workers where the operation failed
-	attempts int
-	listed   bool // in job.running
+	failedOn  []string // workers where the operation failed
+	attempts  int
+	listed    bool // in job.running
 }
 
 type copyRef struct {
@@ -684,10 +684,13 @@ func (s *Scheduler) pick(w *worker, stream int) bool {
 // backup copy; with take false it leaves a ready unit queued.
 //
 // With jobs of several tenants, the tenant holding the fewest copies on
-// streams goes first (then the tenant of the oldest job), and a stream
-// already running a unit queues behind it only units of the same
-// tenant: another tenant's unit would wait there for as long as the
-// running one lasts, which the tenant running it decides.
+// streams goes first (then the tenant of the oldest job). A stream
+// already running a unit queues behind it only a unit of the same
+// tenant, and only if no tenant before it has a unit waiting: another
+// tenant's unit would wait there for as long as the running one lasts,
+// which the tenant running it decides, and a worker runs the units
+// queued on all its streams in the order they came, so one tenant's
+// units queued ahead would hold up another's on any of its threads.
 func (s *Scheduler) find(w *worker, stream int, take bool) (*job, *unit, bool) {
 	st := w.streams[stream]
 	held := len(st.inFlight)
@@ -700,11 +703,14 @@ func (s *Scheduler) find(w *worker, stream int, take bool) (*job, *unit, bool) {
 	} else {
 		order := s.tenantOrder()
 		for _, t := range order {
-			if held > 0 && st.inFlight[0].Tenant != t {
-				continue
-			}
 			for _, j := range s.jobs {
 				if j.tenant != t {
+					continue
+				}
+				if held > 0 && st.inFlight[0].Tenant != t {
+					if s.ready(j, w, 0, false) != nil {
+						return nil, nil, false // t waits: queue nothing
+					}
 					continue
 				}
 				if u := s.ready(j, w, held, take); u != nil {
@@ -1272,6 +1278,7 @@ func (s *Scheduler) Preempt() []Assignment {
 			return wk.runs(w.u) && !s.avoid(w.u, wk)
 		}
 		var free, victim *stream
+		var victimWorker *worker
 		for _, id := range s.order {
 			wk := s.workers[id]
 			if !fits(wk) {
@@ -1290,7 +1297,7 @@ func (s *Scheduler) Preempt() []Assignment {
 					continue
 				}
 				if victim == nil || better(head, st, victim.inFlight[0], victim, run) {
-					victim = st
+					victim, victimWorker = st, wk
 				}
 			}
 			if free != nil {
@@ -1308,7 +1315,7 @@ func (s *Scheduler) Preempt() []Assignment {
 			run[victim.inFlight[0].Tenant]--
 			run[w.tenant]++
 			w.n--
-			out = append(out, s.takeBack(victim, w.tenant)...)
+			out = append(out, s.takeBack(victimWorker, victim, w.tenant)...)
 		default:
 			w.n = 0 // nothing to give it now
 		}
@@ -1335,14 +1342,22 @@ func better(a Assignment, sa *stream, b Assignment, sb *stream, run map[string]i
 	return sa.headSince > sb.headSince
 }
 
-// takeBack removes from stream st every copy not of tenant keep,
-// requeues their units, and returns the copies.
-func (s *Scheduler) takeBack(st *stream, keep string) []Assignment {
-	var out []Assignment
-	for _, a := range slices.Clone(st.inFlight) {
-		if a.Tenant == keep {
-			continue
+// takeBack removes from stream st of worker wk every copy not of tenant
+// keep, and the copies of other tenants queued behind a running one on
+// wk's other streams (a worker runs the units queued on all its streams
+// in the order they came), requeues their units, and returns the
+// copies.
+func (s *Scheduler) takeBack(wk *worker, st *stream, keep string) []Assignment {
+	var back []Assignment
+	for _, o := range wk.streams {
+		for i, a := range o.inFlight {
+			if a.Tenant != keep && (o == st || i > 0) {
+				back = append(back, a)
+			}
 		}
+	}
+	var out []Assignment
+	for _, a := range back {
 		s.release(a)
 		out = append(out, a)
 		j, u, had := s.lookup(a)

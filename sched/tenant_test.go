@@ -54,9 +54,10 @@ func TestPreemptSharesStreams(t *testing.T) {
 		none(t, s, "w1", i)
 	}
 	back := s.Preempt()
-	// Two streams give way, each with its running and its queued unit.
-	if len(back) != 4 {
-		t.Fatalf("Preempt took %d copies, want 4 (2 streams x 2): %+v", len(back), back)
+	// Two streams give way, and every unit of mallory's queued on the
+	// worker: two running and four queued.
+	if len(back) != 6 {
+		t.Fatalf("Preempt took %d copies, want 6 (2 running, 4 queued): %+v", len(back), back)
 	}
 	for _, a := range back {
 		if a.Tenant != "mallory" || a.Job != 1 {
@@ -189,26 +190,30 @@ func TestPreemptLeavesFairShares(t *testing.T) {
 }
 
 // With several tenants, the one holding fewer copies goes first, and a
-// busy stream queues only units of the tenant it runs.
+// busy stream queues only units of the tenant it runs, and none while
+// another tenant's unit waits.
 func TestTenantOrder(t *testing.T) {
 	s := New(Config{NoBackups: true})
 	s.SetWorker(Worker{ID: "w1", Streams: 3, Ops: []string{"op"}})
 	mustAdd(t, s, tenantJob(1, "mallory", 10))
 	next(t, s, "w1", 0)
 	next(t, s, "w1", 1)
-	mustAdd(t, s, tenantJob(2, "alice", 10))
-	// Streams 0 and 1 run mallory's units: they queue only mallory's,
-	// although alice holds fewer copies.
-	for i := range 2 {
-		if a := next(t, s, "w1", i); a.Tenant != "mallory" {
-			t.Fatalf("stream %d queued %+v behind mallory's unit", i, a)
-		}
-	}
+	mustAdd(t, s, tenantJob(2, "alice", 1))
+	// Streams 0 and 1 run mallory's units, and alice's waits: they queue
+	// nothing.
+	none(t, s, "w1", 0)
+	none(t, s, "w1", 1)
 	// Stream 2 is idle: alice holds nothing, so she goes first although
 	// mallory's job is older.
 	if b := next(t, s, "w1", 2); b.Tenant != "alice" {
 		t.Fatalf("idle stream got %+v, want alice's unit", b)
 	}
+	// Nothing of alice's waits now: mallory's streams queue hers again,
+	// and alice's stream queues none of mallory's.
+	if a := next(t, s, "w1", 0); a.Tenant != "mallory" {
+		t.Fatalf("stream 0 queued %+v", a)
+	}
+	none(t, s, "w1", 2)
 }
 
 // Static jobs' units wait for their own worker's streams: a stream is

@@ -25,6 +25,7 @@ type serverMetrics struct {
 	jobsFinished   *prometheus.CounterVec
 	unitsCompleted prometheus.Counter
 	unitFailures   prometheus.Counter
+	unitsPreempted prometheus.Counter
 	workerUnits    *prometheus.CounterVec
 	workerCompute  *prometheus.CounterVec
 	workerResults  *prometheus.CounterVec
@@ -49,6 +50,8 @@ func newServerMetrics(s *Server) *serverMetrics {
 			Name: "braid_units_completed_total", Help: "Units whose result counted for their job, since the server started."}),
 		unitFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "braid_unit_tries_failed_total", Help: "Tries of units that failed on a worker or could not be sent; the unit ran again or its job failed."}),
+		unitsPreempted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "braid_units_preempted_total", Help: "Copies of units taken back from a worker thread to give it to another tenant's unit (their units ran again later), since the server started."}),
 		workerUnits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "braid_worker_units_completed_total", Help: "Units whose result counted, by the worker that computed them."},
 			[]string{"worker"}),
@@ -65,7 +68,7 @@ func newServerMetrics(s *Server) *serverMetrics {
 	for _, st := range []store.JobState{store.JobDone, store.JobFailed, store.JobCanceled} {
 		m.jobsFinished.WithLabelValues(string(st)) // present at 0 from the start
 	}
-	m.reg.MustRegister(m.requests, m.jobsSubmitted, m.jobsFinished, m.unitsCompleted, m.unitFailures,
+	m.reg.MustRegister(m.requests, m.jobsSubmitted, m.jobsFinished, m.unitsCompleted, m.unitFailures, m.unitsPreempted,
 		m.workerUnits, m.workerCompute, m.workerResults, m.heartbeats, &stateCollector{s: s},
 		metrics.NewPathCollector(s.pathStats))
 	for _, via := range []string{beatDataPlane, beatHTTP} {

@@ -70,12 +70,21 @@ type pstream struct {
 
 	mu       sync.Mutex
 	inFlight map[flightKey]flight
+	// stops are the copies the scheduler took back (Preempt) whose
+	// preemption request the stream's sender has yet to write, after
+	// the copy itself; preempted marks them until their flight is added.
+	stops     []sched.Assignment
+	preempted map[flightKey]bool
+	stopWake  chan struct{} // 1-buffered: stops has entries
 }
 
 // flight is a unit's copy out on a stream, and when it was sent.
+// preempted marks a copy the scheduler took back: its error result is
+// not a failed try, and its loss is not a loss.
 type flight struct {
-	a    sched.Assignment
-	sent time.Time
+	a         sched.Assignment
+	sent      time.Time
+	preempted bool
 }
 
 // flightKey names a unit's copy as its Result does.
@@ -90,8 +99,45 @@ func keyOf(a sched.Assignment) flightKey {
 
 func (ps *pstream) add(a sched.Assignment) {
 	ps.mu.Lock()
-	ps.inFlight[keyOf(a)] = flight{a, time.Now()}
+	k := keyOf(a)
+	ps.inFlight[k] = flight{a: a, sent: time.Now(), preempted: ps.preempted[k]}
 	ps.mu.Unlock()
+}
+
+// preempt marks copy a, which the scheduler took back, and queues its
+// preemption request for the stream's sender.
+func (ps *pstream) preempt(a sched.Assignment) {
+	ps.mu.Lock()
+	k := keyOf(a)
+	if f, ok := ps.inFlight[k]; ok {
+		f.preempted = true
+		ps.inFlight[k] = f
+	} else {
+		// Next handed it out and the sender has not added it yet: it
+		// will, before it writes the request.
+		if ps.preempted == nil {
+			ps.preempted = map[flightKey]bool{}
+		}
+		ps.preempted[k] = true
+	}
+	ps.stops = append(ps.stops, a)
+	ps.mu.Unlock()
+	select {
+	case ps.stopWake <- struct{}{}:
+	default:
+	}
+}
+
+// takeStops returns the preemption requests to write.
+func (ps *pstream) takeStops() []sched.Assignment {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	out := ps.stops
+	ps.stops = nil
+	for _, a := range out {
+		delete(ps.preempted, keyOf(a))
+	}
+	return out
 }
 
 func (ps *pstream) take(k flightKey) (flight, bool) {
@@ -102,12 +148,12 @@ func (ps *pstream) take(k flightKey) (flight, bool) {
 	return f, ok
 }
 
-func (ps *pstream) takeAll() []sched.Assignment {
+func (ps *pstream) takeAll() []flight {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	out := make([]sched.Assignment, 0, len(ps.inFlight))
+	out := make([]flight, 0, len(ps.inFlight))
 	for _, f := range ps.inFlight {
-		out = append(out, f.a)
+		out = append(out, f)
 	}
 	clear(ps.inFlight)
 	return out
@@ -225,7 +271,7 @@ func (s *Server) resize(p *peer, n int) {
 			return // the session ended; the watcher drops the peer
 		}
 		sctx, cancel := context.WithCancel(p.ctx)
-		ps := &pstream{idx: len(p.streams), st: st, cancel: cancel, inFlight: map[flightKey]flight{}}
+		ps := &pstream{idx: len(p.streams), st: st, cancel: cancel, inFlight: map[flightKey]flight{}, stopWake: make(chan struct{}, 1)}
 		p.streams = append(p.streams, ps)
 		p.loops.Go(func() { s.runStream(sctx, p, ps) })
 	}
@@ -317,9 +363,13 @@ func (s *Server) runStream(ctx context.Context, p *peer, ps *pstream) {
 	cancel()
 	ps.st.Close()
 	wg.Wait()
-	for _, a := range ps.takeAll() {
+	for _, f := range ps.takeAll() {
 		p.busy.back(0)
-		s.lose(a, why)
+		if f.preempted {
+			s.lc.Preempted(f.a)
+			continue
+		}
+		s.lose(f.a, why)
 	}
 }
 
@@ -327,11 +377,20 @@ func (s *Server) runStream(ctx context.Context, p *peer, ps *pstream) {
 func (s *Server) send(ctx context.Context, p *peer, ps *pstream) {
 	var buf, scratch []byte
 	for ctx.Err() == nil {
+		// Preemption requests follow the copies they name: this loop
+		// wrote those already.
+		for _, a := range ps.takeStops() {
+			if err := s.writeStop(ctx, ps, a); err != nil {
+				return
+			}
+		}
 		changed := s.sched.Wait(p.id, ps.idx)
 		a, ok := s.sched.Next(p.id, ps.idx)
 		if !ok {
 			select {
 			case <-changed:
+				continue
+			case <-ps.stopWake:
 				continue
 			case <-ctx.Done():
 				return
@@ -387,6 +446,15 @@ func (s *Server) receive(ctx context.Context, p *peer, ps *pstream) error {
 		f, ok := ps.take(flightKey{res.Job, res.ID, res.Attempt})
 		if !ok {
 			s.log.Debug("result for no unit in flight; dropped", "job", res.Job, "unit", res.ID, "worker", p.id)
+			ps.st.Release(b)
+			continue
+		}
+		if f.preempted && res.Err != "" {
+			// Stopped as asked (or failed on its own meanwhile): the
+			// unit was requeued when it was taken back.
+			p.seen()
+			p.busy.back(time.Duration(res.ComputeNanos))
+			s.lc.Preempted(f.a)
 			ps.st.Release(b)
 			continue
 		}
@@ -540,6 +608,71 @@ func (p *peer) ask(ctx context.Context, op string, params map[string]string, wha
 		return nil, kindf(errUnreachable, "worker %s refused to send its %s: %w", p.id, what, refusedError(res.Err))
 	}
 	return res.Output, nil
+}
+
+// writeStop writes the preemption request for copy a on its stream.
+func (s *Server) writeStop(ctx context.Context, ps *pstream, a sched.Assignment) error {
+	req := api.Unit{Op: api.OpPreempt, Attempt: 1, Params: map[string]string{
+		api.DropJob:        strconv.FormatUint(a.Job, 10),
+		api.PreemptUnit:    strconv.FormatUint(a.Unit, 10),
+		api.PreemptAttempt: strconv.Itoa(a.Attempt),
+	}}
+	b, err := req.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	s.log.Debug("unit preempted", "job", a.Job, "unit", a.Unit, "attempt", a.Attempt, "worker", a.Worker, "stream", a.Stream, "tenant", a.Tenant)
+	return ps.st.WriteMessage(ctx, b)
+}
+
+// preempt hands the copies the scheduler takes back (sched.Preempt) to
+// their streams' senders, after each event, at most every
+// preemptEvery: a tenant whose units wait while another holds the
+// threads gets its share within that.
+func (s *Server) preempt() {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		changed := s.sched.Changed()
+		for _, a := range s.sched.Preempt() {
+			s.metrics.unitsPreempted.Inc()
+			s.mu.Lock()
+			p := s.peers[a.Worker]
+			s.mu.Unlock()
+			if ps := p.stream(a.Stream); ps != nil {
+				ps.preempt(a)
+			} else {
+				s.lc.Preempted(a) // its stream is gone: nothing to stop
+			}
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-changed:
+		}
+		t.Reset(preemptEvery)
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// preemptEvery is the least time between two passes of preempt.
+const preemptEvery = 20 * time.Millisecond
+
+// stream returns the peer's stream i, or nil.
+func (p *peer) stream(i int) *pstream {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i < 0 || i >= len(p.streams) {
+		return nil
+	}
+	return p.streams[i]
 }
 
 // dropOnWorkers tells each live worker that holds units of job, which

@@ -271,6 +271,7 @@ func (s *Server) Run(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(s.ln) }()
 	s.bg.Go(s.reap)
+	s.bg.Go(s.preempt)
 	s.bg.Go(s.writeBeats)
 	s.bg.Go(s.backfill)
 	if s.shared {

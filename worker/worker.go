@@ -691,6 +691,19 @@ func (w *Worker) read(ctx context.Context, o *outStream, q *unitQueue, clk sessi
 			}
 			o.put(done{res: res, unit: b})
 			continue
+		case api.OpPreempt:
+			res := &api.Result{Job: u.Job, ID: u.ID, Attempt: u.Attempt}
+			job, err1 := strconv.ParseUint(u.Params[api.DropJob], 10, 64)
+			unit, err2 := strconv.ParseUint(u.Params[api.PreemptUnit], 10, 64)
+			attempt, err3 := strconv.ParseUint(u.Params[api.PreemptAttempt], 10, 32)
+			if err := errors.Join(err1, err2, err3); err != nil || job == 0 {
+				res.Err = fmt.Sprintf("preemption request: job %q, unit %q, attempt %q do not name a copy",
+					u.Params[api.DropJob], u.Params[api.PreemptUnit], u.Params[api.PreemptAttempt])
+			} else {
+				w.preempt(q, job, unit, uint32(attempt))
+			}
+			o.put(done{res: res, unit: b})
+			continue
 		case api.OpFigures, api.OpHeartbeat:
 			res := &api.Result{Job: u.Job, ID: u.ID, Attempt: u.Attempt}
 			if u.Op == api.OpFigures {
@@ -710,15 +723,14 @@ func (w *Worker) read(ctx context.Context, o *outStream, q *unitQueue, clk sessi
 // thread number thread.
 func (w *Worker) process(ctx context.Context, q *unitQueue, thread uint32, clk sessionClock) {
 	for {
-		t, ok := q.pop()
+		t, uctx, r, ok := q.pop(ctx)
 		if !ok {
 			return
 		}
 		res := &api.Result{Job: t.u.Job, ID: t.u.ID, Attempt: t.u.Attempt}
-		uctx, r := q.started(ctx, t.u.Job)
 		w.compute(uctx, &t.u, res)
-		if q.ended(r) && ctx.Err() == nil {
-			res.Err, res.Output = droppedErr(t.u.Job), nil
+		if why := q.ended(r); why != "" && ctx.Err() == nil {
+			res.Err, res.Output = why, nil
 		}
 		// The operation ended now and ran ComputeNanos; the rest of the
 		// time since the unit was read it waited for this thread or for
@@ -789,37 +801,24 @@ type unitQueue struct {
 	running map[*runningUnit]struct{}
 }
 
-// runningUnit is a unit a thread of the session runs: its job, and how
-// to interrupt it (drop).
+// runningUnit is a unit a thread of the session runs: its copy, and how
+// to interrupt it (drop, preempt).
 type runningUnit struct {
-	job     uint64
-	cancel  context.CancelFunc
-	dropped bool // guarded by unitQueue.mu
+	job, unit uint64
+	attempt   uint32
+	cancel    context.CancelFunc
+	stopped   string // why a drop or preemption interrupted it; guarded by unitQueue.mu
 }
 
-// started notes that a thread runs a unit of job, and returns the
-// context to run it in, which a drop of the job cancels.
-func (q *unitQueue) started(ctx context.Context, job uint64) (context.Context, *runningUnit) {
-	ctx, cancel := context.WithCancel(ctx)
-	r := &runningUnit{job: job, cancel: cancel}
-	q.mu.Lock()
-	if q.running == nil {
-		q.running = map[*runningUnit]struct{}{}
-	}
-	q.running[r] = struct{}{}
-	q.mu.Unlock()
-	return ctx, r
-}
-
-// ended notes that unit r ended, and reports whether a drop
-// interrupted it.
-func (q *unitQueue) ended(r *runningUnit) (dropped bool) {
+// ended notes that unit r ended, and returns why a drop or preemption
+// interrupted it, if one did: the Err of its result.
+func (q *unitQueue) ended(r *runningUnit) (why string) {
 	q.mu.Lock()
 	delete(q.running, r)
-	dropped = r.dropped
+	why = r.stopped
 	q.mu.Unlock()
 	r.cancel()
-	return dropped
+	return why
 }
 
 // drop removes the queued units of job and interrupts its running ones;
@@ -840,13 +839,47 @@ func (q *unitQueue) drop(job uint64) []task {
 	q.items = kept
 	q.count.Add(-int64(len(out)))
 	for r := range q.running {
-		if r.job == job && !r.dropped {
-			r.dropped = true
+		if r.job == job && r.stopped == "" {
+			r.stopped = droppedErr(job)
 			r.cancel()
 		}
 	}
 	return out
 }
+
+// preempt removes the queued copy of job's unit, attempt, and returns
+// it; or interrupts it if it runs.
+func (q *unitQueue) preempt(job, unit uint64, attempt uint32) (task, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, t := range q.items {
+		if t.u.Job == job && t.u.ID == unit && t.u.Attempt == attempt {
+			q.items = slices.Delete(q.items, i, i+1)
+			q.count.Add(-1)
+			return t, true
+		}
+	}
+	for r := range q.running {
+		if r.job == job && r.unit == unit && r.attempt == attempt && r.stopped == "" {
+			r.stopped = preemptedErr
+			r.cancel()
+		}
+	}
+	return task{}, false
+}
+
+// preempt serves a preemption request for a copy on the session of q:
+// queued, it is answered at once; running, it is interrupted (its
+// thread answers it, see process).
+func (w *Worker) preempt(q *unitQueue, job, unit uint64, attempt uint32) {
+	if t, ok := q.preempt(job, unit, attempt); ok {
+		t.out.put(done{res: &api.Result{Job: job, ID: unit, Attempt: attempt, Err: preemptedErr}, unit: t.buf})
+	}
+	w.log.Debug("unit preempted", "job", job, "unit", unit, "attempt", attempt)
+}
+
+// preemptedErr is the Err of a unit's result that a preemption stopped.
+const preemptedErr = "preempted: the server gave its thread to another tenant's unit; it runs again later"
 
 // drop serves a drop request for job on the session of q: its queued
 // units are answered as dropped at once, and its running ones are
@@ -878,22 +911,31 @@ func (q *unitQueue) push(t task) {
 	q.cond.Signal()
 }
 
-// pop returns the oldest task, waiting for one; false once the queue is
-// closed (what is left is dropped: the session is gone).
-func (q *unitQueue) pop() (task, bool) {
+// pop returns the oldest task, waiting for one, with the context to run
+// it in, which a drop or preemption cancels, and the handle that notes
+// its end; false once the queue is closed (what is left is dropped: the
+// session is gone). The task leaves the queue and counts as running at
+// once, so a drop finds it in one place or the other.
+func (q *unitQueue) pop(ctx context.Context) (task, context.Context, *runningUnit, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.items) == 0 && !q.closed {
 		q.cond.Wait()
 	}
 	if q.closed {
-		return task{}, false
+		return task{}, nil, nil, false
 	}
 	t := q.items[0]
 	q.items[0] = task{}
 	q.items = q.items[1:]
 	q.count.Add(-1)
-	return t, true
+	ctx, cancel := context.WithCancel(ctx)
+	r := &runningUnit{job: t.u.Job, unit: t.u.ID, attempt: t.u.Attempt, cancel: cancel}
+	if q.running == nil {
+		q.running = map[*runningUnit]struct{}{}
+	}
+	q.running[r] = struct{}{}
+	return t, ctx, r, true
 }
 
 func (q *unitQueue) close() {
