@@ -26,6 +26,21 @@
 //     cannot hold up the end of a job. In simulation, adding a slow worker
 //     to fast ones then never lengthens a job; with Equal it does.
 //
+// Jobs carry a Tenant (who submitted them). With one tenant, jobs are
+// served in the order they came. With several, the tenants share the
+// streams: a stream takes a unit of the tenant holding the fewest copies
+// first; a stream already running a unit queues behind it only a unit of
+// that unit's tenant, and none while another tenant's unit waits, since
+// a worker runs what is queued on all its streams in the order it came.
+// Preempt, which the server calls after events, takes streams back for a
+// tenant whose ready unit no idle stream can take, from a tenant running
+// at least two units more (a backup copy first, then the unit started
+// last, with the other tenants' copies queued on that worker): the server
+// stops those copies on the worker, and their units run again later,
+// counted neither as lost nor as failed. A tenant that fills every
+// stream with units that run until their timeout so delays another's job
+// by one stop, not by that timeout.
+//
 // Whatever the policy, a stream holds at most InFlight units at once, a
 // unit goes only to a worker whose Ops include the unit's operation, and a
 // unit is ready only when the units it depends on are done. The first

@@ -694,9 +694,10 @@ func (s *Scheduler) pick(w *worker, stream int) bool {
 func (s *Scheduler) find(w *worker, stream int, take bool) (*job, *unit, bool) {
 	st := w.streams[stream]
 	held := len(st.inFlight)
+	runs := func(u *unit) bool { return w.runs(u) && !s.avoid(u, w) }
 	if len(s.tenants) <= 1 {
 		for _, j := range s.jobs {
-			if u := s.ready(j, w, held, take); u != nil {
+			if u := s.ready(j, w, runs, held, take); u != nil {
 				return j, u, false
 			}
 		}
@@ -708,12 +709,12 @@ func (s *Scheduler) find(w *worker, stream int, take bool) (*job, *unit, bool) {
 					continue
 				}
 				if held > 0 && st.inFlight[0].Tenant != t {
-					if s.ready(j, w, 0, false) != nil {
+					if s.ready(j, w, runs, 0, false) != nil {
 						return nil, nil, false // t waits: queue nothing
 					}
 					continue
 				}
-				if u := s.ready(j, w, held, take); u != nil {
+				if u := s.ready(j, w, runs, held, take); u != nil {
 					return j, u, false
 				}
 			}
@@ -736,12 +737,12 @@ func (s *Scheduler) find(w *worker, stream int, take bool) (*job, *unit, bool) {
 }
 
 // ready returns the first ready unit of job j that its policy lets a
-// stream of w holding held copies take, and takes it if take is set.
-func (s *Scheduler) ready(j *job, w *worker, held int, take bool) *unit {
+// stream of w holding held copies take (runs: whether w may run the
+// unit), and takes it if take is set.
+func (s *Scheduler) ready(j *job, w *worker, runs func(*unit) bool, held int, take bool) *unit {
 	if held >= j.limit {
 		return nil
 	}
-	runs := func(u *unit) bool { return w.runs(u) && !s.avoid(u, w) }
 	q, ok := &j.ready, runs
 	if j.policy.static() {
 		if q = j.owned[w.ID]; q == nil {
