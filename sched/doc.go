@@ -29,13 +29,14 @@
 // Jobs carry a Tenant (who submitted them). With one tenant, jobs are
 // served in the order they came. With several, the tenants share the
 // streams: a stream takes a unit of the tenant holding the fewest copies
-// first; a stream already running a unit queues behind it only a unit of
-// that unit's tenant, and none while another tenant's unit waits, since
-// a worker runs what is queued on all its streams in the order it came.
-// Preempt, which the server calls after events, takes streams back for a
-// tenant whose ready unit no idle stream can take, from a tenant running
-// at least two units more (a backup copy first, then the unit started
-// last, with the other tenants' copies queued on that worker): the server
+// first, and holds one unit at a time (InFlight is 1), since a worker
+// runs what is queued on all its streams in the order it came, on
+// whichever thread frees first: a unit queued there could wait behind
+// another tenant's for as long as that one lasts, unseen. Preempt, which
+// the server calls after events, takes back the copies queued while one
+// tenant had jobs, and takes streams back for a tenant whose ready unit
+// no idle stream can take, from a tenant running at least two units more
+// (a backup copy first, then the unit started last): the server
 // stops those copies on the worker, and their units run again later,
 // counted neither as lost nor as failed. A tenant that fills every
 // stream with units that run until their timeout so delays another's job

@@ -684,13 +684,13 @@ func (s *Scheduler) pick(w *worker, stream int) bool {
 // backup copy; with take false it leaves a ready unit queued.
 //
 // With jobs of several tenants, the tenant holding the fewest copies on
-// streams goes first (then the tenant of the oldest job). A stream
-// already running a unit queues behind it only a unit of the same
-// tenant, and only if no tenant before it has a unit waiting: another
-// tenant's unit would wait there for as long as the running one lasts,
-// which the tenant running it decides, and a worker runs the units
-// queued on all its streams in the order they came, so one tenant's
-// units queued ahead would hold up another's on any of its threads.
+// streams goes first (then the tenant of the oldest job), and a stream
+// takes a unit only when it holds none: a unit queued behind a running
+// one waits for as long as that one lasts, which its tenant decides,
+// and a worker runs the units queued on all its streams in the order
+// they came, on whichever thread frees first, so a unit queued on one
+// stream can wait behind another tenant's on any of them. With one unit
+// a stream, every unit out runs at once, and Preempt sees what runs.
 func (s *Scheduler) find(w *worker, stream int, take bool) (*job, *unit, bool) {
 	st := w.streams[stream]
 	held := len(st.inFlight)
@@ -702,16 +702,12 @@ func (s *Scheduler) find(w *worker, stream int, take bool) (*job, *unit, bool) {
 			}
 		}
 	} else {
-		order := s.tenantOrder()
-		for _, t := range order {
+		if held > 0 {
+			return nil, nil, false
+		}
+		for _, t := range s.tenantOrder() {
 			for _, j := range s.jobs {
 				if j.tenant != t {
-					continue
-				}
-				if held > 0 && st.inFlight[0].Tenant != t {
-					if s.ready(j, w, runs, 0, false) != nil {
-						return nil, nil, false // t waits: queue nothing
-					}
 					continue
 				}
 				if u := s.ready(j, w, runs, held, take); u != nil {
@@ -1244,8 +1240,19 @@ func (s *Scheduler) Preempt() []Assignment {
 			}
 		}
 	}
+	// Copies queued behind a running one (sent while one tenant had
+	// jobs) come back: with several tenants a stream holds one unit.
+	var out []Assignment
+	for _, id := range s.order {
+		for _, st := range s.workers[id].streams {
+			if len(st.inFlight) > 1 {
+				out = append(out, s.takeBack(st.inFlight[1:])...)
+			}
+		}
+	}
 	if len(wants) == 0 {
-		return nil
+		s.wakeAfter(out, nil)
+		return out
 	}
 	// What each tenant runs: the heads of the streams.
 	run := map[string]int{}
@@ -1260,7 +1267,6 @@ func (s *Scheduler) Preempt() []Assignment {
 		}
 	}
 	taken := map[*stream]bool{} // streams given to a waiting tenant
-	var out []Assignment
 	for range s.nstreams {
 		// The waiting tenant running least, in job order on ties.
 		var w *want
@@ -1279,7 +1285,6 @@ func (s *Scheduler) Preempt() []Assignment {
 			return wk.runs(w.u) && !s.avoid(w.u, wk)
 		}
 		var free, victim *stream
-		var victimWorker *worker
 		for _, id := range s.order {
 			wk := s.workers[id]
 			if !fits(wk) {
@@ -1298,7 +1303,7 @@ func (s *Scheduler) Preempt() []Assignment {
 					continue
 				}
 				if victim == nil || better(head, st, victim.inFlight[0], victim, run) {
-					victim, victimWorker = st, wk
+					victim = st
 				}
 			}
 			if free != nil {
@@ -1316,18 +1321,25 @@ func (s *Scheduler) Preempt() []Assignment {
 			run[victim.inFlight[0].Tenant]--
 			run[w.tenant]++
 			w.n--
-			out = append(out, s.takeBack(victimWorker, victim, w.tenant)...)
+			out = append(out, s.takeBack(victim.inFlight)...)
 		default:
 			w.n = 0 // nothing to give it now
 		}
 	}
-	if len(out) > 0 {
-		s.wake(nil, len(out), false, opKey{})
-		for st := range taken {
-			wakeStream(st)
-		}
-	}
+	s.wakeAfter(out, taken)
 	return out
+}
+
+// wakeAfter wakes the streams that may take the units of the copies
+// Preempt took back, and the streams it freed.
+func (s *Scheduler) wakeAfter(back []Assignment, freed map[*stream]bool) {
+	if len(back) == 0 {
+		return
+	}
+	s.wake(nil, len(back), false, opKey{})
+	for st := range freed {
+		wakeStream(st)
+	}
 }
 
 // better reports whether the stream running a should give way before
@@ -1343,20 +1355,10 @@ func better(a Assignment, sa *stream, b Assignment, sb *stream, run map[string]i
 	return sa.headSince > sb.headSince
 }
 
-// takeBack removes from stream st of worker wk every copy not of tenant
-// keep, and the copies of other tenants queued behind a running one on
-// wk's other streams (a worker runs the units queued on all its streams
-// in the order they came), requeues their units, and returns the
-// copies.
-func (s *Scheduler) takeBack(wk *worker, st *stream, keep string) []Assignment {
-	var back []Assignment
-	for _, o := range wk.streams {
-		for i, a := range o.inFlight {
-			if a.Tenant != keep && (o == st || i > 0) {
-				back = append(back, a)
-			}
-		}
-	}
+// takeBack removes the copies back from their stream, requeues their
+// units, and returns the copies.
+func (s *Scheduler) takeBack(back []Assignment) []Assignment {
+	back = slices.Clone(back) // release edits the stream's slice
 	var out []Assignment
 	for _, a := range back {
 		s.release(a)

@@ -190,8 +190,7 @@ func TestPreemptLeavesFairShares(t *testing.T) {
 }
 
 // With several tenants, the one holding fewer copies goes first, and a
-// busy stream queues only units of the tenant it runs, and none while
-// another tenant's unit waits.
+// stream takes a unit only when it holds none.
 func TestTenantOrder(t *testing.T) {
 	s := New(Config{NoBackups: true})
 	s.SetWorker(Worker{ID: "w1", Streams: 3, Ops: []string{"op"}})
@@ -199,8 +198,7 @@ func TestTenantOrder(t *testing.T) {
 	next(t, s, "w1", 0)
 	next(t, s, "w1", 1)
 	mustAdd(t, s, tenantJob(2, "alice", 1))
-	// Streams 0 and 1 run mallory's units, and alice's waits: they queue
-	// nothing.
+	// Streams 0 and 1 run mallory's units: they queue nothing more.
 	none(t, s, "w1", 0)
 	none(t, s, "w1", 1)
 	// Stream 2 is idle: alice holds nothing, so she goes first although
@@ -208,12 +206,33 @@ func TestTenantOrder(t *testing.T) {
 	if b := next(t, s, "w1", 2); b.Tenant != "alice" {
 		t.Fatalf("idle stream got %+v, want alice's unit", b)
 	}
-	// Nothing of alice's waits now: mallory's streams queue hers again,
-	// and alice's stream queues none of mallory's.
-	if a := next(t, s, "w1", 0); a.Tenant != "mallory" {
-		t.Fatalf("stream 0 queued %+v", a)
-	}
+	none(t, s, "w1", 0)
 	none(t, s, "w1", 2)
+	// One tenant again: streams queue as before.
+	s.CancelJob(2)
+	if a := next(t, s, "w1", 0); a.Tenant != "mallory" {
+		t.Fatal(a)
+	}
+}
+
+// Copies queued while one tenant had jobs come back when a second
+// tenant's job arrives, even with no unit of it waiting for a stream.
+func TestPreemptTakesQueued(t *testing.T) {
+	s := New(Config{NoBackups: true})
+	s.SetWorker(Worker{ID: "w1", Streams: 2, Ops: []string{"op"}})
+	mustAdd(t, s, tenantJob(1, "mallory", 10))
+	drain(s, "w1", 0) // 2: one running, one queued
+	mustAdd(t, s, tenantJob(2, "alice", 1))
+	if a := next(t, s, "w1", 1); a.Tenant != "alice" {
+		t.Fatal(a)
+	}
+	back := s.Preempt()
+	if len(back) != 1 || back[0].Tenant != "mallory" || back[0].Stream != 0 {
+		t.Fatalf("Preempt took %+v, want mallory's queued copy on stream 0", back)
+	}
+	if h := heads(s, "w1"); h[0] != "mallory" || h[1] != "alice" {
+		t.Fatalf("streams run %v", h)
+	}
 }
 
 // Static jobs' units wait for their own worker's streams: a stream is
