@@ -212,11 +212,13 @@ func (m *Module) run(ctx context.Context, name string, stdin []byte, fsys fs.FS,
 	mod.touch()
 
 	lim = lim.withDefaults()
-	if need := mod.memMin + mod.tableBytes; need > uint64(lim.Memory) {
+	in := inputCounted(len(stdin))
+	if need := mod.memMin + mod.tableBytes + in; need > uint64(lim.Memory) {
 		detail := fmt.Sprintf("limit %s, needs %s at start", formatBytes(lim.Memory), formatBytes(int64(need)))
 		if mod.tableBytes >= pageSize {
 			detail += fmt.Sprintf(": memory %s and tables of up to %s", formatBytes(int64(mod.memMin)), formatBytes(int64(mod.tableBytes)))
 		}
+		detail += inputNote(len(stdin))
 		return nil, &RunError{Op: name, Reason: ReasonMemory, Detail: detail}
 	}
 	st := e.getState()
@@ -234,7 +236,7 @@ func (m *Module) run(ctx context.Context, name string, stdin []byte, fsys fs.FS,
 	defer cancel()
 	st.in.Reset(stdin)
 	st.guard.ctx = runCtx
-	memLimit := (uint64(lim.Memory) - mod.tableBytes) / pageSize * pageSize
+	memLimit := (uint64(lim.Memory) - mod.tableBytes - in) / pageSize * pageSize
 	st.out = output{limit: lim.Output, cancel: cancel, guard: &st.guard, mem: &st.mem, memLimit: memLimit}
 	st.mem.reset(memLimit)
 	st.mem.out = &st.out
@@ -253,13 +255,29 @@ func (m *Module) run(ctx context.Context, name string, stdin []byte, fsys fs.FS,
 		st.out.buf = nil // the caller's now
 		return out, nil
 	}
-	return nil, e.runError(ctx, runCtx, name, lim, st, err)
+	return nil, e.runError(ctx, runCtx, name, lim, len(stdin), st, err)
+}
+
+// inputCounted returns the bytes of a unit's input (stdin, which its
+// files slice) that count toward Limits.Memory: the host holds them for
+// the whole run, as it holds stdout's buffer, so beyond the same
+// outputFree allowance they leave that much less for linear memory.
+func inputCounted(n int) uint64 {
+	return uint64(max(n-outputFree, 0))
+}
+
+// inputNote says, for a memory error, how much the unit's input counted.
+func inputNote(n int) string {
+	if inputCounted(n) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the unit's input counts toward it: %s of input", formatBytes(int64(n)))
 }
 
 // runError explains why a run failed, err being what InstantiateModule
 // returned. The checks go from the most to the least specific: a stop we
 // caused (output, timeout), the caller's, then the module's own end.
-func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, st *runState, err error) error {
+func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, input int, st *runState, err error) error {
 	re := &RunError{Op: name, Stderr: st.errs.String()}
 	var exit *sys.ExitError
 	var host *hostCallError
@@ -272,6 +290,7 @@ func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, 
 		re.Reason = ReasonMemory
 		re.Detail = fmt.Sprintf("limit %s, stdout's buffer counts toward it: %s written beside %s of linear memory",
 			formatBytes(lim.Memory), formatBytes(int64(len(st.out.buf))), formatBytes(int64(st.out.memUsed())))
+		re.Detail += inputNote(input)
 	case errors.Is(context.Cause(runCtx), errTimeout):
 		re.Reason = ReasonTimeout
 		re.Detail = "limit " + lim.Timeout.String()
@@ -297,6 +316,7 @@ func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, 
 		if n := len(st.out.buf); n > 0 {
 			re.Detail += fmt.Sprintf(", with %s of stdout counted", formatBytes(int64(n)))
 		}
+		re.Detail += inputNote(input)
 	case errors.As(err, &exit):
 		re.Reason = ReasonExit
 		re.ExitCode = int(exit.ExitCode())
