@@ -63,6 +63,9 @@ type Module struct {
 	// tableBytes is what its tables may take at most; it counts toward
 	// Limits.Memory (instrument bounds the tables).
 	tableBytes uint64
+	// compiledSize estimates the memory its machine code keeps
+	// (compiledSize); it counts toward Config.MaxCompiledBytes.
+	compiledSize int64
 
 	used atomic.Uint64 // e.tick at the last use, for eviction
 	refs atomic.Int64  // runs under way, plus evictedBit once evicted
