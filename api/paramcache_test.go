@@ -64,3 +64,29 @@ func TestParamCache(t *testing.T) {
 		}
 	}
 }
+
+// FuzzUnitCached: a unit of encoding version 2 read on a stream never
+// panics, fails only with the sentinels, and leaves the stream's cache
+// within its limits.
+func FuzzUnitCached(f *testing.F) {
+	c := NewParamCache()
+	long := strings.Repeat("v", ParamCacheMin)
+	for _, u := range append(sampleUnits(), Unit{Job: 1, Params: map[string]string{"A": long, "B": long, "C": "x"}}) {
+		f.Add(u.AppendCached(nil, c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		recv := NewParamCache()
+		for range 2 { // the second read sees the first's cache
+			var u Unit
+			if err := u.DecodeCached(b, 1<<20, recv); err != nil {
+				if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTooLarge) {
+					t.Fatalf("error %v wraps neither sentinel", err)
+				}
+				return
+			}
+			if n, size := recv.Len(); n > ParamCacheEntries || size > ParamCacheBytes {
+				t.Fatalf("cache beyond its limits: %s", recv)
+			}
+		}
+	})
+}
