@@ -266,7 +266,7 @@ func TestRunInputCountsTowardMemory(t *testing.T) {
 			t.Fatalf("16 MiB of memory and 1 MiB of input under a 24 MiB limit: %v", err)
 		}
 		_, err := m.Run(t.Context(), "large input", large, nil, lim)
-		if re := runError(t, err); re.Reason != ReasonMemory || !strings.Contains(err.Error(), "the unit's input counts toward it") {
+		if re := runError(t, err); re.Reason != ReasonMemory || !strings.Contains(err.Error(), "reached (") || !strings.Contains(err.Error(), "the unit's input counts toward it: 16 MiB of input") {
 			t.Fatalf("16 MiB of memory and 16 MiB of input under a 24 MiB limit: got %v, want the memory limit, naming the input", err)
 		}
 	}

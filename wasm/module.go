@@ -221,7 +221,9 @@ func (m *Module) run(ctx context.Context, name string, stdin []byte, fsys fs.FS,
 		if mod.tableBytes >= pageSize {
 			detail += fmt.Sprintf(": memory %s and tables of up to %s", formatBytes(int64(mod.memMin)), formatBytes(int64(mod.tableBytes)))
 		}
-		detail += inputNote(len(stdin))
+		if note := inputNote(len(stdin)); note != "" {
+			detail += "; " + note
+		}
 		return nil, &RunError{Op: name, Reason: ReasonMemory, Detail: detail}
 	}
 	st := e.getState()
@@ -274,7 +276,7 @@ func inputNote(n int) string {
 	if inputCounted(n) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; the unit's input counts toward it: %s of input", formatBytes(int64(n)))
+	return fmt.Sprintf("the unit's input counts toward it: %s of input", formatBytes(int64(n)))
 }
 
 // runError explains why a run failed, err being what InstantiateModule
@@ -293,7 +295,9 @@ func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, 
 		re.Reason = ReasonMemory
 		re.Detail = fmt.Sprintf("limit %s, stdout's buffer counts toward it: %s written beside %s of linear memory",
 			formatBytes(lim.Memory), formatBytes(int64(len(st.out.buf))), formatBytes(int64(st.out.memUsed())))
-		re.Detail += inputNote(input)
+		if note := inputNote(input); note != "" {
+			re.Detail += "; " + note
+		}
 	case errors.Is(context.Cause(runCtx), errTimeout):
 		re.Reason = ReasonTimeout
 		re.Detail = "limit " + lim.Timeout.String()
@@ -316,10 +320,14 @@ func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, 
 	case st.mem.refused:
 		re.Reason = ReasonMemory
 		re.Detail = "limit " + formatBytes(lim.Memory)
+		sep := ", "
 		if n := len(st.out.buf); n > 0 {
 			re.Detail += fmt.Sprintf(", with %s of stdout counted", formatBytes(int64(n)))
+			sep = "; "
 		}
-		re.Detail += inputNote(input)
+		if note := inputNote(input); note != "" {
+			re.Detail += sep + note
+		}
 	case errors.As(err, &exit):
 		re.Reason = ReasonExit
 		re.ExitCode = int(exit.ExitCode())
