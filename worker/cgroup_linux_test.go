@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/testenv"
 	"github.com/braid-hpc/braid/internal/testwait"
 )
 
@@ -44,15 +45,12 @@ func TestCgroupHelper(t *testing.T) {
 // unit (3 GiB / 4 / 2 less the call stack's reserve is below 256M) and
 // 768M of compiled modules. The child is removed at the end, on failure
 // too. It needs root and a writable cgroup hierarchy: it skips without,
-// unless BRAID_REQUIRE_CGROUP is set.
+// unless BRAID_REQUIRE_CGROUP is 1 (testenv.Cgroup).
 func TestCgroupDefaultCap(t *testing.T) {
 	const limit = 3 << 30
 	skip := func(format string, args ...any) {
 		t.Helper()
-		if os.Getenv("BRAID_REQUIRE_CGROUP") != "" {
-			t.Fatalf("BRAID_REQUIRE_CGROUP is set, but: "+format, args...)
-		}
-		t.Skipf(format, args...)
+		testenv.Missing(t, testenv.Cgroup, fmt.Sprintf(format, args...))
 	}
 	if os.Geteuid() != 0 {
 		skip("needs root to make a child cgroup")
