@@ -15,6 +15,9 @@ const (
 	kindUnit   = 'U'
 	kindResult = 'R'
 	version    = 1
+	// unitVersion 2 sends long parameter values through a stream's
+	// ParamCache (see AppendCached); version 1 units still decode.
+	unitVersion = 2
 	// resultVersion 2 adds the worker's timing of the unit (see Timing);
 	// results of version 1, from older workers, still decode, untimed.
 	resultVersion = 2
@@ -82,6 +85,8 @@ func (t Timing) Timed() bool { return t.Received != 0 }
 // Encoding (all integers are minimal unsigned varints unless noted):
 //
 //	unit:   'U' version job id attempt op nparams {key value}* ninputs {input}*
+//	        (version 2: each value is a tag byte, then: 0 or 1, the value;
+//	        2, the 32-byte SHA-256 of a value the stream's cache holds)
 //	result: 'R' version job id attempt compute(zigzag varint) [timing] err output
 //	timing: received started ended sent thread  (version 2 only)
 //
@@ -90,9 +95,19 @@ func (t Timing) Timed() bool { return t.Received != 0 }
 
 // AppendBinary appends the encoding of u to b. It implements
 // encoding.BinaryAppender and never fails.
-func (u *Unit) AppendBinary(b []byte) ([]byte, error) {
+func (u *Unit) AppendBinary(b []byte) ([]byte, error) { return u.AppendCached(b, nil), nil }
+
+// AppendCached appends the encoding of u to b, sending long parameter
+// values through the stream's cache c (encoding version 2, which only a
+// worker that registered ParamCache decodes). With c nil it appends
+// encoding version 1, every value whole.
+func (u *Unit) AppendCached(b []byte, c *ParamCache) []byte {
 	b = slices.Grow(b, u.size())
-	b = append(b, kindUnit, version)
+	if c == nil {
+		b = append(b, kindUnit, version)
+	} else {
+		b = append(b, kindUnit, unitVersion)
+	}
 	b = binary.AppendUvarint(b, u.Job)
 	b = binary.AppendUvarint(b, u.ID)
 	b = binary.AppendUvarint(b, uint64(u.Attempt))
@@ -105,14 +120,18 @@ func (u *Unit) AppendBinary(b []byte) ([]byte, error) {
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
 		b = appendString(b, k)
-		b = appendString(b, u.Params[k])
+		if c == nil {
+			b = appendString(b, u.Params[k])
+		} else {
+			b = c.appendParam(b, u.Params[k])
+		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(u.Inputs)))
 	for _, in := range u.Inputs {
 		b = binary.AppendUvarint(b, uint64(len(in)))
 		b = append(b, in...)
 	}
-	return b, nil
+	return b
 }
 
 // MarshalBinary implements encoding.BinaryMarshaler.
@@ -125,7 +144,13 @@ func (u *Unit) UnmarshalBinary(b []byte) error { return u.Decode(b, DefaultMaxMe
 // Decode sets u from the encoding in b, which must not be longer than max
 // bytes. The decoded Inputs alias b: keep b unchanged while they are in
 // use. On error u is left in an unspecified state.
-func (u *Unit) Decode(b []byte, max int) error {
+func (u *Unit) Decode(b []byte, max int) error { return u.DecodeCached(b, max, nil) }
+
+// DecodeCached is Decode for a unit read from a stream whose cache is c:
+// it resolves the parameter values of encoding version 2 through c, and
+// updates c as the sender updated its own. With c nil, a unit that
+// refers to cached values fails to decode.
+func (u *Unit) DecodeCached(b []byte, max int, c *ParamCache) error {
 	d := decoder{b: b, what: "unit"}
 	if err := d.header(kindUnit, max); err != nil {
 		return err
@@ -140,7 +165,12 @@ func (u *Unit) Decode(b []byte, max int) error {
 		prev := ""
 		for i := range n {
 			k := d.string("param key")
-			v := d.string("param value")
+			var v string
+			if d.b[1] >= 2 {
+				v = d.param(c)
+			} else {
+				v = d.string("param value")
+			}
 			if d.err == nil && i > 0 && k <= prev {
 				d.fail("param keys not sorted and unique")
 			}
@@ -252,7 +282,7 @@ func (d *decoder) header(kind byte, max int) error {
 		}
 		return fmt.Errorf("api: decode %s: message is %s: %w", d.what, name, ErrMalformed)
 	}
-	latest := byte(version)
+	latest := byte(unitVersion)
 	if kind == kindResult {
 		latest = resultVersion
 	}

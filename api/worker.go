@@ -25,6 +25,10 @@ type Register struct {
 	// for on this worker (braid worker --max-unit-mem); a unit asking
 	// more fails there. 0 means unknown (an older worker).
 	MaxUnitMem int64 `json:"max_unit_mem,omitempty"`
+	// ParamCache says the worker decodes units of encoding version 2,
+	// whose long parameter values travel once per stream (ParamCache);
+	// the server sends an older worker version 1, every value whole.
+	ParamCache bool `json:"param_cache,omitempty"`
 	// Ops lists the operations the worker can run. A unit is only sent to
 	// a worker whose Ops contains the unit's operation.
 	Ops []string `json:"ops"`

@@ -60,6 +60,8 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	moduleCache := sizeFlag(fs, "module-cache", "1G", 1, 0, "512M or 4G", "bound the modules kept in --module-dir to this `size`")
 	maxUnitMem := sizeFlag(fs, "max-unit-mem", "", 64<<10, 0, "512M or 2G, at least 64K", "the most memory (linear memory and tables) a unit of a user operation may ask for, a `size` such as 512M; "+
 		"a job asking more fails (default: a quarter of the RAM, or of the worker's cgroup memory limit if smaller, divided by --threads, less 136M for the unit's call stack, at least 256M)")
+	compiledCache := sizeFlag(fs, "compiled-cache", "", 1<<20, 0, "256M or 1G, at least 1M", "bound the compiled modules kept in memory (their machine code, as estimated from their size) to this `size`; "+
+		"the least recently used are compiled again when next used (default: a quarter of the RAM, or of the worker's cgroup memory limit if smaller, at least 256M)")
 	name := fs.String("name", "", "`name` in listings (default: the host name)")
 	chanKind := fs.String("transport", "tcp", "channel `kind` of the data plane: tcp, mptcp, sctp or sctp-udp (the server must dial with the same)")
 	withChoices(fs, "transport", channelKinds...)
@@ -128,7 +130,7 @@ func runWorker(ctx context.Context, env *Env, args []string) int {
 	log := logger(env)
 	w, err := worker.New(worker.Config{
 		Servers: urls, Key: a.key, Token: a.token, Fingerprint: a.fingerprint, InsecureHTTP: a.insecure, Listen: splitList(*listen), Advertise: splitList(*advertise), Threads: *threads,
-		Ops: reg, Modules: modules, ModuleDir: *moduleDir, ModuleCache: cacheSize, MaxUnitMem: unitMem, Name: *name, Logger: log,
+		Ops: reg, Modules: modules, ModuleDir: *moduleDir, ModuleCache: cacheSize, MaxUnitMem: unitMem, CompiledCache: compiledCache.Bytes(), Name: *name, Logger: log,
 		Transport: probe(&transport.Config{Transport: *chanKind, Channel: ch, InsecurePlaintext: *plain}),
 	})
 	if err != nil {

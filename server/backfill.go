@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/store"
 )
 
@@ -134,10 +135,7 @@ func (s *Server) backfillPass(ctx context.Context, after string) ([]backfilled, 
 			out[i].err = ctx.Err()
 			continue
 		}
-		members, err := s.backfillMembers(ctx, id)
-		if err == nil {
-			err = s.db.IndexDataset(ctx, id, members)
-		}
+		members, err := s.backfillOne(ctx, id, 0)
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("indexing a blob that may be a dataset failed; trying again later", "blob", id, "err", err)
 		}
@@ -146,47 +144,111 @@ func (s *Server) backfillPass(ctx context.Context, after string) ([]backfilled, 
 	return out, nil
 }
 
-// backfillMembers returns the members of blob id from its manifest: nil
-// if it is no dataset, is missing, or its manifest is corrupt or invalid
-// (those are logged); an error if it could not be read and may be later.
+// backfillInputDepth bounds how deep backfillOne indexes the input of a
+// job whose output it indexes, the input of that input's job, and so on.
+const backfillInputDepth = 8
+
+// backfillOne indexes blob id (backfillMembers) and returns its members,
+// nil if it is no dataset.
+func (s *Server) backfillOne(ctx context.Context, id string, depth int) ([]string, error) {
+	members, creator, err := s.backfillMembers(ctx, id, depth)
+	if err == nil {
+		err = s.db.IndexDataset(ctx, id, creator, members)
+	}
+	return members, err
+}
+
+// backfillMembers returns the members of blob id from its manifest, and
+// who made it: nil if it is no dataset, is missing, or its manifest is
+// corrupt or invalid (those are logged); an error if it could not be read
+// and may be later.
 //
 // Before the index, a blob was a dataset because its bytes were a
 // manifest, so a client could upload one that names another owner's
-// blobs. A manifest is indexed only if an uploader of it may read every
-// member (mayList): an upload without an owner is an admin's (or from
-// before owners), which may. A blob that is only a job's output or
-// input is not indexed: which of those the server assembled, and which
-// a job copied from a client's bytes, cannot be told apart.
-func (s *Server) backfillMembers(ctx context.Context, id string) ([]string, error) {
+// blobs, or have a job write one (blobs are content-addressed). A
+// manifest is indexed, with its creator, if
+//   - an uploader of it may read every member (mayList): that uploader;
+//   - it is the unexpired output of a job with merge none whose input is
+//     a dataset (indexed first if it was not yet, at most
+//     backfillInputDepth inputs deep) that the job's owner may read: the
+//     server assembled it from the job's results (assembleDataset), and
+//     that owner;
+//   - or it is the unexpired output of a job whose owner may read every
+//     member: that owner.
+//
+// An upload or a job without an owner is an admin's (or from before
+// owners), which may read all. A blob that is only an unfinished job's
+// input is not indexed.
+func (s *Server) backfillMembers(ctx context.Context, id string, depth int) ([]string, string, error) {
 	d, err := s.readManifest(ctx, id)
 	switch {
 	case err == nil:
 	case errors.Is(err, errBadRequest):
-		return nil, nil // no manifest: a blob as any other
+		return nil, "", nil // no manifest: a blob as any other
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrCorrupt):
 		s.log.Warn("a blob listed as kept (an upload, an output or an unfinished job's input) is missing or corrupt; "+
 			"if it was a dataset, its members are not indexed", "blob", id, "err", err)
-		return nil, nil
+		return nil, "", nil
 	default:
-		return nil, err
+		return nil, "", err
 	}
 	members := memberBlobs(d)
-	owners, err := s.db.Uploaders(ctx, id)
+	uploaders, err := s.db.Uploaders(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	for _, o := range owners {
-		ok, err := s.mayList(ctx, o, members)
+	for _, o := range uploaders {
+		if ok, err := s.mayList(ctx, o, members); err != nil || ok {
+			return members, o, err
+		}
+	}
+	jobs, err := s.db.OutputJobs(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, jid := range jobs {
+		j, err := s.db.Job(ctx, jid)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		if ok {
-			return members, nil
+		if ok, err := s.assembled(ctx, j, depth); err != nil || ok {
+			return members, j.Owner, err
+		}
+		if ok, err := s.mayList(ctx, j.Owner, members); err != nil || ok {
+			return members, j.Owner, err
 		}
 	}
-	s.log.Warn("a blob that looks like a manifest is not made a dataset: none of its uploaders may read all its members, "+
-		"or it is no upload", "blob", id, "uploaders", len(owners))
-	return nil, nil
+	s.log.Warn("a blob that looks like a manifest is not made a dataset: none of its uploaders, nor the owners of the jobs "+
+		"whose output it is, may read all its members, and no job assembled it", "blob", id, "uploaders", len(uploaders), "jobs", len(jobs))
+	return nil, "", nil
+}
+
+// assembled reports whether the server assembled job j's output as a
+// dataset (assembleDataset with merge none): j's input is a dataset that
+// j's owner may read, indexed first if the backfill had not yet.
+func (s *Server) assembled(ctx context.Context, j store.Job, depth int) (bool, error) {
+	if j.Spec.Merge != ops.MergeNone || j.Input == "" {
+		return false, nil
+	}
+	members, ok, err := s.membersOf(ctx, j.Input)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		if depth >= backfillInputDepth {
+			return false, nil
+		}
+		if members, err = s.backfillOne(ctx, j.Input, depth+1); err != nil || members == nil {
+			return false, err
+		}
+	}
+	if j.Owner == "" {
+		return true, nil
+	}
+	return s.blobVisible(ctx, ownerPrincipal(j.Owner), j.Input)
 }
 
 // mayList reports whether owner may read every blob of members, as a

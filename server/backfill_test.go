@@ -12,8 +12,11 @@ import (
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
+	"github.com/braid-hpc/braid/internal/wasmtest"
 	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/store"
 	"github.com/braid-hpc/braid/store/storetest"
+	"github.com/braid-hpc/braid/worker"
 )
 
 // TestDatasetBackfill: the members of a dataset made before the store's
@@ -71,6 +74,76 @@ func TestDatasetBackfill(t *testing.T) {
 			if got := string(c.get(member)); got != "first member\n" {
 				t.Errorf("the member: %q", got)
 			}
+		})
+	}
+}
+
+// TestBackfillOutputs: an output dataset that a job assembled before the
+// store's index of members is indexed by the backfill, with the job's
+// owner as its creator (before, outputs were left out: an assembled one
+// could not be told from a module's bytes), as an upload is with its
+// uploader; a job output that is a manifest of another owner's blob is
+// not, nor is that owner's upload of it.
+func TestBackfillOutputs(t *testing.T) {
+	for name, backend := range map[string]func(testing.TB) storetest.Backend{
+		"sqlite":   func(testing.TB) storetest.Backend { return storetest.SQLite() },
+		"postgres": storetest.Postgres,
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := backend(t)
+			url := b.Fresh(t)
+			c := newCluster(t, func(cfg *server.Config) { cfg.DB = url })
+			noop := noopOps(t)
+			c.addWorker(1, func(cfg *worker.Config) { cfg.Ops = noop })
+			c.waitWorkers(1)
+			ctx := t.Context()
+			alice := newTenant(t, c, api.RoleClient, "alice", "")
+			bob := newTenant(t, c, api.RoleClient, "bob", "")
+			ds := alice.putDataset(map[string][]byte{"x": []byte("first member\n"), "y": []byte("second member\n")})
+			c.addOp("up", wasmtest.Upper, client.OpOptions{})
+			st := alice.run(api.JobRequest{Op: "up", Input: ds, Merge: "none"})
+			if st.State != api.JobDone {
+				t.Fatalf("alice's job over her dataset: %+v", st)
+			}
+			out, err := alice.c.Dataset(ctx, st.Output)
+			if err != nil {
+				t.Fatal(err)
+			}
+			member := out.Members[0].Blob
+			// bob's job writes a manifest of alice's member.
+			fake := bob.put(fmt.Appendf(nil, `{"format":"braid-dataset/1","members":[{"name":"s","size":1,"blob":"%s"}]}`, member))
+			if st := bob.run(api.JobRequest{Op: "noop", Input: fake}); st.State != api.JobDone || st.Output != fake {
+				t.Fatalf("bob's job copying his bytes: %+v", st)
+			}
+			c.stopServer()
+
+			// As a database whose datasets were made before the index.
+			b.Exec(t, url, "DELETE FROM dataset_members")
+			b.Unindex(t, url)
+			c.startServer()
+			select {
+			case <-server.Backfilled(c.srv):
+			case <-time.After(30 * time.Second):
+				t.Fatal("the server did not index the datasets within 30s")
+			}
+			if _, err := alice.c.Dataset(ctx, st.Output); err != nil {
+				t.Errorf("alice's output dataset after the backfill: %v", err)
+			}
+			err = c.c.DeleteBlob(ctx, member)
+			if want := fmt.Sprintf("output dataset, of jobs %d,", st.Job); !errors.Is(err, client.ErrConflict) || !strings.Contains(err.Error(), want) {
+				t.Errorf("deleting a member of an output dataset made before the index: %v, want 409 naming job %d", err, st.Job)
+			}
+			upload, err := server.DatasetCreator(c.srv, ds)
+			if err != nil || upload == "" {
+				t.Fatalf("creator of alice's upload: %q, %v", upload, err)
+			}
+			if got, err := server.DatasetCreator(c.srv, st.Output); err != nil || got != upload {
+				t.Errorf("creator of alice's output dataset: %q, %v; want her upload's, %q", got, err, upload)
+			}
+			if _, err := server.DatasetCreator(c.srv, fake); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("bob's manifest of alice's member was indexed (%v)", err)
+			}
+			bob.expect(t, http.StatusNotFound, http.MethodGet, api.PathBlobs+"/"+member+"?dataset="+fake, nil)
 		})
 	}
 }

@@ -237,8 +237,8 @@ func (s *Server) claimManifest(ctx context.Context, p principal, id, what string
 	return nil
 }
 
-// putManifest stores d's manifest and returns its ID; as an upload (kept
-// until deleted) if upload.
+// putManifest stores d's manifest, made by owner, and returns its ID; as
+// an upload (kept until deleted) if upload.
 func (s *Server) putManifest(ctx context.Context, d api.Dataset, owner string, upload bool) (string, error) {
 	b, err := json.Marshal(d)
 	if err != nil {
@@ -260,7 +260,7 @@ func (s *Server) putManifest(ctx context.Context, d api.Dataset, owner string, u
 	if err := st.Commit(ctx); err != nil {
 		return "", storageError("dataset", err)
 	}
-	if err := s.db.AddDataset(ctx, st.ID, memberBlobs(d)); err != nil {
+	if err := s.db.AddDataset(ctx, st.ID, owner, memberBlobs(d)); err != nil {
 		return "", storageError("dataset: record its members", err)
 	}
 	if upload {
@@ -441,7 +441,7 @@ func (s *Server) assembleDataset(ctx context.Context, j *lifecycle.Job, d api.Da
 		out.Members[i] = api.DatasetMember{Name: d.Members[i].Name, Size: size, Blob: id}
 		total += size
 	}
-	id, err := s.putManifest(ctx, out, "", false)
+	id, err := s.putManifest(ctx, out, j.Rec.Owner, false)
 	return id, total, err
 }
 

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+
 	"github.com/braid-hpc/braid/store"
 	"github.com/braid-hpc/braid/transport"
 )
@@ -47,3 +49,8 @@ func PeerSession(s *Server, id string) *transport.Session {
 // Backfilled returns a channel closed when s indexed the members of the
 // datasets made before the index, or stopped.
 func Backfilled(s *Server) <-chan struct{} { return s.backfilled }
+
+// DatasetCreator returns who the store's index says made dataset id.
+func DatasetCreator(s *Server, id string) (string, error) {
+	return s.db.DatasetCreator(context.Background(), id)
+}

@@ -376,6 +376,12 @@ func (s *Server) runStream(ctx context.Context, p *peer, ps *pstream) {
 // send writes the units the scheduler picks for the stream.
 func (s *Server) send(ctx context.Context, p *peer, ps *pstream) {
 	var buf, scratch []byte
+	var pc *api.ParamCache // long parameter values sent once per stream
+	p.mu.Lock()
+	if p.reg.ParamCache {
+		pc = api.NewParamCache()
+	}
+	p.mu.Unlock()
 	for ctx.Err() == nil {
 		// Preemption requests follow the copies they name: this loop
 		// wrote those already.
@@ -401,7 +407,7 @@ func (s *Server) send(ctx context.Context, p *peer, ps *pstream) {
 			continue // the job ended meanwhile
 		}
 		var err error
-		buf, scratch, err = runOf(j).message(s, j, a, buf[:0], scratch)
+		buf, scratch, err = runOf(j).message(s, j, a, pc, buf[:0], scratch)
 		if err != nil {
 			if !errors.Is(err, store.ErrCorrupt) {
 				s.metrics.unitFailures.Inc()

@@ -183,8 +183,9 @@ func (r *run) closeReaders() {
 
 // message encodes the unit of assignment a into buf: its operation,
 // parameters, own data (read into scratch) and the results of the units
-// it depends on.
-func (r *run) message(s *Server, j *lifecycle.Job, a sched.Assignment, buf, scratch []byte) (msg, scratchOut []byte, err error) {
+// it depends on. Long parameter values go through the stream's cache pc
+// (nil: an older worker, every value whole).
+func (r *run) message(s *Server, j *lifecycle.Job, a sched.Assignment, pc *api.ParamCache, buf, scratch []byte) (msg, scratchOut []byte, err error) {
 	if a.Unit >= uint64(len(j.Units)) {
 		return buf, scratch, fmt.Errorf("no unit %d", a.Unit)
 	}
@@ -233,6 +234,5 @@ func (r *run) message(s *Server, j *lifecycle.Job, a sched.Assignment, buf, scra
 		maps.Copy(params, extra)
 	}
 	m := api.Unit{Job: j.ID, ID: a.Unit, Attempt: uint32(a.Attempt), Op: res.wire(), Params: params, Inputs: inputs}
-	buf, _ = m.AppendBinary(buf)
-	return buf, scratch, nil
+	return m.AppendCached(buf, pc), scratch, nil
 }

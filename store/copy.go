@@ -84,7 +84,7 @@ var tables = []table{
 	{name: "api_tokens", key: "id", cols: concat(
 		cols(colText, "id", "hash", "name", "role"), cols(colInt, "created", "last_used", "revoked"), cols(colText, "grp"))},
 	{name: "timelines", key: "job", cols: concat(cols(colInt, "job"), cols(colBytes, "data"))},
-	{name: "dataset_members", key: "dataset, member", cols: cols(colText, "dataset", "member")},
+	{name: "dataset_members", key: "dataset, member", cols: cols(colText, "dataset", "member", "creator")},
 	{name: "dataset_backfill", key: "id", cols: cols(colText, "id")},
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -26,11 +27,31 @@ import (
 // PostgreSQL) lists every blob that may be one of them in
 // dataset_backfill: the uploads, the unexpired outputs and the inputs of
 // unfinished jobs that have no rows yet. The server reads each one's
-// manifest, if it is one that an uploader of it may read every member
-// of (a client's upload that looks like a manifest of another owner's
-// blobs is no dataset), and records its members and that it is
+// manifest, if it is one that an uploader of it, or the owner of a job
+// whose output it is, may read every member of (a client's upload or
+// job output that looks like a manifest of another owner's blobs is no
+// dataset), and records its members and that it is
 // done with it in one step (IndexDataset), a few at a time, so the work
 // resumes where it stopped after a restart (server/backfill.go).
+
+// The index also records each dataset's creator (schema 11 on SQLite,
+// 6 on PostgreSQL): the owner who made it (makeDataset), whose job
+// assembled it, or whose upload or job output the backfill found it as;
+// "" for an admin's, and for the rows from before. The same migration
+// lists again for the backfill the unexpired outputs of jobs that are
+// not indexed: the backfill before it left them out (which of them the
+// server assembled could not be told), and now indexes one whose job's
+// owner may read every member, with that owner as creator.
+
+// creatorMigration adds the creator to the index and lists the outputs
+// to look at again.
+const creatorMigration = `
+ALTER TABLE dataset_members ADD COLUMN creator TEXT NOT NULL DEFAULT '';
+INSERT INTO dataset_backfill (id)
+	SELECT output FROM jobs WHERE output != '' AND expired = 0
+	EXCEPT SELECT dataset FROM dataset_members
+	EXCEPT SELECT id FROM dataset_backfill;
+`
 
 // datasetMigration is the index of members, with the dialect's suffix
 // for a table without a rowid (SQLite) or none.
@@ -97,24 +118,25 @@ INSERT INTO dataset_backfill (id)
 // carries.
 const memberRowsBatch = 400
 
-// AddDataset records that dataset lists members (blob IDs), so that
-// each is kept while the dataset lives. Adding a pair twice is no error.
-func (s *SQLite) AddDataset(ctx context.Context, dataset string, members []string) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error { return insertMembers(ctx, tx, dataset, members) })
+// AddDataset records that dataset, made by creator, lists members (blob
+// IDs), so that each is kept while the dataset lives. Adding a pair
+// twice is no error.
+func (s *SQLite) AddDataset(ctx context.Context, dataset, creator string, members []string) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error { return insertMembers(ctx, tx, dataset, creator, members) })
 	if err != nil {
 		return fmt.Errorf("store: add dataset %s: %w", dataset, err)
 	}
 	return nil
 }
 
-func insertMembers(ctx context.Context, tx *sql.Tx, dataset string, members []string) error {
+func insertMembers(ctx context.Context, tx *sql.Tx, dataset, creator string, members []string) error {
 	for rest := members; len(rest) > 0; {
 		n := min(len(rest), memberRowsBatch)
-		args := make([]any, 0, 2*n)
+		args := make([]any, 0, 3*n)
 		for _, m := range rest[:n] {
-			args = append(args, dataset, m)
+			args = append(args, dataset, m, creator)
 		}
-		q := "INSERT OR IGNORE INTO dataset_members (dataset, member) VALUES " + valueRows(n, 2)
+		q := "INSERT OR IGNORE INTO dataset_members (dataset, member, creator) VALUES " + valueRows(n, 3)
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return err
 		}
@@ -133,9 +155,9 @@ func (s *SQLite) UnindexedDatasets(ctx context.Context, after string, limit int)
 }
 
 // IndexDataset implements Meta.
-func (s *SQLite) IndexDataset(ctx context.Context, id string, members []string) error {
+func (s *SQLite) IndexDataset(ctx context.Context, id, creator string, members []string) error {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		if err := insertMembers(ctx, tx, id, members); err != nil {
+		if err := insertMembers(ctx, tx, id, creator, members); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, "DELETE FROM dataset_backfill WHERE id = ?", id)
@@ -156,6 +178,47 @@ func (s *SQLite) DatasetMembers(ctx context.Context, dataset string) ([]string, 
 	return scanStrings(rows, wrapDB)
 }
 
+// DatasetCreator implements Meta.
+func (s *SQLite) DatasetCreator(ctx context.Context, dataset string) (string, error) {
+	var c string
+	err := s.db.QueryRowContext(ctx, datasetCreatorQuery, dataset).Scan(&c)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("store: creator of dataset %s: no dataset indexed: %w", dataset, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: creator of dataset %s: %w", dataset, wrapDB(err))
+	}
+	return c, nil
+}
+
+// datasetCreatorQuery reads a dataset's creator: the least of its rows'
+// (they agree unless the dataset was recorded twice by different owners).
+const datasetCreatorQuery = "SELECT creator FROM dataset_members WHERE dataset = ? ORDER BY creator LIMIT 1"
+
+// OutputJobs implements Meta.
+func (s *SQLite) OutputJobs(ctx context.Context, id string) ([]uint64, error) {
+	rows, err := s.db.QueryContext(ctx, outputJobsQuery, id)
+	if err != nil {
+		return nil, fmt.Errorf("store: the jobs with output %s: %w", id, wrapDB(err))
+	}
+	defer rows.Close()
+	var out []uint64
+	for rows.Next() {
+		var j int64
+		if err := rows.Scan(&j); err != nil {
+			return nil, fmt.Errorf("store: the jobs with output %s: %w", id, wrapDB(err))
+		}
+		out = append(out, uint64(j))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: the jobs with output %s: %w", id, wrapDB(err))
+	}
+	return out, nil
+}
+
+// outputJobsQuery lists the jobs whose unexpired output is a blob.
+const outputJobsQuery = "SELECT id FROM jobs WHERE output = ? AND expired = 0 ORDER BY id"
+
 // DatasetsOf returns the datasets that live and list blob member, in
 // order.
 func (s *SQLite) DatasetsOf(ctx context.Context, member string) ([]string, error) {
@@ -174,13 +237,14 @@ func (s *SQLite) RemoveDataset(ctx context.Context, dataset string) error {
 	return nil
 }
 
-// pgInsertMembers records the members $2 of dataset $1 on PostgreSQL.
-const pgInsertMembers = `INSERT INTO dataset_members (dataset, member) SELECT $1, unnest($2::text[])
+// pgInsertMembers records the members $2 of dataset $1, made by $3, on
+// PostgreSQL.
+const pgInsertMembers = `INSERT INTO dataset_members (dataset, member, creator) SELECT $1, unnest($2::text[]), $3
 	ON CONFLICT (dataset, member) DO NOTHING`
 
 // AddDataset implements Meta.
-func (p *Postgres) AddDataset(ctx context.Context, dataset string, members []string) error {
-	_, err := p.pool.Exec(ctx, pgInsertMembers, dataset, members)
+func (p *Postgres) AddDataset(ctx context.Context, dataset, creator string, members []string) error {
+	_, err := p.pool.Exec(ctx, pgInsertMembers, dataset, members, creator)
 	if err != nil {
 		return fmt.Errorf("store: add dataset %s: %w", dataset, p.wrap(err))
 	}
@@ -193,9 +257,9 @@ func (p *Postgres) UnindexedDatasets(ctx context.Context, after string, limit in
 }
 
 // IndexDataset implements Meta.
-func (p *Postgres) IndexDataset(ctx context.Context, id string, members []string) error {
+func (p *Postgres) IndexDataset(ctx context.Context, id, creator string, members []string) error {
 	err := p.tx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, pgInsertMembers, id, members); err != nil {
+		if _, err := tx.Exec(ctx, pgInsertMembers, id, members, creator); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, "DELETE FROM dataset_backfill WHERE id = $1", id)
@@ -210,6 +274,36 @@ func (p *Postgres) IndexDataset(ctx context.Context, id string, members []string
 // DatasetMembers implements Meta.
 func (p *Postgres) DatasetMembers(ctx context.Context, dataset string) ([]string, error) {
 	return p.strings(ctx, "members of dataset "+dataset, "SELECT member FROM dataset_members WHERE dataset = $1 ORDER BY member", dataset)
+}
+
+// DatasetCreator implements Meta.
+func (p *Postgres) DatasetCreator(ctx context.Context, dataset string) (string, error) {
+	var c string
+	err := p.pool.QueryRow(ctx, pg(datasetCreatorQuery), dataset).Scan(&c)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("store: creator of dataset %s: no dataset indexed: %w", dataset, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: creator of dataset %s: %w", dataset, p.wrap(err))
+	}
+	return c, nil
+}
+
+// OutputJobs implements Meta.
+func (p *Postgres) OutputJobs(ctx context.Context, id string) ([]uint64, error) {
+	rows, err := p.pool.Query(ctx, pg(outputJobsQuery), id)
+	if err != nil {
+		return nil, fmt.Errorf("store: the jobs with output %s: %w", id, p.wrap(err))
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("store: the jobs with output %s: %w", id, p.wrap(err))
+	}
+	out := make([]uint64, len(ids))
+	for i, j := range ids {
+		out[i] = uint64(j)
+	}
+	return out, nil
 }
 
 // DatasetsOf implements Meta.

@@ -129,11 +129,19 @@ type Meta interface {
 	// uses (its input, a unit's data or result, its module) is used; the
 	// others are absent.
 	BusyBlobs(ctx context.Context, ids []string) (map[string]string, error)
-	// AddDataset records that dataset (a manifest blob) lists members
-	// (blob IDs), so that each is kept while the dataset lives: while it
-	// is an upload, the unexpired output of a job, or the input of an
-	// unfinished job (datasets.go). Adding a pair twice is no error.
-	AddDataset(ctx context.Context, dataset string, members []string) error
+	// AddDataset records that dataset (a manifest blob), made by
+	// creator (an owner, "" for an admin), lists members (blob IDs), so
+	// that each is kept while the dataset lives: while it is an upload,
+	// the unexpired output of a job, or the input of an unfinished job
+	// (datasets.go). Adding a pair twice is no error.
+	AddDataset(ctx context.Context, dataset, creator string, members []string) error
+	// DatasetCreator returns the owner who made dataset ("" for an
+	// admin, or for a dataset indexed before creators were recorded);
+	// ErrNotFound if the index does not list it.
+	DatasetCreator(ctx context.Context, dataset string) (string, error)
+	// OutputJobs returns the jobs whose unexpired output is blob id, in
+	// order.
+	OutputJobs(ctx context.Context, id string) ([]uint64, error)
 	// DatasetMembers returns the members recorded for dataset, in order,
 	// whether it lives or not.
 	DatasetMembers(ctx context.Context, dataset string) ([]string, error)
@@ -147,10 +155,10 @@ type Meta interface {
 	// that may be datasets made before the index of members and were
 	// not indexed yet (datasets.go).
 	UnindexedDatasets(ctx context.Context, after string, limit int) ([]string, error)
-	// IndexDataset records, at once, that blob id lists members (none
-	// if it is no dataset, or its manifest is lost) and that
-	// UnindexedDatasets need not return it again.
-	IndexDataset(ctx context.Context, id string, members []string) error
+	// IndexDataset records, at once, that blob id, made by creator,
+	// lists members (none if it is no dataset, or its manifest is lost)
+	// and that UnindexedDatasets need not return it again.
+	IndexDataset(ctx context.Context, id, creator string, members []string) error
 	// DueOutputs returns up to limit done jobs that finished before t
 	// and whose output is not expired yet, oldest first.
 	DueOutputs(ctx context.Context, t time.Time, limit int) ([]Job, error)

@@ -23,7 +23,7 @@ import (
 // writes, kept in the one row of braid_schema. Version 1 is pgSchema
 // (the tables of SQLite's version 6); pgMigrations[v-1] takes a
 // database from version v to v+1.
-const pgSchemaVersion = 5
+const pgSchemaVersion = 6
 
 var pgMigrations = []string{
 	// 2: several servers over one database (leases.go), and the
@@ -40,6 +40,8 @@ ALTER TABLE uploads ADD PRIMARY KEY (id, owner);
 	// 5: the datasets to index and the uploads made on their own, as
 	// SQLite's version 10.
 	backfillMigration("", "BIGINT"),
+	// 6: datasets' creators, as SQLite's version 11.
+	creatorMigration,
 }
 
 // pgSchema has the tables and columns of the SQLite schema, so that

@@ -16,7 +16,7 @@ import (
 
 // schemaVersion is stored in PRAGMA user_version. Version 1 is schema;
 // each later version applies its migration on top.
-const schemaVersion = 10
+const schemaVersion = 11
 
 // migrations[v] takes a database from version v+1 to v+2.
 var migrations = []string{
@@ -117,6 +117,10 @@ ALTER TABLE uploads_owned RENAME TO uploads;
 	// own rather than as a dataset's members (datasets.go).
 	// Self-contained: it adds its own table and one column.
 	backfillMigration(" WITHOUT ROWID", "INTEGER"),
+	// 11: datasets' creators, and the outputs the backfill left out
+	// (datasets.go). Self-contained: one column and rows of the
+	// backfill's own table.
+	creatorMigration,
 }
 
 const schema = `

@@ -3,6 +3,8 @@ package wasm
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"runtime/metrics"
 	"sync"
 	"syscall"
@@ -239,4 +241,64 @@ func compileFresh(b *testing.B, cfg Config, code []byte) {
 	if _, err := e.Compile(b.Context(), code); err != nil {
 		b.Fatal(err)
 	}
+}
+
+// BenchmarkCompiledSize measures the memory a compiled module keeps while
+// cached, against the size of its instrumented code, which
+// compiledSize multiplies by compiledRatio: the process's RSS after a
+// garbage collection, before the compile and after it with the module
+// kept. Run one sub-benchmark a process, e.g.
+//
+//	go test -c -o wasm.test ./wasm/
+//	./wasm.test -test.run '^$' -test.bench 'CompiledSize/go=8MB' -test.benchtime 1x
+func BenchmarkCompiledSize(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		code func(b *testing.B) []byte
+	}{
+		{"cat", func(b *testing.B) []byte { return wasmCode(b, "cat") }},
+		{"phi-nests=8", func(*testing.B) []byte { return wasmtest.PhiNests(8) }},
+		{"phi-nests=33", func(*testing.B) []byte { return wasmtest.PhiNests(33) }},
+		{"go=8MB", func(b *testing.B) []byte { return wasmtest.Go(b, bigGo) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			code := bc.code(b)
+			for b.Loop() {
+				e, err := NewEngine(Config{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				before := rss(b)
+				m, err := e.Compile(b.Context(), code)
+				if err != nil {
+					b.Fatal(err)
+				}
+				kept := rss(b) - before
+				inst, _, phis, err := instrumentPhis(code)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(kept)/1e6, "kept-MB")
+				b.ReportMetric(float64(m.compiledSize)/1e6, "estimate-MB")
+				b.ReportMetric(float64(len(inst)), "instrumented-bytes")
+				b.ReportMetric(float64(phis), "phis")
+				e.Close()
+			}
+		})
+	}
+}
+
+// rss returns the process's resident memory after a garbage collection
+// that hands free memory back to the kernel.
+func rss(tb testing.TB) int64 {
+	debug.FreeOSMemory()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		tb.Skipf("no /proc/self/statm: %v", err)
+	}
+	var size, resident int64
+	if _, err := fmt.Sscan(string(b), &size, &resident); err != nil {
+		tb.Fatalf("/proc/self/statm: %v", err)
+	}
+	return resident * int64(os.Getpagesize())
 }

@@ -97,7 +97,9 @@
 // # Engine
 //
 // An Engine keeps one wazero runtime and up to Config.MaxModules compiled
-// modules by the sha256 of their code, evicting the least recently used;
+// modules by the sha256 of their code, and up to Config.MaxCompiledBytes of
+// their machine code (estimated from their size, which it is proportional
+// to), evicting the least recently used;
 // with Config.CacheDir the machine code also survives restarts on disk.
 // Compile, Lookup and Run are safe for concurrent use; concurrent Compiles of
 // the same code compile once. Close the Engine when nothing runs. The only

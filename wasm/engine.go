@@ -23,6 +23,35 @@ import (
 // Config.MaxModules is 0.
 const DefaultMaxModules = 64
 
+// DefaultMaxCompiledBytes is Config.MaxCompiledBytes when 0: room for 6
+// compiled modules at the limits (about 140 MB each, estimated 152 MB),
+// 15 Go programs of 8 MB, or hundreds of small modules.
+const DefaultMaxCompiledBytes = 1 << 30
+
+// The estimate of the memory a compiled module keeps while cached
+// (compiledSize): a fixed part, a part per byte of instrumented code and
+// a part per phi (MaxModulePhis), which wazero gives a slot of its own
+// and much spill code. Measured with BenchmarkCompiledSize (RSS after a
+// garbage collection, before the compile and after it with the module
+// kept; docs/benchmarks.md): the cat example kept 0.75 MB for 1.5 KB of
+// code; an 8 MB Go program 61 MB for 8.5 MB (7.2 bytes a byte) and
+// 676,000 phis; 8 phi nests 36 MB for 134 KB and 1.0 million phis (270
+// bytes a byte), 33 nests 138 MB for 4.1 million phis. One ratio to code
+// size misses by a factor of up to 70 one way or the other; these parts
+// overestimate each of them by 4-41%, so that the estimate errs on the
+// safe side.
+const (
+	compiledFixed   = 1 << 20
+	compiledPerByte = 5
+	compiledPerPhi  = 36
+)
+
+// compiledSize estimates the memory a compiled module keeps from the size
+// of its instrumented code and its phis.
+func compiledSize(instrumented int, phis uint64) int64 {
+	return compiledFixed + compiledPerByte*int64(instrumented) + compiledPerPhi*int64(phis)
+}
+
 // Config configures an Engine; the zero value works.
 type Config struct {
 	// CacheDir keeps compiled machine code on disk across restarts
@@ -33,6 +62,13 @@ type Config struct {
 	// recently used is closed (a *Module of it still runs: it is compiled
 	// again). 0 or less = DefaultMaxModules.
 	MaxModules int
+	// MaxCompiledBytes bounds the machine code of the compiled modules
+	// kept, as estimated from their size (compiledSize): beyond it the
+	// least recently used are closed, as beyond MaxModules, though the
+	// module just compiled is always kept. The code lives outside the Go
+	// heap, so nothing else bounds it. 0 or less =
+	// DefaultMaxCompiledBytes.
+	MaxCompiledBytes int64
 	// CompileWorkers is how many goroutines compile a module's functions
 	// in parallel (wazero's experimental.WithCompilationWorkers). 0 or
 	// less = GOMAXPROCS, at most DefaultCompileWorkers; at least 2 are
@@ -80,6 +116,9 @@ const DefaultMaxCompiles = 2
 func (c *Config) populate() {
 	if c.MaxModules <= 0 {
 		c.MaxModules = DefaultMaxModules
+	}
+	if c.MaxCompiledBytes <= 0 {
+		c.MaxCompiledBytes = DefaultMaxCompiledBytes
 	}
 	if c.CompileWorkers <= 0 {
 		c.CompileWorkers = min(runtime.GOMAXPROCS(0), DefaultCompileWorkers)
@@ -324,7 +363,7 @@ func (e *Engine) compileBackground(c *compilation, hash string, code []byte) {
 		}
 	} else {
 		c.mod = m
-		unused = e.trimLocked()
+		unused = e.trimLocked(m)
 	}
 	close(c.done)
 	e.mu.Unlock()
@@ -345,7 +384,7 @@ func (e *Engine) build(ctx context.Context, hash string, code []byte) (*Module, 
 	if _, err := parseImports(code); err != nil {
 		return nil, err
 	}
-	inst, tableBytes, err := instrument(code)
+	inst, tableBytes, phis, err := instrumentPhis(code)
 	if err != nil {
 		return nil, err
 	}
@@ -367,30 +406,39 @@ func (e *Engine) build(ctx context.Context, hash string, code []byte) (*Module, 
 		return nil, err
 	}
 	m := &Module{
-		e:          e,
-		hash:       hash,
-		code:       code, // compile cloned it
-		compiled:   cm,
-		memMin:     memMin,
-		tableBytes: tableBytes,
+		e:            e,
+		hash:         hash,
+		code:         code, // compile cloned it
+		compiled:     cm,
+		memMin:       memMin,
+		tableBytes:   tableBytes,
+		compiledSize: compiledSize(len(inst), phis),
 	}
 	m.touch()
 	return m, nil
 }
 
-// trimLocked removes the least recently used modules beyond MaxModules
-// from the map and marks them evicted, so that a Run after the Compile
-// that pushed them out compiles them again. It returns those that no run
-// uses, to be closed without e.mu held (a run under way closes its module
-// when it ends).
-func (e *Engine) trimLocked() []*Module {
+// trimLocked removes the least recently used modules beyond MaxModules,
+// or beyond MaxCompiledBytes of estimated machine code, from the map
+// (never keep, the module just compiled) and marks them evicted, so that a
+// Run after the Compile that pushed them out compiles them again. It
+// returns those that no run uses, to be closed without e.mu held (a run
+// under way closes its module when it ends).
+func (e *Engine) trimLocked(keep *Module) []*Module {
 	var out []*Module
-	for len(e.modules) > e.cfg.MaxModules {
+	var kept int64
+	for _, c := range e.modules {
+		if c.mod != nil {
+			kept += c.mod.compiledSize
+		}
+	}
+	// Each turn removes one module or stops: at most len(e.modules) turns.
+	for len(e.modules) > e.cfg.MaxModules || kept > e.cfg.MaxCompiledBytes {
 		var oldest string
 		var oldestUse uint64
 		for h, c := range e.modules {
-			if c.mod == nil {
-				continue // still compiling
+			if c.mod == nil || c.mod == keep {
+				continue // still compiling, or just compiled
 			}
 			if u := c.mod.used.Load(); oldest == "" || u < oldestUse {
 				oldest, oldestUse = h, u
@@ -399,9 +447,11 @@ func (e *Engine) trimLocked() []*Module {
 		if oldest == "" {
 			break
 		}
-		if m := e.modules[oldest].mod; m.markEvicted() {
+		m := e.modules[oldest].mod
+		if m.markEvicted() {
 			out = append(out, m)
 		}
+		kept -= m.compiledSize
 		delete(e.modules, oldest)
 	}
 	return out

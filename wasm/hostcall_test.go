@@ -230,3 +230,48 @@ func TestMemFileChunks(t *testing.T) {
 		}()
 	}
 }
+
+// growModule returns a module of one page whose _start grows its memory
+// by pages pages and traps (unreachable) if the grow is refused.
+func growModule(pages int32) []byte {
+	start := wasmtest.I32(nil, pages)
+	start = append(start, 0x40, 0)    // memory.grow 0
+	start = wasmtest.I32(start, -1)   // i32.const -1
+	start = append(start, 0x46)       // i32.eq
+	start = append(start, 0x04, 0x40) // if
+	start = append(start, 0x00, 0x0b) // unreachable end
+	return wasmtest.Module{MemPages: 1, Start: start}.Bytes()
+}
+
+// TestRunInputCountsTowardMemory: the unit's input (stdin, which its
+// files slice) is held by the host for the whole run, so beyond its first
+// outputFree bytes it counts toward Limits.Memory: a module that grows to
+// 16 MiB fits a 24 MiB limit with 1 MiB of input but not with 16 MiB, and
+// a module that needs 16 MiB at start is refused before it runs. The
+// error says that the input counts. Before, the input was not counted.
+func TestRunInputCountsTowardMemory(t *testing.T) {
+	e := newEngine(t, Config{})
+	grow, err := e.Compile(t.Context(), growModule(255))
+	if err != nil {
+		t.Fatal(err)
+	}
+	atStart, err := e.Compile(t.Context(), randModule(256, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := Limits{Memory: 24 << 20}
+	small, large := make([]byte, 1<<20), make([]byte, 16<<20)
+	for _, m := range []*Module{grow, atStart} {
+		if _, err := m.Run(t.Context(), "small input", small, nil, lim); err != nil {
+			t.Fatalf("16 MiB of memory and 1 MiB of input under a 24 MiB limit: %v", err)
+		}
+		_, err := m.Run(t.Context(), "large input", large, nil, lim)
+		if re := runError(t, err); re.Reason != ReasonMemory || !strings.Contains(err.Error(), "reached (") || !strings.Contains(err.Error(), "the unit's input counts toward it: 16 MiB of input") {
+			t.Fatalf("16 MiB of memory and 16 MiB of input under a 24 MiB limit: got %v, want the memory limit, naming the input", err)
+		}
+	}
+	// The first outputFree bytes of input are free, as stdout's are.
+	if _, err := grow.Run(t.Context(), "free input", make([]byte, outputFree), nil, Limits{Memory: 16 << 20}); err != nil {
+		t.Fatalf("16 MiB of memory and %d bytes of input under a 16 MiB limit: %v", outputFree, err)
+	}
+}

@@ -117,14 +117,22 @@ type section struct {
 // above, and the bytes its tables may take at most (tableEntryBytes per
 // entry of their bounded maxima). code must have passed parseImports.
 func instrument(code []byte) (out []byte, tableBytes uint64, err error) {
-	out, tableBytes, err = rewrite(code)
-	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", ErrBadModule, err)
-	}
-	return out, tableBytes, nil
+	out, tableBytes, _, err = instrumentPhis(code)
+	return out, tableBytes, err
 }
 
-func rewrite(code []byte) ([]byte, uint64, error) {
+// instrumentPhis is instrument that also returns the phis of all the
+// module's functions together (see MaxModulePhis), which much of its
+// machine code grows with (compiledSize).
+func instrumentPhis(code []byte) (out []byte, tableBytes, phis uint64, err error) {
+	out, tableBytes, phis, err = rewrite(code)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("%w: %v", ErrBadModule, err)
+	}
+	return out, tableBytes, phis, nil
+}
+
+func rewrite(code []byte) ([]byte, uint64, uint64, error) {
 	r := reader{b: code[len(wasmHeader):]}
 	var secs []section
 	have := map[byte]bool{}
@@ -133,16 +141,16 @@ func rewrite(code []byte) ([]byte, uint64, error) {
 		size := r.u32()
 		payload := r.bytes(int(size))
 		if r.err != nil {
-			return nil, 0, fmt.Errorf("section %d: %v", id, r.err)
+			return nil, 0, 0, fmt.Errorf("section %d: %v", id, r.err)
 		}
 		if id == secCustom {
 			continue
 		}
 		if _, ok := sectionRank[id]; !ok {
-			return nil, 0, fmt.Errorf("unknown section %d", id)
+			return nil, 0, 0, fmt.Errorf("unknown section %d", id)
 		}
 		if have[id] {
-			return nil, 0, fmt.Errorf("section %d twice", id)
+			return nil, 0, 0, fmt.Errorf("section %d twice", id)
 		}
 		have[id] = true
 		secs = append(secs, section{id, payload})
@@ -177,7 +185,7 @@ func rewrite(code []byte) ([]byte, uint64, error) {
 			nGlobals += n
 		}
 		if err != nil {
-			return nil, 0, fmt.Errorf("section %d: %v", s.id, err)
+			return nil, 0, 0, fmt.Errorf("section %d: %v", s.id, err)
 		}
 	}
 	rw.tick, rw.budget, rw.types = nFuncImports, nGlobals, nTypes
@@ -216,13 +224,13 @@ func rewrite(code []byte) ([]byte, uint64, error) {
 			p = s.payload
 		}
 		if err != nil {
-			return nil, 0, fmt.Errorf("section %d: %v", s.id, err)
+			return nil, 0, 0, fmt.Errorf("section %d: %v", s.id, err)
 		}
 		out = append(out, s.id)
 		out = binary.AppendUvarint(out, uint64(len(p)))
 		out = append(out, p...)
 	}
-	return out, rw.tableEntries * tableEntryBytes, nil
+	return out, rw.tableEntries * tableEntryBytes, rw.phis, nil
 }
 
 // vecLen reads the length of the vector that starts b.

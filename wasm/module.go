@@ -63,6 +63,9 @@ type Module struct {
 	// tableBytes is what its tables may take at most; it counts toward
 	// Limits.Memory (instrument bounds the tables).
 	tableBytes uint64
+	// compiledSize estimates the memory its machine code keeps
+	// (compiledSize); it counts toward Config.MaxCompiledBytes.
+	compiledSize int64
 
 	used atomic.Uint64 // e.tick at the last use, for eviction
 	refs atomic.Int64  // runs under way, plus evictedBit once evicted
@@ -212,10 +215,14 @@ func (m *Module) run(ctx context.Context, name string, stdin []byte, fsys fs.FS,
 	mod.touch()
 
 	lim = lim.withDefaults()
-	if need := mod.memMin + mod.tableBytes; need > uint64(lim.Memory) {
+	in := inputCounted(len(stdin))
+	if need := mod.memMin + mod.tableBytes + in; need > uint64(lim.Memory) {
 		detail := fmt.Sprintf("limit %s, needs %s at start", formatBytes(lim.Memory), formatBytes(int64(need)))
 		if mod.tableBytes >= pageSize {
 			detail += fmt.Sprintf(": memory %s and tables of up to %s", formatBytes(int64(mod.memMin)), formatBytes(int64(mod.tableBytes)))
+		}
+		if note := inputNote(len(stdin)); note != "" {
+			detail += "; " + note
 		}
 		return nil, &RunError{Op: name, Reason: ReasonMemory, Detail: detail}
 	}
@@ -234,7 +241,7 @@ func (m *Module) run(ctx context.Context, name string, stdin []byte, fsys fs.FS,
 	defer cancel()
 	st.in.Reset(stdin)
 	st.guard.ctx = runCtx
-	memLimit := (uint64(lim.Memory) - mod.tableBytes) / pageSize * pageSize
+	memLimit := (uint64(lim.Memory) - mod.tableBytes - in) / pageSize * pageSize
 	st.out = output{limit: lim.Output, cancel: cancel, guard: &st.guard, mem: &st.mem, memLimit: memLimit}
 	st.mem.reset(memLimit)
 	st.mem.out = &st.out
@@ -253,13 +260,29 @@ func (m *Module) run(ctx context.Context, name string, stdin []byte, fsys fs.FS,
 		st.out.buf = nil // the caller's now
 		return out, nil
 	}
-	return nil, e.runError(ctx, runCtx, name, lim, st, err)
+	return nil, e.runError(ctx, runCtx, name, lim, len(stdin), st, err)
+}
+
+// inputCounted returns the bytes of a unit's input (stdin, which its
+// files slice) that count toward Limits.Memory: the host holds them for
+// the whole run, as it holds stdout's buffer, so beyond the same
+// outputFree allowance they leave that much less for linear memory.
+func inputCounted(n int) uint64 {
+	return uint64(max(n-outputFree, 0))
+}
+
+// inputNote says, for a memory error, how much the unit's input counted.
+func inputNote(n int) string {
+	if inputCounted(n) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the unit's input counts toward it: %s of input", formatBytes(int64(n)))
 }
 
 // runError explains why a run failed, err being what InstantiateModule
 // returned. The checks go from the most to the least specific: a stop we
 // caused (output, timeout), the caller's, then the module's own end.
-func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, st *runState, err error) error {
+func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, input int, st *runState, err error) error {
 	re := &RunError{Op: name, Stderr: st.errs.String()}
 	var exit *sys.ExitError
 	var host *hostCallError
@@ -272,6 +295,9 @@ func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, 
 		re.Reason = ReasonMemory
 		re.Detail = fmt.Sprintf("limit %s, stdout's buffer counts toward it: %s written beside %s of linear memory",
 			formatBytes(lim.Memory), formatBytes(int64(len(st.out.buf))), formatBytes(int64(st.out.memUsed())))
+		if note := inputNote(input); note != "" {
+			re.Detail += "; " + note
+		}
 	case errors.Is(context.Cause(runCtx), errTimeout):
 		re.Reason = ReasonTimeout
 		re.Detail = "limit " + lim.Timeout.String()
@@ -294,8 +320,13 @@ func (e *Engine) runError(ctx, runCtx context.Context, name string, lim Limits, 
 	case st.mem.refused:
 		re.Reason = ReasonMemory
 		re.Detail = "limit " + formatBytes(lim.Memory)
+		sep := ", "
 		if n := len(st.out.buf); n > 0 {
 			re.Detail += fmt.Sprintf(", with %s of stdout counted", formatBytes(int64(n)))
+			sep = "; "
+		}
+		if note := inputNote(input); note != "" {
+			re.Detail += sep + note
 		}
 	case errors.As(err, &exit):
 		re.Reason = ReasonExit

@@ -412,6 +412,51 @@ func TestEviction(t *testing.T) {
 	}
 }
 
+// TestEvictionBySize: beyond Config.MaxCompiledBytes of estimated machine
+// code the least recently used modules are evicted, however few they
+// are, and the module just compiled is kept even when it alone is over.
+// Before, only MaxModules bounded the cache.
+func TestEvictionBySize(t *testing.T) {
+	sizes := map[string]int64{}
+	scratch := newEngine(t, Config{})
+	for _, name := range []string{"cat", "env", "exit3"} {
+		m := compile(t, scratch, name)
+		if m.compiledSize < int64(m.Size()) {
+			t.Fatalf("%s: estimated %d bytes compiled for %d bytes of code", name, m.compiledSize, m.Size())
+		}
+		sizes[name] = m.compiledSize
+	}
+	all := sizes["cat"] + sizes["env"] + sizes["exit3"]
+	e := newEngine(t, Config{MaxCompiledBytes: all - 1})
+	cat := compile(t, e, "cat")
+	env := compile(t, e, "env")
+	exit3 := compile(t, e, "exit3") // over by a byte: evicts cat
+	cached := func(m *Module) bool { _, ok := e.Lookup(m.Hash()); return ok }
+	if cached(cat) || !cached(env) || !cached(exit3) {
+		t.Fatalf("after 3 modules of %d bytes under %d: cached cat %v, env %v, exit3 %v; want only cat evicted",
+			all, all-1, cached(cat), cached(env), cached(exit3))
+	}
+	// env was used last (Lookup), so cat's return evicts exit3.
+	env.touch()
+	if out, err := cat.Run(t.Context(), "cat", []byte("hi"), nil, Limits{}); err != nil || string(out) != "hi" {
+		t.Fatalf("evicted cat: %q, %v", out, err)
+	}
+	if !cached(cat) || !cached(env) || cached(exit3) {
+		t.Fatalf("after cat ran again: cached cat %v, env %v, exit3 %v; want exit3 evicted", cached(cat), cached(env), cached(exit3))
+	}
+
+	// A module over the bound on its own is kept (runs need it), alone.
+	tiny := newEngine(t, Config{MaxCompiledBytes: 1})
+	first := compile(t, tiny, "cat")
+	second := compile(t, tiny, "env")
+	if _, ok := tiny.Lookup(first.Hash()); ok {
+		t.Fatal("cat is still cached beyond a 1-byte bound")
+	}
+	if _, ok := tiny.Lookup(second.Hash()); !ok {
+		t.Fatal("the module just compiled was evicted")
+	}
+}
+
 // TestEvictionConcurrent runs two modules from two goroutines with room
 // for one: every run evicts the other module, which runs on regardless.
 func TestEvictionConcurrent(t *testing.T) {

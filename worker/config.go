@@ -28,6 +28,19 @@ func defaultMaxUnitMem(ram int64, threads int) int64 {
 	return max(ram/4/int64(max(threads, 1))-wasm.StackReserve, wasm.DefaultMemory)
 }
 
+// defaultCompiledCache is Config.CompiledCache when 0: a quarter of ram
+// (as defaultMaxUnitMem takes it), so that the compiled modules, the
+// units' memory (another quarter) and two compilations under way (some
+// 0.86 GB each at the limits) leave the rest of the host alone; at least
+// 256 MiB, room for one module at the limits and many ordinary ones;
+// wasm.DefaultMaxCompiledBytes if ram is unknown.
+func defaultCompiledCache(ram int64) int64 {
+	if ram <= 0 {
+		return wasm.DefaultMaxCompiledBytes
+	}
+	return max(ram/4, 256<<20)
+}
+
 // Config configures a Worker. Servers and Key are required; every other
 // field's zero value works.
 type Config struct {
@@ -85,6 +98,14 @@ type Config struct {
 	// Threads, less wasm.StackReserve (1 GiB per thread if neither is
 	// known), at least wasm.DefaultMemory and at most wasm.MaxMemory.
 	MaxUnitMem int64
+	// CompiledCache bounds the machine code of the compiled modules kept
+	// in memory, as wasm.Config.MaxCompiledBytes estimates it (a module
+	// at the limits keeps some 140 MB, outside the Go heap); the least
+	// recently used go first, and are compiled again (from ModuleDir's
+	// compiled code) when next used. Zero means a quarter of the memory
+	// MaxUnitMem's default divides (the host's RAM, or the worker's cgroup
+	// limit where smaller), at least 256 MiB; 1 GiB if neither is known.
+	CompiledCache int64
 	// Name labels the worker in listings. Empty means the host name.
 	Name string
 	// Dir is where free disk space is measured. Empty means the system's
@@ -144,6 +165,12 @@ func (c *Config) populate() error {
 		c.MaxUnitMem = defaultMaxUnitMem(unitRAM(memTotal()), c.Threads)
 	}
 	c.MaxUnitMem = min(c.MaxUnitMem, wasm.MaxMemory)
+	if c.CompiledCache < 0 {
+		return errors.New("worker: CompiledCache must not be negative (0 means a quarter of the RAM)")
+	}
+	if c.CompiledCache == 0 {
+		c.CompiledCache = defaultCompiledCache(unitRAM(memTotal()))
+	}
 	if c.FiguresInterval <= 0 {
 		c.FiguresInterval = 30 * time.Second
 	}

@@ -119,7 +119,7 @@ func newModules(cfg *Config, servers []*client.Client) (*modules, error) {
 	if err := os.MkdirAll(filepath.Join(m.dir, "compiled"), 0o700); err != nil {
 		return nil, fmt.Errorf("worker: module directory: %w", err)
 	}
-	engine, err := wasm.NewEngine(wasm.Config{CacheDir: filepath.Join(m.dir, "compiled")})
+	engine, err := wasm.NewEngine(wasm.Config{CacheDir: filepath.Join(m.dir, "compiled"), MaxCompiledBytes: cfg.CompiledCache})
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}

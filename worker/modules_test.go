@@ -157,3 +157,21 @@ func TestUnitMemoryCap(t *testing.T) {
 		t.Errorf("default cap on 1 GiB and 8 threads: %d, want the default unit memory", got)
 	}
 }
+
+// TestDefaultCompiledCache: the compiled modules a worker keeps are
+// bounded by a quarter of its memory (its cgroup's where smaller), at
+// least 256 MiB, as Config.CompiledCache says.
+func TestDefaultCompiledCache(t *testing.T) {
+	for _, c := range []struct {
+		ram, want int64
+	}{
+		{3 << 30, 768 << 20},
+		{16 << 30, 4 << 30},
+		{512 << 20, 256 << 20},
+		{0, wasm.DefaultMaxCompiledBytes},
+	} {
+		if got := defaultCompiledCache(c.ram); got != c.want {
+			t.Errorf("memory %d: compiled cache %d, want %d", c.ram, got, c.want)
+		}
+	}
+}

@@ -283,7 +283,7 @@ func (w *Worker) figures() api.Register {
 	w.mu.Unlock()
 	return api.Register{
 		Name: w.cfg.Name, Addresses: w.Addrs(), Cores: runtime.NumCPU(), Memory: memTotal(), Disk: diskFree(w.cfg.Dir),
-		CPUMHz: cpuMHz(), Threads: threads, Ops: w.ops(), MaxUnitMem: w.cfg.MaxUnitMem,
+		CPUMHz: cpuMHz(), Threads: threads, Ops: w.ops(), MaxUnitMem: w.cfg.MaxUnitMem, ParamCache: true,
 	}
 }
 
@@ -665,6 +665,7 @@ type done struct {
 func (w *Worker) read(ctx context.Context, o *outStream, q *unitQueue, clk sessionClock) {
 	w.streams.Add(1)
 	defer w.streams.Add(-1)
+	pc := api.NewParamCache() // at most api.ParamCacheBytes per stream
 	for {
 		b, err := o.st.ReadMessage(ctx)
 		if err != nil {
@@ -676,7 +677,7 @@ func (w *Worker) read(ctx context.Context, o *outStream, q *unitQueue, clk sessi
 		recv := clk.now()
 		w.first.CompareAndSwap(0, time.Now().UnixNano())
 		var u api.Unit
-		if err := u.Decode(b, maxUnit); err != nil {
+		if err := u.DecodeCached(b, maxUnit, pc); err != nil {
 			w.log.Warn("malformed unit; ignoring the rest of the stream", "stream", o.st.ID(), "err", err)
 			return
 		}

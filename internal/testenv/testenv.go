@@ -27,6 +27,10 @@ const (
 	Iperf3 = "BRAID_REQUIRE_IPERF3"
 	// PTY: a pseudo-terminal, for the progress display.
 	PTY = "BRAID_REQUIRE_PTY"
+	// Cgroup: root and a writable memory cgroup (v1, or v2 delegating
+	// memory), for the worker's memory defaults in a real cgroup. .ci/run
+	// does not set it: the test runs wherever it can.
+	Cgroup = "BRAID_REQUIRE_CGROUP"
 )
 
 // Required reports whether variable is set to 1.

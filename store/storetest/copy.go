@@ -79,7 +79,7 @@ func fill(t *testing.T, s store.Meta) {
 	}
 	// A dataset, an upload, whose members are the input and a blob of
 	// its own.
-	if err := s.AddDataset(ctx, copiedDataset, []string{in, strings.Repeat("7", 64)}); err != nil {
+	if err := s.AddDataset(ctx, copiedDataset, "", []string{in, strings.Repeat("7", 64)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AddUpload(ctx, copiedDataset, "aa"); err != nil {

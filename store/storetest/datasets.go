@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -40,10 +41,10 @@ func testDatasets(t *testing.T, h *harness) {
 	}
 
 	// Recorded, but no upload yet: the dataset does not live.
-	if err := s.AddDataset(ctx, up, []string{m1, m2, m1}); err != nil {
+	if err := s.AddDataset(ctx, up, "", []string{m1, m2, m1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddDataset(ctx, up, []string{m2}); err != nil {
+	if err := s.AddDataset(ctx, up, "", []string{m2}); err != nil {
 		t.Errorf("adding a member twice: %v", err)
 	}
 	if got := must[[]string](t)(s.DatasetMembers(ctx, up)); !slices.Equal(got, []string{m1, m2}) {
@@ -66,7 +67,7 @@ func testDatasets(t *testing.T, h *harness) {
 	j := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "up", Input: in}, []store.Unit{{ID: 0, Blob: in, Len: 1}}))
 	must[int](t)(s.StartUnit(ctx, j.ID, 0, "w"))
 	must[bool](t)(s.FinishUnit(ctx, j.ID, 0, "w", m3, 1))
-	if err := s.AddDataset(ctx, out, []string{m2, m3}); err != nil {
+	if err := s.AddDataset(ctx, out, "", []string{m2, m3}); err != nil {
 		t.Fatal(err)
 	}
 	kept(m3, 0, "data of an unfinished job")
@@ -127,7 +128,7 @@ func testDatasets(t *testing.T, h *harness) {
 	for i := range big {
 		big[i] = fmt.Sprintf("%064x", i)
 	}
-	if err := s.AddDataset(ctx, id("c"), big); err != nil {
+	if err := s.AddDataset(ctx, id("c"), "", big); err != nil {
 		t.Fatal(err)
 	}
 	if got := must[[]string](t)(s.DatasetMembers(ctx, id("c"))); !slices.Equal(got, big) {
@@ -146,9 +147,91 @@ func (b Backend) Unindex(t testing.TB, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.Exec(t, url, "ALTER TABLE dataset_members DROP COLUMN creator")
 	b.Exec(t, url, "DROP TABLE dataset_backfill")
 	b.Exec(t, url, "ALTER TABLE uploads DROP COLUMN alone")
+	b.SetVersion(t, url, to-2)
+}
+
+// Uncreate takes the (closed) database at url back to the schema before
+// datasets' creators: as a database whose backfill ran before it was
+// left.
+func (b Backend) Uncreate(t testing.TB, url string) {
+	t.Helper()
+	_, to, err := store.Migrate(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Exec(t, url, "ALTER TABLE dataset_members DROP COLUMN creator")
 	b.SetVersion(t, url, to-1)
+}
+
+// testDatasetCreators: the index records who made each dataset
+// (DatasetCreator), OutputJobs names the jobs whose unexpired output a
+// blob is, and the migration that adds creators lists
+// again for the backfill the unexpired outputs that are not indexed
+// (the backfill before it left them out), with "" as the creator of the
+// datasets indexed before it.
+func testDatasetCreators(t *testing.T, h *harness) {
+	ctx := t.Context()
+	id := func(c string) string { return strings.Repeat(c, 64) }
+	made, out, old, expired, m1 := id("a"), id("b"), id("c"), id("d"), id("1")
+	s := h.open(t)
+	if err := s.AddDataset(ctx, made, "alice", []string{m1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.IndexDataset(ctx, old, "bob", []string{m1}); err != nil {
+		t.Fatal(err)
+	}
+	for blob, want := range map[string]string{made: "alice", old: "bob"} {
+		if got := must[string](t)(s.DatasetCreator(ctx, blob)); got != want {
+			t.Errorf("DatasetCreator(%.4s...) = %q, want %q", blob, got, want)
+		}
+	}
+	if _, err := s.DatasetCreator(ctx, out); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DatasetCreator of a blob the index does not list: %v, want ErrNotFound", err)
+	}
+	done := func(owner, output string) uint64 {
+		j := must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "cat", Input: id("f"), Owner: owner}, []store.Unit{{ID: 0, Blob: id("f"), Len: 1}}))
+		must[int](t)(s.StartUnit(ctx, j.ID, 0, "w"))
+		must[bool](t)(s.FinishUnit(ctx, j.ID, 0, "w", output, 1))
+		if err := s.FinishJob(ctx, j.ID, output); err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	}
+	jobs := []uint64{done("carol", out), done("alice", out)}
+	if err := s.ExpireOutput(ctx, done("dave", expired)); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[[]uint64](t)(s.OutputJobs(ctx, out)); !slices.Equal(got, jobs) {
+		t.Errorf("OutputJobs = %v, want %v", got, jobs)
+	}
+	if got := must[[]uint64](t)(s.OutputJobs(ctx, expired)); len(got) != 0 {
+		t.Errorf("OutputJobs of an expired output = %v, want none", got)
+	}
+	if got := must[[]string](t)(s.UnindexedDatasets(ctx, "", 10)); len(got) != 0 {
+		t.Errorf("UnindexedDatasets of a database made at this version = %.4q, want none", got)
+	}
+	s.Close()
+	h.b.Uncreate(t, h.url)
+
+	s = h.open(t)
+	if got := must[[]string](t)(s.UnindexedDatasets(ctx, "", 10)); !slices.Equal(got, []string{out}) {
+		t.Errorf("UnindexedDatasets after the migration = %.4q, want only the unexpired output that is not indexed", got)
+	}
+	if got := must[string](t)(s.DatasetCreator(ctx, made)); got != "" {
+		t.Errorf("DatasetCreator of a dataset indexed before creators = %q, want \"\"", got)
+	}
+	if err := s.IndexDataset(ctx, out, "carol", []string{m1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[string](t)(s.DatasetCreator(ctx, out)); got != "carol" {
+		t.Errorf("DatasetCreator of the output indexed by the backfill = %q, want carol", got)
+	}
+	if got := must[[]string](t)(s.UnindexedDatasets(ctx, "", 10)); len(got) != 0 {
+		t.Errorf("UnindexedDatasets after indexing the output = %.4q, want none", got)
+	}
 }
 
 // testDatasetBackfill: a database migrated from before the index of
@@ -182,7 +265,7 @@ func testDatasetBackfill(t *testing.T, h *harness) {
 	must[store.Job](t)(s.CreateJob(ctx, store.Job{Op: "cat", Input: in}, []store.Unit{{ID: 0, Blob: in, Len: 1}}))
 	// indexed stands for a dataset made after the index began; the
 	// others for datasets made before.
-	if err := s.AddDataset(ctx, indexed, []string{m2}); err != nil {
+	if err := s.AddDataset(ctx, indexed, "", []string{m2}); err != nil {
 		t.Fatal(err)
 	}
 	if got := must[[]string](t)(s.UnindexedDatasets(ctx, "", 10)); len(got) != 0 {
@@ -203,10 +286,10 @@ func testDatasetBackfill(t *testing.T, h *harness) {
 	if why := must[string](t)(s.BlobKept(ctx, m1, 0)); why != "" {
 		t.Fatalf("BlobKept(member) before its dataset is indexed = %q", why)
 	}
-	if err := s.IndexDataset(ctx, up, []string{m1, m2}); err != nil {
+	if err := s.IndexDataset(ctx, up, "", []string{m1, m2}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.IndexDataset(ctx, in, nil); err != nil {
+	if err := s.IndexDataset(ctx, in, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := must[[]string](t)(s.DatasetMembers(ctx, up)); !slices.Equal(got, []string{m1, m2}) {
@@ -269,7 +352,7 @@ func testKeptBlobs(t *testing.T, h *harness) {
 	if err := s.FinishJob(ctx, j.ID, ids[203]); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddDataset(ctx, id(5001), []string{ids[204], ids[1100]}); err != nil {
+	if err := s.AddDataset(ctx, id(5001), "", []string{ids[204], ids[1100]}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AddUpload(ctx, id(5001), "a"); err != nil {

@@ -222,6 +222,7 @@ func Run(t *testing.T, b Backend) {
 		{"Retention", testRetention},
 		{"Datasets", testDatasets},
 		{"DatasetBackfill", testDatasetBackfill},
+		{"DatasetCreators", testDatasetCreators},
 		{"KeptBlobs", testKeptBlobs},
 		{"Owners", testOwners},
 		{"SchemaNewerThanBuild", testSchemaNewerThanBuild},
