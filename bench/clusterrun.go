@@ -106,7 +106,7 @@ func (r *ClusterRun) Run(ctx context.Context) (res ClusterResult, err error) {
 	res.Output = filepath.Join(r.Dir, "output.png")
 	// braid sample draws the image: faster than this process, which may
 	// run under the race detector.
-	if out, err := exec.CommandContext(ctx, r.Bin, "sample", "--size", strconv.Itoa(size), "-o", res.Input).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, r.Bin, "sample", "--size", strconv.Itoa(size), "-o", res.Input, "--force").CombinedOutput(); err != nil {
 		return res, fmt.Errorf("braid sample: %w: %s", err, out)
 	}
 	id, err := c.Put(ctx, res.Input)
@@ -134,7 +134,7 @@ func (r *ClusterRun) Run(ctx context.Context) (res ClusterResult, err error) {
 			res.NetBytes[h] = append(res.NetBytes[h], after[j]-before[h][j])
 		}
 	}
-	if _, err := c.Braid(ctx, "get", res.Job.Output, "-o", res.Output); err != nil {
+	if _, err := c.Braid(ctx, "get", res.Job.Output, "-o", res.Output, "--force"); err != nil {
 		return res, err
 	}
 	if res.Workers, err = c.Workers(ctx); err != nil {
@@ -148,7 +148,7 @@ func (r *ClusterRun) Run(ctx context.Context) (res ClusterResult, err error) {
 	if res.RefJob.Units.Total != 1 {
 		return res, fmt.Errorf("the reference job has %d units, want 1", res.RefJob.Units.Total)
 	}
-	_, err = c.Braid(ctx, "get", res.RefJob.Output, "-o", res.Reference)
+	_, err = c.Braid(ctx, "get", res.RefJob.Output, "-o", res.Reference, "--force")
 	return res, err
 }
 

@@ -165,8 +165,9 @@ name: name, size in bytes and blob id, one a line.`)
 }
 
 // getDataset downloads the members of d into the directory dir, made if
-// missing, each file whole or not at all.
-func getDataset(ctx context.Context, c *client.Client, id string, d api.Dataset, dir string) (int64, error) {
+// missing, each file whole or not at all; an existing file is replaced
+// only if replace is set.
+func getDataset(ctx context.Context, c *client.Client, id string, d api.Dataset, dir string, replace bool) (int64, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
@@ -181,11 +182,11 @@ func getDataset(ctx context.Context, c *client.Client, id string, d api.Dataset,
 			err = cerr
 		}
 		if err == nil {
-			err = os.Rename(tmp.Name(), filepath.Join(dir, m.Name))
+			err = outfile.Place(tmp.Name(), filepath.Join(dir, m.Name), replace)
 		}
+		os.Remove(tmp.Name())
 		if err != nil {
-			os.Remove(tmp.Name())
-			return total, fmt.Errorf("member %s: %w", m.Name, err)
+			return total, fmt.Errorf("member %s: %w", m.Name, forceHint("get", err))
 		}
 		total += n
 	}

@@ -85,12 +85,12 @@ func TestOutputFileModes(t *testing.T) {
 	}
 	syscall.Umask(0o022)
 
-	// get -o over an existing file replaces it with the new mode.
+	// get -o --force over an existing file replaces it with the new mode.
 	old := filepath.Join(dir, "old")
 	if err := os.WriteFile(old, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errs := runBraid(t, 10*time.Second, "get", id, "-o", old); code != 0 {
+	if code, _, errs := runBraid(t, 10*time.Second, "get", id, "-o", old, "--force"); code != 0 {
 		t.Fatalf("get: exit %d: %s", code, errs)
 	}
 	checkPerm(t, old, 0o644)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,9 +19,11 @@ func runGet(ctx context.Context, env *Env, args []string) int {
 Downloads blob ID, e.g. a job's output, into FILE ("-" for standard
 output). The file appears whole or not at all. A dataset's ID (see
 'braid put DIR') fetches its members as files into the directory FILE
-(made if missing), and -o - writes its manifest. A progress bar is drawn on
-stderr when it is a terminal (or with --progress).`)
+(made if missing), and -o - writes its manifest. An existing file (or, for
+a dataset, member file) is not replaced unless --force is given. A progress
+bar is drawn on stderr when it is a terminal (or with --progress).`)
 	out := fs.StringP("output", "o", "", "write to this `file` (required; - for standard output)")
+	force := fs.Bool("force", false, "replace an existing output file")
 	cf := addClientFlags(fs, 0)
 	showProgress := fs.Bool("progress", false, "draw progress on stderr even when it is not a terminal")
 	id, code := oneArg(env, fs, args, "blob ID")
@@ -53,7 +56,15 @@ stderr when it is a terminal (or with --progress).`)
 		return 0
 	}
 	if d, err := c.Dataset(ctx, id); err == nil {
-		n, err := getDataset(ctx, c, id, d, *out)
+		if !*force {
+			for _, m := range d.Members {
+				if err := outfile.CheckFree(filepath.Join(*out, m.Name)); err != nil {
+					env.Errorf("get: %v", forceHint("get", err))
+					return 1
+				}
+			}
+		}
+		n, err := getDataset(ctx, c, id, d, *out, *force)
 		if prog != nil {
 			prog.stop()
 		}
@@ -66,6 +77,12 @@ stderr when it is a terminal (or with --progress).`)
 			fmt.Fprintf(env.Stderr, "braid: wrote %d files into %s (%d bytes)\n", len(d.Members), *out, n)
 		}
 		return 0
+	}
+	if !*force {
+		if err := outfile.CheckFree(*out); err != nil {
+			env.Errorf("get: %v", forceHint("get", err))
+			return 1
+		}
 	}
 	tmp, err := outfile.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".part-*", outfile.Perm)
 	if err != nil {
@@ -83,8 +100,8 @@ stderr when it is a terminal (or with --progress).`)
 	if err != nil {
 		return clientFail(env, "get", err)
 	}
-	if err := os.Rename(tmp.Name(), *out); err != nil {
-		env.Errorf("get: %v", err)
+	if err := outfile.Place(tmp.Name(), *out, *force); err != nil {
+		env.Errorf("get: %v", forceHint("get", err))
 		return 1
 	}
 	if *cf.json {
@@ -93,4 +110,12 @@ stderr when it is a terminal (or with --progress).`)
 		fmt.Fprintf(env.Stderr, "braid: wrote %s (%d bytes)\n", *out, n)
 	}
 	return 0
+}
+
+// forceHint adds to an *outfile.ExistsError how cmd replaces the file.
+func forceHint(cmd string, err error) error {
+	if _, ok := errors.AsType[*outfile.ExistsError](err); ok {
+		return fmt.Errorf("%w (braid %s --force replaces it)", err, cmd)
+	}
+	return err
 }

@@ -99,7 +99,8 @@ func runLocal(ctx context.Context, env *Env, args []string) int {
 	tile.W, tile.H = 256, 256
 	fs.Var(tileFlag{&tile}, "tile", "tile size `wxh` of the blur job")
 	radius := fs.Int("radius", 5, "blur radius: `n` pixels")
-	out := fs.StringP("output", "o", "braid-local-out.png", "write the output image to this `file`")
+	out := fs.StringP("output", "o", "braid-local-out.png", "write the output image to this `file`; an existing one is replaced only if it is the default's or with --force")
+	force := fs.Bool("force", false, "replace an existing output file given with -o")
 	data := fs.String("data", "", "keep the cluster's data in this `directory` (default: a temporary one, removed after)")
 	nWorkers := fs.Int("workers", 2, "run `n` workers")
 	threads := fs.Int("threads", 0, "each worker lends `n` threads (default: half the CPUs, at least 1)")
@@ -146,6 +147,15 @@ func runLocal(ctx context.Context, env *Env, args []string) int {
 	if *module != "" && *out == "braid-local-out.png" {
 		*out = "braid-local-out"
 	}
+	// The default output is this command's own: each run replaces the
+	// last one's. A file named with -o is the user's.
+	replace := *force || !fs.Changed("output")
+	if !replace {
+		if err := outfile.CheckFree(*out); err != nil {
+			env.Errorf("local: %v", forceHint("local", err))
+			return 1
+		}
+	}
 	key, generated, err := localKey(*keyPath)
 	if err != nil {
 		env.Errorf("local: %v", err)
@@ -155,7 +165,7 @@ func runLocal(ctx context.Context, env *Env, args []string) int {
 	if generated {
 		l.note("no BRAID_KEY or --key-file: using a random cluster key for this run")
 	}
-	rep, err := l.run(ctx, *data, localJob{size: *size, tile: tile, radius: *radius, policy: *policy, out: *out,
+	rep, err := l.run(ctx, *data, localJob{size: *size, tile: tile, radius: *radius, policy: *policy, out: *out, replace: replace,
 		module: *module, input: *input, split: *split, merge: *merge, params: params})
 	if rep != nil && *asJSON {
 		if err != nil {
@@ -192,6 +202,8 @@ type localJob struct {
 	radius int
 	policy string
 	out    string
+	// replace lets the output replace an existing file.
+	replace bool
 	// module, input, split, merge and params: a user operation's job
 	// instead of the blur.
 	module, input, split, merge string
@@ -290,7 +302,7 @@ func (l *localRun) run(ctx context.Context, dataDir string, job localJob) (*loca
 		return rep, err
 	}
 	rep.MPixPerS = float64(job.size) * float64(job.size) / 1e6 / elapsed.Seconds()
-	got, err := l.output(ctx, c, rep, st, elapsed, job.out)
+	got, err := l.output(ctx, c, rep, st, elapsed, job.out, job.replace)
 	if err != nil {
 		return rep, err
 	}
@@ -437,13 +449,14 @@ func (l *localRun) runModule(ctx context.Context, c *client.Client, rep *localRe
 	if err != nil {
 		return rep, err
 	}
-	_, err = l.output(ctx, c, rep, st, elapsed, job.out)
+	_, err = l.output(ctx, c, rep, st, elapsed, job.out, job.replace)
 	return rep, err
 }
 
 // output fills rep from the finished job st and the workers, and writes
-// the job's output to file, which it returns.
-func (l *localRun) output(ctx context.Context, c *client.Client, rep *localReport, st api.JobStatus, elapsed time.Duration, file string) ([]byte, error) {
+// the job's output to file (replacing one there only if replace is set),
+// which it returns.
+func (l *localRun) output(ctx context.Context, c *client.Client, rep *localReport, st api.JobStatus, elapsed time.Duration, file string, replace bool) ([]byte, error) {
 	rep.State, rep.Units, rep.Output = st.State, st.Units.Total, st.Output
 	rep.Elapsed = elapsed.Seconds()
 	rep.Compute = time.Duration(st.Timings.ComputeNanos).Seconds()
@@ -464,8 +477,8 @@ func (l *localRun) output(ctx context.Context, c *client.Client, rep *localRepor
 	if _, err := c.Get(ctx, st.Output, &got); err != nil {
 		return nil, err
 	}
-	if err := outfile.WriteAtomic(file, got.Bytes()); err != nil {
-		return nil, err
+	if err := outfile.WriteAtomic(file, got.Bytes(), replace); err != nil {
+		return nil, forceHint("local", err)
 	}
 	return got.Bytes(), nil
 }

@@ -173,6 +173,7 @@ module file: --merge reduce:sumcounts.wasm.
   braid op run boxblur.wasm --split tiles:256x256+2 --param RADIUS=2 --in photo.png -o out.png`)
 	in := fs.String("in", "", "read the input from this `file` (default: stdin)")
 	out := fs.StringP("output", "o", "", "write the output to this `file` (default: stdout)")
+	force := fs.Bool("force", false, "replace an existing output file")
 	params := paramFlag{}
 	fs.Var(params, "param", "a parameter `name=value`, the module's environment (repeatable)")
 	split := fs.String("split", "", "the `split` that cuts the input into units: whole, bytes:SIZE, lines:SIZE or tiles:WxH[+HALO]")
@@ -192,6 +193,12 @@ module file: --merge reduce:sumcounts.wasm.
 	if err != nil {
 		env.Errorf("op run: %v", err)
 		return 2
+	}
+	if *out != "" && *out != "-" && !*force {
+		if err := outfile.CheckFree(*out); err != nil {
+			env.Errorf("op run: %v", forceHint("op run", err))
+			return 1
+		}
 	}
 	var sp ops.Split
 	var mg ops.Merge
@@ -258,8 +265,8 @@ module file: --merge reduce:sumcounts.wasm.
 		env.Errorf("op run: %s", ops.Message(err))
 		return 1
 	}
-	if *out != "" {
-		err = outfile.WriteAtomic(*out, output)
+	if *out != "" && *out != "-" {
+		err = forceHint("op run", outfile.WriteAtomic(*out, output, *force))
 	} else {
 		_, err = env.Stdout.Write(output)
 	}

@@ -26,6 +26,7 @@ commands without an image of your own:
   braid submit --op blur --input $(braid put in.png) --tile 256x256 --wait`)
 	size := fs.Int("size", 2048, "width and height of the PNG: `n` pixels")
 	out := fs.StringP("output", "o", "", "write the image to this `file` (required; - for standard output)")
+	force := fs.Bool("force", false, "replace an existing output file")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -46,6 +47,10 @@ commands without an image of your own:
 			env.Errorf("sample: cannot write %s: %s is not a directory", *out, dir)
 			return 1
 		}
+		if err := outfile.CheckFree(*out); err != nil && !*force {
+			env.Errorf("sample: %v", forceHint("sample", err))
+			return 1
+		}
 	}
 	var img []byte
 	if strings.HasSuffix(strings.ToLower(*out), ".gif") {
@@ -60,8 +65,8 @@ commands without an image of your own:
 		}
 		return 0
 	}
-	if err := outfile.WriteAtomic(*out, img); err != nil {
-		env.Errorf("sample: %v", err)
+	if err := outfile.WriteAtomic(*out, img, *force); err != nil {
+		env.Errorf("sample: %v", forceHint("sample", err))
 		return 1
 	}
 	return 0

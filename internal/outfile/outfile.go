@@ -6,6 +6,8 @@ package outfile
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -42,8 +44,14 @@ func CreateTemp(dir, pattern string, perm fs.FileMode) (*os.File, error) {
 
 // WriteAtomic writes b to name through a temporary file renamed into
 // place, so that name is either the old file or the whole new one. The
-// new file has Perm filtered by the umask.
-func WriteAtomic(name string, b []byte) error {
+// new file has Perm filtered by the umask. Unless replace is set, an
+// existing name is left alone and the error is an *ExistsError.
+func WriteAtomic(name string, b []byte, replace bool) error {
+	if !replace {
+		if err := CheckFree(name); err != nil {
+			return err
+		}
+	}
 	tmp, err := CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".part-*", Perm)
 	if err != nil {
 		return err
@@ -56,5 +64,46 @@ func WriteAtomic(name string, b []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), name)
+	return Place(tmp.Name(), name, replace)
+}
+
+// ExistsError is the error of a write that would have replaced an
+// existing file without being asked to.
+type ExistsError struct{ Name string }
+
+func (e *ExistsError) Error() string { return fmt.Sprintf("%s exists; nothing was replaced", e.Name) }
+
+// Is makes errors.Is(err, fs.ErrExist) true.
+func (e *ExistsError) Is(target error) bool { return target == fs.ErrExist }
+
+// CheckFree returns an *ExistsError if name exists (as anything, a
+// dangling link included): a command checks it before it spends time on
+// the output, and Place checks again as it puts the file in place.
+func CheckFree(name string) error {
+	if _, err := os.Lstat(name); err == nil {
+		return &ExistsError{Name: name}
+	}
+	return nil
+}
+
+// Place moves the finished temporary file tmp to name. With replace it
+// renames it, replacing whatever is there; without, it links it to name,
+// which fails if name exists, so a file made meanwhile is not replaced
+// either (where the file system has no hard links, it checks, then
+// renames). tmp stays for the caller to remove.
+func Place(tmp, name string, replace bool) error {
+	if replace {
+		return os.Rename(tmp, name)
+	}
+	err := os.Link(tmp, name)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrExist):
+		return &ExistsError{Name: name}
+	}
+	if err := CheckFree(name); err != nil {
+		return err
+	}
+	return os.Rename(tmp, name)
 }
