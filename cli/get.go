@@ -78,6 +78,27 @@ bar is drawn on stderr when it is a terminal (or with --progress).`)
 		}
 		return 0
 	}
+	if f, ok, err := outfile.OpenSpecial(*out); ok || err != nil {
+		// A device or pipe (-o /dev/null): written into, never replaced.
+		if err != nil {
+			env.Errorf("get: %v", err)
+			return 1
+		}
+		n, err := c.Get(ctx, id, progressWriter{f, prog})
+		if prog != nil {
+			prog.stop()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return clientFail(env, "get", err)
+		}
+		if *cf.json {
+			jsonLine(env.Stdout, map[string]any{"id": id, "size": n, "file": *out})
+		}
+		return 0
+	}
 	if !*force {
 		if err := outfile.CheckFree(*out); err != nil {
 			env.Errorf("get: %v", forceHint("get", err))

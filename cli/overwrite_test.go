@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,4 +105,35 @@ func TestNoSilentOverwrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused("get", member, "get", dsID, "-o", into)
+}
+
+// TestOutputIntoDevice: -o naming a device or a named pipe (-o /dev/null)
+// writes into it, as the shell's > would, and never replaces it with a
+// file: renaming over /dev/null made it a regular file when run as root.
+// A named pipe stands in for the device here.
+func TestOutputIntoDevice(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "pipe")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo) // opens when the writer does; EOF when it closes
+		got <- b
+	}()
+	if code, _, stderr := runBraid(t, 30*time.Second, "sample", "--size", "16", "-o", fifo); code != 0 {
+		t.Fatalf("sample -o %s: exit %d: %s", fifo, code, stderr)
+	}
+	select {
+	case b := <-got:
+		if !bytes.Equal(b, ops.SamplePNG(16, 16)) {
+			t.Errorf("the pipe's reader got %d bytes, want the 16x16 sample", len(b))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing came out of the pipe within 10s")
+	}
+	fi, err := os.Lstat(fifo)
+	if err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("%s is no longer a named pipe: %v, %v", fifo, fi.Mode(), err)
+	}
 }

@@ -30,8 +30,9 @@ accepted: a name with a directory part, such as ../x, is refused.
 
 Each file is written to a temporary file in DIR (.braid-recv-*.part),
 checked against the sender's SHA-256, fsynced and renamed to its name,
-replacing a file of that name, with the sender's permission bits less the
-umask (as scp and cp do). On a mismatch, a disconnect or a disk error the
+with the sender's permission bits less the umask (as scp and cp do). A
+file of that name already in DIR is refused before its content travels,
+and the sender told why, unless --force is given: then it is replaced. On a mismatch, a disconnect or a disk error the
 temporary file is removed, no file appears under the final name, and the
 sender is told why.
 

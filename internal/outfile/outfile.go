@@ -47,6 +47,16 @@ func CreateTemp(dir, pattern string, perm fs.FileMode) (*os.File, error) {
 // new file has Perm filtered by the umask. Unless replace is set, an
 // existing name is left alone and the error is an *ExistsError.
 func WriteAtomic(name string, b []byte, replace bool) error {
+	if f, ok, err := OpenSpecial(name); ok || err != nil {
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
 	if !replace {
 		if err := CheckFree(name); err != nil {
 			return err
@@ -80,10 +90,34 @@ func (e *ExistsError) Is(target error) bool { return target == fs.ErrExist }
 // dangling link included): a command checks it before it spends time on
 // the output, and Place checks again as it puts the file in place.
 func CheckFree(name string) error {
+	if special(name) {
+		return nil // written into, not replaced: see OpenSpecial
+	}
 	if _, err := os.Lstat(name); err == nil {
 		return &ExistsError{Name: name}
 	}
 	return nil
+}
+
+// special reports whether name is, or links to, something that is
+// neither a regular file nor a directory: a device such as /dev/null, a
+// named pipe, a socket.
+func special(name string) bool {
+	fi, err := os.Stat(name)
+	return err == nil && !fi.Mode().IsRegular() && !fi.IsDir()
+}
+
+// OpenSpecial opens name for writing if it is a device (/dev/null,
+// /dev/stdout), a named pipe or a socket, and reports whether it is one:
+// output goes into those as the shell's > would send it, since renaming
+// a file over them would replace the device itself (as root, /dev/null
+// would become a regular file).
+func OpenSpecial(name string) (*os.File, bool, error) {
+	if !special(name) {
+		return nil, false, nil
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_TRUNC, 0)
+	return f, true, err
 }
 
 // Place moves the finished temporary file tmp to name. With replace it
