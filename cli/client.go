@@ -215,10 +215,19 @@ func fmtParams(p map[string]string) string {
 	sort.Strings(keys)
 	var b strings.Builder
 	for _, k := range keys {
-		fmt.Fprintf(&b, " %s=%s", k, p[k])
+		v := p[k]
+		if len(v) > maxParamShown {
+			// A long value (a file's worth) would fill the terminal:
+			// its start and its size tell it apart; --json has it whole.
+			v = fmt.Sprintf("%s... (%s)", strings.ToValidUTF8(v[:maxParamShown-16], ""), formatBytes(int64(len(v))))
+		}
+		fmt.Fprintf(&b, " %s=%s", k, v)
 	}
 	return b.String()
 }
+
+// maxParamShown is the longest parameter value status prints whole.
+const maxParamShown = 80
 
 // jobExit is the exit code for a finished job: 0 if done.
 func jobExit(st api.JobStatus) int {
