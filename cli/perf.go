@@ -85,8 +85,12 @@ reason (braid measures reliable streams).
 own flags apply to its echoes and to -R data, so start it with the same ones
 (the client warns when they differ).
 
-Output: a header, interval lines every --interval seconds (the last one
-partial, as iperf3's), each stream's sender and receiver totals as
+Output: a header; every --interval seconds a line per stream (bytes and
+rate) and, with several streams, their [SUM], as iperf3 prints them
+(without iperf3's per-interval Retr and Cwnd: braid's streams share the
+session's channels, whose TCP figures are in the totals); with --paths
+also a line of each path's rate (--tcp-baseline prints that one only:
+its streams are its paths); each stream's sender and receiver totals as
 iperf3 prints them, and a summary with per-path bytes and Mbit/s (bytes the
 client sent in bulk, received with -R, both in pingpong). -J/--json prints
 one JSON object shaped like iperf3's -J output (start, intervals, end with
@@ -119,6 +123,7 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	bidir := fs.Bool("bidir", false, "bulk: both directions at once, --parallel streams each way, as iperf3 --bidir (the summary and -J give each direction)")
 	baseline := fs.Bool("tcp-baseline", false, "measure k plain TCP connections striped by hand instead of braid")
 	sctp := fs.Bool("sctp", false, "as iperf3 --sctp: kernel SCTP channels, the same as --transport sctp (--transport sctp-udp runs SCTP in user space where the kernel has none)")
+	showPaths := fs.Bool("paths", false, "also print an interval line of each path's rate (braid's own, under a heading of its own)")
 	asJSON := fs.BoolP("json", "J", false, "print one JSON object shaped like iperf3's -J output instead of text")
 	ix := addIperfFlags(fs)
 	obs := addObsFlags(fs, "perf server (-s)")
@@ -280,7 +285,21 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 	if !*asJSON {
 		printPerfHeader(env.Stdout, o)
 		if o.Interval > 0 {
-			o.OnInterval = func(i int, e perf.Interval) { printInterval(env.Stdout, o.Mode, i, e, ix.unit) }
+			var mu sync.Mutex // the two kinds of interval lines come from two samplers
+			if *showPaths || o.Baseline {
+				o.OnInterval = func(i int, e perf.Interval) {
+					mu.Lock()
+					defer mu.Unlock()
+					printInterval(env.Stdout, o.Mode, i, e, ix.unit)
+				}
+			}
+			if !o.Baseline {
+				o.OnStreamInterval = func(i int, iv perf.IperfInterval) {
+					mu.Lock()
+					defer mu.Unlock()
+					printStreamInterval(env.Stdout, i, iv, ix.unit)
+				}
+			}
 		}
 	}
 	rep, ip, err := perf.Run(ctx, o)
@@ -557,8 +576,42 @@ func fmtUs(us float64) string {
 	return fmt.Sprintf("%.0fµs", us)
 }
 
-// printInterval prints an interval line like iperf3's, with a heading
-// before the first.
+// printStreamInterval prints one interval as iperf3 prints it: a line
+// per stream, then [SUM] when there are several streams, with a dashed
+// line between intervals, with a heading before the first. iperf3's
+// sender adds each socket's Retr and Cwnd in the interval: braid's
+// streams have no socket of their own and their channels' TCP_INFO is
+// read over the whole test only (the totals' Retr), so the interval
+// lines have none.
+func printStreamInterval(w io.Writer, i int, iv perf.IperfInterval, u rateUnit) {
+	if i == 0 {
+		fmt.Fprintf(w, "[ ID] %-15s  %11s  %-15s\n", "Interval", "Transfer", "Bitrate")
+	}
+	line := func(id string, s perf.IperfSpan) {
+		omitted := ""
+		if s.Omitted != nil && *s.Omitted {
+			omitted = "  (omitted)"
+		}
+		fmt.Fprintf(w, "[%s] %5.2f-%-5.2f sec  %11s  %8.1f %s%s\n", id, s.Start, s.End, formatBytes(s.Bytes),
+			u.of(s.BitsPerSecond/1e6), u.name, omitted)
+	}
+	if i > 0 && len(iv.Streams) > 1 {
+		fmt.Fprintln(w, strings.Repeat("- ", 30))
+	}
+	for _, s := range iv.Streams {
+		id := "  ?"
+		if s.Socket != nil {
+			id = fmt.Sprintf("%3d", *s.Socket)
+		}
+		line(id, s)
+	}
+	if len(iv.Streams) > 1 {
+		line("SUM", iv.Sum)
+	}
+}
+
+// printInterval prints braid's per-path interval line (--paths, and the
+// paths of --tcp-baseline), with a heading before the first.
 func printInterval(w io.Writer, mode string, i int, e perf.Interval, u rateUnit) {
 	if i == 0 {
 		var b strings.Builder

@@ -32,6 +32,7 @@ type iperf3JSON struct {
 			LocalHost  string `json:"local_host"`
 			RemoteHost string `json:"remote_host"`
 			RemotePort int    `json:"remote_port"`
+			Paths      []int  `json:"braid_paths"`
 		} `json:"connected"`
 		Version   string `json:"version"`
 		Timestamp struct {
@@ -58,7 +59,10 @@ type iperf3JSON struct {
 	} `json:"intervals"`
 	End struct {
 		Streams []struct {
-			Sender   struct{ Bytes int64 } `json:"sender"`
+			Sender struct {
+				Bytes  int64
+				Socket int `json:"socket"`
+			} `json:"sender"`
 			Receiver struct{ Bytes int64 } `json:"receiver"`
 		} `json:"streams"`
 		SumSent struct {
@@ -132,7 +136,19 @@ func TestPerfIperfJSON(t *testing.T) {
 				t.Fatalf("not one JSON object: %v\n%s", err, out)
 			}
 			ts := r.Start.TestStart
-			if r.Error != "" || len(r.Start.Connected) != 2 || r.Start.Connected[1].RemoteHost != "127.0.0.2" ||
+			// start.connected: one entry per stream, as iperf3 (jq
+			// '.start.connected | length' is -P), each with the socket
+			// of its end.streams entry and both paths in braid_paths.
+			if len(r.Start.Connected) != ts.NumStreams || len(r.End.Streams) != ts.NumStreams {
+				t.Errorf("start.connected has %d entries, end.streams %d; want -P = %d", len(r.Start.Connected), len(r.End.Streams), ts.NumStreams)
+			} else {
+				for i, c := range r.Start.Connected {
+					if c.Socket != r.End.Streams[i].Sender.Socket || len(c.Paths) != 2 || c.RemoteHost != "127.0.0.1" || c.RemotePort == 0 {
+						t.Errorf("start.connected[%d] = %+v; want socket %d (end.streams), remote 127.0.0.1, braid_paths of 2", i, c, r.End.Streams[i].Sender.Socket)
+					}
+				}
+			}
+			if r.Error != "" ||
 				!strings.HasPrefix(r.Start.Version, "braid ") || r.Start.Timestamp.TimeSecs < time.Now().Add(-time.Minute).Unix() ||
 				(ts.Reverse == 1) != tt.reverse || ts.NumStreams < 1 || ts.Duration <= 0 || ts.BlkSize <= 0 {
 				t.Errorf("start: %+v, error %q", r.Start, r.Error)
@@ -192,7 +208,7 @@ func TestPerfIperfJSON(t *testing.T) {
 				}
 			}
 			if s.Error != "" || s.End.SumReceived.Bytes != e.SumReceived.Bytes || s.End.SumSent.Bytes != e.SumSent.Bytes ||
-				s.End.SumSent.Sender != tt.reverse || len(s.Start.Connected) != 2 {
+				s.End.SumSent.Sender != tt.reverse || len(s.Start.Connected) != r.Start.TestStart.NumStreams {
 				t.Errorf("server's report: sent %+v received %+v, error %q; client's: sent %+v received %+v",
 					s.End.SumSent, s.End.SumReceived, s.Error, e.SumSent, e.SumReceived)
 			}
@@ -477,7 +493,7 @@ func TestPerfIperfScriptFlags(t *testing.T) {
 	addr := srv.listening(t)
 
 	logfile := filepath.Join(t.TempDir(), "perf.log")
-	code, out, errs := runCmd(t, 30*time.Second, "perf", "-c", addr, "-4", "-f", "k", "-T", "run1", "--logfile", logfile, "-t", "2.5", "-l", "64K")
+	code, out, errs := runCmd(t, 30*time.Second, "perf", "-c", addr, "-4", "-f", "k", "-T", "run1", "--logfile", logfile, "-t", "2.5", "-l", "64K", "--paths")
 	if code != 0 || out != "" || errs != "" {
 		t.Fatalf("--logfile: exit %d, stdout %q, stderr %q", code, out, errs)
 	}

@@ -122,7 +122,7 @@ func TestPerfHuman(t *testing.T) {
 	t.Setenv("BRAID_KEY", testKey)
 	srv := start(t, "perf", "-s", "--once", "--listen", "127.0.0.1:0,127.0.0.2:0")
 	addrs := srv.listening(t)
-	code, out, errs := runCmd(t, 30*time.Second, "perf", "-c", addrs, "--time", "2.5", "--length", "64K")
+	code, out, errs := runCmd(t, 30*time.Second, "perf", "-c", addrs, "--time", "2.5", "--length", "64K", "--paths")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -208,7 +208,8 @@ func TestPerfTextLikeIperf3(t *testing.T) {
 	addr := srv.listening(t)
 	srvPlain := start(t, "perf", "-s", "--listen", "127.0.0.1:0", "--insecure-plaintext")
 	addrPlain := srvPlain.listening(t)
-	interval := regexp.MustCompile(`(?m)^\[\s*[\d.]+-\s*[\d.]+ \]\s+[\d.]+`)
+	// An interval line per stream, and [SUM] with several: "[  3]  0.00-1.00  sec    481.0 MiB    4033.5 Mbit/s".
+	interval := regexp.MustCompile(`(?m)^\[\s*(\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s$`)
 	stream := regexp.MustCompile(`(?m)^\[\s*(\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s\s+(?:\d+\s+)?(sender|receiver)$`)
 	for _, tc := range []struct {
 		args      []string
@@ -234,8 +235,21 @@ func TestPerfTextLikeIperf3(t *testing.T) {
 			if !strings.Contains(out, tc.header) {
 				t.Errorf("header lacks %q:\n%s", tc.header, out)
 			}
-			if n := len(interval.FindAllString(out, -1)); n < tc.intervals {
-				t.Errorf("%d interval lines, want at least %d:\n%s", n, tc.intervals, out)
+			ivs := interval.FindAllStringSubmatch(out, -1)
+			perStream := map[string]int{}
+			for _, m := range ivs {
+				perStream[m[1]]++
+			}
+			if len(perStream) != tc.streams+map[bool]int{false: 0, true: 1}[tc.streams > 1] {
+				t.Errorf("interval lines of %d streams and sums (%v), want %d streams and [SUM] if several:\n%s", len(perStream), perStream, tc.streams, out)
+			}
+			for id, n := range perStream {
+				if n < tc.intervals {
+					t.Errorf("stream %s has %d interval lines, want at least %d:\n%s", id, n, tc.intervals, out)
+				}
+			}
+			if strings.Contains(out, "[ seconds ]") {
+				t.Errorf("per-path interval lines without --paths:\n%s", out)
 			}
 			lines := stream.FindAllStringSubmatch(out, -1)
 			want := 2 * tc.streams

@@ -59,6 +59,12 @@ type Options struct {
 	// OnInterval, if not nil, is called with each interval as it ends
 	// (i counts from 0), for live output.
 	OnInterval func(i int, e Interval)
+	// OnStreamInterval, if not nil, is called with each interval of the
+	// streams as it ends (i counts from 0): the bytes of every stream and
+	// their sum, as iperf3 prints its interval lines and as -J's
+	// intervals hold them. Not for --tcp-baseline, whose streams are its
+	// paths (OnInterval).
+	OnStreamInterval func(i int, iv IperfInterval)
 	// Warn, if not nil, receives warnings that do not stop the test: a
 	// server that sends with other striping settings than the client.
 	Warn func(msg string)
@@ -288,10 +294,10 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 	}
 	ctr, rctr := &streamCounter{}, &streamCounter{}
 	period := time.Duration(o.Interval * float64(time.Second))
-	sampler := startSampler(ctr, !o.Reverse, period, o.omit())
+	sampler := startSampler(ctr, !o.Reverse, period, o.omit(), o.OnStreamInterval)
 	var rsampler *streamSampler
 	if o.Bidir {
-		rsampler = startSampler(rctr, false, period, o.omit())
+		rsampler = startSampler(rctr, false, period, o.omit(), nil)
 	}
 	var (
 		rev     bulkRecvResult
@@ -371,6 +377,7 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 	rep.setBraidPaths(o, before.paths, paths, &res)
 	ids, counts := ctr.since()
 	ip.End = o.IperfEnd(rep, &res, sent, ids, counts)
+	ip.Start.Connected = streamsConnected(ip.Start.Connected, ids, o.Baseline)
 	if o.Bidir && res.Rev != nil {
 		// The server-to-client direction: its sender is the server.
 		theirs := map[int]int64{}

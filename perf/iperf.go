@@ -70,13 +70,48 @@ type IperfStart struct {
 	TestStart     IperfTestStart `json:"test_start"`
 }
 
-// IperfConnected is one path of the session.
+// IperfConnected is one stream of the test, as iperf3 lists one socket
+// per -P stream, so that len(start.connected) is -P. A braid stream is
+// not a socket: its messages go over every channel (path) of the
+// session, so an entry gives the stream's id (socket, as in the
+// intervals and end.streams) with the addresses of the session's first
+// path, and braid_paths lists the ids of every path the stream rides.
+// A plain TCP connection of --tcp-baseline rides one path. Until the
+// streams are open (a test that failed early) the entries are the
+// session's paths, with socket the path id and no braid_paths.
 type IperfConnected struct {
-	Socket     int    `json:"socket"` // the path id
+	Socket     int    `json:"socket"` // the stream id (the path id before streams open)
 	LocalHost  string `json:"local_host"`
 	LocalPort  int    `json:"local_port"`
 	RemoteHost string `json:"remote_host"`
 	RemotePort int    `json:"remote_port"`
+	// Paths are the ids of the paths (braid.per_path[].id) the stream
+	// rides; braid's own field.
+	Paths []int `json:"braid_paths,omitempty"`
+}
+
+// streamsConnected turns the session's paths into one entry per stream
+// of ids (see IperfConnected); with no ids it returns paths. With
+// baseline, stream i is the plain TCP connection over path i.
+func streamsConnected(paths []IperfConnected, ids []int, baseline bool) []IperfConnected {
+	if len(ids) == 0 || len(paths) == 0 {
+		return paths
+	}
+	all := make([]int, len(paths))
+	for i, p := range paths {
+		all[i] = p.Socket
+	}
+	out := make([]IperfConnected, len(ids))
+	for i, id := range ids {
+		p, rides := paths[0], all
+		if baseline {
+			p = paths[i%len(paths)]
+			rides = []int{p.Socket}
+		}
+		p.Socket, p.Paths = id, rides
+		out[i] = p
+	}
+	return out
 }
 
 // IperfTimestamp is when the test began.
@@ -320,13 +355,17 @@ type streamSampler struct {
 	done    chan struct{}
 	stopped sync.Once
 	out     []IperfInterval
+	// each, if not nil, is called with each interval as it is
+	// recorded.
+	each func(int, IperfInterval)
 }
 
 // startSampler starts sampling c every period from now; a period of 0
 // records nothing. The intervals of the first omit are marked omitted, and
 // the times of those after start again from 0, as iperf3 -O reports them.
-func startSampler(c *streamCounter, sender bool, period, omit time.Duration) *streamSampler {
-	s := &streamSampler{c: c, sender: sender, period: period, omit: omit, start: time.Now(), stopCh: make(chan struct{}), done: make(chan struct{})}
+// each, if not nil, is called with each interval as it is recorded.
+func startSampler(c *streamCounter, sender bool, period, omit time.Duration, each func(int, IperfInterval)) *streamSampler {
+	s := &streamSampler{c: c, sender: sender, period: period, omit: omit, start: time.Now(), stopCh: make(chan struct{}), done: make(chan struct{}), each: each}
 	if period <= 0 {
 		close(s.done)
 		return s
@@ -361,6 +400,9 @@ func (s *streamSampler) run() {
 		iv.Sum = span(a, b, sum, s.sender)
 		iv.Sum.Omitted = &omitted
 		s.out = append(s.out, iv)
+		if s.each != nil {
+			s.each(len(s.out)-1, iv)
+		}
 		last = now
 	}
 	for {

@@ -172,7 +172,7 @@ func (s *Server) test(ctx context.Context, sess *transport.Session, ctrl *transp
 	u0, s0 := ctl.CPUTimes()
 	began := time.Now()
 	ctr := &streamCounter{}
-	sampler := startSampler(ctr, h.Reverse, s.Interval, h.omit())
+	sampler := startSampler(ctr, h.Reverse, s.Interval, h.omit(), nil)
 	var res *Result
 	if h.Baseline {
 		res, err = s.baseline(ctx, sess, ctrl, &h)
@@ -410,6 +410,11 @@ func (s *Server) iperf(sess *transport.Session, began time.Time, h *Hello, res *
 		ts.Blocks = int64(h.Count)
 	}
 	r := &IperfReport{Start: newIperfStart(began, sess.ID(), sessionConnected(sess), ts), Intervals: intervals, End: IperfEnd{Streams: []IperfEndStream{}}}
+	ids := make([]int, len(res.StreamBytes))
+	for i, st := range res.StreamBytes {
+		ids[i] = st.ID
+	}
+	r.Start.Connected = streamsConnected(r.Start.Connected, ids, h.Baseline)
 	if res.Error != "" || sum == nil {
 		r.Error = res.Error
 		if r.Error == "" {
