@@ -76,7 +76,10 @@ braid's bulk senders always write without a copy, its TCP channels always
 set TCP_NODELAY, output is never buffered. --bidir runs
 a bulk test both ways at once. -O/--omit
 runs a warm-up first and leaves it out of the totals; --get-server-output
-prints the server's report of the test after the client's. -D/--daemon
+prints the server's own report of the test after the client's: with a
+text server, its line for the test, the streams it accepted, its interval
+lines per stream and its totals (iperf3's server_output_text); with a -J
+server, its JSON (server_output_json). -D/--daemon
 runs the server in the background (the command returns once it listens)
 and -I/--pidfile writes its pid, removed when it exits; -u fails with the
 reason (braid measures reliable streams).
@@ -376,8 +379,8 @@ func perfServe(ctx context.Context, env *Env, addrs []string, cfg *transport.Con
 	}
 	if !asJSON {
 		// What a client with --get-server-output gets: the line this
-		// server prints for the test.
-		srv.Text = func(t *perf.Test) string { return time.Now().Format("15:04:05") + " " + perfTestLine(t) + "\n" }
+		// server prints for the test and the server's whole report.
+		srv.Text = func(t *perf.Test) string { return perfServerReport(time.Now(), t, rateUnits["m"]) }
 	}
 	srv.Done = func(t *perf.Test) {
 		mu.Lock()
@@ -428,6 +431,30 @@ func perfTestLine(t *perf.Test) string {
 		return fmt.Sprintf("%s: echoed %d messages, rtt %s, effective %.1f Mbit/s", what, res.Messages, fmtUs(sum.RTTus), sum.EffectiveMbps)
 	}
 	return fmt.Sprintf("%s: %.1f Mbit/s (%s in %.2f s at the receiver)", what, sum.ThroughputMbps, formatBytes(sum.Bytes), sum.Seconds)
+}
+
+// perfServerReport is the server's own report of test t, as iperf3's
+// server prints one and --get-server-output returns it
+// (server_output_text): the line this server prints for the test, the
+// client's address, the streams (start.connected), the server's interval
+// lines per stream (every --interval of the server) and its totals per
+// stream, all measured by the server.
+func perfServerReport(now time.Time, t *perf.Test, u rateUnit) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s\n", now.Format("15:04:05"), perfTestLine(t))
+	ip := t.Iperf
+	if ip == nil {
+		return b.String()
+	}
+	fmt.Fprintf(&b, "Accepted connection from %s\n", t.Peer)
+	for _, c := range ip.Start.Connected {
+		fmt.Fprintf(&b, "[%3d] local %s port %d connected to %s port %d\n", c.Socket, c.LocalHost, c.LocalPort, c.RemoteHost, c.RemotePort)
+	}
+	for i, iv := range ip.Intervals {
+		printStreamInterval(&b, i, iv, u)
+	}
+	printStreamTotals(&b, ip, u)
+	return b.String()
 }
 
 // printJSON prints v as indented JSON and a newline.

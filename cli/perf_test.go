@@ -275,3 +275,34 @@ func TestPerfTextLikeIperf3(t *testing.T) {
 		})
 	}
 }
+
+// --get-server-output returns the server's own report, as iperf3's
+// server_output_text: the streams it accepted, its interval lines per
+// stream and its totals per stream, not a one-line summary.
+func TestPerfServerOutputText(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
+	addr := srv.listening(t)
+	code, out, errs := runCmd(t, 30*time.Second, "perf", "-c", addr, "-P", "2", "-t", "1.5", "-l", "64K", "--get-server-output")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	_, so, ok := strings.Cut(out, "\nServer output:\n")
+	if !ok {
+		t.Fatalf("no server output:\n%s", out)
+	}
+	for _, re := range []string{
+		`(?m)^Accepted connection from 127\.0\.0\.1:\d+$`,
+		`(?m)^\[\s*\d+\] local 127\.0\.0\.1 port \d+ connected to 127\.0\.0\.1 port \d+$`,
+		`(?m)^\[SUM\]\s+0\.00-1\.00\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s$`,
+		`(?m)^\[SUM\]\s+0\.00-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s\s+receiver$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(so) {
+			t.Errorf("server output lacks %s:\n%s", re, so)
+		}
+	}
+	if n := len(regexp.MustCompile(`(?m)^\[\s*\d+\] local `).FindAllString(so, -1)); n != 2 {
+		t.Errorf("server output lists %d streams, want 2 (-P 2):\n%s", n, so)
+	}
+}
