@@ -151,8 +151,11 @@ func TestClientCommands(t *testing.T) {
 		t.Error("downloaded output differs from the single-unit blur")
 	}
 
-	// A long job, followed with wait and canceled.
-	code, out, _ = runBraid(t, 10*time.Second, "submit", "--op", "sleep", "--input", id, "--units", "100", "--param", "ms=50")
+	// A long job, followed with wait and canceled. Its units would run a
+	// minute each, so none ends before the cancel (the worker list below
+	// counts the blur's 12 units done, no more), and the cancel's drop
+	// frees the worker at once.
+	code, out, _ = runBraid(t, 10*time.Second, "submit", "--op", "sleep", "--input", id, "--units", "100", "--param", "ms=60000")
 	if code != 0 || strings.TrimSpace(out) != "2" {
 		t.Fatalf("submit: %d %q", code, out)
 	}
