@@ -138,10 +138,13 @@ func TestPaperReportWithoutTestbed(t *testing.T) {
 	}
 	report, _ := os.ReadFile(filepath.Join(dir, "report.md"))
 	for _, want := range []string{"| paper | ratio |", "| 8 KB | 55.0 [50.0, 60.0] | 87.4 | 0.63 |", "37% below the paper's 87.4", "falls short of peak",
-		"| 20 MB | 1834 | 2.29 | — |", "No ratio (—): the paper's links are of unstated speed."} {
+		"| data size (MB) | braid (ms) | paper |\n", "| 20 MB | 1834 | 2.29 |\n", "No ratio column: the paper's links are of unstated speed."} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, report)
 		}
+	}
+	if strings.Contains(string(report), "—") {
+		t.Errorf("report.md has a column of dashes; want it dropped with the reason under the table:\n%s", report)
 	}
 	if strings.Contains(string(report), "800.87") || strings.Contains(string(report), "Table I, braid") {
 		t.Errorf("report.md compares with the paper where the setups do not compare:\n%s", report)
@@ -619,6 +622,21 @@ func TestDrawWholeImage(t *testing.T) {
 	for _, want := range []string{"throughput (Gbit/s)", ">10<", ">2 MiB<"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("the plot lacks %q", want)
+		}
+	}
+}
+
+// TestFindingSubjectNoStutter checks that a finding does not repeat the
+// title's last words when the series starts with them (paper 002's
+// "SCTP over TCP: throughput, throughput, SCTP / TCP").
+func TestFindingSubjectNoStutter(t *testing.T) {
+	for _, c := range [][3]string{
+		{"SCTP over TCP: throughput", "throughput, SCTP / TCP", "SCTP over TCP: throughput, SCTP / TCP"},
+		{"SCTP over TCP: CPU per byte", "CPU per GB, SCTP / TCP", "SCTP over TCP: CPU per GB, SCTP / TCP"},
+		{"Fig. 5", "braid", "Fig. 5, braid"},
+	} {
+		if got := subject(c[0], c[1]); got != c[2] {
+			t.Errorf("subject(%q, %q) = %q; want %q", c[0], c[1], got, c[2])
 		}
 	}
 }
