@@ -217,7 +217,10 @@ func (f *Figure) finish() []string {
 			p.Stddev = math.Sqrt(ss / float64(p.Reps-1))
 		}
 		p.Ratio = nil
-		if p.Paper != nil && *p.Paper != 0 && f.Comparable {
+		// A ratio of two percentages means nothing when either may be
+		// negative or near zero (paper 001 Fig. 10's decreases cross
+		// zero): such figures are compared by their difference in points.
+		if p.Paper != nil && *p.Paper != 0 && f.Comparable && f.Unit != "%" {
 			r := p.Value / *p.Paper
 			p.Ratio = &r
 		}

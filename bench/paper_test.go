@@ -640,3 +640,30 @@ func TestFindingSubjectNoStutter(t *testing.T) {
 		}
 	}
 }
+
+// TestPercentFigureNoRatio: a figure in percent that crosses zero (paper
+// 001 Fig. 10's decrease of the time per task) compares with the paper by
+// the difference in points, never by a ratio (-54% over 15.6% is -3.47,
+// which means nothing), and says why under the table.
+func TestPercentFigureNoRatio(t *testing.T) {
+	f := &Figure{ID: "001-fig10", Title: "Fig. 10", XLabel: "tasks (count)", Unit: "%", Higher: true, Comparable: true}
+	f.add("SCTP", kindBraid, 10, "10", -54)
+	f.add("SCTP", kindBraid, 100, "100", 20)
+	f.paper("SCTP", 10, 15.6)
+	f.paper("SCTP", 100, 26.6)
+	f.finish()
+	if p := f.point("SCTP", 10); p.Ratio != nil {
+		t.Errorf("percent figure has a ratio %v; want none", *p.Ratio)
+	}
+	var b strings.Builder
+	table(&b, f)
+	out := b.String()
+	for _, want := range []string{"| paper | braid - paper (points) |", "| 10 | -54.0 | 15.6 | -69.6 |", "| 100 | 20.0 | 26.6 | -6.6 |", "in percentage points"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "ratio |") || strings.Contains(out, "-3.47") {
+		t.Errorf("table gives a ratio of percentages:\n%s", out)
+	}
+}

@@ -73,7 +73,7 @@ func table(w io.Writer, f *Figure) {
 	for _, s := range series {
 		head = append(head, fmt.Sprintf("%s (%s)", s, f.Unit))
 		if withPaper[s] {
-			head = append(head, "paper", "ratio")
+			head = append(head, "paper", cmpHead(f))
 		}
 	}
 	var rows [][]string
@@ -96,6 +96,8 @@ func table(w io.Writer, f *Figure) {
 					switch {
 					case !f.Comparable:
 						ratio = "—"
+					case f.Unit == "%":
+						ratio = fmt.Sprintf("%+.1f", p.Value-*p.Paper)
 					case p.Ratio != nil:
 						ratio = fmt.Sprintf("%.2f", *p.Ratio)
 					}
@@ -119,6 +121,18 @@ func table(w io.Writer, f *Figure) {
 		}
 		fmt.Fprintf(w, "\nNo ratio column: %s\n", why)
 	}
+	if len(withPaper) > 0 && f.Comparable && f.Unit == "%" {
+		fmt.Fprintf(w, "\n\"%s\" is braid's percentage minus the paper's, in percentage points: a ratio of two percentages means nothing when either can be negative or near zero, as here.\n", cmpHead(f))
+	}
+}
+
+// cmpHead is the heading of the column comparing braid with the paper:
+// the ratio, or for percentages the difference in points.
+func cmpHead(f *Figure) string {
+	if f.Unit == "%" {
+		return "braid - paper (points)"
+	}
+	return "ratio"
 }
 
 // dropDashColumns removes the columns whose every filled row reads "—": such a
