@@ -667,3 +667,39 @@ func TestPercentFigureNoRatio(t *testing.T) {
 		t.Errorf("table gives a ratio of percentages:\n%s", out)
 	}
 }
+
+// TestAxesReadable: linear ticks step by 1, 2 or 5 times a power of ten
+// (never 0.25 or 25), and a figure whose values span decades is drawn on
+// a log axis (its y label says so) while one that crosses zero is not.
+func TestAxesReadable(t *testing.T) {
+	for _, c := range []struct{ lo, hi float64 }{{0, 97}, {-263, 54}, {0.3, 1.7}, {1200, 13745}, {0, 1}} {
+		ticks := steps125(c.lo, c.hi)
+		if len(ticks) < 3 || len(ticks) > 12 {
+			t.Errorf("ticks over [%g, %g]: %d, want 3-12", c.lo, c.hi, len(ticks))
+			continue
+		}
+		step := ticks[1].Value - ticks[0].Value
+		m := step / math.Pow(10, math.Floor(math.Log10(step)+1e-9))
+		if math.Abs(m-1) > 1e-6 && math.Abs(m-2) > 1e-6 && math.Abs(m-5) > 1e-6 {
+			t.Errorf("ticks over [%g, %g] step by %g; want 1, 2 or 5 x 10^k", c.lo, c.hi, step)
+		}
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		vals []float64
+		log  bool
+	}{{[]float64{2, 40, 9000}, true}, {[]float64{-50, 10, 40}, false}, {[]float64{20, 40, 60}, false}} {
+		f := &Figure{ID: "x", Title: "x", XLabel: "tasks (count)", YLabel: "time (ms)", Unit: "ms", Plot: "x.svg"}
+		for i, v := range c.vals {
+			f.add("a", kindBraid, float64(i+1), fmt.Sprint(i+1), v)
+		}
+		f.finish()
+		if err := f.Draw(filepath.Join(dir, "x.svg")); err != nil {
+			t.Fatal(err)
+		}
+		svg, _ := os.ReadFile(filepath.Join(dir, "x.svg"))
+		if got := strings.Contains(string(svg), "log scale"); got != c.log {
+			t.Errorf("values %v: log axis %v, want %v", c.vals, got, c.log)
+		}
+	}
+}
