@@ -401,6 +401,12 @@ func (res *Results) Write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
+	return res.Redraw(dir)
+}
+
+// Redraw writes the plots and report.md into dir again from res, as this
+// braid draws and words them, leaving results.json as it is.
+func (res *Results) Redraw(dir string) error {
 	if err := res.DrawPlots(dir); err != nil {
 		return err
 	}

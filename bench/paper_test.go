@@ -57,7 +57,9 @@ func checkRun(t *testing.T, dir string, papers []string) *Results {
 					t.Errorf("%s: value %v (min %v, max %v) over %d repetitions, samples %v", pt.Name, pt.Value, pt.Min, pt.Max, pt.Reps, pt.Samples)
 				}
 				switch {
-				case pt.Paper != nil && f.Comparable && (pt.Ratio == nil || math.Abs(*pt.Ratio - pt.Value / *pt.Paper) > 1e-9):
+				case pt.Paper != nil && f.Comparable && f.Unit == "%" && pt.Ratio != nil:
+					t.Errorf("%s: ratio %v of two percentages; want none (the report gives the difference in points)", pt.Name, *pt.Ratio)
+				case pt.Paper != nil && f.Comparable && f.Unit != "%" && (pt.Ratio == nil || math.Abs(*pt.Ratio - pt.Value / *pt.Paper) > 1e-9):
 					t.Errorf("%s: paper %v, ratio %v; want value / paper", pt.Name, *pt.Paper, pt.Ratio)
 				case !f.Comparable && pt.Ratio != nil:
 					t.Errorf("%s: ratio %v to the paper's value, in a figure whose setup does not compare", pt.Name, *pt.Ratio)
