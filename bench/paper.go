@@ -217,7 +217,10 @@ func (f *Figure) finish() []string {
 			p.Stddev = math.Sqrt(ss / float64(p.Reps-1))
 		}
 		p.Ratio = nil
-		if p.Paper != nil && *p.Paper != 0 && f.Comparable {
+		// A ratio of two percentages means nothing when either may be
+		// negative or near zero (paper 001 Fig. 10's decreases cross
+		// zero): such figures are compared by their difference in points.
+		if p.Paper != nil && *p.Paper != 0 && f.Comparable && f.Unit != "%" {
 			r := p.Value / *p.Paper
 			p.Ratio = &r
 		}
@@ -242,14 +245,14 @@ func (f *Figure) finish() []string {
 		}
 		switch w := worse(p.Value, *p.Paper); {
 		case f.Unit == "%" && math.Abs(p.Value-*p.Paper) > 5 && w > 0:
-			out = append(out, fmt.Sprintf("%s, %s at %s: braid measured %s%%, %.0f points %s the paper's %s%%.",
-				f.Title, p.Series, p.XLabel, num(p.Value), math.Abs(p.Value-*p.Paper), word, num(*p.Paper)))
+			out = append(out, fmt.Sprintf("%s at %s: braid measured %s%%, %.0f points %s the paper's %s%%.",
+				subject(f.Title, p.Series), p.XLabel, num(p.Value), math.Abs(p.Value-*p.Paper), word, num(*p.Paper)))
 		case f.Unit != "%" && w > 0.1 && !f.Higher:
-			out = append(out, fmt.Sprintf("%s, %s at %s: braid measured %s %s, %.1f times the paper's %s.",
-				f.Title, p.Series, p.XLabel, num(p.Value), f.Unit, p.Value / *p.Paper, num(*p.Paper)))
+			out = append(out, fmt.Sprintf("%s at %s: braid measured %s %s, %.1f times the paper's %s.",
+				subject(f.Title, p.Series), p.XLabel, num(p.Value), f.Unit, p.Value / *p.Paper, num(*p.Paper)))
 		case f.Unit != "%" && w > 0.1:
-			out = append(out, fmt.Sprintf("%s, %s at %s: braid measured %s %s, %.0f%% %s the paper's %s.",
-				f.Title, p.Series, p.XLabel, num(p.Value), f.Unit, 100*w, word, num(*p.Paper)))
+			out = append(out, fmt.Sprintf("%s at %s: braid measured %s %s, %.0f%% %s the paper's %s.",
+				subject(f.Title, p.Series), p.XLabel, num(p.Value), f.Unit, 100*w, word, num(*p.Paper)))
 		}
 	}
 	for _, c := range f.Compare {
@@ -398,6 +401,12 @@ func (res *Results) Write(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
+	return res.Redraw(dir)
+}
+
+// Redraw writes the plots and report.md into dir again from res, as this
+// braid draws and words them, leaving results.json as it is.
+func (res *Results) Redraw(dir string) error {
 	if err := res.DrawPlots(dir); err != nil {
 		return err
 	}
@@ -457,4 +466,26 @@ func ThisMachine() Machine {
 		m.Kernel = "Linux " + strings.TrimSpace(string(b))
 	}
 	return m
+}
+
+// subject names a figure's series in a finding: "title, series", except
+// that a series whose first word repeats the title's last part replaces
+// that part ("SCTP over TCP: throughput" and "throughput, SCTP / TCP"
+// give "SCTP over TCP: throughput, SCTP / TCP", not "throughput,
+// throughput").
+func subject(title, series string) string {
+	head, tail := "", title
+	if i := strings.LastIndex(title, ": "); i >= 0 {
+		head, tail = title[:i+2], title[i+2:]
+	}
+	first := func(s string) string {
+		if f := strings.Fields(s); len(f) > 0 {
+			return strings.ToLower(strings.TrimRight(f[0], ","))
+		}
+		return ""
+	}
+	if tail != "" && first(tail) == first(series) {
+		return head + series
+	}
+	return title + ", " + series
 }

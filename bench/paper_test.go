@@ -57,7 +57,9 @@ func checkRun(t *testing.T, dir string, papers []string) *Results {
 					t.Errorf("%s: value %v (min %v, max %v) over %d repetitions, samples %v", pt.Name, pt.Value, pt.Min, pt.Max, pt.Reps, pt.Samples)
 				}
 				switch {
-				case pt.Paper != nil && f.Comparable && (pt.Ratio == nil || math.Abs(*pt.Ratio - pt.Value / *pt.Paper) > 1e-9):
+				case pt.Paper != nil && f.Comparable && f.Unit == "%" && pt.Ratio != nil:
+					t.Errorf("%s: ratio %v of two percentages; want none (the report gives the difference in points)", pt.Name, *pt.Ratio)
+				case pt.Paper != nil && f.Comparable && f.Unit != "%" && (pt.Ratio == nil || math.Abs(*pt.Ratio - pt.Value / *pt.Paper) > 1e-9):
 					t.Errorf("%s: paper %v, ratio %v; want value / paper", pt.Name, *pt.Paper, pt.Ratio)
 				case !f.Comparable && pt.Ratio != nil:
 					t.Errorf("%s: ratio %v to the paper's value, in a figure whose setup does not compare", pt.Name, *pt.Ratio)
@@ -138,10 +140,13 @@ func TestPaperReportWithoutTestbed(t *testing.T) {
 	}
 	report, _ := os.ReadFile(filepath.Join(dir, "report.md"))
 	for _, want := range []string{"| paper | ratio |", "| 8 KB | 55.0 [50.0, 60.0] | 87.4 | 0.63 |", "37% below the paper's 87.4", "falls short of peak",
-		"| 20 MB | 1834 | 2.29 | — |", "No ratio (—): the paper's links are of unstated speed."} {
+		"| data size (MB) | braid (ms) | paper |\n", "| 20 MB | 1834 | 2.29 |\n", "No ratio column: the paper's links are of unstated speed."} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, report)
 		}
+	}
+	if strings.Contains(string(report), "—") {
+		t.Errorf("report.md has a column of dashes; want it dropped with the reason under the table:\n%s", report)
 	}
 	if strings.Contains(string(report), "800.87") || strings.Contains(string(report), "Table I, braid") {
 		t.Errorf("report.md compares with the paper where the setups do not compare:\n%s", report)
@@ -619,6 +624,84 @@ func TestDrawWholeImage(t *testing.T) {
 	for _, want := range []string{"throughput (Gbit/s)", ">10<", ">2 MiB<"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("the plot lacks %q", want)
+		}
+	}
+}
+
+// TestFindingSubjectNoStutter checks that a finding does not repeat the
+// title's last words when the series starts with them (paper 002's
+// "SCTP over TCP: throughput, throughput, SCTP / TCP").
+func TestFindingSubjectNoStutter(t *testing.T) {
+	for _, c := range [][3]string{
+		{"SCTP over TCP: throughput", "throughput, SCTP / TCP", "SCTP over TCP: throughput, SCTP / TCP"},
+		{"SCTP over TCP: CPU per byte", "CPU per GB, SCTP / TCP", "SCTP over TCP: CPU per GB, SCTP / TCP"},
+		{"Fig. 5", "braid", "Fig. 5, braid"},
+	} {
+		if got := subject(c[0], c[1]); got != c[2] {
+			t.Errorf("subject(%q, %q) = %q; want %q", c[0], c[1], got, c[2])
+		}
+	}
+}
+
+// TestPercentFigureNoRatio: a figure in percent that crosses zero (paper
+// 001 Fig. 10's decrease of the time per task) compares with the paper by
+// the difference in points, never by a ratio (-54% over 15.6% is -3.47,
+// which means nothing), and says why under the table.
+func TestPercentFigureNoRatio(t *testing.T) {
+	f := &Figure{ID: "001-fig10", Title: "Fig. 10", XLabel: "tasks (count)", Unit: "%", Higher: true, Comparable: true}
+	f.add("SCTP", kindBraid, 10, "10", -54)
+	f.add("SCTP", kindBraid, 100, "100", 20)
+	f.paper("SCTP", 10, 15.6)
+	f.paper("SCTP", 100, 26.6)
+	f.finish()
+	if p := f.point("SCTP", 10); p.Ratio != nil {
+		t.Errorf("percent figure has a ratio %v; want none", *p.Ratio)
+	}
+	var b strings.Builder
+	table(&b, f)
+	out := b.String()
+	for _, want := range []string{"| paper | braid - paper (points) |", "| 10 | -54.0 | 15.6 | -69.6 |", "| 100 | 20.0 | 26.6 | -6.6 |", "in percentage points"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "ratio |") || strings.Contains(out, "-3.47") {
+		t.Errorf("table gives a ratio of percentages:\n%s", out)
+	}
+}
+
+// TestAxesReadable: linear ticks step by 1, 2 or 5 times a power of ten
+// (never 0.25 or 25), and a figure whose values span decades is drawn on
+// a log axis (its y label says so) while one that crosses zero is not.
+func TestAxesReadable(t *testing.T) {
+	for _, c := range []struct{ lo, hi float64 }{{0, 97}, {-263, 54}, {0.3, 1.7}, {1200, 13745}, {0, 1}} {
+		ticks := steps125(c.lo, c.hi)
+		if len(ticks) < 3 || len(ticks) > 12 {
+			t.Errorf("ticks over [%g, %g]: %d, want 3-12", c.lo, c.hi, len(ticks))
+			continue
+		}
+		step := ticks[1].Value - ticks[0].Value
+		m := step / math.Pow(10, math.Floor(math.Log10(step)+1e-9))
+		if math.Abs(m-1) > 1e-6 && math.Abs(m-2) > 1e-6 && math.Abs(m-5) > 1e-6 {
+			t.Errorf("ticks over [%g, %g] step by %g; want 1, 2 or 5 x 10^k", c.lo, c.hi, step)
+		}
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		vals []float64
+		log  bool
+	}{{[]float64{2, 40, 9000}, true}, {[]float64{-50, 10, 40}, false}, {[]float64{20, 40, 60}, false}} {
+		f := &Figure{ID: "x", Title: "x", XLabel: "tasks (count)", YLabel: "time (ms)", Unit: "ms", Plot: "x.svg"}
+		for i, v := range c.vals {
+			f.add("a", kindBraid, float64(i+1), fmt.Sprint(i+1), v)
+		}
+		f.finish()
+		if err := f.Draw(filepath.Join(dir, "x.svg")); err != nil {
+			t.Fatal(err)
+		}
+		svg, _ := os.ReadFile(filepath.Join(dir, "x.svg"))
+		if got := strings.Contains(string(svg), "log scale"); got != c.log {
+			t.Errorf("values %v: log axis %v, want %v", c.vals, got, c.log)
 		}
 	}
 }

@@ -60,6 +60,27 @@ func (f *Figure) Draw(file string) error {
 	pts := slices.Clone(f.Points)
 	slices.SortStableFunc(pts, func(a, b *Point) int { return cmp.Compare(a.X, b.X) })
 	xr, yr := newRange(), newRange()
+	// The paper's markers of different series at one x are set a little
+	// apart (by series, about 2% of the axis each), so that equal or
+	// close values of two series show as two markers, not one.
+	var withPaper []string
+	allX := newRange()
+	for _, pt := range pts {
+		allX.add(pt.X)
+		if pt.Paper != nil && f.Comparable && !slices.Contains(withPaper, pt.Series) {
+			withPaper = append(withPaper, pt.Series)
+		}
+	}
+	paperX := func(series string, x float64) float64 {
+		k := float64(slices.Index(withPaper, series)) - float64(len(withPaper)-1)/2
+		if len(withPaper) < 2 {
+			return x
+		}
+		if f.LogX && allX.lo > 0 {
+			return x * math.Pow(allX.hi/allX.lo, 0.02*k)
+		}
+		return x + 0.02*k*max(allX.hi-allX.lo, 1e-9)
+	}
 	for i, name := range f.series() {
 		var s spread
 		var paper plotter.XYs
@@ -74,7 +95,7 @@ func (f *Figure) Draw(file string) error {
 			yr.add(pt.Min)
 			yr.add(pt.Max)
 			if pt.Paper != nil && f.Comparable {
-				paper = append(paper, plotter.XY{X: pt.X, Y: *pt.Paper})
+				paper = append(paper, plotter.XY{X: paperX(name, pt.X), Y: *pt.Paper})
 				yr.add(*pt.Paper)
 			}
 		}
@@ -124,13 +145,23 @@ func (f *Figure) Draw(file string) error {
 			p.X.Min, p.X.Max = xr.lo-pad, xr.hi+pad
 		}
 	}
-	if yr.ok() && yr.hi >= 1000 && strings.Contains(f.YLabel, "(Mbit/s)") {
+	// Values spanning decades (all above zero) go on a log axis, so that
+	// the small series are not squashed flat against the axis by the
+	// large ones.
+	logY := yr.ok() && yr.lo > 0 && yr.hi/yr.lo >= logSpan
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = humanTicks{log: true}
+		p.Y.Min, p.Y.Max = yr.lo/1.3, yr.hi*1.3
+		p.Y.Label.Text += " (log scale)"
+	}
+	if !logY && yr.ok() && yr.hi >= 1000 && strings.Contains(f.YLabel, "(Mbit/s)") {
 		// 1000 Mbit/s and more read as Gbit/s.
 		yTicks.div = 1000
 		p.Y.Tick.Marker = yTicks
 		p.Y.Label.Text = strings.Replace(f.YLabel, "(Mbit/s)", "(Gbit/s)", 1)
 	}
-	if yr.ok() {
+	if !logY && yr.ok() {
 		pad := 0.08 * max(yr.hi-yr.lo, math.Abs(yr.hi), 1e-9)
 		p.Y.Min, p.Y.Max = yr.lo-pad, yr.hi+pad
 		if yr.lo >= 0 && yr.lo-pad < 0 {
@@ -290,7 +321,7 @@ func (h humanTicks) Ticks(lo, hi float64) []plot.Tick {
 	case h.bytes:
 		// Round numbers of the unit the axis reads in: 1.9, 2, 2.1 MiB.
 		unit, _ := binaryUnit(max(math.Abs(lo), math.Abs(hi)))
-		for _, t := range (plot.DefaultTicks{}).Ticks(lo/unit, hi/unit) {
+		for _, t := range steps125(lo/unit, hi/unit) {
 			t.Value *= unit
 			if t.Label != "" {
 				t.Label = h.label(t.Value)
@@ -299,7 +330,7 @@ func (h humanTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 		return ticks
 	}
-	for _, t := range (plot.DefaultTicks{}).Ticks(lo, hi) {
+	for _, t := range steps125(lo, hi) {
 		if t.Label != "" {
 			t.Label = h.label(t.Value)
 		}
@@ -346,4 +377,34 @@ func kindOf(f *Figure, series string) string {
 		}
 	}
 	return ""
+}
+
+// logSpan is the ratio of a figure's largest to smallest value above which
+// its y axis is logarithmic.
+const logSpan = 30
+
+// steps125 are linear ticks at a step of 1, 2 or 5 times a power of ten,
+// four to ten of them between lo and hi, all labelled.
+func steps125(lo, hi float64) []plot.Tick {
+	if !(hi > lo) || math.IsInf(hi-lo, 0) {
+		return []plot.Tick{{Value: lo, Label: strconv.FormatFloat(lo, 'g', 4, 64)}}
+	}
+	raw := (hi - lo) / 8
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := 10 * mag
+	for _, m := range []float64{1, 2, 5} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	var ticks []plot.Tick
+	for n := math.Ceil(lo / step); n*step <= hi && len(ticks) < 20; n++ {
+		v := n * step
+		if math.Abs(v) < step*1e-9 {
+			v = 0
+		}
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 4, 64)})
+	}
+	return ticks
 }

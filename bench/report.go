@@ -24,7 +24,7 @@ func Report(w io.Writer, imgDir string, res *Results) error {
 		fmt.Fprintf(ew, "; load average %s at the start (the cores are shared)", m.Load)
 	}
 	fmt.Fprintf(ew, ".\n")
-	fmt.Fprintf(ew, "Values are means over the repetitions, [min, max] over them. \"paper\" is the paper's figure where it gives one, \"ratio\" braid's value over it where the paper's setup and this one compare (\"—\" where they do not, with the reason under the table).\n")
+	fmt.Fprintf(ew, "Values are means over the repetitions, [min, max] over them. \"paper\" is the paper's figure where it gives one, \"ratio\" braid's value over it where the paper's setup and this one compare (no ratio column where they do not, with the reason under the table).\n")
 	for _, p := range res.Papers {
 		fmt.Fprintf(ew, "\n### Paper %s: %s\n\n%s\n", p.Paper, p.Title, p.Setup)
 		if len(p.Emulated) > 0 {
@@ -73,10 +73,10 @@ func table(w io.Writer, f *Figure) {
 	for _, s := range series {
 		head = append(head, fmt.Sprintf("%s (%s)", s, f.Unit))
 		if withPaper[s] {
-			head = append(head, "paper", "ratio")
+			head = append(head, "paper", cmpHead(f))
 		}
 	}
-	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
+	var rows [][]string
 	xs, labels := f.xs()
 	for _, x := range xs {
 		row := []string{labels[x]}
@@ -96,6 +96,8 @@ func table(w io.Writer, f *Figure) {
 					switch {
 					case !f.Comparable:
 						ratio = "—"
+					case f.Unit == "%":
+						ratio = fmt.Sprintf("%+.1f", p.Value-*p.Paper)
 					case p.Ratio != nil:
 						ratio = fmt.Sprintf("%.2f", *p.Ratio)
 					}
@@ -105,6 +107,11 @@ func table(w io.Writer, f *Figure) {
 				}
 			}
 		}
+		rows = append(rows, row)
+	}
+	head, rows = dropDashColumns(head, rows)
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
+	for _, row := range rows {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
 	if len(withPaper) > 0 && !f.Comparable {
@@ -112,8 +119,55 @@ func table(w io.Writer, f *Figure) {
 		if why == "" {
 			why = "the paper's setup differs from this one too much for its values to compare (see \"Emulated instead of the paper's setup\" above); they are shown for reference."
 		}
-		fmt.Fprintf(w, "\nNo ratio (—): %s\n", why)
+		fmt.Fprintf(w, "\nNo ratio column: %s\n", why)
 	}
+	if len(withPaper) > 0 && f.Comparable && f.Unit == "%" {
+		fmt.Fprintf(w, "\n\"%s\" is braid's percentage minus the paper's, in percentage points: a ratio of two percentages means nothing when either can be negative or near zero, as here.\n", cmpHead(f))
+	}
+}
+
+// cmpHead is the heading of the column comparing braid with the paper:
+// the ratio, or for percentages the difference in points.
+func cmpHead(f *Figure) string {
+	if f.Unit == "%" {
+		return "braid - paper (points)"
+	}
+	return "ratio"
+}
+
+// dropDashColumns removes the columns whose every filled row reads "—": such a
+// column says nothing a single sentence under the table does not, and
+// the caller writes that sentence. The first column (the x labels) stays.
+func dropDashColumns(head []string, rows [][]string) ([]string, [][]string) {
+	keep := make([]bool, len(head))
+	keep[0] = true
+	for c := 1; c < len(head); c++ {
+		dash := false
+		for _, row := range rows {
+			switch {
+			case c >= len(row) || row[c] == "":
+			case row[c] == "—":
+				dash = true
+			default:
+				keep[c] = true
+			}
+		}
+		keep[c] = keep[c] || !dash
+	}
+	pick := func(cells []string) []string {
+		var out []string
+		for c, v := range cells {
+			if c >= len(keep) || keep[c] {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	out := make([][]string, len(rows))
+	for i, row := range rows {
+		out[i] = pick(row)
+	}
+	return pick(head), out
 }
 
 type errWriter struct {

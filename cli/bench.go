@@ -159,9 +159,10 @@ func runBenchReport(env *Env, args []string) int {
 Gathers the runs of braid bench --paper in the directories DIR... into one
 Markdown report, with the plots linked relative to the -o file's folder
 (docs/benchmarks.md is made this way). --redraw draws each run's plots
-again from its results.json, without running anything.`)
+and writes its report.md again from its results.json, without running
+anything.`)
 	out := fs.StringP("output", "o", "", "write the report to this `file` (default: stdout)")
-	redraw := fs.Bool("redraw", false, "redraw the plots (SVG and PNG) in each DIR from its results.json, as this braid draws them")
+	redraw := fs.Bool("redraw", false, "redraw the plots (SVG and PNG) and report.md in each DIR from its results.json, as this braid draws them")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -178,7 +179,7 @@ again from its results.json, without running anything.`)
 	for _, dir := range fs.Args() {
 		res, err := bench.ReadResults(dir)
 		if err == nil && *redraw {
-			err = res.DrawPlots(dir)
+			err = res.Redraw(dir)
 		}
 		if err != nil {
 			env.Errorf("bench report: %v", err)
