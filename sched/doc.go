@@ -36,7 +36,8 @@
 // the server calls after events, takes back the copies queued while one
 // tenant had jobs, and takes streams back for a tenant whose ready unit
 // no idle stream can take, from a tenant running at least two units more
-// (a backup copy first, then the unit started last): the server
+// (a backup copy first, then a unit taken back fewer times, then the unit
+// started last): the server
 // stops those copies on the worker, and their units run again later,
 // counted neither as lost nor as failed. A tenant that fills every
 // stream with units that run until their timeout so delays another's job

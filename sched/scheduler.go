@@ -1192,7 +1192,8 @@ func (s *Scheduler) Blocked(jobID uint64) error {
 // another tenant V that runs at least two units more than W (so a move
 // never reverses one just made, and the tenants' running units end at
 // most one apart): among those, a stream running a backup copy first,
-// then one of the tenant running the most, then the unit started last,
+// then one of the tenant running the most, then a unit taken back fewer
+// times, then the unit started last,
 // which loses the least work. Every copy of other tenants on that
 // stream is taken back, the queued ones too, so W's unit runs next
 // there. A tenant running its fair share or more takes nothing; a
@@ -1302,7 +1303,7 @@ func (s *Scheduler) Preempt() []Assignment {
 				if head.Tenant == w.tenant || run[head.Tenant] < run[w.tenant]+2 {
 					continue
 				}
-				if victim == nil || better(head, st, victim.inFlight[0], victim, run) {
+				if victim == nil || s.better(head, st, victim.inFlight[0], victim, run) {
 					victim = st
 				}
 			}
@@ -1344,15 +1345,31 @@ func (s *Scheduler) wakeAfter(back []Assignment, freed map[*stream]bool) {
 
 // better reports whether the stream running a should give way before
 // the one running b: a backup copy first, then the tenant running the
-// most, then the unit started last.
-func better(a Assignment, sa *stream, b Assignment, sb *stream, run map[string]int) bool {
+// most, then the unit taken back fewer times before (a unit started
+// again after a preemption would otherwise be the one started last
+// each time, and lose its work again and again), then the unit started
+// last.
+func (s *Scheduler) better(a Assignment, sa *stream, b Assignment, sb *stream, run map[string]int) bool {
 	if a.Backup != b.Backup {
 		return a.Backup
 	}
 	if run[a.Tenant] != run[b.Tenant] {
 		return run[a.Tenant] > run[b.Tenant]
 	}
+	if pa, pb := s.timesPreempted(a), s.timesPreempted(b); pa != pb {
+		return pa < pb
+	}
 	return sa.headSince > sb.headSince
+}
+
+// timesPreempted returns how many copies of a's unit Preempt took back.
+func (s *Scheduler) timesPreempted(a Assignment) int {
+	if j := s.byID[a.Job]; j != nil {
+		if u := j.byID[a.Unit]; u != nil {
+			return u.preempted
+		}
+	}
+	return 0
 }
 
 // takeBack removes the copies back from their stream, requeues their

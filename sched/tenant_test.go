@@ -258,3 +258,24 @@ func TestPreemptStatic(t *testing.T) {
 		t.Fatal(a)
 	}
 }
+
+// A unit taken back once is not the first to give way again, although
+// it restarted last: the unit that has not been preempted goes.
+func TestPreemptSparesPreempted(t *testing.T) {
+	s := New(Config{NoBackups: true})
+	s.SetWorker(Worker{ID: "w1", Streams: 2, Ops: []string{"op"}})
+	mustAdd(t, s, Job{ID: 1, Policy: Dynamic, Tenant: "mallory", InFlight: 1, Units: units(4, "op")})
+	first := next(t, s, "w1", 0)
+	m := next(t, s, "w1", 1)
+	s.Done(first) // an event: stream 0's next unit starts after stream 1's
+	last := next(t, s, "w1", 0)
+	// Make the unit started last one taken back before.
+	s.mu.Lock()
+	s.byID[1].byID[last.Unit].preempted = 1
+	s.mu.Unlock()
+	mustAdd(t, s, Job{ID: 2, Policy: Dynamic, Tenant: "alice", InFlight: 1, Units: units(1, "op")})
+	back := s.Preempt()
+	if len(back) != 1 || back[0].Unit != m.Unit {
+		t.Fatalf("Preempt took %+v, want mallory's unit %d, never preempted, not %d", back, m.Unit, last.Unit)
+	}
+}
