@@ -78,12 +78,8 @@ bar is drawn on stderr when it is a terminal (or with --progress).`)
 		}
 		return 0
 	}
-	if f, ok, err := outfile.OpenSpecial(*out); ok || err != nil {
-		// A device or pipe (-o /dev/null): written into, never replaced.
-		if err != nil {
-			env.Errorf("get: %v", err)
-			return 1
-		}
+	// download writes the blob to f and closes it.
+	download := func(f *os.File) (int64, error) {
 		n, err := c.Get(ctx, id, progressWriter{f, prog})
 		if prog != nil {
 			prog.stop()
@@ -91,6 +87,15 @@ bar is drawn on stderr when it is a terminal (or with --progress).`)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
+		return n, err
+	}
+	if f, ok, err := outfile.OpenSpecial(*out); ok || err != nil {
+		// A device or pipe (-o /dev/null): written into, never replaced.
+		if err != nil {
+			env.Errorf("get: %v", err)
+			return 1
+		}
+		n, err := download(f)
 		if err != nil {
 			return clientFail(env, "get", err)
 		}
@@ -111,13 +116,7 @@ bar is drawn on stderr when it is a terminal (or with --progress).`)
 		return 1
 	}
 	defer os.Remove(tmp.Name())
-	n, err := c.Get(ctx, id, progressWriter{tmp, prog})
-	if prog != nil {
-		prog.stop()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
+	n, err := download(tmp)
 	if err != nil {
 		return clientFail(env, "get", err)
 	}

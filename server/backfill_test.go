@@ -15,7 +15,6 @@ import (
 	"github.com/braid-hpc/braid/internal/wasmtest"
 	"github.com/braid-hpc/braid/server"
 	"github.com/braid-hpc/braid/store"
-	"github.com/braid-hpc/braid/store/storetest"
 	"github.com/braid-hpc/braid/worker"
 )
 
@@ -26,10 +25,7 @@ import (
 // client's upload that looks like a manifest of another owner's blob is
 // not made a dataset.
 func TestDatasetBackfill(t *testing.T) {
-	for name, backend := range map[string]func(testing.TB) storetest.Backend{
-		"sqlite":   func(testing.TB) storetest.Backend { return storetest.SQLite() },
-		"postgres": storetest.Postgres,
-	} {
+	for name, backend := range bothStores() {
 		t.Run(name, func(t *testing.T) {
 			b := backend(t)
 			url := b.Fresh(t)
@@ -85,10 +81,7 @@ func TestDatasetBackfill(t *testing.T) {
 // uploader; a job output that is a manifest of another owner's blob is
 // not, nor is that owner's upload of it.
 func TestBackfillOutputs(t *testing.T) {
-	for name, backend := range map[string]func(testing.TB) storetest.Backend{
-		"sqlite":   func(testing.TB) storetest.Backend { return storetest.SQLite() },
-		"postgres": storetest.Postgres,
-	} {
+	for name, backend := range bothStores() {
 		t.Run(name, func(t *testing.T) {
 			b := backend(t)
 			url := b.Fresh(t)

@@ -18,6 +18,7 @@ import (
 	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/ops"
 	"github.com/braid-hpc/braid/server"
+	"github.com/braid-hpc/braid/store/storetest"
 	"github.com/braid-hpc/braid/worker"
 )
 
@@ -240,4 +241,14 @@ func noopOps(t testing.TB) *ops.Registry {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// bothStores returns, by name, the metadata stores tests run against:
+// SQLite, and PostgreSQL where BRAID_TEST_POSTGRES names one (else its
+// subtests skip, or fail under BRAID_REQUIRE_POSTGRES).
+func bothStores() map[string]func(testing.TB) storetest.Backend {
+	return map[string]func(testing.TB) storetest.Backend{
+		"sqlite":   func(testing.TB) storetest.Backend { return storetest.SQLite() },
+		"postgres": storetest.Postgres,
+	}
 }

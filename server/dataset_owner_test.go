@@ -13,7 +13,6 @@ import (
 	"github.com/braid-hpc/braid/client"
 	"github.com/braid-hpc/braid/internal/wasmtest"
 	"github.com/braid-hpc/braid/server"
-	"github.com/braid-hpc/braid/store/storetest"
 	"github.com/braid-hpc/braid/worker"
 )
 
@@ -228,10 +227,7 @@ func TestFanInOwners(t *testing.T) {
 // bytes of alice's real dataset is refused. Alice's dataset still works
 // for her and for a token of her group.
 func TestForgedManifest(t *testing.T) {
-	for name, backend := range map[string]func(testing.TB) storetest.Backend{
-		"sqlite":   func(testing.TB) storetest.Backend { return storetest.SQLite() },
-		"postgres": storetest.Postgres,
-	} {
+	for name, backend := range bothStores() {
 		t.Run(name, func(t *testing.T) { testForgedManifest(t, backend(t).Fresh(t)) })
 	}
 }
