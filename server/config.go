@@ -186,6 +186,9 @@ type Config struct {
 	// unit's result, before the result is recorded: a seam to widen the
 	// window between the two.
 	counted func(job, unit uint64)
+	// stepStored, set by tests, is called when a pipeline's step was
+	// stored, before the next step is.
+	stepStored func(step string, job uint64)
 }
 
 // populate fills in defaults and checks the required fields.

@@ -34,6 +34,10 @@ func Routes(s *Server) []Route {
 // scheduler counted a unit's result, before the result is recorded.
 func PauseAfterCount(cfg *Config, fn func(job, unit uint64)) { cfg.counted = fn }
 
+// AfterStep makes a server built from cfg call fn each time it stored a
+// step of a pipeline, before it stores the next.
+func AfterStep(cfg *Config, fn func(step string, job uint64)) { cfg.stepStored = fn }
+
 // PeerSession returns the data-plane session of live worker id, or nil. A
 // worker that re-registers after it was declared dead gets a new session,
 // whose path statistics start from zero.

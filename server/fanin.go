@@ -47,7 +47,7 @@ func (s *Server) submitFanIn(ctx context.Context, req api.JobRequest, o submitOp
 	if err := s.fanInVisible(ctx, o.who, inputs); err != nil {
 		return api.JobStatus{}, err
 	}
-	blobs, wait, err := s.fanInBlobs(ctx, inputs)
+	blobs, wait, err := s.fanInBlobs(ctx, inputs, o.pipeline)
 	if err != nil {
 		return api.JobStatus{}, err
 	}
@@ -121,8 +121,10 @@ func (s *Server) fanInVisible(ctx context.Context, who principal, inputs []strin
 
 // fanInBlobs returns the blobs of a fan-in's inputs, or the first input
 // job that is not done yet. An input that can never be there (a failed
-// job, an expired output, a missing blob) or a dataset is an error.
-func (s *Server) fanInBlobs(ctx context.Context, inputs []string) (blobs []string, wait uint64, err error) {
+// job, an expired output, a missing blob) or a dataset is an error,
+// except a failed step of the job's own pipeline (not 0): the job then
+// waits for it, and so fails as the pipeline's other steps after it do.
+func (s *Server) fanInBlobs(ctx context.Context, inputs []string, pipeline uint64) (blobs []string, wait uint64, err error) {
 	for i, in := range inputs {
 		what := fmt.Sprintf("job request: input %d (%s)", i+1, in)
 		id, ok, err := inputJob(in)
@@ -146,6 +148,8 @@ func (s *Server) fanInBlobs(ctx context.Context, inputs []string) (blobs []strin
 			return nil, 0, s.goneError(p)
 		case p.State == store.JobDone:
 			blobs = append(blobs, p.Output)
+		case p.State.Final() && samePipeline(p, pipeline):
+			wait = id
 		case p.State.Final():
 			return nil, 0, kindf(errConflict, "%s: the job is %s (%s); it has no output", what, p.State, p.Error)
 		case wait == 0:
@@ -240,7 +244,7 @@ func addFiles(units []store.Unit, input string, names []string, sizes []int64) {
 // (pinned: the caller unpins it), or makes the job wait for its next
 // unfinished input job and returns "".
 func (s *Server) releaseFanIn(ctx context.Context, j *store.Job) (string, error) {
-	blobs, wait, err := s.fanInBlobs(ctx, j.Spec.Inputs)
+	blobs, wait, err := s.fanInBlobs(ctx, j.Spec.Inputs, 0)
 	if err != nil {
 		return "", err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/client"
 	"github.com/braid-hpc/braid/internal/wasmtest"
+	"github.com/braid-hpc/braid/server"
 )
 
 // TestFanIn: a job of several inputs (blobs and job outputs, one still
@@ -141,5 +142,55 @@ func TestFanInRefused(t *testing.T) {
 		if client.StatusOf(err) != http.StatusBadRequest || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("pipeline %v: %v; want 400 saying %s", b.steps, err, b.want)
 		}
+	}
+}
+
+// TestPipelineStepFailsWhileStored: a step that fails before the steps
+// reading it are stored does not make the pipeline's submission fail
+// (it used to answer 409 "input job N is failed"): the pipeline is
+// accepted, and the steps after the failed one fail naming it, a plain
+// reader and a join alike.
+func TestPipelineStepFailsWhileStored(t *testing.T) {
+	var c *cluster
+	c = newCluster(t, func(cfg *server.Config) {
+		server.AfterStep(cfg, func(step string, job uint64) {
+			if step == "first" {
+				// The test's seam: the step ends before the next is
+				// stored, as a fast failure does under load.
+				if st := c.wait(job); st.State != api.JobFailed {
+					t.Errorf("step first: %s, want failed", st.State)
+				}
+			}
+		})
+	})
+	c.addWorker(1, nil)
+	c.waitWorkers(1)
+	a := c.put([]byte("alpha\n"))
+	ps, err := c.c.SubmitPipeline(t.Context(), api.PipelineRequest{Steps: []api.PipelineStep{
+		{Name: "first", JobRequest: api.JobRequest{Op: "sleep", Input: a, Units: 1, MaxTries: 1,
+			Params: map[string]string{"ms": "0", "fail": "0"}}},
+		{Name: "after", JobRequest: api.JobRequest{Op: "noop", Input: "step:first"}},
+		{Name: "join", JobRequest: api.JobRequest{Op: "noop", Inputs: []string{a, "step:first"}}},
+	}})
+	if err != nil {
+		t.Fatalf("submit a pipeline whose first step fails while it is stored: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if ps, err = c.c.WaitPipeline(ctx, ps.Pipeline, nil); err != nil || ps.State != api.JobFailed {
+		t.Fatalf("pipeline %+v: %v, want failed", ps, err)
+	}
+	first := ps.Steps[0].Job
+	for _, st := range ps.Steps[1:] {
+		if want := fmt.Sprintf("input job %d is failed", first); st.State != api.JobFailed || !strings.Contains(st.Error, want) {
+			t.Errorf("step %s: %s %q, want failed saying %q", st.Step, st.State, st.Error, want)
+		}
+	}
+	// Outside a pipeline a failed input job is still refused at once.
+	if _, err := c.c.Submit(t.Context(), api.JobRequest{Op: "noop", Input: fmt.Sprintf("job:%d", first)}); client.StatusOf(err) != http.StatusConflict {
+		t.Errorf("a job reading a failed job: %v, want 409", err)
+	}
+	if _, err := c.c.Submit(t.Context(), api.JobRequest{Op: "noop", Inputs: []string{a, fmt.Sprintf("job:%d", first)}}); client.StatusOf(err) != http.StatusConflict {
+		t.Errorf("a join reading a failed job: %v, want 409", err)
 	}
 }

@@ -71,10 +71,19 @@ func (s *Server) submitAfter(ctx context.Context, req api.JobRequest, parent uin
 	case p.State == store.JobDone:
 		rec.Input = p.Output
 		return s.create(ctx, rec, jo, p.Output)
-	case p.State.Final():
+	case p.State.Final() && !samePipeline(p, o.pipeline):
 		return api.JobStatus{}, kindf(errConflict, "job request: input job %d is %s (%s); it has no output", parent, p.State, p.Error)
 	}
+	// A step whose input step already failed is accepted with its
+	// pipeline, and fails as the jobs waiting for a failed job do: the
+	// pipeline was accepted as a whole, whatever its steps did while it
+	// was stored.
 	return s.createWaiting(ctx, rec, parent, "job accepted; it waits for its input job")
+}
+
+// samePipeline reports whether job j is a step of pipeline (not 0).
+func samePipeline(j store.Job, pipeline uint64) bool {
+	return pipeline != 0 && j.Spec.Pipeline == pipeline
 }
 
 // createWaiting stores a job that waits for the job parent to end
@@ -254,6 +263,9 @@ func (s *Server) submitPipeline(ctx context.Context, who principal, req api.Pipe
 			return api.PipelineStatus{}, withKind(err, fmt.Errorf("pipeline: step %q: %w", st.Name, err))
 		}
 		jobs[i] = js.Job
+		if s.cfg.stepStored != nil {
+			s.cfg.stepStored(st.Name, js.Job)
+		}
 	}
 	steps := make([]store.PipelineStep, len(req.Steps))
 	for i, st := range req.Steps {
