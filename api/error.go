@@ -46,6 +46,11 @@ type OpInfo struct {
 	// (empty: whole and concat).
 	Split string `json:"split,omitempty"`
 	Merge string `json:"merge,omitempty"`
+	// Tenant is who added a module's version, as an opaque key (the
+	// same for a group's tokens; empty for the cluster key's): shown to
+	// workers, which share their prefetching fairly among tenants, and
+	// to admins; empty for clients.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // Operation kinds in OpInfo.Kind.

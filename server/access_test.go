@@ -124,6 +124,16 @@ func TestOwnerMatrix(t *testing.T) {
 		b.expect(t, http.StatusForbidden, http.MethodDelete, api.PathOps+"/aop", nil)
 		st := b.submit(api.JobRequest{Op: "aop", Input: b.put([]byte("b's data"))})
 		b.expect(t, http.StatusOK, http.MethodPost, fmt.Sprintf("%s/%d/cancel", api.PathJobs, st.Job), nil)
+		// Who added an operation is for workers (which share their
+		// prefetching among tenants) and admins, not other clients.
+		if msg := b.expect(t, http.StatusOK, http.MethodGet, api.PathOps, nil); strings.Contains(msg, `"tenant"`) {
+			t.Errorf("b's operation list names tenants: %s", msg)
+		}
+		for _, tn := range []tenant{adm, newTenant(t, c, api.RoleWorker, "w", "")} {
+			if msg := tn.expect(t, http.StatusOK, http.MethodGet, api.PathOps, nil); !strings.Contains(msg, `"tenant":"`) {
+				t.Errorf("an admin's or worker's operation list does not say whose aop is: %s", msg)
+			}
+		}
 	})
 
 	t.Run("owner", func(t *testing.T) {

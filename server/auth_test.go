@@ -144,7 +144,7 @@ func matrixFixture(t *testing.T, c *cluster, wk *testWorker) map[string]fixture 
 	return map[string]fixture{
 		"GET " + api.SpecPath:   {anyone, func(c *cluster) request { return request{path: api.SpecPath} }},
 		"GET " + api.PathHealth: {anyone, func(c *cluster) request { return request{path: api.PathHealth} }},
-		"GET /v1/ops":           {adminClient, func(c *cluster) request { return request{path: api.PathOps} }},
+		"GET /v1/ops":           {anyRole, func(c *cluster) request { return request{path: api.PathOps} }},
 		"GET /v1/ops/{name}":    {adminClient, func(c *cluster) request { return request{path: api.PathOps + "/blur"} }},
 		"PUT /v1/ops/{name}":    {adminClient, func(c *cluster) request { return request{path: api.PathOps + "/put" + uniq(), body: tinyModule} }},
 		"DELETE /v1/ops/{name}": {adminClient, func(c *cluster) request {

@@ -39,7 +39,8 @@ func (s *Server) routes() []route {
 	return []route{
 		{api.SpecPath, get, open, s.getSpec},
 		{api.PathHealth, get, open, s.getHealth},
-		{api.PathOps, get, clientSide, s.getOps},
+		// Workers list the operations to prefetch their modules.
+		{api.PathOps, get, anyRole, s.getOps},
 		{api.PathOps + "/{name}", get, clientSide, s.getOp},
 		{api.PathOps + "/{name}", put, clientSide, s.putOp},
 		{api.PathOps + "/{name}", del, clientSide, s.deleteOp},
@@ -200,8 +201,13 @@ func (s *Server) getOps(w http.ResponseWriter, r *http.Request) error {
 		}
 		list.Ops = append(list.Ops, builtinInfo(op))
 	}
+	who := caller(r)
 	for _, rec := range s.userOps.list() {
-		list.Ops = append(list.Ops, opInfo(rec))
+		oi := opInfo(rec)
+		if who.role == api.RoleWorker || who.role == api.RoleAdmin {
+			oi.Tenant = rec.Owner
+		}
+		list.Ops = append(list.Ops, oi)
 	}
 	return writeJSON(w, http.StatusOK, &list)
 }

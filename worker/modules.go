@@ -42,54 +42,147 @@ type modules struct {
 	// the compile limits, not a command module, or too long to compile):
 	// it is never compiled again, by prefetch or by a unit. A file
 	// HASH.failed in dir keeps it across restarts.
-	failed   map[string]error
+	failed map[string]error
+	// budget is what prefetching may still spend on each tenant.
+	budget   compileBudget
 	compiles atomic.Int64 // compilations started, for tests
 }
 
 // Prefetching: every prefetchInterval the worker lists the servers'
-// operations and loads (downloads and compiles) the prefetchMax most
-// recently added modules it has not loaded yet, so that the first unit
-// of a module added a moment before its job does not wait for the
+// operations and loads (downloads and compiles) the modules it has not
+// loaded yet among each tenant's prefetchMax newest, so that the first
+// unit of a module added a moment before its job does not wait for the
 // compiler (seconds for a Go program of a few MB).
+//
+// Compiling is what costs (up to some 30 s of CPU for a module within
+// the compile limits), and any client may add modules without running a
+// job: so the tenants who added them (api.OpInfo.Tenant) share it. A
+// round loads at most prefetchMax modules, each time one of the tenant
+// with the most prefetch time left, and a tenant's prefetch time is a
+// token bucket: prefetchBurst at first, refilled at 1/prefetchShare of
+// the time that passes. A tenant with none left is not prefetched until
+// it has some again; its modules compile when their units arrive, as
+// part of its jobs, which share the threads fairly. So a client adding
+// module after module makes each worker compile for it at most a tenth
+// of the time (after the first minute), and cannot push another
+// tenant's new module out of the rounds.
 const (
 	prefetchInterval = 2 * time.Second
 	prefetchMax      = 8
+	prefetchBurst    = 60 * time.Second
+	prefetchShare    = 10
 )
 
 // prefetch loads the servers' newest modules ahead of their units, until
 // ctx ends.
 func (m *modules) prefetch(ctx context.Context) {
 	for {
-		for _, c := range m.servers {
-			lctx, cancel := context.WithTimeout(ctx, prefetchInterval)
-			ops, err := c.Ops(lctx)
-			cancel()
-			if err != nil {
-				continue
-			}
-			ops = slices.DeleteFunc(ops, func(op api.OpInfo) bool {
-				return op.Kind != api.OpModule || op.Hash == "" || (m.allow != nil && !m.allow[op.Name])
-			})
-			slices.SortFunc(ops, func(a, b api.OpInfo) int { return b.Added.Compare(a.Added) })
-			for _, op := range ops[:min(len(ops), prefetchMax)] {
-				m.mu.Lock()
-				tried := m.tried[op.Hash]
-				m.tried[op.Hash] = true
-				m.mu.Unlock()
-				if tried {
-					continue
-				}
-				if _, err := m.get(ctx, op.Hash); err != nil && ctx.Err() == nil {
-					continue // its units will say why
-				}
-			}
-		}
+		m.prefetchRound(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(prefetchInterval):
 		}
 	}
+}
+
+// prefetchRound lists the servers' modules and loads up to prefetchMax
+// of them, sharing the time among their tenants.
+func (m *modules) prefetchRound(ctx context.Context) {
+	var ops []api.OpInfo
+	seen := map[string]bool{}
+	for _, c := range m.servers {
+		lctx, cancel := context.WithTimeout(ctx, prefetchInterval)
+		list, err := c.Ops(lctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, op := range list {
+			if op.Kind != api.OpModule || op.Hash == "" || seen[op.Hash] || (m.allow != nil && !m.allow[op.Name]) {
+				continue
+			}
+			seen[op.Hash] = true
+			ops = append(ops, op)
+		}
+	}
+	// Each tenant's prefetchMax newest modules.
+	slices.SortFunc(ops, func(a, b api.OpInfo) int { return b.Added.Compare(a.Added) })
+	per := map[string]int{}
+	ops = slices.DeleteFunc(ops, func(op api.OpInfo) bool {
+		per[op.Tenant]++
+		return per[op.Tenant] > prefetchMax
+	})
+	for range prefetchMax {
+		now := time.Now()
+		m.mu.Lock()
+		op, ok := m.budget.next(ops, m.tried, now)
+		if ok {
+			m.tried[op.Hash] = true
+		}
+		m.mu.Unlock()
+		if !ok || ctx.Err() != nil {
+			return
+		}
+		m.get(ctx, op.Hash) // an error: its units will say why
+		m.mu.Lock()
+		m.budget.charge(op.Tenant, time.Since(now), time.Now())
+		m.mu.Unlock()
+	}
+}
+
+// compileBudget is the prefetch time each tenant has left (see
+// prefetchBurst).
+type compileBudget struct {
+	// left is a tenant's time left at its charge's time at; a tenant
+	// not in it has prefetchBurst.
+	left map[string]time.Duration
+	at   map[string]time.Time
+}
+
+// available returns the prefetch time tenant has left at now.
+func (b *compileBudget) available(tenant string, now time.Time) time.Duration {
+	left, ok := b.left[tenant]
+	if !ok {
+		return prefetchBurst
+	}
+	return min(left+now.Sub(b.at[tenant])/prefetchShare, prefetchBurst)
+}
+
+// charge takes d from tenant's time, and forgets the tenants whose
+// bucket is full again (at most one entry a tenant who prefetched).
+func (b *compileBudget) charge(tenant string, d time.Duration, now time.Time) {
+	if b.left == nil {
+		b.left, b.at = map[string]time.Duration{}, map[string]time.Time{}
+	}
+	for t := range b.left {
+		if b.available(t, now) >= prefetchBurst {
+			delete(b.left, t)
+			delete(b.at, t)
+		}
+	}
+	b.left[tenant], b.at[tenant] = b.available(tenant, now)-d, now
+}
+
+// next returns the module to prefetch next among ops: the newest not
+// tried of the tenant with the most time left, if any has some.
+func (b *compileBudget) next(ops []api.OpInfo, tried map[string]bool, now time.Time) (api.OpInfo, bool) {
+	var best api.OpInfo
+	var bestLeft time.Duration
+	found := false
+	for _, op := range ops {
+		if tried[op.Hash] {
+			continue
+		}
+		left := b.available(op.Tenant, now)
+		if left <= 0 {
+			continue
+		}
+		if !found || left > bestLeft || left == bestLeft && op.Added.After(best.Added) {
+			best, bestLeft, found = op, left, true
+		}
+	}
+	return best, found
 }
 
 // load is a module being fetched and compiled; done is closed when mod or

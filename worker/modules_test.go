@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -173,5 +174,122 @@ func TestDefaultCompiledCache(t *testing.T) {
 		if got := defaultCompiledCache(c.ram); got != c.want {
 			t.Errorf("memory %d: compiled cache %d, want %d", c.ram, got, c.want)
 		}
+	}
+}
+
+// tenantModule is emptyCommand made distinct by a custom section: the
+// i-th module of a tenant's.
+func tenantModule(tenant byte, i int) []byte {
+	return append(slices.Clone(emptyCommand), 0, 3, 2, tenant, byte(i))
+}
+
+// opsServer serves an operation list of modules, and the modules.
+func opsServer(t *testing.T, ops []api.OpInfo, code map[string][]byte) *client.Client {
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == api.PathOps {
+			json.NewEncoder(rw).Encode(api.OpList{Ops: ops})
+			return
+		}
+		if b, ok := code[strings.TrimPrefix(r.URL.Path, api.PathBlobs+"/")]; ok {
+			rw.Write(b)
+			return
+		}
+		http.NotFound(rw, r)
+	}))
+	t.Cleanup(srv.Close)
+	return client.New(srv.URL, client.WithInsecureHTTP())
+}
+
+// TestPrefetchSharesTenants: one client adding module after module does
+// not push another's new module out of the worker's prefetching, and a
+// tenant whose prefetch time is spent is not prefetched, while others
+// are.
+func TestPrefetchSharesTenants(t *testing.T) {
+	var ops []api.OpInfo
+	code := map[string][]byte{}
+	add := func(tenant string, b []byte, added time.Time) string {
+		sum := sha256.Sum256(b)
+		hash := hex.EncodeToString(sum[:])
+		code[hash] = b
+		ops = append(ops, api.OpInfo{Name: "op" + strconv.Itoa(len(ops)), Kind: api.OpModule, Hash: hash, Size: int64(len(b)), Added: added, Tenant: tenant})
+		return hash
+	}
+	start := time.Now()
+	alice := add("alice", tenantModule('a', 0), start)
+	var mallory []string
+	for i := range 3 * prefetchMax {
+		mallory = append(mallory, add("mallory", tenantModule('m', i), start.Add(time.Duration(i+1)*time.Second)))
+	}
+	cfg := Config{ModuleDir: t.TempDir(), ModuleCache: 1 << 20, MaxModule: 1 << 20}
+	m, err := newModules(&cfg, []*client.Client{opsServer(t, ops, code)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+	m.prefetchRound(t.Context())
+	if _, ok := m.engine.Lookup(alice); !ok {
+		t.Errorf("alice's module was not prefetched beside %d newer modules of mallory's", len(mallory))
+	}
+	if n := m.compiles.Load(); n > prefetchMax {
+		t.Errorf("one round compiled %d modules, want at most %d", n, prefetchMax)
+	}
+	// Only mallory's newest are candidates, newest first.
+	if _, ok := m.engine.Lookup(mallory[len(mallory)-1]); !ok {
+		t.Errorf("mallory's newest module was not prefetched")
+	}
+	if _, ok := m.engine.Lookup(mallory[0]); ok {
+		t.Errorf("mallory's oldest module was prefetched, beyond her %d newest", prefetchMax)
+	}
+
+	// With mallory's time spent, a new module of hers waits and bob's
+	// is loaded.
+	m2, err := newModules(&Config{ModuleDir: t.TempDir(), ModuleCache: 1 << 20, MaxModule: 1 << 20},
+		[]*client.Client{opsServer(t, ops, code)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.close()
+	m2.budget.charge("mallory", prefetchBurst+time.Second, time.Now())
+	bob := add("bob", tenantModule('b', 0), start)
+	m2.servers = []*client.Client{opsServer(t, ops, code)}
+	m2.prefetchRound(t.Context())
+	if _, ok := m2.engine.Lookup(bob); !ok {
+		t.Errorf("bob's module was not prefetched")
+	}
+	for _, h := range mallory {
+		if _, ok := m2.engine.Lookup(h); ok {
+			t.Fatalf("a module of mallory's was prefetched with her prefetch time spent")
+		}
+	}
+}
+
+// TestCompileBudget: a tenant's prefetch time refills at a tenth of the
+// time that passes, up to prefetchBurst, and a full bucket is forgotten.
+func TestCompileBudget(t *testing.T) {
+	var b compileBudget
+	t0 := time.Unix(1e9, 0)
+	if got := b.available("x", t0); got != prefetchBurst {
+		t.Fatalf("a new tenant has %v, want %v", got, prefetchBurst)
+	}
+	b.charge("x", prefetchBurst+10*time.Second, t0)
+	ops := []api.OpInfo{{Hash: "h1", Tenant: "x", Added: t0}, {Hash: "h2", Tenant: "y", Added: t0.Add(-time.Hour)}}
+	if op, ok := b.next(ops, nil, t0); !ok || op.Hash != "h2" {
+		t.Errorf("next with x's time spent: %v %v, want y's h2", op.Hash, ok)
+	}
+	if op, ok := b.next(ops, map[string]bool{"h2": true}, t0.Add(100*time.Second)); ok {
+		t.Errorf("next after 100 s (x has 0 left): %v, want none", op.Hash)
+	}
+	if got := b.available("x", t0.Add(200*time.Second)); got != 10*time.Second {
+		t.Errorf("after 200 s x has %v, want 10s", got)
+	}
+	if op, ok := b.next(ops, map[string]bool{"h2": true}, t0.Add(200*time.Second)); !ok || op.Hash != "h1" {
+		t.Errorf("next after 200 s: %v %v, want x's h1", op.Hash, ok)
+	}
+	if got := b.available("x", t0.Add(time.Hour)); got != prefetchBurst {
+		t.Errorf("after an hour x has %v, want %v", got, prefetchBurst)
+	}
+	b.charge("y", time.Second, t0.Add(time.Hour))
+	if _, ok := b.left["x"]; ok || len(b.left) != 1 {
+		t.Errorf("tenants kept: %v, want only y", b.left)
 	}
 }
