@@ -138,9 +138,8 @@ const DropJob = "job"
 // whose Err begins "preempted:"; a copy that already ended is left
 // alone. The server runs the unit again later and counts no failed try
 // (a result that arrives anyway still counts). The worker answers the
-// request itself as it answers OpDrop. A worker that does not know the
-// operation answers with an error and runs the copy to its end: the
-// unit's first result still counts, and the thread is given late.
+// request itself as it answers OpDrop. The server sends it only to
+// workers that registered Register.Preempt.
 const OpPreempt = "braid:preempt"
 
 // Params of an OpPreempt request, with DropJob.

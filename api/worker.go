@@ -29,6 +29,12 @@ type Register struct {
 	// whose long parameter values travel once per stream (ParamCache);
 	// the server sends an older worker version 1, every value whole.
 	ParamCache bool `json:"param_cache,omitempty"`
+	// Preempt says the worker stops a copy when the server sends
+	// OpPreempt for it. The server takes no thread back from an older
+	// worker, which would run the copy to its end while the scheduler
+	// counted its thread as free (and another tenant's unit queued
+	// behind it).
+	Preempt bool `json:"preempt,omitempty"`
 	// Ops lists the operations the worker can run. A unit is only sent to
 	// a worker whose Ops contains the unit's operation.
 	Ops []string `json:"ops"`

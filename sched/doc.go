@@ -41,7 +41,9 @@
 // stops those copies on the worker, and their units run again later,
 // counted neither as lost nor as failed. A tenant that fills every
 // stream with units that run until their timeout so delays another's job
-// by one stop, not by that timeout.
+// by one stop, not by that timeout. A worker that cannot stop a copy
+// (Worker.NoPreempt: one older than the server's stop request) is never
+// preempted.
 //
 // Whatever the policy, a stream holds at most InFlight units at once, a
 // unit goes only to a worker whose Ops include the unit's operation, and a

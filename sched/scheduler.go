@@ -17,6 +17,9 @@ type Worker struct {
 	// Ops are the operations the worker runs. ModuleOps among them means
 	// every unit whose Module is set.
 	Ops []string
+	// NoPreempt marks a worker that cannot stop a copy (one older than
+	// api.OpPreempt): Preempt takes nothing back from its streams.
+	NoPreempt bool
 }
 
 // ModuleOps in a Worker's Ops stands for every user operation: the
@@ -1245,6 +1248,9 @@ func (s *Scheduler) Preempt() []Assignment {
 	// jobs) come back: with several tenants a stream holds one unit.
 	var out []Assignment
 	for _, id := range s.order {
+		if s.workers[id].NoPreempt {
+			continue
+		}
 		for _, st := range s.workers[id].streams {
 			if len(st.inFlight) > 1 {
 				out = append(out, s.takeBack(st.inFlight[1:])...)
@@ -1300,7 +1306,7 @@ func (s *Scheduler) Preempt() []Assignment {
 					break
 				}
 				head := st.inFlight[0]
-				if head.Tenant == w.tenant || run[head.Tenant] < run[w.tenant]+2 {
+				if wk.NoPreempt || head.Tenant == w.tenant || run[head.Tenant] < run[w.tenant]+2 {
 					continue
 				}
 				if victim == nil || s.better(head, st, victim.inFlight[0], victim, run) {

@@ -279,3 +279,34 @@ func TestPreemptSparesPreempted(t *testing.T) {
 		t.Fatalf("Preempt took %+v, want mallory's unit %d, never preempted, not %d", back, m.Unit, last.Unit)
 	}
 }
+
+// A worker that cannot stop a copy (older than api.OpPreempt) is never
+// preempted: its copies run to their end, and a waiting tenant gets a
+// thread of a worker that can.
+func TestPreemptSparesOldWorkers(t *testing.T) {
+	s := New(Config{})
+	s.SetWorker(Worker{ID: "old", Streams: 2, Ops: []string{"op"}, NoPreempt: true})
+	s.SetWorker(Worker{ID: "new", Streams: 2, Ops: []string{"op"}})
+	mustAdd(t, s, tenantJob(1, "mallory", 20))
+	for _, w := range []string{"old", "new"} {
+		for i := range 2 {
+			drain(s, w, i)
+		}
+	}
+	mustAdd(t, s, tenantJob(2, "alice", 4))
+	back := s.Preempt()
+	for _, a := range back {
+		if a.Worker == "old" {
+			t.Fatalf("Preempt took %+v from the worker that cannot stop it", a)
+		}
+	}
+	for i := range 2 {
+		drain(s, "new", i)
+	}
+	if h := heads(s, "new"); count(h, "alice") != 2 {
+		t.Fatalf("the preemptible worker's streams run %v, want alice's two", h)
+	}
+	if h := heads(s, "old"); count(h, "mallory") != 2 {
+		t.Fatalf("the old worker's streams run %v, want mallory's copies still", h)
+	}
+}

@@ -254,7 +254,7 @@ func (s *Server) update(p *peer, reg api.Register) {
 
 // setSched tells the scheduler what the peer offers.
 func (s *Server) setSched(p *peer, reg api.Register) {
-	lost, errs := s.sched.SetWorker(sched.Worker{ID: p.id, Streams: reg.Threads, Ops: reg.Ops})
+	lost, errs := s.sched.SetWorker(sched.Worker{ID: p.id, Streams: reg.Threads, Ops: reg.Ops, NoPreempt: !reg.Preempt})
 	s.lostAll(lost, errs)
 }
 

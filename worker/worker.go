@@ -283,7 +283,7 @@ func (w *Worker) figures() api.Register {
 	w.mu.Unlock()
 	return api.Register{
 		Name: w.cfg.Name, Addresses: w.Addrs(), Cores: runtime.NumCPU(), Memory: memTotal(), Disk: diskFree(w.cfg.Dir),
-		CPUMHz: cpuMHz(), Threads: threads, Ops: w.ops(), MaxUnitMem: w.cfg.MaxUnitMem, ParamCache: true,
+		CPUMHz: cpuMHz(), Threads: threads, Ops: w.ops(), MaxUnitMem: w.cfg.MaxUnitMem, ParamCache: true, Preempt: true,
 	}
 }
 
