@@ -3,7 +3,9 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -718,6 +720,44 @@ func TestKilledWorkerDeadAtOnce(t *testing.T) {
 	}
 	if st = c.wait(st.Job); st.State != api.JobDone {
 		t.Fatalf("job %s: %s", st.State, st.Error)
+	}
+}
+
+// TestLostWorkerLogCounts: the server's log line for a worker killed
+// mid-job counts the units it held. Its stream loops let go of most of
+// them before the scheduler is asked, and the line said "units=0".
+func TestLostWorkerLogCounts(t *testing.T) {
+	var logs lockedBuffer
+	c := newCluster(t, func(cfg *server.Config) {
+		cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		cfg.WorkerTimeout, cfg.DataPlaneTimeout = time.Minute, time.Minute
+	})
+	r := c.addRelayedWorker(2, func(*worker.Config) {})
+	c.waitWorkers(1)
+	c.submit(api.JobRequest{Op: "sleep", Input: c.put(nil), Units: 2, Params: map[string]string{"ms": "60000"}})
+	var id string
+	testwait.For(t, "both units to run on the worker", 20*time.Second, func() bool {
+		ws, err := c.c.Workers(t.Context())
+		if err != nil || len(ws) != 1 {
+			return false
+		}
+		id = ws[0].ID
+		return ws[0].Running == 2
+	})
+	c.kill(r, id)
+	var line map[string]any
+	testwait.For(t, "the server to log the lost worker", 10*time.Second, func() bool {
+		for l := range bytes.Lines(logs.Bytes()) {
+			var m map[string]any
+			if json.Unmarshal(l, &m) == nil && m["msg"] == "worker lost; its units run elsewhere" {
+				line = m
+				return true
+			}
+		}
+		return false
+	})
+	if line["worker"] != id || line["units"] != float64(2) {
+		t.Errorf("logged %v, want worker %s with units 2", line, id)
 	}
 }
 

@@ -33,6 +33,11 @@ type peer struct {
 	lastSeen atomic.Int64 // unix nanoseconds
 	// loops counts the stream loops, which the watcher waits for.
 	loops sync.WaitGroup
+	// lost are the copies lost with the peer: those its stream loops
+	// held when they ended, and those the scheduler still gave it (often
+	// the same ones), for the log.
+	lostMu sync.Mutex
+	lost   map[flightKey]bool
 
 	mu      sync.Mutex
 	ctx     context.Context // the peer's lifetime: canceled by drop; only for new stream loops
@@ -50,6 +55,21 @@ type peer struct {
 	busy *busy
 	// clock places the worker's timing of units on the server's clock.
 	clock *workerClock
+}
+
+func (p *peer) noteLost(a sched.Assignment) {
+	p.lostMu.Lock()
+	defer p.lostMu.Unlock()
+	if p.lost == nil {
+		p.lost = map[flightKey]bool{}
+	}
+	p.lost[keyOf(a)] = true
+}
+
+func (p *peer) lostCount() int {
+	p.lostMu.Lock()
+	defer p.lostMu.Unlock()
+	return len(p.lost)
 }
 
 func (p *peer) seen() { p.lastSeen.Store(time.Now().UnixNano()) }
@@ -318,13 +338,22 @@ func (s *Server) drop(p *peer, cause error) {
 		return
 	}
 	lost, errs := s.sched.RemoveWorker(p.id)
-	s.lostAll(lost, errs)
-	switch {
-	case cause != nil && !closing:
-		s.log.Warn("worker lost; its units run elsewhere", "worker", p.id, "units", len(lost), "err", cause)
-	default:
-		s.log.Info("worker removed", "worker", p.id, "units", len(lost))
+	for _, a := range lost {
+		p.noteLost(a)
 	}
+	s.lostAll(lost, errs)
+	// Logged once the stream loops let go of their copies too: counting
+	// only the scheduler's said "units 0" for a worker lost mid-job. A
+	// goroutine, as drop may run in one of those loops; the peer's
+	// watcher, which Run waits for, is counted in bg until they end.
+	s.bg.Go(func() {
+		p.loops.Wait()
+		if cause != nil && !closing {
+			s.log.Warn("worker lost; its units run elsewhere", "worker", p.id, "units", p.lostCount(), "err", cause)
+		} else {
+			s.log.Info("worker removed", "worker", p.id, "units", p.lostCount())
+		}
+	})
 }
 
 // death is a worker the server declared dead: when and why, and its
@@ -369,6 +398,7 @@ func (s *Server) runStream(ctx context.Context, p *peer, ps *pstream) {
 			s.lc.Preempted(f.a)
 			continue
 		}
+		p.noteLost(f.a)
 		s.lose(f.a, why)
 	}
 }
