@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,6 +35,7 @@ type modules struct {
 	maxMem  int64  // bytes of memory a unit may ask for (Config.MaxUnitMem)
 	servers []*client.Client
 	allow   map[string]bool // nil: every operation
+	log     *slog.Logger
 
 	mu      sync.Mutex
 	loading map[string]*load
@@ -126,8 +128,12 @@ func (m *modules) prefetchRound(ctx context.Context) {
 		}
 		m.get(ctx, op.Hash) // an error: its units will say why
 		m.mu.Lock()
-		m.budget.charge(op.Tenant, time.Since(now), time.Now())
+		spent := m.budget.charge(op.Tenant, time.Since(now), time.Now())
 		m.mu.Unlock()
+		if spent {
+			m.log.Info("prefetch time of a tenant spent; its other modules compile when their units arrive",
+				"tenant", op.Tenant, "back_in", (-m.budget.available(op.Tenant, time.Now()) * prefetchShare).Round(time.Second))
+		}
 	}
 }
 
@@ -150,8 +156,9 @@ func (b *compileBudget) available(tenant string, now time.Time) time.Duration {
 }
 
 // charge takes d from tenant's time, and forgets the tenants whose
-// bucket is full again (at most one entry a tenant who prefetched).
-func (b *compileBudget) charge(tenant string, d time.Duration, now time.Time) {
+// bucket is full again (at most one entry a tenant who prefetched). It
+// reports whether that spent the last of tenant's time.
+func (b *compileBudget) charge(tenant string, d time.Duration, now time.Time) (spent bool) {
 	if b.left == nil {
 		b.left, b.at = map[string]time.Duration{}, map[string]time.Time{}
 	}
@@ -161,7 +168,9 @@ func (b *compileBudget) charge(tenant string, d time.Duration, now time.Time) {
 			delete(b.at, t)
 		}
 	}
-	b.left[tenant], b.at[tenant] = b.available(tenant, now)-d, now
+	had := b.available(tenant, now)
+	b.left[tenant], b.at[tenant] = had-d, now
+	return had > 0 && had-d <= 0
 }
 
 // next returns the module to prefetch next among ops: the newest not
@@ -195,7 +204,10 @@ type load struct {
 
 func newModules(cfg *Config, servers []*client.Client) (*modules, error) {
 	m := &modules{dir: cfg.ModuleDir, max: cfg.ModuleCache, maxSize: cfg.MaxModule, maxMem: cfg.MaxUnitMem, servers: servers,
-		loading: map[string]*load{}, tried: map[string]bool{}, failed: map[string]error{}}
+		loading: map[string]*load{}, tried: map[string]bool{}, failed: map[string]error{}, log: cfg.Logger}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
 	if cfg.Modules != nil {
 		m.allow = map[string]bool{}
 		for _, n := range cfg.Modules {
@@ -367,14 +379,17 @@ func (m *modules) load(ctx context.Context, hash string) (*wasm.Module, error) {
 		m.keep(path, code)
 	}
 	m.compiles.Add(1)
+	start := time.Now()
 	mod, err := m.engine.Compile(ctx, code)
 	if err != nil {
+		m.log.Warn("module not compiled", "module", hash[:12], "bytes", len(code), "took", time.Since(start).Round(time.Millisecond), "err", err)
 		err = fmt.Errorf("module %s: %w", hash[:12], err)
 		if errors.Is(err, wasm.ErrBadModule) || errors.Is(err, wasm.ErrCompileTimeout) {
 			m.fail(hash, err)
 		}
 		return nil, err
 	}
+	m.log.Info("module compiled", "module", hash[:12], "bytes", len(code), "took", time.Since(start).Round(time.Millisecond))
 	return mod, nil
 }
 

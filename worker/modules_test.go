@@ -271,7 +271,9 @@ func TestCompileBudget(t *testing.T) {
 	if got := b.available("x", t0); got != prefetchBurst {
 		t.Fatalf("a new tenant has %v, want %v", got, prefetchBurst)
 	}
-	b.charge("x", prefetchBurst+10*time.Second, t0)
+	if !b.charge("x", prefetchBurst+10*time.Second, t0) {
+		t.Error("charging more than x has does not say it spent its time")
+	}
 	ops := []api.OpInfo{{Hash: "h1", Tenant: "x", Added: t0}, {Hash: "h2", Tenant: "y", Added: t0.Add(-time.Hour)}}
 	if op, ok := b.next(ops, nil, t0); !ok || op.Hash != "h2" {
 		t.Errorf("next with x's time spent: %v %v, want y's h2", op.Hash, ok)
@@ -288,7 +290,9 @@ func TestCompileBudget(t *testing.T) {
 	if got := b.available("x", t0.Add(time.Hour)); got != prefetchBurst {
 		t.Errorf("after an hour x has %v, want %v", got, prefetchBurst)
 	}
-	b.charge("y", time.Second, t0.Add(time.Hour))
+	if b.charge("y", time.Second, t0.Add(time.Hour)) {
+		t.Error("charging 1 s of 60 says y's time is spent")
+	}
 	if _, ok := b.left["x"]; ok || len(b.left) != 1 {
 		t.Errorf("tenants kept: %v, want only y", b.left)
 	}
