@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,7 @@ func TestTestbedCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil {
 		t.Fatalf("show --json: exit %d, %v: %s%s", code, err, out, errs)
 	}
-	if shown.Name != "clitest" || len(shown.Networks) != 2 || shown.Networks[1].RateBps != 25e6 || shown.Networks[1].Duplex != "full" || len(shown.Hosts) != 2 ||
+	if shown.Name != "clitest" || len(shown.Networks) != 2 || shown.Networks[1].RateBps != 25e6 || shown.Networks[1].Duplex != "half" || len(shown.Hosts) != 2 ||
 		shown.Hosts[0].Interfaces[1].Address != "10.2.0.1" {
 		t.Errorf("show --json: %+v", shown)
 	}
@@ -142,32 +143,80 @@ func TestTestbedCommand(t *testing.T) {
 	}
 }
 
-// testbed up --half-duplex makes networks whose links share their rate
-// between both directions, and says so.
-func TestTestbedHalfDuplex(t *testing.T) {
+// testbed up makes half-duplex networks by default, whose links share
+// their rate between both directions, so that a 1 KB ping-pong over a
+// 100 Mbit/s link measures at most 100 Mbit/s of effective bandwidth (on
+// full-duplex links it measures up to twice that). --half-duplex is still
+// accepted; --full-duplex gives each direction its own bucket.
+func TestTestbedDuplex(t *testing.T) {
 	testbed.Skip(t)
 	dir := t.TempDir()
-	flags := []string{"--name", "half", "--state-dir", dir}
-	t.Cleanup(func() { braid(t, append([]string{"testbed", "down"}, flags...)...) })
-	code, out, errs := braid(t, append(append([]string{"testbed", "up"}, flags...), "--hosts", "a,b", "--nets", "10M", "--half-duplex")...)
-	if code != 0 {
-		t.Fatalf("up --half-duplex: exit %d: %s", code, errs)
+	up := func(name string, extra ...string) (bedJSON, *testbed.Bed) {
+		t.Helper()
+		flags := []string{"--name", name, "--state-dir", dir}
+		t.Cleanup(func() { braid(t, append([]string{"testbed", "down"}, flags...)...) })
+		code, out, errs := braid(t, append(append([]string{"testbed", "up"}, flags...), append([]string{"--hosts", "a,b", "--nets", "100M"}, extra...)...)...)
+		if code != 0 {
+			t.Fatalf("up %v: exit %d: %s", extra, code, errs)
+		}
+		want := "half"
+		if slices.Contains(extra, "--full-duplex") {
+			want = "full"
+		}
+		if !regexp.MustCompile(`(?m)^0 +net0 +100Mbit/s +` + want + ` `).MatchString(out) {
+			t.Errorf("up %v: no %s-duplex network 0 in:\n%s", extra, want, out)
+		}
+		code, out, errs = braid(t, append([]string{"testbed", "show", "--json"}, flags...)...)
+		var shown bedJSON
+		if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil {
+			t.Fatalf("show --json: exit %d, %v: %s%s", code, err, out, errs)
+		}
+		if len(shown.Networks) != 1 || shown.Networks[0].Duplex != want {
+			t.Errorf("up %v: show --json: networks %+v, want one %s duplex", extra, shown.Networks, want)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bf bedFile
+		if err := json.Unmarshal(data, &bf); err != nil {
+			t.Fatal(err)
+		}
+		b, err := testbed.Attach(bf.State)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return shown, b
 	}
-	if !regexp.MustCompile(`(?m)^0 +net0 +10Mbit/s +half `).MatchString(out) {
-		t.Errorf("up --half-duplex: no half-duplex network 0 in:\n%s", out)
-	}
-	code, out, errs = braid(t, append([]string{"testbed", "show", "--json"}, flags...)...)
-	var shown bedJSON
-	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil {
-		t.Fatalf("show --json: exit %d, %v: %s%s", code, err, out, errs)
-	}
-	if len(shown.Networks) != 1 || shown.Networks[0].Duplex != "half" {
-		t.Errorf("show --json: networks %+v, want one half duplex", shown.Networks)
-	}
+
+	shown, b := up("dflt")
 	// Both directions go through host a's one shaper.
-	code, out, errs = braid(t, append(append([]string{"testbed", "exec"}, flags...), "a", "--", "tc", "filter", "show", "dev", shown.Hosts[0].Interfaces[0].Dev, "ingress")...)
+	code, out, errs := braid(t, "testbed", "exec", "--name", "dflt", "--state-dir", dir, "a", "--", "tc", "filter", "show", "dev", shown.Hosts[0].Interfaces[0].Dev, "ingress")
 	if code != 0 || !strings.Contains(out, "mirred") {
 		t.Errorf("a's ingress: exit %d, no redirect to its shaper: %s%s", code, out, errs)
+	}
+	// An upper bound: load only adds time, so it cannot fail by load.
+	const size, rounds = 1 << 10, 1000
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	got, err := b.PingPong(ctx, "a", "b", 0, size, rounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got > 100e6 {
+		t.Errorf("1 KB ping-pong on the default bed's 100 Mbit/s link: %.1f Mbit/s effective, above the rate", got/1e6)
+	} else {
+		t.Logf("1 KB ping-pong on the default bed's 100 Mbit/s link: %.1f Mbit/s effective", got/1e6)
+	}
+	braid(t, "testbed", "down", "--name", "dflt", "--state-dir", dir)
+
+	up("half", "--half-duplex")
+	up("full", "--full-duplex")
+	if code, _, errs := braid(t, "testbed", "up", "--name", "both", "--state-dir", dir, "--full-duplex", "--half-duplex"); code != 2 || !strings.Contains(errs, "contradict") {
+		t.Errorf("up --full-duplex --half-duplex: exit %d: %s", code, errs)
+	}
+	if code, out, _ := braid(t, "testbed", "up", "--help"); code != 0 || !strings.Contains(out, "half duplex by default") || !strings.Contains(out, "twice the rate") {
+		t.Errorf("up --help does not say what each duplex does to a ping-pong:\n%s", out)
 	}
 }
 
