@@ -224,8 +224,11 @@ of small messages measures up to twice the rate.`)
 
 func testbedDown(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "testbed down", "[--name NAME]", `
-Removes a bed made by 'braid testbed up': its namespaces, and with them every
-interface, bridge and qdisc. Stop commands started with exec first.`)
+Removes a bed made by 'braid testbed up'. First it ends every process
+inside the bed's hosts (those 'braid testbed exec' started, and their
+children): SIGTERM, then SIGKILL for any still running 2 s later. Then it
+removes the bed's namespaces, and with them every interface, bridge and
+qdisc.`)
 	bf := addBedFlags(fs)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
@@ -233,6 +236,14 @@ interface, bridge and qdisc. Stop commands started with exec first.`)
 	b, _, err := bf.load()
 	if err != nil {
 		env.Errorf("testbed down: %v", err)
+		return 1
+	}
+	ended, err := b.EndProcesses(ctx)
+	if ended > 0 {
+		fmt.Fprintf(env.Stdout, "ended %s inside testbed %s\n", plural(ended, "process", "processes"), *bf.name)
+	}
+	if err != nil {
+		env.Errorf("testbed down: %v; the bed is left up", err)
 		return 1
 	}
 	if err := b.Down(); err != nil {

@@ -4,16 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/testbed"
 )
 
@@ -217,6 +221,55 @@ func TestTestbedDuplex(t *testing.T) {
 	}
 	if code, out, _ := braid(t, "testbed", "up", "--help"); code != 0 || !strings.Contains(out, "half duplex by default") || !strings.Contains(out, "twice the rate") {
 		t.Errorf("up --help does not say what each duplex does to a ping-pong:\n%s", out)
+	}
+}
+
+// testbed down ends the processes testbed exec started inside the bed,
+// says how many, and only then removes the namespaces.
+func TestTestbedDownEndsExec(t *testing.T) {
+	testbed.Skip(t)
+	dir := t.TempDir()
+	flags := []string{"--name", "procs", "--state-dir", dir}
+	t.Cleanup(func() { braid(t, append([]string{"testbed", "down"}, flags...)...) })
+	if code, _, errs := braid(t, append(append([]string{"testbed", "up"}, flags...), "--hosts", "a,b", "--nets", "10M")...); code != 0 {
+		t.Fatalf("up: exit %d: %s", code, errs)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "procs.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bf bedFile
+	if err := json.Unmarshal(data, &bf); err != nil {
+		t.Fatal(err)
+	}
+	ns := "bt" + bf.State.ID + "-a"
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := braid(t, append(append([]string{"testbed", "exec"}, flags...), "a", "--", "sleep", "600")...)
+		done <- code
+	}()
+	pid := 0
+	testwait.For(t, "sleep 600 inside host a", 10*time.Second, func() bool {
+		out, _ := exec.Command("ip", "netns", "pids", ns).Output()
+		if f := strings.Fields(string(out)); len(f) == 1 {
+			pid, _ = strconv.Atoi(f[0])
+		}
+		return pid > 0
+	})
+	code, out, errs := braid(t, append([]string{"testbed", "down"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "ended 1 process inside testbed procs") {
+		t.Errorf("down: exit %d, want it to say it ended 1 process: %s%s", code, out, errs)
+	}
+	select {
+	case code := <-done:
+		if code == 0 {
+			t.Errorf("testbed exec of sleep 600 exited 0 after down")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("testbed exec still waits for its sleep 600 (pid %d) after down", pid)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("sleep 600 (pid %d) still exists after down: %v", pid, err)
 	}
 }
 

@@ -309,16 +309,18 @@ func (b *Bed) ready(ctx context.Context, host, net int) error {
 	return nil
 }
 
-// Down removes every namespace the bed made, and with them every interface,
-// bridge and qdisc. It is safe to call more than once and after a failed
-// Up. Processes started with Exec keep their namespace alive until they
-// exit: stop them first.
+// Down ends every process inside the bed's namespaces (EndProcesses),
+// then removes the namespaces, and with them every interface, bridge and
+// qdisc. It is safe to call more than once and after a failed Up.
 func (b *Bed) Down() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*cmdTimeout)
 	defer cancel()
 	var errs []error
+	if _, err := endProcesses(ctx, b.created); err != nil {
+		errs = append(errs, err)
+	}
 	// Hosts first, then the hub, so no veth is left without its bridge.
 	for _, ns := range slices.Backward(b.created) {
 		if !nsExists(ns) {
