@@ -279,9 +279,9 @@ func (s *Suite) hetero(ctx context.Context) error {
 func sizeName(n int) string {
 	switch {
 	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MB", n>>20)
+		return fmt.Sprintf("%d MiB", n>>20)
 	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KB", n>>10)
+		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d B", n)
 }
