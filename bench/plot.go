@@ -184,7 +184,7 @@ func (f *Figure) Draw(file string) error {
 	dc.FillPolygon(color.White, []vg.Point{{X: 0, Y: 0}, {X: width, Y: 0}, {X: width, Y: height}, {X: 0, Y: height}})
 	if below {
 		p.Title.Text = wrapText(f.Title, width-vg.Points(16), p.Title.TextStyle.Width)
-		p.Draw(draw.Crop(dc, 0, 0, legendH, 0))
+		p.Draw(draw.Crop(dc, 0, -vg.Points(12), legendH, 0))
 		legend.draw(draw.Crop(dc, legendGap, 0, 0, -(height-legendH+legendGap/2)), cols, entryW+legendGap)
 	} else {
 		legendW := entryW + vg.Points(10)
