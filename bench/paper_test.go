@@ -636,6 +636,21 @@ func TestDrawWholeImage(t *testing.T) {
 	}
 }
 
+// drawSVG finishes f, draws it as SVG and returns the SVG.
+func drawSVG(t *testing.T, f *Figure) string {
+	t.Helper()
+	f.finish()
+	file := filepath.Join(t.TempDir(), "t.svg")
+	if err := f.Draw(file); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(svg)
+}
+
 // TestPaperMarkersAtTheirX: on a log size axis the paper's markers sit at
 // their size: at most a marker's radius (6 points) beside the series' own
 // point there (before, a shift of 2% of the axis per series in data units
@@ -650,20 +665,12 @@ func TestPaperMarkersAtTheirX(t *testing.T) {
 		}
 		f.paper(name, 1<<20, 150)
 	}
-	f.finish()
-	file := filepath.Join(t.TempDir(), "t.svg")
-	if err := f.Draw(file); err != nil {
-		t.Fatal(err)
-	}
-	svg, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svg := drawSVG(t, f)
 	// gonum draws a ring of radius r around x as "M(x+r),y A r,r ...":
 	// series 0 and 5 have rings, their paper markers too, of radius 6.
 	centres := func(r string) []float64 {
 		var xs []float64
-		for _, m := range regexp.MustCompile(`d="M([-0-9.]+),[-0-9.]+A`+r+`,`+r+` `).FindAllStringSubmatch(string(svg), -1) {
+		for _, m := range regexp.MustCompile(`d="M([-0-9.]+),[-0-9.]+A`+r+`,`+r+` `).FindAllStringSubmatch(svg, -1) {
 			x, _ := strconv.ParseFloat(m[1], 64)
 			rr, _ := strconv.ParseFloat(r, 64)
 			xs = append(xs, x-rr)
@@ -714,16 +721,7 @@ func TestLegendLayout(t *testing.T) {
 			}
 			f.paper(name, 1<<20, 150)
 		}
-		f.finish()
-		file := filepath.Join(t.TempDir(), "t.svg")
-		if err := f.Draw(file); err != nil {
-			t.Fatal(err)
-		}
-		svg, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return textsOf(string(svg))
+		return textsOf(drawSVG(t, f))
 	}
 	short := draw([]string{"a", "b", "c"})
 	rows := []string{"a", "a (paper)", "b", "b (paper)", "c", "c (paper)"}

@@ -31,6 +31,20 @@ func braid(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
+// readBedFile reads a bed's state file.
+func readBedFile(t *testing.T, path string) bedFile {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bf bedFile
+	if err := json.Unmarshal(data, &bf); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return bf
+}
+
 func TestTestbedCommand(t *testing.T) {
 	testbed.Skip(t)
 	dir := t.TempDir()
@@ -121,14 +135,7 @@ func TestTestbedCommand(t *testing.T) {
 		t.Errorf("list: %q", out)
 	}
 
-	data, err := os.ReadFile(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bf bedFile
-	if err := json.Unmarshal(data, &bf); err != nil {
-		t.Fatal(err)
-	}
+	bf := readBedFile(t, state)
 	ns := "bt" + bf.State.ID + "-a"
 	if _, err := os.Stat("/run/netns/" + ns); err != nil {
 		t.Fatalf("namespace %s missing while up: %v", ns, err)
@@ -178,15 +185,7 @@ func TestTestbedDuplex(t *testing.T) {
 		if len(shown.Networks) != 1 || shown.Networks[0].Duplex != want {
 			t.Errorf("up %v: show --json: networks %+v, want one %s duplex", extra, shown.Networks, want)
 		}
-		data, err := os.ReadFile(filepath.Join(dir, name+".json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var bf bedFile
-		if err := json.Unmarshal(data, &bf); err != nil {
-			t.Fatal(err)
-		}
-		b, err := testbed.Attach(bf.State)
+		b, err := testbed.Attach(readBedFile(t, filepath.Join(dir, name+".json")).State)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,15 +233,7 @@ func TestTestbedDownEndsExec(t *testing.T) {
 	if code, _, errs := braid(t, append(append([]string{"testbed", "up"}, flags...), "--hosts", "a,b", "--nets", "10M")...); code != 0 {
 		t.Fatalf("up: exit %d: %s", code, errs)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "procs.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bf bedFile
-	if err := json.Unmarshal(data, &bf); err != nil {
-		t.Fatal(err)
-	}
-	ns := "bt" + bf.State.ID + "-a"
+	ns := "bt" + readBedFile(t, filepath.Join(dir, "procs.json")).State.ID + "-a"
 	done := make(chan int, 1)
 	go func() {
 		code, _, _ := braid(t, append(append([]string{"testbed", "exec"}, flags...), "a", "--", "sleep", "600")...)
