@@ -47,7 +47,7 @@ paths. Needs root.
   link    fail or heal a link:   braid testbed link --name lab a 1 down|up|blackhole|restore
   rate    change a network rate: braid testbed rate --name lab 1 10M
   loss    random packet loss:    braid testbed loss --name lab a 0 1.5   (percent; 0 removes)
-  down    remove the bed:        braid testbed down --name lab
+  down    end what runs inside, remove the bed: braid testbed down --name lab
   list    list the beds made with up
 
 Flags come before the arguments. Run 'braid testbed <sub> --help' for
@@ -158,11 +158,11 @@ shapes both directions of its link together. A ping-pong then pays for
 the request and the reply, as on a wire, and measures at most the rate at
 every message size (a 1 KB ping-pong over 100M stays below 100 Mbit/s of
 effective bandwidth); traffic both ways at once shares the rate, and one
-TCP stream gets about 0.83 of it (its acknowledgements share the bucket).
+TCP stream gets about 0.93 of it (its acknowledgements share the bucket).
 
 --full-duplex gives each direction its own bucket of the rate: use it for
 bulk traffic both ways at once (each direction gets the whole rate, one
-stream about 0.94 of it). A token bucket lets a lone packet through at
+stream about 0.95 of it). A token bucket lets a lone packet through at
 once instead of holding it for its time on the wire, so there a ping-pong
 of small messages measures up to twice the rate.`)
 	bf := addBedFlags(fs)
@@ -305,7 +305,9 @@ func printBed(w io.Writer, b *testbed.Bed, file *bedFile) {
 func testbedExec(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "testbed exec", "[--name NAME] HOST -- COMMAND [ARGS...]", `
 Runs a command inside a host's network namespace (ip netns exec) and exits
-with its exit code. Example: braid testbed exec --name lab a -- ping -c1 10.1.0.2`)
+with its exit code. Example: braid testbed exec --name lab a -- ping -c1 10.1.0.2
+A command still running (in the background, say) when 'braid testbed down'
+runs is ended by it.`)
 	bf := addBedFlags(fs)
 	if code := parseFlagsFirst(env, fs, args); code >= 0 {
 		return code

@@ -25,7 +25,7 @@
 // through (the hub shapes nothing). Every exchange then pays for both
 // messages, as on a wire, and a ping-pong stays within the rate at every
 // message size (TestPingPongWithinRate); traffic both ways at once shares
-// the rate, and one TCP stream gets about 0.83 of it instead of 0.94
+// the rate, and one TCP stream gets about 0.93 of it instead of 0.945
 // (its acknowledgements share the bucket; BenchmarkShaping). A network
 // with FullDuplex is shaped by a tbf on both ends of each link instead,
 // the rate each way: right for bulk traffic both ways at once, but there
