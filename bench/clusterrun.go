@@ -81,7 +81,7 @@ func (r *ClusterRun) Run(ctx context.Context) (res ClusterResult, err error) {
 	res.Rate = r.Rate
 	bed, err := testbed.Up(ctx, testbed.Spec{
 		Hosts:    []string{ClusterServer, ClusterW1, ClusterW2},
-		Networks: []testbed.Network{{Name: "a", Rate: r.Rate}, {Name: "b", Rate: r.Rate}},
+		Networks: []testbed.Network{{Name: "a", Rate: r.Rate, FullDuplex: true}, {Name: "b", Rate: r.Rate, FullDuplex: true}},
 	})
 	if err != nil {
 		return res, err

@@ -405,8 +405,10 @@ func (res *Results) Write(dir string) error {
 }
 
 // Redraw writes the plots and report.md into dir again from res, as this
-// braid draws and words them, leaving results.json as it is.
+// braid draws and words them (sizes in binary units, as the axes read
+// them), leaving results.json as it is.
 func (res *Results) Redraw(dir string) error {
+	res.binaryUnits()
 	if err := res.DrawPlots(dir); err != nil {
 		return err
 	}

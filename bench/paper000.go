@@ -140,11 +140,11 @@ func (r *PaperRun) paper000(ctx context.Context, pr *PaperResult) error {
 	}
 	apart := "the paper's times come from a simulation over links of unstated rate (20 MB in 2.29 ms is 73 Gbit/s), braid's from links of 100 Mbit/s; only the speed-ups (Figs. 8-9, below) compare."
 	t1 := pr.fig(&Figure{ID: "000-table1", Title: "Table I / Fig. 6: single vs dual homed, exchange time",
-		XLabel: "data size (MB)", YLabel: "exchange time (ms)", Unit: "ms", Apart: apart})
+		XLabel: "data size (MiB)", YLabel: "exchange time (ms)", Unit: "ms", Apart: apart})
 	t2 := pr.fig(&Figure{ID: "000-table2", Title: "Table II / Fig. 7: single vs triple homed, exchange time",
-		XLabel: "data size (MB)", YLabel: "exchange time (ms)", Unit: "ms", Apart: apart})
+		XLabel: "data size (MiB)", YLabel: "exchange time (ms)", Unit: "ms", Apart: apart})
 	sp := pr.fig(&Figure{ID: "000-speedup", Title: "Figs. 8-9: speed-up over single homed, real and expected",
-		XLabel: "data size (MB)", YLabel: "speed-up over 1 path (x)", Unit: "x", Higher: true, Comparable: true,
+		XLabel: "data size (MiB)", YLabel: "speed-up over 1 path (x)", Unit: "x", Higher: true, Comparable: true,
 		Note: "Speed-up = the mean single-homed time of the same sender over the multi-homed time (braid over braid's 1-path time, TCP and MPTCP over one TCP connection's); the paper's points are its Table I-II columns divided.",
 	})
 	for k, f := range []*Figure{2: t1, 3: t2} {
@@ -206,7 +206,7 @@ func (r *PaperRun) paper000(ctx context.Context, pr *PaperResult) error {
 						}
 						ms := float64(el.Microseconds()) / 1000
 						r.logf("000 rep %d k=%d %d MB %s: %.0f ms", rep, k, mb, rn.series, ms)
-						x, xl := float64(mb), fmt.Sprintf("%d MB", mb)
+						x, xl := float64(mb), fmt.Sprintf("%d MiB", mb)
 						kind := kindPeer
 						if rn.base == "braid" {
 							kind = kindBraid
@@ -237,7 +237,7 @@ func (r *PaperRun) paper000(ctx context.Context, pr *PaperResult) error {
 		}
 	}
 	for _, mb := range sizes {
-		x, xl := float64(mb), fmt.Sprintf("%d MB", mb)
+		x, xl := float64(mb), fmt.Sprintf("%d MiB", mb)
 		for _, k := range []int{2, 3} {
 			f := t1
 			if k == 3 {

@@ -140,7 +140,7 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 
 	bed, err := testbed.Up(ctx, testbed.Spec{
 		Hosts:    []string{ClusterServer, "w1", "w2", "w3"},
-		Networks: []testbed.Network{{Name: "lan", Rate: 1e9}},
+		Networks: []testbed.Network{{Name: "lan", Rate: 1e9, FullDuplex: true}},
 	})
 	if err != nil {
 		return err

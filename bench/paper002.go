@@ -75,18 +75,18 @@ func (r *PaperRun) paper002(ctx context.Context, pr *PaperResult) error {
 	cpuRatio := pr.fig(&Figure{ID: "002-cpu-ratio", Title: "SCTP over TCP: CPU per byte",
 		XLabel: "message size (bytes)", YLabel: "SCTP / TCP CPU time per GB (ratio)", Unit: "ratio", LogX: true, Comparable: true,
 		Note: "The same pairs. The paper's ratios are its \"CPU unit\" (Table 1) and CPU utilization (Table 3), send side, at nearly equal throughput."})
-	f9 := pr.fig(&Figure{ID: "002-fig9", Title: "Fig. 9: throughput under random packet loss, 12 KB messages",
+	f9 := pr.fig(&Figure{ID: "002-fig9", Title: "Fig. 9: throughput under random packet loss, 12 KiB messages",
 		XLabel: "packet loss (%)", YLabel: "throughput (Mbit/s)", Unit: "Mbit/s", Higher: true,
 		Note: "Host: runs of 2 s at least; loss drawn per packet by nftables on both hosts' links (testbed.SetLoss, both directions). Kernel rows (UML or QEMU): netem loss on the guest's loopback (both directions). " +
 			"The 0% points are the Table 1 runs. The paper gives no values, only that SCTP does better than TCP at low drop rates and worse at high ones."})
-	f9r := pr.fig(&Figure{ID: "002-fig9-ratio", Title: "Fig. 9: SCTP over TCP under random packet loss, 12 KB messages",
+	f9r := pr.fig(&Figure{ID: "002-fig9-ratio", Title: "Fig. 9: SCTP over TCP under random packet loss, 12 KiB messages",
 		XLabel: "packet loss (%)", YLabel: "SCTP / TCP throughput (ratio)", Unit: "ratio", Higher: true,
 		Note: "Each repetition's SCTP throughput over the TCP one measured beside it, at the same loss: above 1 SCTP does better. The paper: above 1 at low drop rates, below at high ones (no values)."})
 	f8 := pr.fig(&Figure{ID: "002-fig8", Title: "Fig. 8: throughput with 128-byte messages, NO-DELAY on",
 		XLabel: "receive window (KB)", YLabel: "throughput (Mbit/s)", Unit: "Mbit/s", Higher: true,
 		Note: "One connection against one association, 128 B messages, no-delay, the receiver's window as given. The 256 KB kernel points are Table 2's runs. " +
 			"The paper gives no values, only that SCTP and TCP are comparable, optimized SCTP's sending throughput above TCP's, and TCP ahead of optimized SCTP at a 128 KB window."})
-	f10 := pr.fig(&Figure{ID: "002-fig10", Title: "Fig. 10 (emulated): throughput under loss by SACK frequency, 12 KB messages, kernel SCTP",
+	f10 := pr.fig(&Figure{ID: "002-fig10", Title: "Fig. 10 (emulated): throughput under loss by SACK frequency, 12 KiB messages, kernel SCTP",
 		XLabel: "packet loss (%)", YLabel: "throughput (Mbit/s)", Unit: "Mbit/s", Higher: true,
 		Note: "Not GBN: the paper's GBN against SACK is emulated by SACK frequencies of kernel SCTP inside the guest kernel (netem loss on the guest's loopback, both directions). " +
 			"The paper: GBN and SACK identical at low loss, GBN 25% above SACK at 2.5% (no other values)."})

@@ -38,7 +38,7 @@ func (r *PaperRun) paper003(ctx context.Context, pr *PaperResult) error {
 		r.reps(100, 20), reps, testbed.FormatRate(rate003))
 	pr.Emulated = []string{
 		"The paper's Sandhills cluster (AthlonMP 1.4 GHz, two or four Fast Ethernet cards per node) is emulated by veth links shaped with tbf to 100 Mbit/s between two network namespaces on one 2-core machine; both ends share the CPUs.",
-		"The links are half duplex (testbed.Network.HalfDuplex): one token bucket per host and network for both directions. A token bucket lets a lone packet through at once instead of holding it for its time on the wire, so with a bucket per direction a message and its echo each passed one of their own, and a 1 KB ping-pong over one 100 Mbit/s link measured up to twice the rate (the previous run of this report: TCP100 up to 183 Mbit/s at 2 KB, the Peak over 2 x 100 up to 383). With one bucket for both directions each round trip pays for both messages, as on the paper's Fast Ethernet, and no point of one path can exceed 100 Mbit/s (TestPingPongWithinRate). The cost: TCP's acknowledgements share the bucket with the data, so one stream's goodput is about 0.83 of the rate instead of 0.94 (BenchmarkShaping), and the largest messages reach about 0.92 of it. " +
+		"The links are half duplex (the testbed's default; not testbed.Network.FullDuplex): one token bucket per host and network for both directions. A token bucket lets a lone packet through at once instead of holding it for its time on the wire, so with a bucket per direction a message and its echo each passed one of their own, and a 1 KB ping-pong over one 100 Mbit/s link measured up to twice the rate (the previous run of this report: TCP100 up to 183 Mbit/s at 2 KB, the Peak over 2 x 100 up to 383). With one bucket for both directions each round trip pays for both messages, as on the paper's Fast Ethernet, and no point of one path can exceed 100 Mbit/s (TestPingPongWithinRate). The cost: TCP's acknowledgements share the bucket with the data, so one stream's goodput is about 0.93 of the rate instead of 0.945 (BenchmarkShaping), and the largest messages reach about 0.92 of it. " +
 			"What this cannot emulate: a message still crosses its link without its transmission time, so a ping-pong whose message and echo travel whole over different networks pays each link for one message only, and can measure up to the two links' 200 Mbit/s where Fast Ethernet allows 100 (each message would spend its time on its wire, one after the other). " +
 			"This touches the series that send messages whole (braid at the sizes it does not stripe, the bonding-like comparator): their points above 100 Mbit/s are this artifact, not a gain; the series that split every message (the Peak, braid where it stripes) are bound by the two links together, as on the paper's cluster.",
 	}
@@ -49,12 +49,12 @@ func (r *PaperRun) paper003(ctx context.Context, pr *PaperResult) error {
 		Note: "braid's defaults: 32 KB fragments, and a message is striped when that delivers it sooner than its best path alone (decided from the paths' measured rates; with these defaults on these links braid bench --only sweep counts every message striped from 8 KB on and none at 1-4 KB). " +
 			"Points of braid at the sizes it sends whole and of the bonding-like comparator above 100 Mbit/s are an artifact of the emulation: a message and its echo on different networks each skip their transmission time (see \"Emulated\" above).",
 		Compare: [][2]string{{"braid enhanced", "Peak 2x100 (TCP x2 by hand)"}, {"braid enhanced", "MPTCP, 2 paths"}, {"braid enhanced", "TCP100 (1 path)"},
-			{"braid enhanced, 2 KB fragments", "Peak 2x100 (TCP x2 by hand)"}}})
+			{"braid enhanced, 2 KiB fragments", "Peak 2x100 (TCP x2 by hand)"}}})
 	f6 := pr.fig(&Figure{ID: "003-fig6", Title: "Figs. 3, 6: bandwidth utilization, normalized to Peak 2x100",
 		XLabel: "message size (bytes)", YLabel: "effective bandwidth / Peak (ratio)", Unit: "ratio", LogX: true, Higher: true, Comparable: true,
 		Note:    "Each repetition's value over the Peak measured right beside it. The paper: basic reaches 30% of the peak at 8 KB and the peak at 0.5 MB; enhanced reaches the peak at 16 KB.",
 		Compare: [][2]string{{"braid enhanced", "MPTCP, 2 paths"}}})
-	f10 := pr.fig(&Figure{ID: "003-fig10", Title: "Fig. 10: effective bandwidth on 4 x 100 Mbit/s, 2 KB fragments",
+	f10 := pr.fig(&Figure{ID: "003-fig10", Title: "Fig. 10: effective bandwidth on 4 x 100 Mbit/s, 2 KiB fragments",
 		XLabel: "message size (bytes)", YLabel: "effective bandwidth (Mbit/s)", Unit: "Mbit/s", LogX: true, Higher: true,
 		Note:    "The paper's 4-network setting: 2 KB fragments for both modes. The paper gives no absolute values for Fig. 10, only enhanced's margin over basic (next figure).",
 		Compare: [][2]string{{"braid enhanced", "Peak 4x100 (TCP x4 by hand)"}, {"braid enhanced", "MPTCP, 4 paths"}}})
@@ -72,7 +72,7 @@ func (r *PaperRun) paper003(ctx context.Context, pr *PaperResult) error {
 		Note: "This process's CPU time (both ends run in it) over the bytes a ping-pong moved, braid's over TCP100's measured right beside it. " +
 			"The paper measured CPU utilization during a very large message: 13.26% per processor for TCP100 at 93.92 Mbit/s, 26.16% for MuniSocket over two networks at 186.4 Mbit/s, " +
 			"so about the same CPU per byte (ratio 0.99)."})
-	starts := pr.fig(&Figure{ID: "003-starts", Title: "Sec. 5: Start control messages per 2 MB message, 4 paths, 2 KB fragments",
+	starts := pr.fig(&Figure{ID: "003-starts", Title: "Sec. 5: Start control messages per 2 MiB message, 4 paths, 2 KiB fragments",
 		XLabel: "message size (bytes)", YLabel: "Start messages per message (count)", Unit: "count", Comparable: true,
 		Note: "1024 fragments per message; basic striping sends 1024 sequence headers instead. The paper counted 4 to 5 on unloaded networks."})
 
@@ -96,7 +96,7 @@ func (r *PaperRun) paper003(ctx context.Context, pr *PaperResult) error {
 			{"Peak 2x100 (TCP x2 by hand)", kindPeer, tcp(seq(2), false)},
 			{"braid basic", kindBraid, braid(2, transport.Config{Stripe: transport.StripeBasic})},
 			{"braid enhanced", kindBraid, braid(2, transport.Config{})},
-			{"braid enhanced, 2 KB fragments", kindBraid, braid(2, transport.Config{FragmentSize: 2 << 10})},
+			{"braid enhanced, 2 KiB fragments", kindBraid, braid(2, transport.Config{FragmentSize: 2 << 10})},
 			{"bonding-like (layer3+4 hash)", kindPeer, func(ctx context.Context, bed *testbed.Bed, size, count int) (Result, error) {
 				return (&Bond{TCP{Bed: bed, Nets: seq(2)}}).PingPong(ctx, size, count)
 			}},

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,7 +113,7 @@ func checkSVG(t *testing.T, file string) {
 func TestPaperReportWithoutTestbed(t *testing.T) {
 	dir := t.TempDir()
 	pr := &PaperResult{Paper: "003", Title: "made up"}
-	f := pr.fig(&Figure{ID: "003-fig5", Title: "Fig. 5", XLabel: "size (bytes)", YLabel: "bandwidth (Mbit/s)", Unit: "Mbit/s",
+	f := pr.fig(&Figure{ID: "003-fig5", Title: "Fig. 5, 2 MB messages", XLabel: "size (bytes)", YLabel: "bandwidth (Mbit/s)", Unit: "Mbit/s",
 		LogX: true, Higher: true, Comparable: true, Compare: [][2]string{{"braid", "peak"}}})
 	for _, v := range []float64{50, 60} {
 		f.add("braid", kindBraid, 8192, "8 KB", v)
@@ -139,8 +140,10 @@ func TestPaperReportWithoutTestbed(t *testing.T) {
 		t.Errorf("braid at 8 KB: %+v; want mean 55, 50-60, ratio 55/87.37", p)
 	}
 	report, _ := os.ReadFile(filepath.Join(dir, "report.md"))
-	for _, want := range []string{"| paper | ratio |", "| 8 KB | 55.0 [50.0, 60.0] | 87.4 | 0.63 |", "37% below the paper's 87.4", "falls short of peak",
-		"| data size (MB) | braid (ms) | paper |\n", "| 20 MB | 1834 | 2.29 |\n", "No ratio column: the paper's links are of unstated speed."} {
+	// Sizes read in binary units, as the plots' axes do, even where the
+	// run wrote them in decimal ones.
+	for _, want := range []string{"| paper | ratio |", "| 8 KiB | 55.0 [50.0, 60.0] | 87.4 | 0.63 |", "37% below the paper's 87.4", "falls short of peak",
+		"| data size (MiB) | braid (ms) | paper |\n", "| 20 MiB | 1834 | 2.29 |\n", "No ratio column: the paper's links are of unstated speed.", "#### Fig. 5, 2 MiB messages\n"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, report)
 		}
@@ -152,7 +155,7 @@ func TestPaperReportWithoutTestbed(t *testing.T) {
 		t.Errorf("report.md compares with the paper where the setups do not compare:\n%s", report)
 	}
 	// Equal at 1 MB: no finding there.
-	if strings.Contains(string(report), "at 1 MB: braid") {
+	if strings.Contains(string(report), "at 1 MiB: braid") {
 		t.Errorf("report.md states a shortfall at 1 MB, where braid equals the peak:\n%s", report)
 	}
 }
@@ -605,8 +608,13 @@ func TestDrawWholeImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	svg := string(b)
-	if !strings.Contains(svg, `<path d="M0,0L720,0L720,360L0,360Z" style="fill:#FFFFFF" />`) {
-		t.Error("no white background over the whole 720x360 image")
+	// The long legend went below the plot: the image is taller than 360.
+	m := regexp.MustCompile(`viewBox="0 0 720 ([0-9.]+)"`).FindStringSubmatch(svg)
+	if m == nil {
+		t.Fatal("no 720-wide viewBox in the SVG")
+	}
+	if !strings.Contains(svg, `<path d="M0,0L720,0L720,`+m[1]+`L0,`+m[1]+`Z" style="fill:#FFFFFF" />`) {
+		t.Errorf("no white background over the whole 720x%s image", m[1])
 	}
 	var words []string
 	for _, m := range regexp.MustCompile(`<text x="([-0-9.]+)"[^>]*>([^<]*)<`).FindAllStringSubmatch(svg, -1) {
@@ -624,6 +632,134 @@ func TestDrawWholeImage(t *testing.T) {
 	for _, want := range []string{"throughput (Gbit/s)", ">10<", ">2 MiB<"} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("the plot lacks %q", want)
+		}
+	}
+}
+
+// drawSVG finishes f, draws it as SVG and returns the SVG.
+func drawSVG(t *testing.T, f *Figure) string {
+	t.Helper()
+	f.finish()
+	file := filepath.Join(t.TempDir(), "t.svg")
+	if err := f.Draw(file); err != nil {
+		t.Fatal(err)
+	}
+	svg, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(svg)
+}
+
+// TestPaperMarkersAtTheirX: on a log size axis the paper's markers sit at
+// their size: at most a marker's radius (6 points) beside the series' own
+// point there (before, a shift of 2% of the axis per series in data units
+// put them 20 points and more off, at another size), and those of two
+// series with equal values are still told apart.
+func TestPaperMarkersAtTheirX(t *testing.T) {
+	f := &Figure{ID: "t", Title: "t", XLabel: "message size (bytes)", YLabel: "bandwidth (Mbit/s)", Unit: "Mbit/s", Higher: true, LogX: true, Comparable: true}
+	for i := range 6 {
+		name := fmt.Sprintf("series %d", i)
+		for _, x := range []float64{1 << 10, 16 << 10, 1 << 20, 4 << 20} {
+			f.add(name, kindBraid, x, "x", 100+float64(i))
+		}
+		f.paper(name, 1<<20, 150)
+	}
+	svg := drawSVG(t, f)
+	// gonum draws a ring of radius r around x as "M(x+r),y A r,r ...":
+	// series 0 and 5 have rings, their paper markers too, of radius 6.
+	centres := func(r string) []float64 {
+		var xs []float64
+		for _, m := range regexp.MustCompile(`d="M([-0-9.]+),[-0-9.]+A`+r+`,`+r+` `).FindAllStringSubmatch(svg, -1) {
+			x, _ := strconv.ParseFloat(m[1], 64)
+			rr, _ := strconv.ParseFloat(r, 64)
+			xs = append(xs, x-rr)
+		}
+		return xs
+	}
+	points, paper := centres("2.5"), centres("6")
+	// The legend has two paper rings too, right of the data: the two
+	// leftmost are the plot's.
+	slices.Sort(paper)
+	if len(paper) < 2 {
+		t.Fatalf("%d paper rings in the plot, want 2 (series 0 and 5)", len(paper))
+	}
+	paper = paper[:2]
+	for _, px := range paper {
+		nearest := math.Inf(1)
+		for _, x := range points {
+			nearest = min(nearest, math.Abs(x-px))
+		}
+		if nearest > 6.01 {
+			t.Errorf("a paper marker at 1 MiB is %.1f points from the series' point at 1 MiB; want at most its radius, 6", nearest)
+		}
+	}
+	if d := paper[1] - paper[0]; d < 4 {
+		t.Errorf("the paper markers of series 0 and 5, of equal value, are %.1f points apart; want them told apart", d)
+	}
+}
+
+// TestLegendLayout: legend rows are at least a paper marker's height
+// apart (before, the rows were the text's height and a marker reached
+// into its neighbours), and a legend of long names goes below the plot,
+// which keeps the image's width (before, the legend took a third of it).
+func TestLegendLayout(t *testing.T) {
+	textsOf := func(svg string) map[string][2]float64 {
+		out := map[string][2]float64{}
+		for _, m := range regexp.MustCompile(`<text x="([-0-9.]+)" y="([-0-9.]+)"[^>]*>([^<]*)<`).FindAllStringSubmatch(svg, -1) {
+			x, _ := strconv.ParseFloat(m[1], 64)
+			y, _ := strconv.ParseFloat(m[2], 64)
+			out[m[3]] = [2]float64{x, -y} // the SVG's y runs down
+		}
+		return out
+	}
+	draw := func(names []string) map[string][2]float64 {
+		f := &Figure{ID: "t", Title: "t", XLabel: "message size (bytes)", YLabel: "bandwidth (Mbit/s)", Unit: "Mbit/s", Higher: true, LogX: true, Comparable: true}
+		for i, name := range names {
+			for _, x := range []float64{1 << 10, 1 << 20} {
+				f.add(name, kindBraid, x, "x", 100+float64(i))
+			}
+			f.paper(name, 1<<20, 150)
+		}
+		return textsOf(drawSVG(t, f))
+	}
+	short := draw([]string{"a", "b", "c"})
+	rows := []string{"a", "a (paper)", "b", "b (paper)", "c", "c (paper)"}
+	for i := 1; i < len(rows); i++ {
+		if d := short[rows[i-1]][1] - short[rows[i]][1]; d < 2*6+3 {
+			t.Errorf("legend rows %q and %q are %.1f points apart; want at least a paper marker (12) and some room", rows[i-1], rows[i], d)
+		}
+	}
+	if short["a"][0] < short["1 MiB"][0] {
+		t.Errorf("a short legend (x %v) is not right of the data (1 MiB at x %v)", short["a"][0], short["1 MiB"][0])
+	}
+	long := []string{"braid enhanced, 2 KiB fragments, over both networks", "Peak 2x100 (TCP x2 by hand), the split done by hand", "bonding-like (layer3+4 hash)"}
+	wide := draw(long)
+	axis := wide["message size (bytes)"]
+	for _, name := range long {
+		if wide[name][1] >= axis[1] {
+			t.Errorf("legend entry %q (y %v) is not below the plot (its x label at y %v)", name, wide[name][1], axis[1])
+		}
+	}
+	if x := wide["1 MiB"][0]; x < 0.8*720 {
+		t.Errorf("with a long legend the data end at x %v of 720; want them to keep the width", x)
+	}
+}
+
+// TestBinaryUnits: sizes are written in binary units, as the plots' byte
+// axes read them (003-starts' title said "2 MB" above an axis in MiB);
+// rates and other units stay as they are.
+func TestBinaryUnits(t *testing.T) {
+	for in, want := range map[string]string{
+		"Sec. 5: Start control messages per 2 MB message, 4 paths, 2 KB fragments": "Sec. 5: Start control messages per 2 MiB message, 4 paths, 2 KiB fragments",
+		"data size (MB)":                             "data size (MiB)",
+		"12KB messages at 1.5 GB":                    "12 KiB messages at 1.5 GiB",
+		"effective bandwidth (Mbit/s), 128 B, 2 MiB": "effective bandwidth (Mbit/s), 128 B, 2 MiB",
+		"CPU time per GB (s/GB)":                     "CPU time per GB (s/GB)",
+		"throughput (Gbit/s)":                        "throughput (Gbit/s)",
+	} {
+		if got := binaryUnits(in); got != want {
+			t.Errorf("binaryUnits(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

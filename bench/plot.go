@@ -32,7 +32,10 @@ func (s spread) YError(i int) (float64, float64) { return s.lo[i], s.hi[i] }
 // its min-max range as error bars, ideal lines dashed, and the paper's
 // values, where they compare with braid's (else they stay in the
 // report's table), as large hollow markers of the series' colour and
-// shape. The legend stands right of the data, never over it; the axes
+// shape, at their x (set apart by a few points between series, never by
+// data units). The legend stands right of the data, never over it, or
+// below the plot in columns when its names are long, so that the data
+// keep the width; its rows are as tall as the paper markers. The axes
 // read in human units on a grid: sizes in bytes in binary units (1 KiB,
 // 2 MiB), their ticks at powers of two on a log axis, so that a 2 MiB
 // point sits on its tick; rates above 1000 Mbit/s in Gbit/s. There is
@@ -53,34 +56,23 @@ func (f *Figure) Draw(file string) error {
 	}
 	yTicks := humanTicks{}
 	p.Y.Tick.Marker = yTicks
-	legend := plot.NewLegend()
-	legend.Top, legend.Left = true, true
 	// Each series' line runs left to right, whatever order its points
 	// were measured in.
 	pts := slices.Clone(f.Points)
 	slices.SortStableFunc(pts, func(a, b *Point) int { return cmp.Compare(a.X, b.X) })
 	xr, yr := newRange(), newRange()
 	// The paper's markers of different series at one x are set a little
-	// apart (by series, about 2% of the axis each), so that equal or
-	// close values of two series show as two markers, not one.
+	// apart, by a few points on the page (never by data units, which on a
+	// log axis would move them to another size), so that equal or close
+	// values of two series show as two markers, not one; no marker moves
+	// by more than its radius, so each still covers its x.
 	var withPaper []string
-	allX := newRange()
 	for _, pt := range pts {
-		allX.add(pt.X)
 		if pt.Paper != nil && f.Comparable && !slices.Contains(withPaper, pt.Series) {
 			withPaper = append(withPaper, pt.Series)
 		}
 	}
-	paperX := func(series string, x float64) float64 {
-		k := float64(slices.Index(withPaper, series)) - float64(len(withPaper)-1)/2
-		if len(withPaper) < 2 {
-			return x
-		}
-		if f.LogX && allX.lo > 0 {
-			return x * math.Pow(allX.hi/allX.lo, 0.02*k)
-		}
-		return x + 0.02*k*max(allX.hi-allX.lo, 1e-9)
-	}
+	var legend legendRows
 	for i, name := range f.series() {
 		var s spread
 		var paper plotter.XYs
@@ -95,7 +87,7 @@ func (f *Figure) Draw(file string) error {
 			yr.add(pt.Min)
 			yr.add(pt.Max)
 			if pt.Paper != nil && f.Comparable {
-				paper = append(paper, plotter.XY{X: paperX(name, pt.X), Y: *pt.Paper})
+				paper = append(paper, plotter.XY{X: pt.X, Y: *pt.Paper})
 				yr.add(*pt.Paper)
 			}
 		}
@@ -122,17 +114,14 @@ func (f *Figure) Draw(file string) error {
 			eb.Color = c
 			p.Add(eb)
 		}
-		legend.Add(name, line, points)
+		legend.add(name, line, points)
 		if len(paper) > 0 {
-			sc, err := plotter.NewScatter(paper)
-			if err != nil {
-				return err
-			}
-			sc.Shape = hollow(i)
-			sc.Radius = vg.Points(6)
-			sc.Color = c
-			p.Add(sc)
-			legend.Add(name+" (paper)", sc)
+			m := &paperMarks{XYs: paper, dx: paperShift(slices.Index(withPaper, name), len(withPaper))}
+			m.Shape = hollow(i)
+			m.Radius = paperRadius
+			m.Color = c
+			p.Add(m)
+			legend.add(name+" (paper)", m)
 		}
 	}
 	// Room at the edges: a marker on the first or last x, or at the
@@ -171,7 +160,20 @@ func (f *Figure) Draw(file string) error {
 			}
 		}
 	}
-	const width, height = 10 * vg.Inch, 5 * vg.Inch
+	// The legend stands right of the data while it is narrow; a wide one
+	// (long series names) goes below the plot, in columns, and the image
+	// grows by its height instead of the data shrinking.
+	const width, plotH = 10 * vg.Inch, 5 * vg.Inch
+	entryW, rowH := legend.size()
+	below := entryW > maxSideLegend
+	height, legendH := plotH, vg.Length(0)
+	cols := 1
+	if below {
+		cols = max(1, min(len(legend.entries), int((width-2*legendGap)/(entryW+legendGap))))
+		rows := (len(legend.entries) + cols - 1) / cols
+		legendH = vg.Length(rows)*rowH + legendGap
+		height += legendH
+	}
 	c, err := draw.NewFormattedCanvas(width, height, strings.TrimPrefix(filepath.Ext(file), "."))
 	if err != nil {
 		return err
@@ -180,12 +182,17 @@ func (f *Figure) Draw(file string) error {
 	// The background under the legend as under the plot (an SVG has none
 	// of its own).
 	dc.FillPolygon(color.White, []vg.Point{{X: 0, Y: 0}, {X: width, Y: 0}, {X: width, Y: height}, {X: 0, Y: height}})
-	r := legend.Rectangle(dc)
-	legendW := r.Max.X - r.Min.X + vg.Points(10)
-	plotW := width - legendW - vg.Points(8)
-	p.Title.Text = wrapText(f.Title, plotW-vg.Points(16), p.Title.TextStyle.Width)
-	p.Draw(draw.Crop(dc, 0, -legendW-vg.Points(8), 0, 0))
-	legend.Draw(draw.Crop(dc, width-legendW, 0, 0, -vg.Points(30)))
+	if below {
+		p.Title.Text = wrapText(f.Title, width-vg.Points(16), p.Title.TextStyle.Width)
+		p.Draw(draw.Crop(dc, 0, -vg.Points(12), legendH, 0))
+		legend.draw(draw.Crop(dc, legendGap, 0, 0, -(height-legendH+legendGap/2)), cols, entryW+legendGap)
+	} else {
+		legendW := entryW + vg.Points(10)
+		plotW := width - legendW - vg.Points(8)
+		p.Title.Text = wrapText(f.Title, plotW-vg.Points(16), p.Title.TextStyle.Width)
+		p.Draw(draw.Crop(dc, 0, -legendW-vg.Points(8), 0, 0))
+		legend.draw(draw.Crop(dc, width-legendW, 0, 0, -vg.Points(30)), 1, 0)
+	}
 	out, err := os.Create(file)
 	if err != nil {
 		return err
@@ -203,6 +210,139 @@ func (f *Figure) DrawAll(dir string) error {
 		return err
 	}
 	return f.Draw(filepath.Join(dir, strings.TrimSuffix(f.Plot, filepath.Ext(f.Plot))+".png"))
+}
+
+// Paper markers and the legend's layout.
+const (
+	// paperRadius is the radius of a paper marker; legend rows are at
+	// least its diameter apart, so that markers of neighbouring rows do
+	// not overlap.
+	paperRadius = vg.Length(6) // points
+	// paperStep is the largest sideways shift between the paper markers
+	// of two series at one x.
+	paperStep = vg.Length(3)
+	// maxSideLegend is the widest legend (its longest entry) that stands
+	// right of the data; a wider one goes below the plot.
+	maxSideLegend = 2 * vg.Inch
+	// legendRow is the least height of a legend row: a paper marker
+	// and some room, so that markers of neighbouring rows stay apart.
+	legendRow = 2*paperRadius + vg.Length(5)
+	// legendGap is the room between legend columns and around a legend
+	// below the plot.
+	legendGap = vg.Length(14)
+)
+
+// paperShift is the sideways shift, on the page, of the paper markers of
+// series k of n that have paper values: centred around 0, at most
+// paperStep apart, and never more than paperRadius from their x.
+func paperShift(k, n int) vg.Length {
+	if n < 2 || k < 0 {
+		return 0
+	}
+	half := vg.Length(n-1) / 2
+	step := min(paperStep, paperRadius/half)
+	return (vg.Length(k) - half) * step
+}
+
+// paperMarks draws the paper's values of one series as hollow markers,
+// each at its point shifted dx sideways on the page.
+type paperMarks struct {
+	plotter.XYs
+	draw.GlyphStyle
+	dx vg.Length
+}
+
+// Plot implements plot.Plotter.
+func (m *paperMarks) Plot(c draw.Canvas, plt *plot.Plot) {
+	trX, trY := plt.Transforms(&c)
+	for _, xy := range m.XYs {
+		c.DrawGlyph(m.GlyphStyle, vg.Point{X: trX(xy.X) + m.dx, Y: trY(xy.Y)})
+	}
+}
+
+// DataRange implements plot.DataRanger: the points' own x and y.
+func (m *paperMarks) DataRange() (xmin, xmax, ymin, ymax float64) {
+	return plotter.XYRange(m.XYs)
+}
+
+// GlyphBoxes implements plot.GlyphBoxer, so that the axes leave room for
+// the markers whole.
+func (m *paperMarks) GlyphBoxes(plt *plot.Plot) []plot.GlyphBox {
+	boxes := make([]plot.GlyphBox, len(m.XYs))
+	for i, xy := range m.XYs {
+		r := m.GlyphStyle.Rectangle()
+		r.Min.X += m.dx
+		r.Max.X += m.dx
+		boxes[i] = plot.GlyphBox{X: plt.X.Norm(xy.X), Y: plt.Y.Norm(xy.Y), Rectangle: r}
+	}
+	return boxes
+}
+
+// Thumbnail implements plot.Thumbnailer: the marker in the legend.
+func (m *paperMarks) Thumbnail(c *draw.Canvas) {
+	c.DrawGlyph(m.GlyphStyle, c.Center())
+}
+
+// legendRows is a figure's legend: its entries, laid out in one column
+// right of the plot or in several below it, with rows as tall as the
+// largest marker.
+type legendRows struct {
+	entries []legendEntry
+}
+
+type legendEntry struct {
+	name   string
+	thumbs []plot.Thumbnailer
+}
+
+func (l *legendRows) add(name string, thumbs ...plot.Thumbnailer) {
+	l.entries = append(l.entries, legendEntry{name, thumbs})
+}
+
+// gonum builds a legend of the entries from first to last: a column.
+func (l *legendRows) column(from, to int) plot.Legend {
+	g := plot.NewLegend()
+	g.Top, g.Left = true, true
+	for _, e := range l.entries[from:to] {
+		g.Add(e.name, e.thumbs...)
+	}
+	// Rows a paper marker's diameter and a little more apart.
+	g.Padding = max(0, legendRow-l.textHeight(g))
+	return g
+}
+
+func (l *legendRows) textHeight(g plot.Legend) vg.Length {
+	var h vg.Length
+	for _, e := range l.entries {
+		h = max(h, g.TextStyle.Rectangle(e.name).Max.Y)
+	}
+	return h
+}
+
+// size is the width of the widest entry (marker and text) and the height
+// of a row, gap included.
+func (l *legendRows) size() (entryW, rowH vg.Length) {
+	g := l.column(0, len(l.entries))
+	for _, e := range l.entries {
+		entryW = max(entryW, g.ThumbnailWidth+g.TextStyle.Rectangle(" "+e.name).Max.X)
+	}
+	return entryW, l.textHeight(g) + g.Padding
+}
+
+// draw draws the legend into c, top left, in cols columns colW apart,
+// filling each column before the next.
+func (l *legendRows) draw(c draw.Canvas, cols int, colW vg.Length) {
+	rows := (len(l.entries) + cols - 1) / cols
+	for k := range cols {
+		from, to := k*rows, min((k+1)*rows, len(l.entries))
+		if from >= to {
+			break
+		}
+		g := l.column(from, to)
+		cc := c
+		cc.Min.X += vg.Length(k) * colW
+		g.Draw(cc)
+	}
 }
 
 // palette is Tableau's ten colours (matplotlib's default): more distinct

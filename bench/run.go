@@ -27,13 +27,14 @@ const (
 var Key = []byte("braid-bench-cluster-key")
 
 // NewBed brings up a two-host testbed with one full-duplex network per
-// rate (bit/s).
+// rate (bit/s; testbed.Network.FullDuplex: a bucket per direction), for
+// bulk traffic.
 func NewBed(ctx context.Context, rates []int64) (*testbed.Bed, error) {
 	return newBed(ctx, rates, false)
 }
 
-// NewHalfDuplexBed is NewBed with half-duplex networks
-// (testbed.Network.HalfDuplex), on which a ping-pong of small messages
+// NewHalfDuplexBed is NewBed with half-duplex networks (the testbed's
+// default: one bucket per host and network for both directions), on which a ping-pong of small messages
 // stays within the rate as on a wire.
 func NewHalfDuplexBed(ctx context.Context, rates []int64) (*testbed.Bed, error) {
 	return newBed(ctx, rates, true)
@@ -42,7 +43,7 @@ func NewHalfDuplexBed(ctx context.Context, rates []int64) (*testbed.Bed, error) 
 func newBed(ctx context.Context, rates []int64, half bool) (*testbed.Bed, error) {
 	spec := testbed.Spec{Hosts: []string{Server, Client}}
 	for i, r := range rates {
-		spec.Networks = append(spec.Networks, testbed.Network{Name: fmt.Sprintf("n%d", i), Rate: r, HalfDuplex: half})
+		spec.Networks = append(spec.Networks, testbed.Network{Name: fmt.Sprintf("n%d", i), Rate: r, FullDuplex: !half})
 	}
 	return testbed.Up(ctx, spec)
 }

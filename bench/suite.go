@@ -279,9 +279,9 @@ func (s *Suite) hetero(ctx context.Context) error {
 func sizeName(n int) string {
 	switch {
 	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MB", n>>20)
+		return fmt.Sprintf("%d MiB", n>>20)
 	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KB", n>>10)
+		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d B", n)
 }
@@ -346,7 +346,7 @@ func (s *Suite) sweep(ctx context.Context) error {
 		numCol("paper_tcp_mbps", "paper 003 TCP100 Mbit/s", "Mbit/s", "%.2f"), numCol("paper_enhanced_mbps", "paper 003 Enhanced Mbit/s", "Mbit/s", "%.2f"),
 		numCol("paper_speedup", "paper speed-up", "x", "%.2fx"))
 	// Half duplex, as paper 003's: on full-duplex links a ping-pong of
-	// small messages passes the links' rate (testbed.Network.HalfDuplex).
+	// small messages passes the links' rate (testbed.Network.FullDuplex).
 	return withHalfDuplexBed(ctx, []int64{100e6, 100e6}, func(bed *testbed.Bed) error {
 		first := 0
 		for _, size := range []int{1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20} {
@@ -387,7 +387,7 @@ func (s *Suite) sweep(ctx context.Context) error {
 // twoLinkEcho is the note beside every ping-pong over two half-duplex
 // links whose messages may travel whole: what the testbed's token buckets
 // cannot emulate.
-const twoLinkEcho = "The links are half duplex (testbed.Network.HalfDuplex: one token bucket per host and network for both directions), so no ping-pong over one link measures above its rate. " +
+const twoLinkEcho = "The links are half duplex (the testbed's default, not testbed.Network.FullDuplex: one token bucket per host and network for both directions), so no ping-pong over one link measures above its rate. " +
 	"What a token bucket cannot emulate is a message's transmission time: a lone message passes its link at once and the link's next message pays for it. " +
 	"Over two links, a message and its echo sent whole on different networks each pay only their own link, so such a ping-pong can measure up to the two links' 200 Mbit/s where Fast Ethernet allows 100. " +
 	"braid sends a small message whole (it stripes a segment only where that delivers it sooner, from the paths' measured rates: the run's log gives the segments striped at each size), so its figures and speed-ups at the sizes it sends whole are partly this artifact; tbf and htb (the shapers this host's kernel has; no netem) only set rates, and only a delay per packet (netem's rate, or a relay) would remove it."

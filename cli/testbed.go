@@ -37,8 +37,9 @@ const testbedUsage = `Usage: braid testbed <up|down|show|exec|link|rate|loss|lis
 
 Emulates hosts with one interface on each of several networks, on this
 machine: one network namespace per host, one Linux bridge per network (in a
-hub namespace), and tbf shaping in both directions of every link. Every host
-reaches every other host on k networks, so k paths. Needs root.
+hub namespace), and tbf shaping of every link (half duplex unless 'up
+--full-duplex'). Every host reaches every other host on k networks, so k
+paths. Needs root.
 
   up      create a bed:          braid testbed up --name lab --hosts a,b --nets 100M,25M
   show    hosts, addresses, rates: braid testbed show --name lab
@@ -46,7 +47,7 @@ reaches every other host on k networks, so k paths. Needs root.
   link    fail or heal a link:   braid testbed link --name lab a 1 down|up|blackhole|restore
   rate    change a network rate: braid testbed rate --name lab 1 10M
   loss    random packet loss:    braid testbed loss --name lab a 0 1.5   (percent; 0 removes)
-  down    remove the bed:        braid testbed down --name lab
+  down    end what runs inside, remove the bed: braid testbed down --name lab
   list    list the beds made with up
 
 Flags come before the arguments. Run 'braid testbed <sub> --help' for
@@ -146,27 +147,39 @@ func (f bedFlags) save(bf *bedFile) error {
 }
 
 func testbedUp(ctx context.Context, env *Env, args []string) int {
-	fs := newFlags(env, "testbed up", "[--name NAME] [--hosts a,b] [--nets 100M,25M] [--half-duplex]", `
+	fs := newFlags(env, "testbed up", "[--name NAME] [--hosts a,b] [--nets 100M,25M] [--full-duplex]", `
 Creates a bed: every host gets one interface on every network, addressed
-10.<net+1>.0.<host+1>/24, shaped to the network's rate in both directions
-(K, M, G suffixes in bit/s; 0 leaves a network unshaped). The bed lives
-until 'braid testbed down'; its description is kept in the state directory.
+10.<net+1>.0.<host+1>/24, shaped to the network's rate (K, M, G suffixes
+in bit/s; 0 leaves a network unshaped). The bed lives until 'braid
+testbed down'; its description is kept in the state directory.
 
-Links are full duplex (the rate each way) unless --half-duplex: then both
-directions of a link share its rate. Token buckets let a lone packet
-through at once, so on full-duplex links a ping-pong of small messages
-measures up to twice the rate; on half-duplex ones it stays within it,
-as on a wire, while traffic both ways at once shares the rate.`)
+Links are half duplex by default: one token bucket per host and network
+shapes both directions of its link together. A ping-pong then pays for
+the request and the reply, as on a wire, and measures at most the rate at
+every message size (a 1 KB ping-pong over 100M stays below 100 Mbit/s of
+effective bandwidth); traffic both ways at once shares the rate, and one
+TCP stream gets about 0.93 of it (its acknowledgements share the bucket).
+
+--full-duplex gives each direction its own bucket of the rate: use it for
+bulk traffic both ways at once (each direction gets the whole rate, one
+stream about 0.95 of it). A token bucket lets a lone packet through at
+once instead of holding it for its time on the wire, so there a ping-pong
+of small messages measures up to twice the rate.`)
 	bf := addBedFlags(fs)
 	hosts := fs.String("hosts", "a,b", "comma-separated host `names`")
 	nets := fs.String("nets", "100M,25M", "comma-separated network `rates`, one per network")
-	half := fs.Bool("half-duplex", false, "make every network half duplex: both directions of a link share its rate (ping-pongs of small messages stay within it)")
+	full := fs.Bool("full-duplex", false, "give each direction of a link its own bucket of the rate (bulk both ways; a ping-pong of small messages can measure up to twice the rate)")
+	half := fs.Bool("half-duplex", false, "both directions of a link share its rate (the default; kept for scripts)")
 	asJSON := bedJSONFlag(fs)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
 	if fs.NArg() > 0 {
 		env.Errorf("testbed up: unexpected arguments %q", fs.Args())
+		return 2
+	}
+	if *full && *half {
+		env.Errorf("testbed up: --full-duplex and --half-duplex contradict each other; give one (half duplex is the default)")
 		return 2
 	}
 	p, err := bf.path()
@@ -185,7 +198,7 @@ as on a wire, while traffic both ways at once shares the rate.`)
 			env.Errorf("testbed up: --nets: %v", err)
 			return 2
 		}
-		spec.Networks = append(spec.Networks, testbed.Network{Rate: bps, HalfDuplex: *half})
+		spec.Networks = append(spec.Networks, testbed.Network{Rate: bps, FullDuplex: *full})
 	}
 	if err := testbed.Available(); err != nil {
 		env.Errorf("%v", err)
@@ -211,8 +224,11 @@ as on a wire, while traffic both ways at once shares the rate.`)
 
 func testbedDown(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "testbed down", "[--name NAME]", `
-Removes a bed made by 'braid testbed up': its namespaces, and with them every
-interface, bridge and qdisc. Stop commands started with exec first.`)
+Removes a bed made by 'braid testbed up'. First it ends every process
+inside the bed's hosts (those 'braid testbed exec' started, and their
+children): SIGTERM, then SIGKILL for any still running 2 s later. Then it
+removes the bed's namespaces, and with them every interface, bridge and
+qdisc.`)
 	bf := addBedFlags(fs)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
@@ -220,6 +236,14 @@ interface, bridge and qdisc. Stop commands started with exec first.`)
 	b, _, err := bf.load()
 	if err != nil {
 		env.Errorf("testbed down: %v", err)
+		return 1
+	}
+	ended, err := b.EndProcesses(ctx)
+	if ended > 0 {
+		fmt.Fprintf(env.Stdout, "ended %s inside testbed %s\n", plural(ended, "process", "processes"), *bf.name)
+	}
+	if err != nil {
+		env.Errorf("testbed down: %v; the bed is left up", err)
 		return 1
 	}
 	if err := b.Down(); err != nil {
@@ -281,7 +305,9 @@ func printBed(w io.Writer, b *testbed.Bed, file *bedFile) {
 func testbedExec(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "testbed exec", "[--name NAME] HOST -- COMMAND [ARGS...]", `
 Runs a command inside a host's network namespace (ip netns exec) and exits
-with its exit code. Example: braid testbed exec --name lab a -- ping -c1 10.1.0.2`)
+with its exit code. Example: braid testbed exec --name lab a -- ping -c1 10.1.0.2
+A command still running (in the background, say) when 'braid testbed down'
+runs is ended by it.`)
 	bf := addBedFlags(fs)
 	if code := parseFlagsFirst(env, fs, args); code >= 0 {
 		return code
@@ -370,8 +396,9 @@ Fails or heals one host's link on one network (NET is an index or a name):
 
 func testbedRate(ctx context.Context, env *Env, args []string) int {
 	fs := newFlags(env, "testbed rate", "[--name NAME] NET RATE", `
-Changes the rate of every link of a network, both directions (NET is an
-index or a name; RATE in bit/s with K, M or G suffix; 0 removes shaping).`)
+Changes the rate of every link of a network, both directions (shared on a
+half-duplex network; NET is an index or a name; RATE in bit/s with K, M or
+G suffix; 0 removes shaping).`)
 	bf := addBedFlags(fs)
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
@@ -541,10 +568,10 @@ type bedNetJSON struct {
 
 // duplex names how n's links share their rate between the directions.
 func duplex(n testbed.Network) string {
-	if n.HalfDuplex {
-		return "half"
+	if n.FullDuplex {
+		return "full"
 	}
-	return "full"
+	return "half"
 }
 
 type bedHostJSON struct {

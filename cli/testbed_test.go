@@ -4,15 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/braid-hpc/braid/internal/testwait"
 	"github.com/braid-hpc/braid/testbed"
 )
 
@@ -24,6 +29,20 @@ func braid(t *testing.T, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := Run(ctx, args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// readBedFile reads a bed's state file.
+func readBedFile(t *testing.T, path string) bedFile {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bf bedFile
+	if err := json.Unmarshal(data, &bf); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return bf
 }
 
 func TestTestbedCommand(t *testing.T) {
@@ -67,7 +86,7 @@ func TestTestbedCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil {
 		t.Fatalf("show --json: exit %d, %v: %s%s", code, err, out, errs)
 	}
-	if shown.Name != "clitest" || len(shown.Networks) != 2 || shown.Networks[1].RateBps != 25e6 || shown.Networks[1].Duplex != "full" || len(shown.Hosts) != 2 ||
+	if shown.Name != "clitest" || len(shown.Networks) != 2 || shown.Networks[1].RateBps != 25e6 || shown.Networks[1].Duplex != "half" || len(shown.Hosts) != 2 ||
 		shown.Hosts[0].Interfaces[1].Address != "10.2.0.1" {
 		t.Errorf("show --json: %+v", shown)
 	}
@@ -116,14 +135,7 @@ func TestTestbedCommand(t *testing.T) {
 		t.Errorf("list: %q", out)
 	}
 
-	data, err := os.ReadFile(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bf bedFile
-	if err := json.Unmarshal(data, &bf); err != nil {
-		t.Fatal(err)
-	}
+	bf := readBedFile(t, state)
 	ns := "bt" + bf.State.ID + "-a"
 	if _, err := os.Stat("/run/netns/" + ns); err != nil {
 		t.Fatalf("namespace %s missing while up: %v", ns, err)
@@ -142,32 +154,113 @@ func TestTestbedCommand(t *testing.T) {
 	}
 }
 
-// testbed up --half-duplex makes networks whose links share their rate
-// between both directions, and says so.
-func TestTestbedHalfDuplex(t *testing.T) {
+// testbed up makes half-duplex networks by default, whose links share
+// their rate between both directions, so that a 1 KB ping-pong over a
+// 100 Mbit/s link measures at most 100 Mbit/s of effective bandwidth (on
+// full-duplex links it measures up to twice that). --half-duplex is still
+// accepted; --full-duplex gives each direction its own bucket.
+func TestTestbedDuplex(t *testing.T) {
 	testbed.Skip(t)
 	dir := t.TempDir()
-	flags := []string{"--name", "half", "--state-dir", dir}
-	t.Cleanup(func() { braid(t, append([]string{"testbed", "down"}, flags...)...) })
-	code, out, errs := braid(t, append(append([]string{"testbed", "up"}, flags...), "--hosts", "a,b", "--nets", "10M", "--half-duplex")...)
-	if code != 0 {
-		t.Fatalf("up --half-duplex: exit %d: %s", code, errs)
+	up := func(name string, extra ...string) (bedJSON, *testbed.Bed) {
+		t.Helper()
+		flags := []string{"--name", name, "--state-dir", dir}
+		t.Cleanup(func() { braid(t, append([]string{"testbed", "down"}, flags...)...) })
+		code, out, errs := braid(t, append(append([]string{"testbed", "up"}, flags...), append([]string{"--hosts", "a,b", "--nets", "100M"}, extra...)...)...)
+		if code != 0 {
+			t.Fatalf("up %v: exit %d: %s", extra, code, errs)
+		}
+		want := "half"
+		if slices.Contains(extra, "--full-duplex") {
+			want = "full"
+		}
+		if !regexp.MustCompile(`(?m)^0 +net0 +100Mbit/s +` + want + ` `).MatchString(out) {
+			t.Errorf("up %v: no %s-duplex network 0 in:\n%s", extra, want, out)
+		}
+		code, out, errs = braid(t, append([]string{"testbed", "show", "--json"}, flags...)...)
+		var shown bedJSON
+		if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil {
+			t.Fatalf("show --json: exit %d, %v: %s%s", code, err, out, errs)
+		}
+		if len(shown.Networks) != 1 || shown.Networks[0].Duplex != want {
+			t.Errorf("up %v: show --json: networks %+v, want one %s duplex", extra, shown.Networks, want)
+		}
+		b, err := testbed.Attach(readBedFile(t, filepath.Join(dir, name+".json")).State)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return shown, b
 	}
-	if !regexp.MustCompile(`(?m)^0 +net0 +10Mbit/s +half `).MatchString(out) {
-		t.Errorf("up --half-duplex: no half-duplex network 0 in:\n%s", out)
-	}
-	code, out, errs = braid(t, append([]string{"testbed", "show", "--json"}, flags...)...)
-	var shown bedJSON
-	if err := json.Unmarshal([]byte(out), &shown); code != 0 || err != nil {
-		t.Fatalf("show --json: exit %d, %v: %s%s", code, err, out, errs)
-	}
-	if len(shown.Networks) != 1 || shown.Networks[0].Duplex != "half" {
-		t.Errorf("show --json: networks %+v, want one half duplex", shown.Networks)
-	}
+
+	shown, b := up("dflt")
 	// Both directions go through host a's one shaper.
-	code, out, errs = braid(t, append(append([]string{"testbed", "exec"}, flags...), "a", "--", "tc", "filter", "show", "dev", shown.Hosts[0].Interfaces[0].Dev, "ingress")...)
+	code, out, errs := braid(t, "testbed", "exec", "--name", "dflt", "--state-dir", dir, "a", "--", "tc", "filter", "show", "dev", shown.Hosts[0].Interfaces[0].Dev, "ingress")
 	if code != 0 || !strings.Contains(out, "mirred") {
 		t.Errorf("a's ingress: exit %d, no redirect to its shaper: %s%s", code, out, errs)
+	}
+	// An upper bound: load only adds time, so it cannot fail by load.
+	const size, rounds = 1 << 10, 1000
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	got, err := b.PingPong(ctx, "a", "b", 0, size, rounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got > 100e6 {
+		t.Errorf("1 KB ping-pong on the default bed's 100 Mbit/s link: %.1f Mbit/s effective, above the rate", got/1e6)
+	} else {
+		t.Logf("1 KB ping-pong on the default bed's 100 Mbit/s link: %.1f Mbit/s effective", got/1e6)
+	}
+	braid(t, "testbed", "down", "--name", "dflt", "--state-dir", dir)
+
+	up("half", "--half-duplex")
+	up("full", "--full-duplex")
+	if code, _, errs := braid(t, "testbed", "up", "--name", "both", "--state-dir", dir, "--full-duplex", "--half-duplex"); code != 2 || !strings.Contains(errs, "contradict") {
+		t.Errorf("up --full-duplex --half-duplex: exit %d: %s", code, errs)
+	}
+	if code, out, _ := braid(t, "testbed", "up", "--help"); code != 0 || !strings.Contains(out, "half duplex by default") || !strings.Contains(out, "twice the rate") {
+		t.Errorf("up --help does not say what each duplex does to a ping-pong:\n%s", out)
+	}
+}
+
+// testbed down ends the processes testbed exec started inside the bed,
+// says how many, and only then removes the namespaces.
+func TestTestbedDownEndsExec(t *testing.T) {
+	testbed.Skip(t)
+	dir := t.TempDir()
+	flags := []string{"--name", "procs", "--state-dir", dir}
+	t.Cleanup(func() { braid(t, append([]string{"testbed", "down"}, flags...)...) })
+	if code, _, errs := braid(t, append(append([]string{"testbed", "up"}, flags...), "--hosts", "a,b", "--nets", "10M")...); code != 0 {
+		t.Fatalf("up: exit %d: %s", code, errs)
+	}
+	ns := "bt" + readBedFile(t, filepath.Join(dir, "procs.json")).State.ID + "-a"
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := braid(t, append(append([]string{"testbed", "exec"}, flags...), "a", "--", "sleep", "600")...)
+		done <- code
+	}()
+	pid := 0
+	testwait.For(t, "sleep 600 inside host a", 10*time.Second, func() bool {
+		out, _ := exec.Command("ip", "netns", "pids", ns).Output()
+		if f := strings.Fields(string(out)); len(f) == 1 {
+			pid, _ = strconv.Atoi(f[0])
+		}
+		return pid > 0
+	})
+	code, out, errs := braid(t, append([]string{"testbed", "down"}, flags...)...)
+	if code != 0 || !strings.Contains(out, "ended 1 process inside testbed procs") {
+		t.Errorf("down: exit %d, want it to say it ended 1 process: %s%s", code, out, errs)
+	}
+	select {
+	case code := <-done:
+		if code == 0 {
+			t.Errorf("testbed exec of sleep 600 exited 0 after down")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("testbed exec still waits for its sleep 600 (pid %d) after down", pid)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("sleep 600 (pid %d) still exists after down: %v", pid, err)
 	}
 }
 

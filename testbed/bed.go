@@ -40,7 +40,9 @@ const readyTimeout = 5 * time.Second
 
 // Up builds the bed described by spec: one namespace per host and a hub
 // namespace holding one bridge per network, a veth pair per host and
-// network, addresses, and tbf shaping on both ends of every link. It waits
+// network, addresses, and tbf shaping of every link (one bucket per host
+// and network for both directions, or one per direction on a FullDuplex
+// network). It waits
 // until every link carries traffic. On error it removes whatever it made.
 func Up(ctx context.Context, spec Spec) (*Bed, error) {
 	s, err := spec.populate()
@@ -149,7 +151,10 @@ func (b *Bed) link(ctx context.Context, i, j int) error {
 	if _, err := run(ctx, "ip", "-n", ns, "link", "set", hd, "up"); err != nil {
 		return err
 	}
-	if n.HalfDuplex {
+	if !n.FullDuplex {
+		if n.Rate == 0 {
+			return nil // unshaped: no shaper until SetRate gives a rate
+		}
 		return b.shareLink(ctx, i, j, n.Rate)
 	}
 	if err := shape(ctx, ns, hd, n.Rate, true); err != nil {
@@ -181,6 +186,17 @@ func (b *Bed) shareLink(ctx context.Context, i, j int, bps int64) error {
 		}
 	}
 	return shape(ctx, ns, ifb, bps, true)
+}
+
+// unshareLink removes what shareLink made: the filters (with the clsact
+// qdisc that holds them) and the ifb device with its tbf.
+func (b *Bed) unshareLink(ctx context.Context, i, j int) error {
+	ns := b.hostNS(i)
+	if _, err := run(ctx, "tc", "-n", ns, "qdisc", "del", "dev", b.Dev(b.spec.Hosts[i], j), "clsact"); err != nil {
+		return err
+	}
+	_, err := run(ctx, "ip", "-n", ns, "link", "del", b.shaper(j))
+	return err
 }
 
 // Burst and queue of the tbf shapers. A bucket of about one packet loses
@@ -293,16 +309,18 @@ func (b *Bed) ready(ctx context.Context, host, net int) error {
 	return nil
 }
 
-// Down removes every namespace the bed made, and with them every interface,
-// bridge and qdisc. It is safe to call more than once and after a failed
-// Up. Processes started with Exec keep their namespace alive until they
-// exit: stop them first.
+// Down ends every process inside the bed's namespaces (EndProcesses),
+// then removes the namespaces, and with them every interface, bridge and
+// qdisc. It is safe to call more than once and after a failed Up.
 func (b *Bed) Down() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*cmdTimeout)
 	defer cancel()
 	var errs []error
+	if _, err := endProcesses(ctx, b.created); err != nil {
+		errs = append(errs, err)
+	}
 	// Hosts first, then the hub, so no veth is left without its bridge.
 	for _, ns := range slices.Backward(b.created) {
 		if !nsExists(ns) {

@@ -111,9 +111,10 @@ func expectSilence(t testing.TB, c net.Conn, d time.Duration) {
 	}
 }
 
-// twoByTwo is two hosts on two networks, the second half duplex.
+// twoByTwo is two hosts on two networks, the first full duplex, the
+// second half duplex (the default).
 func twoByTwo() Spec {
-	return Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: 100e6}, {Rate: 50e6, HalfDuplex: true}}}
+	return Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: 100e6, FullDuplex: true}, {Rate: 50e6}}}
 }
 
 func TestUpAddressesAndConnectivity(t *testing.T) {
@@ -387,7 +388,7 @@ func BenchmarkShaping(b *testing.B) {
 			name += "/duplex=half"
 		}
 		b.Run(name, func(b *testing.B) {
-			bed := upBed(b, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: rate, HalfDuplex: tc.half}}})
+			bed := upBed(b, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: rate, FullDuplex: !tc.half}}})
 			counter := func() int64 { return txBytes(b, bed.hubNS(), bed.hubDev(0, 0)) }
 			var good, wire float64
 			var runs int
@@ -588,5 +589,37 @@ func TestAttachAndUnknownNames(t *testing.T) {
 	}
 	if _, err := Attach(State{ID: "../../x", Spec: twoByTwo()}); err == nil {
 		t.Error("Attach accepted a bad id")
+	}
+}
+
+// A network's duplex survives a state file, also one written before half
+// duplex was the default (a "half_duplex" key, absent for full duplex).
+func TestNetworkDuplexJSON(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		full bool
+	}{
+		{`{"rate":100000000}`, true}, // old: full duplex wrote no key
+		{`{"rate":100000000,"half_duplex":true}`, false},
+		{`{"rate":100000000,"full_duplex":false}`, false},
+		{`{"rate":100000000,"full_duplex":true}`, true},
+	} {
+		var n Network
+		if err := json.Unmarshal([]byte(tc.json), &n); err != nil {
+			t.Fatalf("%s: %v", tc.json, err)
+		}
+		if n.FullDuplex != tc.full || n.Rate != 100e6 {
+			t.Errorf("%s: read as %+v, want FullDuplex %v", tc.json, n, tc.full)
+		}
+	}
+	for _, full := range []bool{false, true} {
+		data, err := json.Marshal(Network{Rate: 1e6, FullDuplex: full})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Network
+		if err := json.Unmarshal(data, &back); err != nil || back.FullDuplex != full {
+			t.Errorf("%s read back as %+v, %v", data, back, err)
+		}
 	}
 }

@@ -1,16 +1,16 @@
 package testbed
 
 import (
+	"context"
 	"fmt"
-	"io"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
 )
 
-// TestPingPongWithinRate: a ping-pong over a half-duplex 100 Mbit/s link
-// never measures above 100 Mbit/s of effective bandwidth (the papers'
+// TestPingPongWithinRate: a ping-pong over a 100 Mbit/s link as Up makes
+// it by default (half duplex) never measures above 100 Mbit/s of effective bandwidth (the papers'
 // 8 x size / (RTT / 2): the bytes of both ways over the time), at 1 KB as
 // at every other size, and SetRate moves the bound.
 //
@@ -20,18 +20,18 @@ import (
 // Ethernet, IP and TCP headers per packet, more than the burst adds over
 // the megabyte or so each size moves.
 //
-// On full-duplex links (the default) the same 1 KB ping-pong measures up
-// to twice the rate: BenchmarkPingPong shows both.
+// On FullDuplex links the same 1 KB ping-pong measures up to twice the
+// rate: BenchmarkPingPong shows both.
 func TestPingPongWithinRate(t *testing.T) {
 	t.Parallel()
 	const rate = 100e6
-	b := upBed(t, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: rate, HalfDuplex: true}}})
+	b := upBed(t, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: rate}}})
 	sent0 := shaperSent(t, b, "a", 0)
 	var moved int64 // payload bytes that crossed, both ways
 	for _, size := range []int{64, 1 << 10, 8 << 10, 64 << 10} {
 		n := pingPongCount(size)
 		got := pingPong(t, b, "b", "a", 0, size, n)
-		t.Logf("%d B x %d round trips: %.1f Mbit/s effective on a %s half-duplex link", size, n, got/1e6, FormatRate(rate))
+		t.Logf("%d B x %d round trips: %.1f Mbit/s effective on a %s link (half duplex, the default)", size, n, got/1e6, FormatRate(rate))
 		if got > rate {
 			t.Errorf("%d B ping-pong: %.1f Mbit/s effective on a %s link", size, got/1e6, FormatRate(rate))
 		}
@@ -51,57 +51,20 @@ func TestPingPongWithinRate(t *testing.T) {
 	}
 }
 
-// pingPongWarmup is the number of round trips pingPong makes before it
-// starts the clock.
-const pingPongWarmup = 2
-
 // pingPongCount is how many round trips pingPong times at size: about
 // 1 MB each way, 16 to 2,000 of them.
 func pingPongCount(size int) int { return min(2000, max(16, (1<<20)/size)) }
 
-// pingPong echoes size-byte messages from client to server and back over
-// network net, times count round trips after pingPongWarmup, and returns
-// the effective bandwidth in bit/s: 8 x size / (mean RTT / 2). The whole
-// run is bounded by a deadline of a minute.
+// pingPong is Bed.PingPong bounded by a minute, failing t on an error.
 func pingPong(t testing.TB, b *Bed, client, server string, net_, size, count int) float64 {
 	t.Helper()
-	s, c := pair(t, b, server, client, net_)
-	deadline := time.Now().Add(time.Minute)
-	s.SetDeadline(deadline)
-	c.SetDeadline(deadline)
-	echoed := make(chan error, 1)
-	go func() {
-		buf := make([]byte, size)
-		for range pingPongWarmup + count {
-			if _, err := io.ReadFull(s, buf); err != nil {
-				echoed <- err
-				return
-			}
-			if _, err := s.Write(buf); err != nil {
-				echoed <- err
-				return
-			}
-		}
-		echoed <- nil
-	}()
-	msg := make([]byte, size)
-	var start time.Time
-	for i := range pingPongWarmup + count {
-		if i == pingPongWarmup {
-			start = time.Now()
-		}
-		if _, err := c.Write(msg); err != nil {
-			t.Fatalf("ping-pong of %d B, round trip %d: write: %v", size, i, err)
-		}
-		if _, err := io.ReadFull(c, msg); err != nil {
-			t.Fatalf("ping-pong of %d B, round trip %d: read: %v", size, i, err)
-		}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	got, err := b.PingPong(ctx, client, server, net_, size, count)
+	if err != nil {
+		t.Fatal(err)
 	}
-	elapsed := time.Since(start)
-	if err := <-echoed; err != nil {
-		t.Fatalf("ping-pong of %d B: echo: %v", size, err)
-	}
-	return float64(2*size*count*8) / elapsed.Seconds()
+	return got
 }
 
 var tbfSent = regexp.MustCompile(`Sent (\d+) bytes`)
@@ -138,7 +101,7 @@ func BenchmarkPingPong(b *testing.B) {
 			duplex = "half"
 		}
 		b.Run("duplex="+duplex, func(b *testing.B) {
-			bed := upBed(b, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: rate, HalfDuplex: half}}})
+			bed := upBed(b, Spec{Hosts: []string{"a", "b"}, Networks: []Network{{Rate: rate, FullDuplex: !half}}})
 			for _, size := range []int{1 << 10, 8 << 10, 64 << 10, 1 << 20} {
 				b.Run(fmt.Sprintf("size=%dKiB", size>>10), func(b *testing.B) {
 					var sum float64

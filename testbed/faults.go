@@ -68,8 +68,8 @@ func (b *Bed) fault(host string, net int, f func(ctx context.Context, i int) err
 }
 
 // SetRate changes the rate of every link of network net, both directions
-// (together on a half-duplex network), to bps bit/s; 0 removes the
-// shaping.
+// (together, or each on a FullDuplex network), to bps bit/s; 0 removes
+// the shaping.
 func (b *Bed) SetRate(net int, bps int64) error {
 	if net < 0 || net >= len(b.spec.Networks) {
 		return fmt.Errorf("testbed: %w: %d (bed has %d)", ErrUnknownNetwork, net, len(b.spec.Networks))
@@ -89,8 +89,19 @@ func (b *Bed) SetRate(net int, bps int64) error {
 	defer cancel()
 	fresh := b.rates[net] == 0
 	for i, h := range b.spec.Hosts {
-		if b.spec.Networks[net].HalfDuplex {
-			if err := shape(ctx, b.hostNS(i), b.shaper(net), bps, fresh); err != nil {
+		if !b.spec.Networks[net].FullDuplex {
+			// An unshaped half-duplex link has no shaper: made here when
+			// it gets a rate, removed when it loses it.
+			var err error
+			switch {
+			case fresh:
+				err = b.shareLink(ctx, i, net, bps)
+			case bps == 0:
+				err = b.unshareLink(ctx, i, net)
+			default:
+				err = shape(ctx, b.hostNS(i), b.shaper(net), bps, false)
+			}
+			if err != nil {
 				return err
 			}
 			continue

@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -23,24 +24,50 @@ type Network struct {
 	// Name labels the network in messages and on the command line;
 	// "" means "net<i>".
 	Name string `json:"name,omitempty"`
-	// Rate is the link rate in bit/s, applied in both directions of every
-	// host's link; 0 means unshaped.
+	// Rate is the link rate in bit/s; 0 means unshaped (no shaper at
+	// all, whatever FullDuplex says).
 	Rate int64 `json:"rate"`
-	// HalfDuplex makes the two directions of every host's link share Rate,
-	// instead of Rate each way (false, the default). Use it where traffic
-	// is a serial exchange of small messages (a ping-pong, a request and
-	// its reply): a token bucket holds a lone packet only when the bucket
-	// is empty, never for its own transmission time, so on full-duplex
-	// links a request and its reply each pass a bucket of their own at
-	// once, and a 1 KB ping-pong measures up to twice Rate, which no
-	// wire of Rate allows. With one bucket for both directions every
-	// exchange pays for both messages, as on the wire; traffic both ways
-	// at once then shares Rate (see the package doc).
-	HalfDuplex bool `json:"half_duplex,omitempty"`
+	// FullDuplex gives each direction of every host's link its own Rate
+	// (a token bucket per direction), for traffic both ways at once. The
+	// default (false) is half duplex: the two directions of a host's link
+	// share one bucket of Rate, so that a serial exchange of small
+	// messages (a ping-pong, a request and its reply) pays for both
+	// messages, as on a wire of Rate. A token bucket holds a lone packet
+	// only when it is empty, never for its own transmission time, so on
+	// full-duplex links a request and its reply each pass a bucket of
+	// their own at once, and a 1 KB ping-pong measures up to twice Rate,
+	// which no wire of Rate allows. Half duplex costs one TCP stream a
+	// little goodput (about 0.93 of Rate instead of 0.945: its
+	// acknowledgements share the bucket), and traffic both ways at once
+	// shares Rate (see the package doc).
+	FullDuplex bool `json:"full_duplex"`
 	// Subnet holds the network's addresses: host i gets the (i+1)th address
 	// of it. It must be a private IPv4 prefix; the zero value means
 	// 10.<i+1>.0.0/24 for network i.
 	Subnet netip.Prefix `json:"subnet,omitzero"`
+}
+
+// UnmarshalJSON reads a network, also as written before half duplex was
+// the default: then a "half_duplex" key said half duplex and its absence
+// full duplex. Network's own encoding always has "full_duplex".
+func (n *Network) UnmarshalJSON(data []byte) error {
+	type plain Network
+	var v struct {
+		plain
+		FullDuplex *bool `json:"full_duplex"`
+		HalfDuplex *bool `json:"half_duplex"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*n = Network(v.plain)
+	switch {
+	case v.FullDuplex != nil:
+		n.FullDuplex = *v.FullDuplex
+	default: // an older state file
+		n.FullDuplex = v.HalfDuplex == nil || !*v.HalfDuplex
+	}
+	return nil
 }
 
 // Limits of a spec; they keep interface names within 15 characters.

@@ -31,7 +31,7 @@ func BenchmarkTbfBulk(b *testing.B) {
 	if n, err := strconv.Atoi(os.Getenv("BRAID_SCTPUDP_TBF_MBIT")); err == nil && n > 0 && n <= 10000 {
 		rate = int64(n) * 1e6
 	}
-	bed, err := testbed.Up(b.Context(), testbed.Spec{Hosts: []string{"srv", "cli"}, Networks: []testbed.Network{{Rate: rate}}})
+	bed, err := testbed.Up(b.Context(), testbed.Spec{Hosts: []string{"srv", "cli"}, Networks: []testbed.Network{{Rate: rate, FullDuplex: true}}})
 	if err != nil {
 		b.Fatal(err)
 	}
