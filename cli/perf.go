@@ -89,9 +89,15 @@ own flags apply to its echoes and to -R data, so start it with the same ones
 (the client warns when they differ).
 
 Output: a header; every --interval seconds a line per stream (bytes and
-rate) and, with several streams, their [SUM], as iperf3 prints them
-(without iperf3's per-interval Retr and Cwnd: braid's streams share the
-session's channels, whose TCP figures are in the totals); with --paths
+rate) and, with several streams, their [SUM], as iperf3 prints them; on
+the sending side over TCP each line adds Retr (segments retransmitted in
+the interval) and Cwnd (the congestion window at its end). A braid stream
+has no socket of its own: its messages are striped over the session's
+channels, one a path, so its Retr is the sum over the channels, its Cwnd
+the sum of their windows (the same on every stream's line), and [SUM]'s
+Retr counts each channel once; -J's intervals have them as retransmits,
+snd_cwnd and rtt (the channels' mean, in µs). A --tcp-baseline stream is
+one TCP connection, with its own figures. With --paths
 also a line of each path's rate (--tcp-baseline prints that one only:
 its streams are its paths); each stream's sender and receiver totals as
 iperf3 prints them, and a summary with per-path bytes and Mbit/s (bytes the
@@ -605,22 +611,40 @@ func fmtUs(us float64) string {
 
 // printStreamInterval prints one interval as iperf3 prints it: a line
 // per stream, then [SUM] when there are several streams, with a dashed
-// line between intervals, with a heading before the first. iperf3's
-// sender adds each socket's Retr and Cwnd in the interval: braid's
-// streams have no socket of their own and their channels' TCP_INFO is
-// read over the whole test only (the totals' Retr), so the interval
-// lines have none.
+// line between intervals, with a heading before the first. On the
+// sending side over TCP, as iperf3's sender, each stream's line adds Retr
+// (segments retransmitted in the interval) and Cwnd (the congestion
+// window at its end), and [SUM] the Retr of all. A braid stream has no
+// socket of its own: its figures are those of all the session's channels
+// (retransmits and windows summed over the channels), and [SUM] counts
+// each channel once; a --tcp-baseline stream is one TCP connection.
 func printStreamInterval(w io.Writer, i int, iv perf.IperfInterval, u rateUnit) {
+	tcp := iv.Sum.Retransmits != nil
 	if i == 0 {
-		fmt.Fprintf(w, "[ ID] %-15s  %11s  %-15s\n", "Interval", "Transfer", "Bitrate")
+		if tcp {
+			fmt.Fprintf(w, "[ ID] %-15s  %11s  %-15s %6s  %10s\n", "Interval", "Transfer", "Bitrate", "Retr", "Cwnd")
+		} else {
+			fmt.Fprintf(w, "[ ID] %-15s  %11s  %s\n", "Interval", "Transfer", "Bitrate")
+		}
 	}
 	line := func(id string, s perf.IperfSpan) {
 		omitted := ""
 		if s.Omitted != nil && *s.Omitted {
 			omitted = "  (omitted)"
 		}
-		fmt.Fprintf(w, "[%s] %5.2f-%-5.2f sec  %11s  %8.1f %s%s\n", id, s.Start, s.End, formatBytes(s.Bytes),
-			u.of(s.BitsPerSecond/1e6), u.name, omitted)
+		tcpCols := ""
+		if tcp {
+			retr, cwnd := "", ""
+			if s.Retransmits != nil {
+				retr = fmt.Sprint(*s.Retransmits)
+			}
+			if s.SendCwnd != nil {
+				cwnd = formatBytes(*s.SendCwnd)
+			}
+			tcpCols = fmt.Sprintf(" %6s  %10s", retr, cwnd)
+		}
+		fmt.Fprintf(w, "[%s] %5.2f-%-5.2f sec  %11s  %8.1f %-6s%s%s\n", id, s.Start, s.End, formatBytes(s.Bytes),
+			u.of(s.BitsPerSecond/1e6), u.name, tcpCols, omitted)
 	}
 	if i > 0 && len(iv.Streams) > 1 {
 		fmt.Fprintln(w, strings.Repeat("- ", 30))

@@ -209,7 +209,9 @@ func TestPerfTextLikeIperf3(t *testing.T) {
 	srvPlain := start(t, "perf", "-s", "--listen", "127.0.0.1:0", "--insecure-plaintext")
 	addrPlain := srvPlain.listening(t)
 	// An interval line per stream, and [SUM] with several: "[  3]  0.00-1.00  sec    481.0 MiB    4033.5 Mbit/s".
-	interval := regexp.MustCompile(`(?m)^\[\s*(\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s$`)
+	// The sender's lines add Retr and Cwnd ([SUM] Retr only), as iperf3's
+	// sender prints them: "[  3]  0.00-1.00  sec  481.0 MiB  4033.5 Mbit/s      0     1.2 MiB".
+	interval := regexp.MustCompile(`(?m)^\[\s*(\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s(\s+\d+)?(\s+[\d.]+ [KMG]?i?B)?\s*$`)
 	stream := regexp.MustCompile(`(?m)^\[\s*(\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s\s+(?:\d+\s+)?(sender|receiver)$`)
 	for _, tc := range []struct {
 		args      []string
@@ -217,11 +219,13 @@ func TestPerfTextLikeIperf3(t *testing.T) {
 		streams   int
 		header    string
 		plain     bool
+		receiver  bool // -R: this side receives, its lines have no Retr nor Cwnd
 	}{
-		{[]string{"-t", "2", "-P", "2", "-l", "64K"}, 2, 2, "2 streams, 64.0 KiB messages, 2s,", false},
-		{[]string{"-i", "0.5", "-t", "1", "-l", "64K"}, 2, 1, "1 stream, 64.0 KiB messages, 1s,", false},
-		{[]string{"-n", "20M", "-P", "2", "-l", "64K"}, 1, 2, "2 streams, 64.0 KiB messages, 20.0 MiB,", false},
-		{[]string{"-t", "1", "-l", "64K", "--insecure-plaintext"}, 1, 1, "1 stream, 64.0 KiB messages, 1s,", true},
+		{[]string{"-t", "2", "-P", "2", "-l", "64K"}, 2, 2, "2 streams, 64.0 KiB messages, 2s,", false, false},
+		{[]string{"-i", "0.5", "-t", "1", "-l", "64K"}, 2, 1, "1 stream, 64.0 KiB messages, 1s,", false, false},
+		{[]string{"-n", "20M", "-P", "2", "-l", "64K"}, 1, 2, "2 streams, 64.0 KiB messages, 20.0 MiB,", false, false},
+		{[]string{"-t", "1", "-l", "64K", "--insecure-plaintext"}, 1, 1, "1 stream, 64.0 KiB messages, 1s,", true, false},
+		{[]string{"-t", "1", "-P", "2", "-l", "64K", "-R"}, 1, 2, "2 streams, 64.0 KiB messages, 1s,", false, true},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			a := addr
@@ -239,6 +243,15 @@ func TestPerfTextLikeIperf3(t *testing.T) {
 			perStream := map[string]int{}
 			for _, m := range ivs {
 				perStream[m[1]]++
+				// Retr on every sender line, Cwnd on every stream's
+				// (not [SUM]'s); neither on the receiver's.
+				retr, cwnd := m[2] != "", m[3] != ""
+				if tc.receiver && (retr || cwnd) || !tc.receiver && (!retr || cwnd != (m[1] != "SUM")) {
+					t.Errorf("interval line %q (receiver %v): want Retr and Cwnd on a sender's stream, Retr on its [SUM], none on a receiver's", m[0], tc.receiver)
+				}
+			}
+			if want := map[bool]string{false: "Retr        Cwnd", true: "Bitrate\n"}[tc.receiver]; !strings.Contains(out, want) {
+				t.Errorf("the interval heading lacks %q:\n%s", want, out)
 			}
 			if len(perStream) != tc.streams+map[bool]int{false: 0, true: 1}[tc.streams > 1] {
 				t.Errorf("interval lines of %d streams and sums (%v), want %d streams and [SUM] if several:\n%s", len(perStream), perStream, tc.streams, out)

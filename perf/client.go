@@ -294,10 +294,10 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 	}
 	ctr, rctr := &streamCounter{}, &streamCounter{}
 	period := time.Duration(o.Interval * float64(time.Second))
-	sampler := startSampler(ctr, !o.Reverse, period, o.omit(), o.OnStreamInterval)
+	sampler := startSampler(ctr, !o.Reverse, period, o.omit(), o.OnStreamInterval, sessionTCP(sess))
 	var rsampler *streamSampler
 	if o.Bidir {
-		rsampler = startSampler(rctr, false, period, o.omit(), nil)
+		rsampler = startSampler(rctr, false, period, o.omit(), nil, nil)
 	}
 	var (
 		rev     bulkRecvResult

@@ -172,7 +172,7 @@ func (s *Server) test(ctx context.Context, sess *transport.Session, ctrl *transp
 	u0, s0 := ctl.CPUTimes()
 	began := time.Now()
 	ctr := &streamCounter{}
-	sampler := startSampler(ctr, h.Reverse, s.Interval, h.omit(), nil)
+	sampler := startSampler(ctr, h.Reverse, s.Interval, h.omit(), nil, nil)
 	var res *Result
 	if h.Baseline {
 		res, err = s.baseline(ctx, sess, ctrl, &h)
