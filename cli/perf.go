@@ -53,10 +53,13 @@ Modes:
             eq. 1: (8*size/1e6) / (RTT/2) Mbit/s with RTT the mean round trip;
             throughput is payload in both directions over the elapsed time.
 
---tcp-baseline measures k plain TCP connections striped by hand instead of
-braid, one per path, with the same size and time: in bulk each connection
-sends its own bytes; in pingpong each message is split into k equal parts,
-sent in parallel and echoed. The server needs no extra flag: the braid
+--tcp-baseline measures plain TCP connections striped by hand instead of
+braid, -P of them on each path (one by default; on one path, -P N opens N
+connections, as iperf3 -P N), with the same size and time: in bulk each
+connection sends its own bytes, and its lines are those of an iperf3
+stream (a line per connection, then [SUM]); in pingpong each message is
+split into as many equal parts as connections, sent in parallel and
+echoed. The server needs no extra flag: the braid
 control session asks it to open plain TCP listeners, on an ephemeral port of
 each address the paths arrived on (or on that port plus
 --baseline-port-offset, for firewalls), which it closes after the test. The
@@ -98,8 +101,7 @@ the sum of their windows (the same on every stream's line), and [SUM]'s
 Retr counts each channel once; -J's intervals have them as retransmits,
 snd_cwnd and rtt (the channels' mean, in µs). A --tcp-baseline stream is
 one TCP connection, with its own figures. With --paths
-also a line of each path's rate (--tcp-baseline prints that one only:
-its streams are its paths); each stream's sender and receiver totals as
+also a line of each path's rate; each stream's sender and receiver totals as
 iperf3 prints them, and a summary with per-path bytes and Mbit/s (bytes the
 client sent in bulk, received with -R, both in pingpong). -J/--json prints
 one JSON object shaped like iperf3's -J output (start, intervals, end with
@@ -295,19 +297,17 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		printPerfHeader(env.Stdout, o)
 		if o.Interval > 0 {
 			var mu sync.Mutex // the two kinds of interval lines come from two samplers
-			if *showPaths || o.Baseline {
+			if *showPaths {
 				o.OnInterval = func(i int, e perf.Interval) {
 					mu.Lock()
 					defer mu.Unlock()
 					printInterval(env.Stdout, o.Mode, i, e, ix.unit)
 				}
 			}
-			if !o.Baseline {
-				o.OnStreamInterval = func(i int, iv perf.IperfInterval) {
-					mu.Lock()
-					defer mu.Unlock()
-					printStreamInterval(env.Stdout, i, iv, ix.unit)
-				}
+			o.OnStreamInterval = func(i int, iv perf.IperfInterval) {
+				mu.Lock()
+				defer mu.Unlock()
+				printStreamInterval(env.Stdout, i, iv, ix.unit)
 			}
 		}
 	}
@@ -494,8 +494,8 @@ func printPerfHeader(w io.Writer, o *perf.Options) {
 		until = formatBytes(o.Bytes)
 	}
 	if r.Baseline {
-		fmt.Fprintf(w, "braid perf: %s over %s as plain TCP connections striped by hand, %s messages, %s\n",
-			what, plural(r.Paths, "path", "paths"), formatBytes(r.Size), until)
+		fmt.Fprintf(w, "braid perf: %s over %s as %s striped by hand, %s messages, %s\n",
+			what, plural(r.Paths, "path", "paths"), plural(r.Streams, "plain TCP connection", "plain TCP connections"), formatBytes(r.Size), until)
 	} else {
 		fmt.Fprintf(w, "braid perf: %s over %s, %s, %s messages, %s, stripe %s, policy %s, transport %s\n",
 			what, plural(r.Paths, "path", "paths"), plural(r.Streams, "stream", "streams"), formatBytes(r.Size), until,
@@ -662,7 +662,7 @@ func printStreamInterval(w io.Writer, i int, iv perf.IperfInterval, u rateUnit) 
 }
 
 // printInterval prints braid's per-path interval line (--paths, and the
-// paths of --tcp-baseline), with a heading before the first.
+// for --tcp-baseline too), with a heading before the first.
 func printInterval(w io.Writer, mode string, i int, e perf.Interval, u rateUnit) {
 	if i == 0 {
 		var b strings.Builder

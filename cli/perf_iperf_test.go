@@ -578,7 +578,7 @@ func TestPerfIperfRefused(t *testing.T) {
 		{[]string{"-w", "0"}, "--window"},
 		{[]string{"-C", "reno", "--transport", "sctp-udp"}, "set TCP sockets"},
 		{[]string{"-w", "256K", "--tcp-baseline"}, "not on --tcp-baseline"},
-		{[]string{"-P", "2", "--tcp-baseline"}, "one plain TCP connection per path"},
+		{[]string{"-P", "200", "--tcp-baseline", "-c", "127.0.0.1:1,127.0.0.1:2"}, "400 plain TCP connections, more than 256"},
 		{[]string{"--cport", "5000"}, "cannot honour it: a test opens a control and a data session"},
 		{[]string{"-F", "data.bin"}, "braid send"},
 		{[]string{"--username", "u"}, "cluster key"},

@@ -535,10 +535,13 @@ func (s *streamSampler) run() {
 	for {
 		select {
 		case <-s.stopCh:
-			if len(s.out) == 0 {
-				// A test shorter than one period (a small -n) still has
-				// its interval, as iperf3 writes one.
-				record(time.Now())
+			// The test's last interval, when the stop came before its
+			// tick, or a partial one of at least half a period (a
+			// shorter rest is the start's slack: the sampler starts
+			// before the data); a test shorter than one period (a small
+			// -n) still has its interval.
+			if now := time.Now(); len(s.out) == 0 || now.Sub(last) >= s.period/2 {
+				record(now)
 			}
 			return
 		case now := <-warmup:

@@ -401,7 +401,7 @@ func (s *Server) iperf(sess *transport.Session, began time.Time, h *Hello, res *
 		ts.Protocol = "braid/tcp"
 	}
 	if h.Baseline {
-		ts.Protocol, ts.NumStreams = "TCP", h.Paths
+		ts.Protocol, ts.NumStreams = "TCP", h.baselineConns()
 	}
 	if h.Reverse {
 		ts.Reverse = 1
