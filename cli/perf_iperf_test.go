@@ -229,6 +229,18 @@ func TestPerfIperfJSON(t *testing.T) {
 				t.Errorf("server's report: sent %+v received %+v, error %q; client's: sent %+v received %+v",
 					s.End.SumSent, s.End.SumReceived, s.Error, e.SumSent, e.SumReceived)
 			}
+			// The server's intervals: with -R it sends, and its streams
+			// have the socket figures, as iperf3's server output.
+			if len(s.Intervals) == 0 {
+				t.Errorf("the server's report has no intervals")
+			}
+			for _, iv := range s.Intervals {
+				for _, st := range iv.Streams {
+					if (st.SendCwnd != nil && *st.SendCwnd > 0 && st.Retransmits != nil) != tt.reverse {
+						t.Errorf("server interval stream %d (reverse %v): retransmits %v, snd_cwnd %v", st.Socket, tt.reverse, st.Retransmits, st.SendCwnd)
+					}
+				}
+			}
 		})
 	}
 }

@@ -371,9 +371,18 @@ type streamSampler struct {
 	// each, if not nil, is called with each interval as it is
 	// recorded.
 	each func(int, IperfInterval)
-	// tcp, if not nil, gives the sender's TCP figures at each interval's
-	// end (sender only).
-	tcp tcpSource
+	// tcp, if set, gives the sender's TCP figures at each interval's
+	// end (sender only); set at the start or later (useTCP), once the
+	// data session is there.
+	tcp atomic.Pointer[tcpSource]
+}
+
+// useTCP gives the sampler of a sender the source of its TCP figures,
+// from the next interval on; nothing for a receiver's.
+func (s *streamSampler) useTCP(src tcpSource) {
+	if s.sender && src != nil {
+		s.tcp.Store(&src)
+	}
 }
 
 // tcpNow is what TCP_INFO says of one or more sockets at one moment:
@@ -448,9 +457,7 @@ func (s *IperfSpan) withInterval(id int, streams map[int]tcpNow, all tcpNow, bas
 // tcp, if not nil and sender, gives each interval the sockets' figures.
 func startSampler(c *streamCounter, sender bool, period, omit time.Duration, each func(int, IperfInterval), tcp tcpSource) *streamSampler {
 	s := &streamSampler{c: c, sender: sender, period: period, omit: omit, start: time.Now(), stopCh: make(chan struct{}), done: make(chan struct{}), each: each}
-	if sender {
-		s.tcp = tcp
-	}
+	s.useTCP(tcp)
 	if period <= 0 {
 		close(s.done)
 		return s
@@ -472,29 +479,30 @@ func (s *streamSampler) run() {
 		base tcpBase
 		// The last reading that found TCP sockets: the one that ends
 		// the interval when the sockets are gone by then (the peer
-		// closed them as the test ended).
+		// closed them as the test ended). The first is the base of the
+		// retransmits.
 		lastStreams map[int]tcpNow
 		lastAll     tcpNow
 		lastOK      bool
 	)
-	if s.tcp != nil {
-		// The counters before the first interval.
-		lastStreams, lastAll, lastOK = s.tcp()
-		base = s.tcpBase(lastStreams, lastAll)
-	}
 	readTCP := func() {
-		if s.tcp == nil {
+		src := s.tcp.Load()
+		if src == nil {
 			return
 		}
-		if st, a, ok := s.tcp(); ok {
+		if st, a, ok := (*src)(); ok {
+			if !lastOK {
+				base = s.tcpBase(st, a)
+			}
 			lastStreams, lastAll, lastOK = st, a, true
 		}
 	}
-	// Between the intervals' ends, the sockets are read every
+	readTCP() // the counters before the first interval
+	// Between the intervals' ends, a sender's sockets are read every
 	// tcpSamplePeriod, so that the last reading is recent however the
 	// test ends.
 	var tcpTick <-chan time.Time
-	if s.tcp != nil {
+	if s.sender {
 		tt := time.NewTicker(tcpSamplePeriod)
 		defer tt.Stop()
 		tcpTick = tt.C

@@ -177,7 +177,7 @@ func (s *Server) test(ctx context.Context, sess *transport.Session, ctrl *transp
 	if h.Baseline {
 		res, err = s.baseline(ctx, sess, ctrl, &h)
 	} else {
-		res, err = s.braid(ctx, ctrl, &h, ctr)
+		res, err = s.braid(ctx, ctrl, &h, ctr, sampler.useTCP)
 	}
 	intervals := sampler.stop()
 	if err != nil {
@@ -242,8 +242,9 @@ func serverPaths(before, after []transport.PathStats) []ServerPath {
 }
 
 // braid runs a braid test: it waits for the client's data session, runs
-// the data phase on it and closes it.
-func (s *Server) braid(ctx context.Context, ctrl *transport.Stream, h *Hello, ctr *streamCounter) (*Result, error) {
+// the data phase on it and closes it. useTCP hands the data session's
+// TCP figures to the server's intervals (used when it sends).
+func (s *Server) braid(ctx context.Context, ctrl *transport.Stream, h *Hello, ctr *streamCounter, useTCP func(tcpSource)) (*Result, error) {
 	cookie := make([]byte, 16)
 	if _, err := rand.Read(cookie); err != nil {
 		return nil, err
@@ -269,6 +270,7 @@ func (s *Server) braid(ctx context.Context, ctrl *transport.Stream, h *Hello, ct
 		return nil, fmt.Errorf("socket options: %w", err)
 	}
 	congestion := sess.SocketInfo().Congestion
+	useTCP(sessionTCP(sess))
 	var warm sync.Mutex
 	before, stripe0 := sess.Stats(), sess.StripeStats()
 	if h.Omit > 0 {
