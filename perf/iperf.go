@@ -492,7 +492,7 @@ func (s *streamSampler) run() {
 		}
 		if st, a, ok := (*src)(); ok {
 			if !lastOK {
-				base = s.tcpBase(st, a)
+				base = newTCPBase(st, a)
 			}
 			lastStreams, lastAll, lastOK = st, a, true
 		}
@@ -532,7 +532,7 @@ func (s *streamSampler) run() {
 			// Each socket once, however many streams share it.
 			r := max(0, all.retr-base.all)
 			iv.Sum.Retransmits = &r
-			base = s.tcpBase(streams, all)
+			base = newTCPBase(streams, all)
 		}
 		s.out = append(s.out, iv)
 		if s.each != nil {
@@ -569,8 +569,8 @@ func (s *streamSampler) run() {
 	}
 }
 
-// tcpBase keeps the retransmit counters of a reading.
-func (s *streamSampler) tcpBase(streams map[int]tcpNow, all tcpNow) tcpBase {
+// newTCPBase keeps the retransmit counters of a reading.
+func newTCPBase(streams map[int]tcpNow, all tcpNow) tcpBase {
 	b := tcpBase{all: all.retr, streams: make(map[int]int64, len(streams))}
 	for id, t := range streams {
 		b.streams[id] = t.retr
