@@ -101,6 +101,13 @@ type WorkerInfo struct {
 	// and to moving them.
 	ComputeNanos int64 `json:"compute_ns,omitempty"`
 	LentNanos    int64 `json:"lent_ns,omitempty"`
+	// Tries counts the unit tries whose compute time is in ComputeNanos:
+	// every result the worker sent back in that session, whether it
+	// counted (Done), came second (a backup copy that lost the race) or
+	// failed, and tries stopped by a preemption. A worker with Done 0
+	// and ComputeNanos > 0 computed copies whose results came second;
+	// one with Tries 0 computed nothing and has ComputeNanos 0.
+	Tries uint64 `json:"tries,omitempty"`
 	// Paths are the paths of the server's data-plane session to the
 	// worker, one per address, while the worker is live.
 	Paths []PathInfo `json:"paths,omitempty"`

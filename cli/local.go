@@ -41,6 +41,13 @@ checks it against the same blur computed as one unit here, and prints what
 happened: workers, streams, units, units per worker, time and throughput.
 The exit code is 0 only if the output is right.
 
+Per worker it prints the units whose result it delivered first, the
+other tries it computed (copies whose result came second: the dynamic
+policy sends idle threads backup copies of the last units), and the
+share of its lent time it spent computing: the compute time of all its
+tries over its threads times the time it had units in flight. A worker
+that computed nothing shows 0%.
+
 The cluster key comes from BRAID_KEY or --key-file; without either a
 random key is made for the run.
 
@@ -86,9 +93,17 @@ type localWorker struct {
 	ID      string `json:"id"`
 	Address string `json:"address"`
 	Threads int    `json:"threads"`
-	Units   uint64 `json:"units"`
+	// Units counts the units whose result this worker delivered first
+	// (api.WorkerInfo.Done).
+	Units uint64 `json:"units"`
+	// Tries counts the tries it computed (api.WorkerInfo.Tries): its
+	// units, and its copies whose results came second (dynamic policy's
+	// backup copies), which count toward Computing but not Units.
+	Tries uint64 `json:"tries"`
 	// Computing is the share of its lent thread time the worker spent
-	// computing while it had units (api.WorkerInfo.ComputeFraction).
+	// computing its tries while it had units in flight
+	// (api.WorkerInfo.ComputeFraction); 0 for a worker that computed no
+	// try.
 	Computing float64 `json:"computing"`
 }
 
@@ -358,10 +373,23 @@ func (r *localReport) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  units       %d over %d streams (one per lent thread)\n", r.Units, r.Streams)
 	var per []string
+	other := false
 	for _, wk := range r.Workers {
-		per = append(per, fmt.Sprintf("%s %d (computing %.0f%% of its lent time)", wk.ID, wk.Units, 100*wk.Computing))
+		s := fmt.Sprintf("%s %s", wk.ID, plural(int(wk.Units), "unit", "units"))
+		if wk.Tries > wk.Units {
+			s += fmt.Sprintf(" + %s", plural(int(wk.Tries-wk.Units), "other try", "other tries"))
+			other = true
+		}
+		per = append(per, fmt.Sprintf("%s (computing %.0f%% of its lent time)", s, 100*wk.Computing))
 	}
 	fmt.Fprintf(w, "  per worker  %s\n", strings.Join(per, ", "))
+	if other {
+		// A worker can compute without being credited a unit: say so
+		// where it happened, lest "0 units (computing 40%)" look wrong.
+		fmt.Fprintln(w, "              (units: results delivered first; other tries: computed, but another copy's\n"+
+			"              result came first (dynamic policy's backup copies) or it failed; computing: the\n"+
+			"              compute time of all its tries over its threads' time with units in flight)")
+	}
 	fmt.Fprintf(w, "  elapsed     %.3fs from submission to output (compute %.3fs in the workers)\n", r.Elapsed, r.Compute)
 	if r.Op != "blur" {
 		fmt.Fprintf(w, "  throughput  %.1f units/s\n", r.UnitsPerS)
@@ -467,7 +495,7 @@ func (l *localRun) output(ctx context.Context, c *client.Client, rep *localRepor
 	}
 	for _, w := range ws {
 		rep.Workers = append(rep.Workers, localWorker{ID: w.ID, Address: strings.Join(w.Addresses, ","), Threads: w.Threads, Units: w.Done,
-			Computing: w.ComputeFraction()})
+			Tries: w.Tries, Computing: w.ComputeFraction()})
 		rep.Streams += w.Threads
 	}
 	if st.State != api.JobDone {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -88,6 +89,73 @@ func TestLocalJSON(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data", "server", "jobs.db")); err != nil {
 		t.Errorf("--data not used: %v", err)
+	}
+}
+
+// TestLocalIdleWorkerShowsZero runs one unit on three workers: the
+// workers that computed nothing show 0 units, 0 tries and 0% computing,
+// and a worker credited no unit that computed anyway (a backup copy whose
+// result came second) shows that try, so that "0 units" beside a
+// computing share is explained in the text too.
+func TestLocalIdleWorkerShowsZero(t *testing.T) {
+	t.Setenv("BRAID_KEY", "local-idle-test-key-0123456789ab")
+	for _, policy := range []string{"equal", "dynamic"} {
+		t.Run(policy, func(t *testing.T) {
+			dir := t.TempDir()
+			args := []string{"local", "--size", "64", "--tile", "64x64", "--workers", "3", "--threads", "1", "--policy", policy,
+				"-o", filepath.Join(dir, "out.png")}
+			code, stdout, stderr := runBraid(t, 60*time.Second, append(args, "--json")...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var rep localReport
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+				t.Fatalf("not one JSON object: %v\n%s", err, stdout)
+			}
+			if rep.Units != 1 || len(rep.Workers) != 3 {
+				t.Fatalf("want 1 unit on 3 workers: %+v", rep)
+			}
+			var units, idle uint64
+			for _, w := range rep.Workers {
+				units += w.Units
+				switch {
+				case w.Tries < w.Units:
+					t.Errorf("worker %s: %d units but %d tries computed", w.ID, w.Units, w.Tries)
+				case w.Tries == 0 && w.Computing != 0:
+					t.Errorf("worker %s computed no try, yet shows computing %.0f%%", w.ID, 100*w.Computing)
+				case w.Tries > 0 && w.Computing <= 0:
+					t.Errorf("worker %s computed %d tries, yet shows computing 0%%", w.ID, w.Tries)
+				}
+				if w.Tries == 0 {
+					idle++
+				}
+			}
+			if units != 1 {
+				t.Errorf("the workers are credited %d units, want the 1", units)
+			}
+			if policy == "equal" && idle != 2 {
+				t.Errorf("%d workers computed nothing, want 2 (equal sends no backup copies): %+v", idle, rep.Workers)
+			}
+			// The text says the same: an idle worker "0 units (computing
+			// 0%", one with a copy that came second "+ 1 other try".
+			var b strings.Builder
+			rep.print(&b)
+			text := b.String()
+			for _, w := range rep.Workers {
+				want := fmt.Sprintf("%s %s", w.ID, plural(int(w.Units), "unit", "units"))
+				if w.Tries > w.Units {
+					want += fmt.Sprintf(" + %s", plural(int(w.Tries-w.Units), "other try", "other tries"))
+				}
+				want += fmt.Sprintf(" (computing %.0f%% of its lent time)", 100*w.Computing)
+				if !strings.Contains(text, want) {
+					t.Errorf("the report lacks %q:\n%s", want, text)
+				}
+				if w.Tries == 0 && !strings.Contains(text, w.ID+" 0 units (computing 0% of its lent time)") {
+					t.Errorf("idle worker %s is not shown at 0:\n%s", w.ID, text)
+				}
+			}
+			t.Logf("%s", text)
+		})
 	}
 }
 

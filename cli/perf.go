@@ -53,10 +53,13 @@ Modes:
             eq. 1: (8*size/1e6) / (RTT/2) Mbit/s with RTT the mean round trip;
             throughput is payload in both directions over the elapsed time.
 
---tcp-baseline measures k plain TCP connections striped by hand instead of
-braid, one per path, with the same size and time: in bulk each connection
-sends its own bytes; in pingpong each message is split into k equal parts,
-sent in parallel and echoed. The server needs no extra flag: the braid
+--tcp-baseline measures plain TCP connections striped by hand instead of
+braid, -P of them on each path (one by default; on one path, -P N opens N
+connections, as iperf3 -P N), with the same size and time: in bulk each
+connection sends its own bytes, and its lines are those of an iperf3
+stream (a line per connection, then [SUM]); in pingpong each message is
+split into as many equal parts as connections, sent in parallel and
+echoed. The server needs no extra flag: the braid
 control session asks it to open plain TCP listeners, on an ephemeral port of
 each address the paths arrived on (or on that port plus
 --baseline-port-offset, for firewalls), which it closes after the test. The
@@ -89,11 +92,16 @@ own flags apply to its echoes and to -R data, so start it with the same ones
 (the client warns when they differ).
 
 Output: a header; every --interval seconds a line per stream (bytes and
-rate) and, with several streams, their [SUM], as iperf3 prints them
-(without iperf3's per-interval Retr and Cwnd: braid's streams share the
-session's channels, whose TCP figures are in the totals); with --paths
-also a line of each path's rate (--tcp-baseline prints that one only:
-its streams are its paths); each stream's sender and receiver totals as
+rate) and, with several streams, their [SUM], as iperf3 prints them; on
+the sending side over TCP each line adds Retr (segments retransmitted in
+the interval) and Cwnd (the congestion window at its end). A braid stream
+has no socket of its own: its messages are striped over the session's
+channels, one a path, so its Retr is the sum over the channels, its Cwnd
+the sum of their windows (the same on every stream's line), and [SUM]'s
+Retr counts each channel once; -J's intervals have them as retransmits,
+snd_cwnd and rtt (the channels' mean, in µs). A --tcp-baseline stream is
+one TCP connection, with its own figures. With --paths
+also a line of each path's rate; each stream's sender and receiver totals as
 iperf3 prints them, and a summary with per-path bytes and Mbit/s (bytes the
 client sent in bulk, received with -R, both in pingpong). -J/--json prints
 one JSON object shaped like iperf3's -J output (start, intervals, end with
@@ -289,19 +297,17 @@ func runPerf(ctx context.Context, env *Env, args []string) int {
 		printPerfHeader(env.Stdout, o)
 		if o.Interval > 0 {
 			var mu sync.Mutex // the two kinds of interval lines come from two samplers
-			if *showPaths || o.Baseline {
+			if *showPaths {
 				o.OnInterval = func(i int, e perf.Interval) {
 					mu.Lock()
 					defer mu.Unlock()
 					printInterval(env.Stdout, o.Mode, i, e, ix.unit)
 				}
 			}
-			if !o.Baseline {
-				o.OnStreamInterval = func(i int, iv perf.IperfInterval) {
-					mu.Lock()
-					defer mu.Unlock()
-					printStreamInterval(env.Stdout, i, iv, ix.unit)
-				}
+			o.OnStreamInterval = func(i int, iv perf.IperfInterval) {
+				mu.Lock()
+				defer mu.Unlock()
+				printStreamInterval(env.Stdout, i, iv, ix.unit)
 			}
 		}
 	}
@@ -488,8 +494,8 @@ func printPerfHeader(w io.Writer, o *perf.Options) {
 		until = formatBytes(o.Bytes)
 	}
 	if r.Baseline {
-		fmt.Fprintf(w, "braid perf: %s over %s as plain TCP connections striped by hand, %s messages, %s\n",
-			what, plural(r.Paths, "path", "paths"), formatBytes(r.Size), until)
+		fmt.Fprintf(w, "braid perf: %s over %s as %s striped by hand, %s messages, %s\n",
+			what, plural(r.Paths, "path", "paths"), plural(r.Streams, "plain TCP connection", "plain TCP connections"), formatBytes(r.Size), until)
 	} else {
 		fmt.Fprintf(w, "braid perf: %s over %s, %s, %s messages, %s, stripe %s, policy %s, transport %s\n",
 			what, plural(r.Paths, "path", "paths"), plural(r.Streams, "stream", "streams"), formatBytes(r.Size), until,
@@ -605,22 +611,40 @@ func fmtUs(us float64) string {
 
 // printStreamInterval prints one interval as iperf3 prints it: a line
 // per stream, then [SUM] when there are several streams, with a dashed
-// line between intervals, with a heading before the first. iperf3's
-// sender adds each socket's Retr and Cwnd in the interval: braid's
-// streams have no socket of their own and their channels' TCP_INFO is
-// read over the whole test only (the totals' Retr), so the interval
-// lines have none.
+// line between intervals, with a heading before the first. On the
+// sending side over TCP, as iperf3's sender, each stream's line adds Retr
+// (segments retransmitted in the interval) and Cwnd (the congestion
+// window at its end), and [SUM] the Retr of all. A braid stream has no
+// socket of its own: its figures are those of all the session's channels
+// (retransmits and windows summed over the channels), and [SUM] counts
+// each channel once; a --tcp-baseline stream is one TCP connection.
 func printStreamInterval(w io.Writer, i int, iv perf.IperfInterval, u rateUnit) {
+	tcp := iv.Sum.Retransmits != nil
 	if i == 0 {
-		fmt.Fprintf(w, "[ ID] %-15s  %11s  %-15s\n", "Interval", "Transfer", "Bitrate")
+		if tcp {
+			fmt.Fprintf(w, "[ ID] %-15s  %11s  %-15s %6s  %10s\n", "Interval", "Transfer", "Bitrate", "Retr", "Cwnd")
+		} else {
+			fmt.Fprintf(w, "[ ID] %-15s  %11s  %s\n", "Interval", "Transfer", "Bitrate")
+		}
 	}
 	line := func(id string, s perf.IperfSpan) {
 		omitted := ""
 		if s.Omitted != nil && *s.Omitted {
 			omitted = "  (omitted)"
 		}
-		fmt.Fprintf(w, "[%s] %5.2f-%-5.2f sec  %11s  %8.1f %s%s\n", id, s.Start, s.End, formatBytes(s.Bytes),
-			u.of(s.BitsPerSecond/1e6), u.name, omitted)
+		tcpCols := ""
+		if tcp {
+			retr, cwnd := "", ""
+			if s.Retransmits != nil {
+				retr = fmt.Sprint(*s.Retransmits)
+			}
+			if s.SendCwnd != nil {
+				cwnd = formatBytes(*s.SendCwnd)
+			}
+			tcpCols = fmt.Sprintf(" %6s  %10s", retr, cwnd)
+		}
+		fmt.Fprintf(w, "[%s] %5.2f-%-5.2f sec  %11s  %8.1f %-6s%s%s\n", id, s.Start, s.End, formatBytes(s.Bytes),
+			u.of(s.BitsPerSecond/1e6), u.name, tcpCols, omitted)
 	}
 	if i > 0 && len(iv.Streams) > 1 {
 		fmt.Fprintln(w, strings.Repeat("- ", 30))
@@ -638,7 +662,7 @@ func printStreamInterval(w io.Writer, i int, iv perf.IperfInterval, u rateUnit) 
 }
 
 // printInterval prints braid's per-path interval line (--paths, and the
-// paths of --tcp-baseline), with a heading before the first.
+// for --tcp-baseline too), with a heading before the first.
 func printInterval(w io.Writer, mode string, i int, e perf.Interval, u rateUnit) {
 	if i == 0 {
 		var b strings.Builder

@@ -50,11 +50,16 @@ type iperf3JSON struct {
 			Socket        int     `json:"socket"`
 			Bytes         int64   `json:"bytes"`
 			BitsPerSecond float64 `json:"bits_per_second"`
+			Retransmits   *int64  `json:"retransmits"`
+			SendCwnd      *int64  `json:"snd_cwnd"`
+			RTT           *int64  `json:"rtt"`
+			Sender        bool    `json:"sender"`
 		} `json:"streams"`
 		Sum struct {
 			Start, End, Seconds float64
 			Bytes               int64   `json:"bytes"`
 			BitsPerSecond       float64 `json:"bits_per_second"`
+			Retransmits         *int64  `json:"retransmits"`
 		} `json:"sum"`
 	} `json:"intervals"`
 	End struct {
@@ -184,9 +189,21 @@ func TestPerfIperfJSON(t *testing.T) {
 				var n int64
 				for _, s := range iv.Streams {
 					n += s.Bytes
+					// The sender's streams have iperf3's socket figures
+					// of the interval (those of the channels they share);
+					// the receiver's have none, as iperf3 -R's client.
+					sender := s.Retransmits != nil && *s.Retransmits >= 0 && s.SendCwnd != nil && *s.SendCwnd > 0 && s.RTT != nil && *s.RTT > 0
+					none := s.Retransmits == nil && s.SendCwnd == nil && s.RTT == nil
+					if s.Sender != !tt.reverse || (!tt.reverse && !sender) || (tt.reverse && !none) {
+						t.Errorf("interval stream %d (reverse %v): sender %v, retransmits %v, snd_cwnd %v, rtt %v",
+							s.Socket, tt.reverse, s.Sender, s.Retransmits, s.SendCwnd, s.RTT)
+					}
 				}
 				if n != iv.Sum.Bytes || len(iv.Streams) != ts.NumStreams || iv.Sum.Seconds <= 0 {
 					t.Errorf("interval %+v", iv)
+				}
+				if (iv.Sum.Retransmits != nil) != !tt.reverse {
+					t.Errorf("interval sum's retransmits %v (reverse %v)", iv.Sum.Retransmits, tt.reverse)
 				}
 			}
 			if len(r.Braid) == 0 {
@@ -211,6 +228,18 @@ func TestPerfIperfJSON(t *testing.T) {
 				s.End.SumSent.Sender != tt.reverse || len(s.Start.Connected) != r.Start.TestStart.NumStreams {
 				t.Errorf("server's report: sent %+v received %+v, error %q; client's: sent %+v received %+v",
 					s.End.SumSent, s.End.SumReceived, s.Error, e.SumSent, e.SumReceived)
+			}
+			// The server's intervals: with -R it sends, and its streams
+			// have the socket figures, as iperf3's server output.
+			if len(s.Intervals) == 0 {
+				t.Errorf("the server's report has no intervals")
+			}
+			for _, iv := range s.Intervals {
+				for _, st := range iv.Streams {
+					if (st.SendCwnd != nil && *st.SendCwnd > 0 && st.Retransmits != nil) != tt.reverse {
+						t.Errorf("server interval stream %d (reverse %v): retransmits %v, snd_cwnd %v", st.Socket, tt.reverse, st.Retransmits, st.SendCwnd)
+					}
+				}
 			}
 		})
 	}
@@ -561,7 +590,7 @@ func TestPerfIperfRefused(t *testing.T) {
 		{[]string{"-w", "0"}, "--window"},
 		{[]string{"-C", "reno", "--transport", "sctp-udp"}, "set TCP sockets"},
 		{[]string{"-w", "256K", "--tcp-baseline"}, "not on --tcp-baseline"},
-		{[]string{"-P", "2", "--tcp-baseline"}, "one plain TCP connection per path"},
+		{[]string{"-P", "200", "--tcp-baseline", "-c", "127.0.0.1:1,127.0.0.1:2"}, "400 plain TCP connections, more than 256"},
 		{[]string{"--cport", "5000"}, "cannot honour it: a test opens a control and a data session"},
 		{[]string{"-F", "data.bin"}, "braid send"},
 		{[]string{"--username", "u"}, "cluster key"},

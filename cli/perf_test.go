@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -209,7 +210,9 @@ func TestPerfTextLikeIperf3(t *testing.T) {
 	srvPlain := start(t, "perf", "-s", "--listen", "127.0.0.1:0", "--insecure-plaintext")
 	addrPlain := srvPlain.listening(t)
 	// An interval line per stream, and [SUM] with several: "[  3]  0.00-1.00  sec    481.0 MiB    4033.5 Mbit/s".
-	interval := regexp.MustCompile(`(?m)^\[\s*(\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s$`)
+	// The sender's lines add Retr and Cwnd ([SUM] Retr only), as iperf3's
+	// sender prints them: "[  3]  0.00-1.00  sec  481.0 MiB  4033.5 Mbit/s      0     1.2 MiB".
+	interval := regexp.MustCompile(`(?m)^\[\s*(\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s(\s+\d+)?(\s+[\d.]+ [KMG]?i?B)?\s*$`)
 	stream := regexp.MustCompile(`(?m)^\[\s*(\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s\s+(?:\d+\s+)?(sender|receiver)$`)
 	for _, tc := range []struct {
 		args      []string
@@ -217,11 +220,13 @@ func TestPerfTextLikeIperf3(t *testing.T) {
 		streams   int
 		header    string
 		plain     bool
+		receiver  bool // -R: this side receives, its lines have no Retr nor Cwnd
 	}{
-		{[]string{"-t", "2", "-P", "2", "-l", "64K"}, 2, 2, "2 streams, 64.0 KiB messages, 2s,", false},
-		{[]string{"-i", "0.5", "-t", "1", "-l", "64K"}, 2, 1, "1 stream, 64.0 KiB messages, 1s,", false},
-		{[]string{"-n", "20M", "-P", "2", "-l", "64K"}, 1, 2, "2 streams, 64.0 KiB messages, 20.0 MiB,", false},
-		{[]string{"-t", "1", "-l", "64K", "--insecure-plaintext"}, 1, 1, "1 stream, 64.0 KiB messages, 1s,", true},
+		{[]string{"-t", "2", "-P", "2", "-l", "64K"}, 2, 2, "2 streams, 64.0 KiB messages, 2s,", false, false},
+		{[]string{"-i", "0.5", "-t", "1", "-l", "64K"}, 2, 1, "1 stream, 64.0 KiB messages, 1s,", false, false},
+		{[]string{"-n", "20M", "-P", "2", "-l", "64K"}, 1, 2, "2 streams, 64.0 KiB messages, 20.0 MiB,", false, false},
+		{[]string{"-t", "1", "-l", "64K", "--insecure-plaintext"}, 1, 1, "1 stream, 64.0 KiB messages, 1s,", true, false},
+		{[]string{"-t", "1", "-P", "2", "-l", "64K", "-R"}, 1, 2, "2 streams, 64.0 KiB messages, 1s,", false, true},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			a := addr
@@ -239,6 +244,15 @@ func TestPerfTextLikeIperf3(t *testing.T) {
 			perStream := map[string]int{}
 			for _, m := range ivs {
 				perStream[m[1]]++
+				// Retr on every sender line, Cwnd on every stream's
+				// (not [SUM]'s); neither on the receiver's.
+				retr, cwnd := m[2] != "", m[3] != ""
+				if tc.receiver && (retr || cwnd) || !tc.receiver && (!retr || cwnd != (m[1] != "SUM")) {
+					t.Errorf("interval line %q (receiver %v): want Retr and Cwnd on a sender's stream, Retr on its [SUM], none on a receiver's", m[0], tc.receiver)
+				}
+			}
+			if want := map[bool]string{false: "Retr        Cwnd", true: "Bitrate\n"}[tc.receiver]; !strings.Contains(out, want) {
+				t.Errorf("the interval heading lacks %q:\n%s", want, out)
 			}
 			if len(perStream) != tc.streams+map[bool]int{false: 0, true: 1}[tc.streams > 1] {
 				t.Errorf("interval lines of %d streams and sums (%v), want %d streams and [SUM] if several:\n%s", len(perStream), perStream, tc.streams, out)
@@ -304,5 +318,108 @@ func TestPerfServerOutputText(t *testing.T) {
 	}
 	if n := len(regexp.MustCompile(`(?m)^\[\s*\d+\] local `).FindAllString(so, -1)); n != 2 {
 		t.Errorf("server output lists %d streams, want 2 (-P 2):\n%s", n, so)
+	}
+}
+
+// --tcp-baseline -P N opens N plain TCP connections (on each path), as
+// iperf3 -P N: a line per connection and [SUM] in every interval, with
+// the sender's Retr and Cwnd of each connection's own socket; each
+// connection's sender and receiver totals and their sums; and -J with N
+// streams in start.connected, the intervals and end.streams, adding up.
+func TestPerfBaselineParallel(t *testing.T) {
+	checkLeaks(t)
+	t.Setenv("BRAID_KEY", testKey)
+	srv := start(t, "perf", "-s", "--listen", "127.0.0.1:0")
+	addr := srv.listening(t)
+	interval := regexp.MustCompile(`(?m)^\[\s*(\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s(\s+\d+)?(\s+[\d.]+ [KMG]?i?B)?\s*$`)
+	total := regexp.MustCompile(`(?m)^\[\s*(\d+|SUM)\]\s+[\d.]+-[\d.]+\s+sec\s+[\d.]+ [KMG]?i?B\s+[\d.]+ Mbit/s\s+(\d+\s+)?(sender|receiver)$`)
+	for _, tc := range []struct {
+		args     []string
+		conns    int
+		receiver bool // -R: the client receives; no Retr nor Cwnd on its lines
+	}{
+		{[]string{"-P", "3", "-t", "1.2", "-l", "64K"}, 3, false},
+		{[]string{"-P", "2", "-t", "1", "-l", "64K", "-B", "127.0.0.1,127.0.0.1", "-c", addr + "," + addr}, 4, false},
+		{[]string{"-P", "2", "-t", "1", "-l", "64K", "-R"}, 2, true},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			args := append([]string{"perf", "-c", addr, "--tcp-baseline"}, tc.args...)
+			code, out, errs := runCmd(t, 30*time.Second, args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s\n%s", code, errs, out)
+			}
+			if want := fmt.Sprintf("as %d plain TCP connections", tc.conns); !strings.Contains(out, want) {
+				t.Errorf("header lacks %q:\n%s", want, out)
+			}
+			per := map[string]int{}
+			for _, m := range interval.FindAllStringSubmatch(out, -1) {
+				per[m[1]]++
+				retr, cwnd := m[2] != "", m[3] != ""
+				if tc.receiver && (retr || cwnd) || !tc.receiver && (!retr || cwnd != (m[1] != "SUM")) {
+					t.Errorf("interval line %q (receiver %v): want Retr and Cwnd on a sender's connection, Retr on its [SUM], none on a receiver's", m[0], tc.receiver)
+				}
+			}
+			if len(per) != tc.conns+1 || per["SUM"] < 1 {
+				t.Errorf("interval lines of %v, want %d connections (0..%d) and [SUM]:\n%s", per, tc.conns, tc.conns-1, out)
+			}
+			for id := range tc.conns {
+				if per[fmt.Sprint(id)] != per["SUM"] {
+					t.Errorf("connection %d has %d interval lines, [SUM] %d:\n%s", id, per[fmt.Sprint(id)], per["SUM"], out)
+				}
+			}
+			lines := total.FindAllStringSubmatch(out, -1)
+			if len(lines) != 2*tc.conns+2 {
+				t.Errorf("%d total lines, want %d (sender and receiver of each connection and of [SUM]):\n%s", len(lines), 2*tc.conns+2, out)
+			}
+			for _, m := range lines {
+				if m[3] == "sender" && (m[2] != "") == tc.receiver {
+					t.Errorf("total line %q (receiver %v): Retr on the sender's lines only when this side sent", m[0], tc.receiver)
+				}
+			}
+
+			// The same test with -J: N streams everywhere, adding up.
+			code, js, errs := runCmd(t, 30*time.Second, append(args, "-J")...)
+			if code != 0 {
+				t.Fatalf("-J: exit %d: %s", code, errs)
+			}
+			var r iperf3JSON
+			if err := json.Unmarshal([]byte(js), &r); err != nil {
+				t.Fatalf("not one JSON object: %v\n%s", err, js)
+			}
+			if r.Start.TestStart.NumStreams != tc.conns || len(r.Start.Connected) != tc.conns || len(r.End.Streams) != tc.conns {
+				t.Errorf("num_streams %d, %d connected, %d end.streams; want %d", r.Start.TestStart.NumStreams, len(r.Start.Connected), len(r.End.Streams), tc.conns)
+			}
+			for i, c := range r.Start.Connected {
+				if c.Socket != i || len(c.Paths) != 1 {
+					t.Errorf("start.connected[%d] = %+v; want socket %d on one path", i, c, i)
+				}
+			}
+			var sent, recv int64
+			for i, s := range r.End.Streams {
+				if s.Sender.Socket != i || s.Sender.Bytes <= 0 || s.Receiver.Bytes <= 0 {
+					t.Errorf("end.streams[%d] = %+v", i, s)
+				}
+				sent += s.Sender.Bytes
+				recv += s.Receiver.Bytes
+			}
+			if sent != r.End.SumSent.Bytes || recv != r.End.SumReceived.Bytes || recv <= 0 {
+				t.Errorf("end.streams add up to %d sent, %d received; sums %d, %d", sent, recv, r.End.SumSent.Bytes, r.End.SumReceived.Bytes)
+			}
+			if len(r.Intervals) == 0 {
+				t.Fatalf("no intervals:\n%s", js)
+			}
+			for _, iv := range r.Intervals {
+				var n int64
+				for _, s := range iv.Streams {
+					n += s.Bytes
+					if tc.receiver != (s.SendCwnd == nil) {
+						t.Errorf("interval stream %d: snd_cwnd %v (receiver %v)", s.Socket, s.SendCwnd, tc.receiver)
+					}
+				}
+				if len(iv.Streams) != tc.conns || n != iv.Sum.Bytes {
+					t.Errorf("interval of %d streams adding up to %d, sum %d; want %d streams", len(iv.Streams), n, iv.Sum.Bytes, tc.conns)
+				}
+			}
+		})
 	}
 }

@@ -19,11 +19,14 @@ func runWorkers(ctx context.Context, env *Env, args []string) int {
 Lists the workers the server knows, live and dead, with the dashboard's
 columns: STATE (live or dead), THREADS, RUNNING and QUEUED (units
 computing and waiting at the worker, as of its last heartbeat; 0 for a
-dead worker, whose units run elsewhere), UNITS DONE (the units it
-delivered), COMPUTE SHARE (the share of its lent thread time spent
-computing while it had units: its results' compute time over threads x
-time with units in flight; the rest went to waiting for units and moving
-them), then what it registered (cores, memory, addresses, operations)
+dead worker, whose units run elsewhere), UNITS DONE (the units whose
+result it delivered first), TRIES (the tries it computed: its units
+done, and copies whose result came second, such as the dynamic policy's
+backup copies, or failed; a worker can show 0 units done and a compute
+share), COMPUTE SHARE (the share of its lent thread time spent computing
+its tries while it had units: their compute time over threads x time with
+units in flight; the rest went to waiting for units and moving them),
+then what it registered (cores, memory, addresses, operations)
 and for a live worker the megabytes each data-plane path carried.
 
 A dead worker stays listed for the server's forget time (10 minutes by
@@ -66,14 +69,14 @@ SIGTERM or Ctrl-C deregisters and leaves the list at once.`)
 		return 0
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tNAME\tSTATE\tTHREADS\tRUNNING\tQUEUED\tUNITS DONE\tCOMPUTE SHARE\tCORES\tMEMORY\tADDRESSES\tMB PER PATH\tOPS")
+	fmt.Fprintln(tw, "WORKER\tNAME\tSTATE\tTHREADS\tRUNNING\tQUEUED\tUNITS DONE\tTRIES\tCOMPUTE SHARE\tCORES\tMEMORY\tADDRESSES\tMB PER PATH\tOPS")
 	for _, w := range ws {
 		state := "live"
 		if !w.Alive {
 			state = "dead"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%.1f GiB\t%s\t%s\t%s\n", w.ID, w.Name, state, w.Threads,
-			w.Running, w.Queued, w.Done, computeShare(w), w.Cores, float64(w.Memory)/(1<<30),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%.1f GiB\t%s\t%s\t%s\n", w.ID, w.Name, state, w.Threads,
+			w.Running, w.Queued, w.Done, w.Tries, computeShare(w), w.Cores, float64(w.Memory)/(1<<30),
 			strings.Join(w.Addresses, ","), pathMB(w.Paths), strings.Join(w.Ops, ","))
 	}
 	tw.Flush()

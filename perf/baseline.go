@@ -18,12 +18,14 @@ import (
 	"github.com/braid-hpc/braid/internal/accept"
 	"github.com/braid-hpc/braid/internal/ctl"
 	"github.com/braid-hpc/braid/transport"
+	"github.com/braid-hpc/braid/transport/channel"
 )
 
-// The TCP baseline: k plain TCP connections, one per path, with the data
-// split by hand. The braid session of the test carries the control
-// messages; each connection opens with the test's token and its path
-// index so the server knows which is which.
+// The TCP baseline: plain TCP connections, -P on each path (one by
+// default), with the data split by hand. The braid session of the test
+// carries the control messages; each connection opens with the test's
+// token and its index (connection i rides path i mod k) so the server
+// knows which is which.
 
 const baselineTokenLen = 16
 
@@ -92,7 +94,7 @@ func (s *Server) baseline(ctx context.Context, sess *transport.Session, ctrl *tr
 	if err := ctl.WriteJSON(ctx, ctrl, Ready{Token: token, Ports: ports}); err != nil {
 		return nil, err
 	}
-	conns, err := acceptBaseline(ctx, listeners, token, h.Paths, s.cfg.Logger)
+	conns, err := acceptBaseline(ctx, listeners, token, h.baselineConns(), s.cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +156,7 @@ func (s *Server) baseline(ctx context.Context, sess *transport.Session, ctrl *tr
 }
 
 // acceptBaseline accepts the k connections of a baseline test and orders
-// them by path index.
+// them by their index.
 func acceptBaseline(ctx context.Context, listeners map[string]net.Listener, token []byte, k int, logger *slog.Logger) ([]net.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -259,13 +261,18 @@ func echoParts(c net.Conn, part int64) (int64, error) {
 	}
 }
 
-// baselineClient runs the client's side of a baseline test.
-func baselineClient(ctx context.Context, o *Options, sess *transport.Session, ctrl *transport.Stream, ready *Ready, rep *Report, before *snapshot) (*Result, error) {
+// baselineClient runs the client's side of a baseline test: o.Streams
+// connections on each of the k paths, connection i on path i mod k. Its
+// streams (iperf3's sockets) are the connections, numbered from 0; the
+// per-path figures add up the connections of each path. It fills ip's
+// connected list and intervals.
+func baselineClient(ctx context.Context, o *Options, sess *transport.Session, ctrl *transport.Stream, ready *Ready, rep *Report, before *snapshot, ip *IperfReport) (*Result, error) {
 	k := len(o.Paths)
 	if len(ready.Ports) != k || len(ready.Token) != baselineTokenLen {
 		return nil, fmt.Errorf("server sent %d baseline ports for %d paths", len(ready.Ports), k)
 	}
-	conns := make([]*net.TCPConn, k)
+	n := o.hello().baselineConns()
+	conns := make([]*net.TCPConn, n)
 	defer func() {
 		for _, c := range conns {
 			if c != nil {
@@ -273,7 +280,8 @@ func baselineClient(ctx context.Context, o *Options, sess *transport.Session, ct
 			}
 		}
 	}()
-	for i, p := range o.Paths {
+	for i := range n {
+		p := o.Paths[i%k]
 		host, _, err := net.SplitHostPort(p.Remote)
 		if err != nil {
 			return nil, err
@@ -290,7 +298,7 @@ func baselineClient(ctx context.Context, o *Options, sess *transport.Session, ct
 			}
 			d.LocalAddr = &net.TCPAddr{IP: ip}
 		}
-		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(ready.Ports[i])))
+		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(ready.Ports[i%k])))
 		if err != nil {
 			return nil, fmt.Errorf("baseline connection %d: %w", i, err)
 		}
@@ -301,6 +309,11 @@ func baselineClient(ctx context.Context, o *Options, sess *transport.Session, ct
 			return nil, fmt.Errorf("baseline connection %d: %w", i, err)
 		}
 	}
+	ip.Start.Connected = make([]IperfConnected, n)
+	for i, c := range conns {
+		ip.Start.Connected[i] = connected(i, c.LocalAddr().String(), c.RemoteAddr().String())
+		ip.Start.Connected[i].Paths = []int{i % k}
+	}
 	var goAhead Ready
 	if err := ctl.ReadJSON(ctx, ctrl, 20*time.Second, &goAhead); err != nil {
 		return nil, fmt.Errorf("server did not start the baseline: %w", err)
@@ -309,11 +322,16 @@ func baselineClient(ctx context.Context, o *Options, sess *transport.Session, ct
 		return nil, fmt.Errorf("server: %s", goAhead.Error)
 	}
 
-	counters := make([]atomic.Int64, k)
+	ctr := &streamCounter{}
+	counters := make([]*atomic.Int64, n)
+	for i := range counters {
+		counters[i] = ctr.stream(i)
+	}
+	// The per-path meter: the connections of each path together.
 	meter := func() []int64 {
 		out := make([]int64, k)
 		for i := range counters {
-			out[i] = counters[i].Load()
+			out[i%k] += counters[i].Load()
 		}
 		return out
 	}
@@ -325,6 +343,12 @@ func baselineClient(ctx context.Context, o *Options, sess *transport.Session, ct
 		return n
 	}
 	iv := startIntervals(o, rep, meter)
+	period := time.Duration(o.Interval * float64(time.Second))
+	var tcp *connsTCP
+	if !o.Reverse { // this side sends: its sockets' figures are iperf3's sender's
+		tcp = newConnsTCP(conns)
+	}
+	sampler := startSampler(ctr, !o.Reverse, period, 0, o.OnStreamInterval, tcp.source())
 	start := time.Now()
 	deadline := start.Add(time.Duration(o.Seconds * float64(time.Second)))
 	hard := deadline.Add(2 * time.Minute)
@@ -337,17 +361,17 @@ func baselineClient(ctx context.Context, o *Options, sess *transport.Session, ct
 		err     error
 		res     Result
 	)
-	counts := make([]int64, k)
+	counts := make([]int64, n)
 	switch {
 	case o.Mode == "pingpong":
 		rtts, elapsed, err = baselinePingPong(o, conns, deadline, counters, iv)
 	case o.Reverse:
 		var last latest
-		errs := make([]error, k)
+		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for i, c := range conns {
 			wg.Go(func() {
-				counts[i], errs[i] = io.CopyBuffer(meterWriter{&counters[i]}, c, make([]byte, 256<<10))
+				counts[i], errs[i] = io.CopyBuffer(meterWriter{counters[i]}, c, make([]byte, 256<<10))
 				_ = c.CloseWrite()
 				last.mark()
 			})
@@ -358,11 +382,11 @@ func baselineClient(ctx context.Context, o *Options, sess *transport.Session, ct
 	default:
 		buf := make([]byte, o.Size)
 		fillPattern(buf)
-		errs := make([]error, k)
+		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for i, c := range conns {
 			wg.Go(func() {
-				_, errs[i] = writeUntil(c, buf, deadline, &counters[i])
+				_, errs[i] = writeUntil(c, buf, deadline, counters[i])
 				if errs[i] == nil {
 					errs[i] = c.CloseWrite()
 				}
@@ -370,6 +394,11 @@ func baselineClient(ctx context.Context, o *Options, sess *transport.Session, ct
 		}
 		wg.Wait()
 		err = errors.Join(errs...)
+	}
+	ip.Intervals = sampler.stop()
+	if tcp != nil {
+		tcp.read() // the last reading, with or without intervals
+		rep.connTCP = tcp
 	}
 	if err == nil {
 		err = ctl.ReadJSONWhileBusy(ctx, ctrl, ctl.CounterMoving(busy), 2*time.Minute, &res)
@@ -395,30 +424,94 @@ func baselineClient(ctx context.Context, o *Options, sess *transport.Session, ct
 		rep.Messages = rep.Bytes / o.Size
 		rep.ThroughputMbps = ctl.Mbps(rep.Bytes, rep.Seconds)
 	default:
-		if len(res.Conns) != k {
-			return nil, fmt.Errorf("server reported %d connections, want %d", len(res.Conns), k)
+		if len(res.Conns) != n {
+			return nil, fmt.Errorf("server reported %d connections, want %d", len(res.Conns), n)
 		}
 		copy(counts, res.Conns)
 		rep.Bytes, rep.Messages, rep.Seconds = res.Bytes, res.Messages, res.Seconds
 		rep.ThroughputMbps = ctl.Mbps(rep.Bytes, rep.Seconds)
 	}
-	rep.sent = make([]int64, k)
+	rep.sent = make([]int64, n)
 	switch {
 	case o.Mode == "pingpong":
 		copy(rep.sent, counts)
 	case o.Reverse:
+		if len(res.Conns) != n {
+			return nil, fmt.Errorf("server reported %d connections, want %d", len(res.Conns), n)
+		}
 		copy(rep.sent, res.Conns)
 	default:
 		for i := range counters {
 			rep.sent[i] = counters[i].Load()
 		}
 	}
+	rep.received = counts
 	rep.PerPath = rep.PerPath[:0]
-	for i, c := range conns {
+	for i := range k {
+		// A path's connections: the first one's addresses (the others
+		// differ in their local ports), all of their bytes.
+		var b int64
+		for j := i; j < n; j += k {
+			b += counts[j]
+		}
+		c := conns[i]
 		rep.PerPath = append(rep.PerPath, Path{ID: i, Local: c.LocalAddr().String(), Remote: c.RemoteAddr().String(),
-			Bytes: counts[i], Mbps: ctl.Mbps(counts[i], rep.Seconds), State: "up"})
+			Bytes: b, Mbps: ctl.Mbps(b, rep.Seconds), State: "up"})
 	}
 	return &res, nil
+}
+
+// connsTCP reads the TCP_INFO of plain TCP connections: each stream (by
+// index) is one connection, with its own socket. Its read is the
+// tcpSource of their intervals, and it keeps each connection's figures
+// over the test (figures) for the end section.
+type connsTCP struct {
+	conns []*net.TCPConn
+	acc   []channelSamples // by connection; read only after the sampler stopped
+	seen  []bool
+}
+
+func newConnsTCP(conns []*net.TCPConn) *connsTCP {
+	return &connsTCP{conns: conns, acc: make([]channelSamples, len(conns)), seen: make([]bool, len(conns))}
+}
+
+func (t *connsTCP) read() (map[int]tcpNow, tcpNow, bool) {
+	streams := make(map[int]tcpNow, len(t.conns))
+	infos := make([]tcpNow, 0, len(t.conns))
+	for i, c := range t.conns {
+		st, ok := channel.TCPStats(c)
+		if !ok {
+			continue
+		}
+		now := tcpNow{retr: st.Retransmits, cwnd: st.SendCwnd, rtt: st.RTT}
+		streams[i] = now
+		infos = append(infos, now)
+		// The connections opened for the test: their first reading
+		// counts from 0, not from itself.
+		t.seen[i] = true
+		t.acc[i].lastRetr = st.Retransmits
+		t.acc[i].add(st.SendCwnd, st.RTT)
+	}
+	return streams, sumTCP(infos), len(infos) > 0
+}
+
+// source is t's tcpSource; nil for a nil t.
+func (t *connsTCP) source() tcpSource {
+	if t == nil {
+		return nil
+	}
+	return t.read
+}
+
+// figures returns connection i's figures over the test, nil when it was
+// never read (not TCP).
+func (t *connsTCP) figures(i int) *TCPFigures {
+	if i >= len(t.acc) || !t.seen[i] {
+		return nil
+	}
+	a := &t.acc[i]
+	return &TCPFigures{MaxSendCwnd: a.maxCwnd, MaxRTT: a.maxRTT.Microseconds(), MinRTT: a.minRTT.Microseconds(),
+		MeanRTT: a.mean().Microseconds(), Retransmits: a.lastRetr - a.firstRetr}
 }
 
 // meterWriter discards what it is given and counts it.
@@ -431,7 +524,7 @@ func (w meterWriter) Write(b []byte) (int, error) {
 
 // baselinePingPong sends each message as k parts in parallel, one per
 // connection, and waits for every part's echo: one round trip.
-func baselinePingPong(o *Options, conns []*net.TCPConn, deadline time.Time, counters []atomic.Int64, iv *intervals) ([]time.Duration, time.Duration, error) {
+func baselinePingPong(o *Options, conns []*net.TCPConn, deadline time.Time, counters []*atomic.Int64, iv *intervals) ([]time.Duration, time.Duration, error) {
 	k := len(conns)
 	parts := baselineParts(o.Size, k)
 	type worker struct {
@@ -499,46 +592,43 @@ func baselinePingPong(o *Options, conns []*net.TCPConn, deadline time.Time, coun
 	return rtts, elapsed, nil
 }
 
-// baselineIperf makes the intervals and the end section of the
-// iperf3-shaped report of a --tcp-baseline test, whose streams are its
-// plain TCP connections.
-func baselineIperf(o *Options, rep *Report, res *Result) ([]IperfInterval, IperfEnd) {
+// baselineIperf makes the end section of the iperf3-shaped report of a
+// --tcp-baseline test, whose streams are its plain TCP connections.
+func baselineIperf(o *Options, rep *Report, res *Result) IperfEnd {
 	local := !o.Reverse
-	f := false
-	ivs := []IperfInterval{}
-	for _, in := range rep.Intervals {
-		iv := IperfInterval{Streams: []IperfSpan{}}
-		var sum int64
-		for i, m := range in.PerPath {
-			n := int64(m * 1e6 / 8 * (in.End - in.Start))
-			sp := span(in.Start, in.End, n, local)
-			sp.Socket, sp.Omitted = &i, &f
-			iv.Streams = append(iv.Streams, sp)
-			sum += n
-		}
-		iv.Sum = span(in.Start, in.End, sum, local)
-		iv.Sum.Omitted = &f
-		ivs = append(ivs, iv)
-	}
 	e := IperfEnd{Streams: []IperfEndStream{}}
-	var sent int64
-	for i, p := range rep.PerPath {
-		var s int64
-		if i < len(rep.sent) {
-			s = rep.sent[i]
+	var (
+		sent, retr int64
+		tcp        bool
+	)
+	for i, s := range rep.sent {
+		var r int64
+		if i < len(rep.received) {
+			r = rep.received[i]
 		}
 		sent += s
-		e.Streams = append(e.Streams, IperfEndStream{Sender: streamSpan(i, rep.Seconds, s, local),
-			Receiver: streamSpan(i, rep.Seconds, p.Bytes, local)})
+		es := IperfEndStream{Sender: streamSpan(i, rep.Seconds, s, local), Receiver: streamSpan(i, rep.Seconds, r, local)}
+		if rep.connTCP != nil {
+			f := rep.connTCP.figures(i)
+			es.Sender.withTCP(f)
+			if f != nil {
+				retr += f.Retransmits
+				tcp = true
+			}
+		}
+		e.Streams = append(e.Streams, es)
 	}
 	if o.Mode == "pingpong" {
 		sent = rep.Bytes
 	}
 	ss, sr := span(0, rep.Seconds, sent, local), span(0, rep.Seconds, rep.Bytes, local)
+	if tcp {
+		ss.Retransmits = &retr // each connection its own
+	}
 	e.SumSent, e.SumReceived = &ss, &sr
 	var c IperfCPU
 	c.HostTotal, c.HostUser, c.HostSystem = cpuPercent(rep.CPUUser, rep.CPUSys, rep.Seconds)
 	c.RemoteTotal, c.RemoteUser, c.RemoteSystem = cpuPercent(res.CPUUser, res.CPUSys, rep.Seconds)
 	e.CPU = &c
-	return ivs, e
+	return e
 }

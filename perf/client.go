@@ -62,8 +62,8 @@ type Options struct {
 	// OnStreamInterval, if not nil, is called with each interval of the
 	// streams as it ends (i counts from 0): the bytes of every stream and
 	// their sum, as iperf3 prints its interval lines and as -J's
-	// intervals hold them. Not for --tcp-baseline, whose streams are its
-	// paths (OnInterval).
+	// intervals hold them. A --tcp-baseline stream is one of its plain
+	// TCP connections.
 	OnStreamInterval func(i int, iv IperfInterval)
 	// Warn, if not nil, receives warnings that do not stop the test: a
 	// server that sends with other striping settings than the client.
@@ -78,7 +78,7 @@ func (o *Options) testStart() IperfTestStart {
 		t.Protocol = "braid/tcp"
 	}
 	if o.Baseline {
-		t.Protocol, t.NumStreams = "TCP", len(o.Paths)
+		t.Protocol, t.NumStreams = "TCP", o.hello().baselineConns()
 	}
 	if o.Reverse {
 		t.Reverse = 1
@@ -182,9 +182,9 @@ func run(ctx context.Context, o *Options, ip *IperfReport) (*Report, error) {
 
 	var res *Result
 	if o.Baseline {
-		res, err = baselineClient(ctx, o, sess, ctrl, &ready, rep, before)
+		res, err = baselineClient(ctx, o, sess, ctrl, &ready, rep, before, ip)
 		if err == nil {
-			ip.Intervals, ip.End = baselineIperf(o, rep, res)
+			ip.End = baselineIperf(o, rep, res)
 		}
 	} else {
 		res, err = braidData(ctx, o, ctrl, &ready, rep, ip)
@@ -294,10 +294,10 @@ func braidClient(ctx context.Context, o *Options, sess *transport.Session, ctrl 
 	}
 	ctr, rctr := &streamCounter{}, &streamCounter{}
 	period := time.Duration(o.Interval * float64(time.Second))
-	sampler := startSampler(ctr, !o.Reverse, period, o.omit(), o.OnStreamInterval)
+	sampler := startSampler(ctr, !o.Reverse, period, o.omit(), o.OnStreamInterval, sessionTCP(sess))
 	var rsampler *streamSampler
 	if o.Bidir {
-		rsampler = startSampler(rctr, false, period, o.omit(), nil)
+		rsampler = startSampler(rctr, false, period, o.omit(), nil, nil)
 	}
 	var (
 		rev     bulkRecvResult

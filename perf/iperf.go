@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/braid-hpc/braid/transport"
 )
 
 // IperfReport is a test as iperf3 -J prints one.
@@ -25,8 +27,9 @@ import (
 // the figures of the channels the stream used, the same for every
 // stream; end.sum_sent.retransmits counts each channel once, and
 // braid.per_path[].tcp has each channel's figures (braid.stream_tcp says
-// so in the JSON). The per-interval socket figures (snd_cwnd, rtt per
-// interval) are left out. braid's own figures, per path, and whether the
+// so in the JSON). The sender's intervals carry the same per interval
+// (retransmits in the interval, snd_cwnd and rtt at its end: IperfSpan).
+// braid's own figures, per path, and whether the
 // data plane was encrypted, are in the "braid" section.
 //
 // A braid "stream" (iperf3's socket) is one transport stream, or one
@@ -167,8 +170,18 @@ type IperfSpan struct {
 	MaxRTT      *int64 `json:"max_rtt,omitempty"`
 	MinRTT      *int64 `json:"min_rtt,omitempty"`
 	MeanRTT     *int64 `json:"mean_rtt,omitempty"`
-	Omitted     *bool  `json:"omitted,omitempty"` // intervals only
-	Sender      bool   `json:"sender"`            // whether this side sent the bytes counted
+	// An interval's sender streams (TCP only), as iperf3 reports each
+	// socket at the end of the interval: SendCwnd its congestion window
+	// in bytes, RTT its smoothed round trip in µs; Retransmits above are
+	// those of the interval. A braid stream has no socket of its own: its
+	// figures are those of all the session's channels (retransmits
+	// summed, windows summed, round trips averaged), the same for every
+	// stream; the interval's sum counts each channel's retransmits once.
+	// A --tcp-baseline stream is one TCP connection: its own figures.
+	SendCwnd *int64 `json:"snd_cwnd,omitempty"`
+	RTT      *int64 `json:"rtt,omitempty"`
+	Omitted  *bool  `json:"omitted,omitempty"` // intervals only
+	Sender   bool   `json:"sender"`            // whether this side sent the bytes counted
 }
 
 // IperfInterval is one interval: each stream's and their sum.
@@ -358,14 +371,93 @@ type streamSampler struct {
 	// each, if not nil, is called with each interval as it is
 	// recorded.
 	each func(int, IperfInterval)
+	// tcp, if set, gives the sender's TCP figures at each interval's
+	// end (sender only); set at the start or later (useTCP), once the
+	// data session is there.
+	tcp atomic.Pointer[tcpSource]
+}
+
+// useTCP gives the sampler of a sender the source of its TCP figures,
+// from the next interval on; nothing for a receiver's.
+func (s *streamSampler) useTCP(src tcpSource) {
+	if s.sender && src != nil {
+		s.tcp.Store(&src)
+	}
+}
+
+// tcpNow is what TCP_INFO says of one or more sockets at one moment:
+// retransmitted segments since they opened, the sum of their congestion
+// windows in bytes and the mean of their smoothed round trips.
+type tcpNow struct {
+	retr, cwnd int64
+	rtt        time.Duration
+}
+
+// tcpSource reads the TCP figures of a sender's sockets now: those of
+// each stream that has a socket of its own (by stream id; nil when the
+// streams share the sockets) and those of all the sockets, each counted
+// once; ok is false when none is TCP.
+type tcpSource func() (streams map[int]tcpNow, all tcpNow, ok bool)
+
+// sumTCP adds up the figures of sockets: retransmits and windows summed,
+// round trips averaged over those that have one.
+func sumTCP(infos []tcpNow) tcpNow {
+	var t tcpNow
+	n := 0
+	for _, i := range infos {
+		t.retr += i.retr
+		t.cwnd += i.cwnd
+		if i.rtt > 0 {
+			t.rtt += i.rtt
+			n++
+		}
+	}
+	if n > 0 {
+		t.rtt /= time.Duration(n)
+	}
+	return t
+}
+
+// sessionTCP is the tcpSource of a braid session's channels, which its
+// streams share.
+func sessionTCP(sess *transport.Session) tcpSource {
+	return func() (map[int]tcpNow, tcpNow, bool) {
+		st := sess.TCPStats()
+		infos := make([]tcpNow, 0, len(st))
+		for _, i := range st {
+			infos = append(infos, tcpNow{retr: i.Retransmits, cwnd: i.SendCwnd, rtt: i.RTT})
+		}
+		return nil, sumTCP(infos), len(infos) > 0
+	}
+}
+
+// tcpBase is the retransmit counters at the start of an interval: of all
+// the sockets, and of each stream's own.
+type tcpBase struct {
+	all     int64
+	streams map[int]int64
+}
+
+// withInterval fills an interval's stream span with its socket's figures
+// now (or all the sockets' when it has none of its own), retransmits
+// counted from base.
+func (s *IperfSpan) withInterval(id int, streams map[int]tcpNow, all tcpNow, base tcpBase) {
+	now, prev := all, base.all
+	if t, own := streams[id]; own {
+		now, prev = t, base.streams[id]
+	}
+	retr, cwnd, rtt := max(0, now.retr-prev), now.cwnd, now.rtt.Microseconds()
+	s.Retransmits, s.SendCwnd, s.RTT = &retr, &cwnd, &rtt
 }
 
 // startSampler starts sampling c every period from now; a period of 0
 // records nothing. The intervals of the first omit are marked omitted, and
 // the times of those after start again from 0, as iperf3 -O reports them.
 // each, if not nil, is called with each interval as it is recorded.
-func startSampler(c *streamCounter, sender bool, period, omit time.Duration, each func(int, IperfInterval)) *streamSampler {
+// tcp, if not nil and sender, gives each interval the sockets' figures.
+func startSampler(c *streamCounter, sender bool, period, omit time.Duration, each func(int, IperfInterval), tcp tcpSource) *streamSampler {
 	s := &streamSampler{c: c, sender: sender, period: period, omit: omit, start: time.Now(), stopCh: make(chan struct{}), done: make(chan struct{}), each: each}
+	s.useTCP(tcp)
 	if period <= 0 {
 		close(s.done)
 		return s
@@ -383,8 +475,42 @@ func (s *streamSampler) run() {
 	omitting := warmup != nil
 	prev := map[int]int64{}
 	start, last := s.start, s.start
+	var (
+		base tcpBase
+		// The last reading that found TCP sockets: the one that ends
+		// the interval when the sockets are gone by then (the peer
+		// closed them as the test ended). The first is the base of the
+		// retransmits.
+		lastStreams map[int]tcpNow
+		lastAll     tcpNow
+		lastOK      bool
+	)
+	readTCP := func() {
+		src := s.tcp.Load()
+		if src == nil {
+			return
+		}
+		if st, a, ok := (*src)(); ok {
+			if !lastOK {
+				base = newTCPBase(st, a)
+			}
+			lastStreams, lastAll, lastOK = st, a, true
+		}
+	}
+	readTCP() // the counters before the first interval
+	// Between the intervals' ends, a sender's sockets are read every
+	// tcpSamplePeriod, so that the last reading is recent however the
+	// test ends.
+	var tcpTick <-chan time.Time
+	if s.sender {
+		tt := time.NewTicker(tcpSamplePeriod)
+		defer tt.Stop()
+		tcpTick = tt.C
+	}
 	record := func(now time.Time) {
 		ids, counts := s.c.snapshot()
+		readTCP()
+		streams, all, tcpOK := lastStreams, lastAll, lastOK
 		a, b := last.Sub(start).Seconds(), now.Sub(start).Seconds()
 		iv := IperfInterval{Streams: []IperfSpan{}}
 		omitted := omitting // each interval its own: omitting changes
@@ -394,11 +520,20 @@ func (s *streamSampler) run() {
 			prev[id] = counts[i]
 			sp := span(a, b, d, s.sender)
 			sp.Socket, sp.Omitted = &ids[i], &omitted
+			if tcpOK {
+				sp.withInterval(id, streams, all, base)
+			}
 			iv.Streams = append(iv.Streams, sp)
 			sum += d
 		}
 		iv.Sum = span(a, b, sum, s.sender)
 		iv.Sum.Omitted = &omitted
+		if tcpOK {
+			// Each socket once, however many streams share it.
+			r := max(0, all.retr-base.all)
+			iv.Sum.Retransmits = &r
+			base = newTCPBase(streams, all)
+		}
 		s.out = append(s.out, iv)
 		if s.each != nil {
 			s.each(len(s.out)-1, iv)
@@ -408,10 +543,13 @@ func (s *streamSampler) run() {
 	for {
 		select {
 		case <-s.stopCh:
-			if len(s.out) == 0 {
-				// A test shorter than one period (a small -n) still has
-				// its interval, as iperf3 writes one.
-				record(time.Now())
+			// The test's last interval, when the stop came before its
+			// tick, or a partial one of at least half a period (a
+			// shorter rest is the start's slack: the sampler starts
+			// before the data); a test shorter than one period (a small
+			// -n) still has its interval.
+			if now := time.Now(); len(s.out) == 0 || now.Sub(last) >= s.period/2 {
+				record(now)
 			}
 			return
 		case now := <-warmup:
@@ -425,8 +563,19 @@ func (s *streamSampler) run() {
 			t.Reset(s.period)
 		case now := <-t.C:
 			record(now)
+		case <-tcpTick:
+			readTCP()
 		}
 	}
+}
+
+// newTCPBase keeps the retransmit counters of a reading.
+func newTCPBase(streams map[int]tcpNow, all tcpNow) tcpBase {
+	b := tcpBase{all: all.retr, streams: make(map[int]int64, len(streams))}
+	for id, t := range streams {
+		b.streams[id] = t.retr
+	}
+	return b
 }
 
 // warmupTimer returns a channel that fires when an omitted warm-up of

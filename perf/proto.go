@@ -49,6 +49,9 @@ const (
 	maxStreams = 1024
 	MaxSeconds = 24 * 3600 // the longest test, in seconds
 	maxCount   = 100_000_000
+	// maxBaselineConns bounds the plain TCP connections of a
+	// --tcp-baseline test (-P times the paths).
+	maxBaselineConns = 256
 )
 
 // Hello is the client's first control message: the test to run.
@@ -109,8 +112,8 @@ func (h *Hello) validate() error {
 		return fmt.Errorf("omit %v s out of range [0, %d]", h.Omit, MaxSeconds)
 	case h.Omit > 0 && h.Bytes > 0:
 		return fmt.Errorf("omit %v s: a test ended by a byte count has no warm-up to omit", h.Omit)
-	case h.Baseline && h.Streams > 1:
-		return fmt.Errorf("-P %d: --tcp-baseline opens one plain TCP connection per path (%d here), not streams; for more connections give more paths (-c, -B)", h.Streams, h.Paths)
+	case h.Baseline && h.Streams*h.Paths > maxBaselineConns:
+		return fmt.Errorf("-P %d over %d paths: --tcp-baseline would open %d plain TCP connections, more than %d", h.Streams, h.Paths, h.Streams*h.Paths, maxBaselineConns)
 	case h.Omit > 0 && h.Baseline:
 		return fmt.Errorf("omit %v s: --tcp-baseline has no warm-up to omit", h.Omit)
 	case h.Bidir && (h.Mode != "bulk" || h.Reverse || h.Baseline || h.Bytes > 0):
@@ -123,11 +126,16 @@ func (h *Hello) validate() error {
 		return fmt.Errorf("bitrate %d: want bits per second, 0 for unlimited", h.Bitrate)
 	case h.Paths < 1 || h.Paths > 64:
 		return fmt.Errorf("paths %d out of range 1..64", h.Paths)
-	case h.Baseline && h.Mode == "pingpong" && h.Size < int64(h.Paths):
-		return fmt.Errorf("size %d is smaller than the %d paths to split it over", h.Size, h.Paths)
+	case h.Baseline && h.Mode == "pingpong" && h.Size < int64(h.baselineConns()):
+		return fmt.Errorf("size %d is smaller than the %d connections to split it over", h.Size, h.baselineConns())
 	}
 	return nil
 }
+
+// baselineConns is how many plain TCP connections a --tcp-baseline test
+// opens: Streams (-P) on each path, as iperf3 -P opens that many; the
+// i-th rides path i mod Paths.
+func (h Hello) baselineConns() int { return h.Streams * h.Paths }
 
 func (h *Hello) duration() time.Duration {
 	if h.Bytes > 0 {

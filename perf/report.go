@@ -60,8 +60,12 @@ type Report struct {
 	Control   transport.StripeStats `json:"control_messages"`
 	Intervals []Interval            `json:"intervals"`
 
-	// sent is the payload sent per plain TCP connection of a baseline test.
-	sent []int64
+	// sent and received are the payload sent and received per plain TCP
+	// connection of a baseline test.
+	sent, received []int64
+	// connTCP has the TCP figures of a baseline test's connections, when
+	// this side sent.
+	connTCP *connsTCP
 }
 
 // Bidir is what the client received in a --bidir test.
@@ -125,7 +129,7 @@ func newReport(o *Options) *Report {
 	r.Encrypted = !o.Config.InsecurePlaintext
 	if o.Baseline {
 		r.Stripe, r.Policy, r.Transport, r.Frag = "manual", "", "tcp", 0
-		r.Streams = len(o.Paths)
+		r.Streams = o.hello().baselineConns()
 		r.Encrypted = false
 	}
 	return r

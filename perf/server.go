@@ -172,12 +172,12 @@ func (s *Server) test(ctx context.Context, sess *transport.Session, ctrl *transp
 	u0, s0 := ctl.CPUTimes()
 	began := time.Now()
 	ctr := &streamCounter{}
-	sampler := startSampler(ctr, h.Reverse, s.Interval, h.omit(), nil)
+	sampler := startSampler(ctr, h.Reverse, s.Interval, h.omit(), nil, nil)
 	var res *Result
 	if h.Baseline {
 		res, err = s.baseline(ctx, sess, ctrl, &h)
 	} else {
-		res, err = s.braid(ctx, ctrl, &h, ctr)
+		res, err = s.braid(ctx, ctrl, &h, ctr, sampler.useTCP)
 	}
 	intervals := sampler.stop()
 	if err != nil {
@@ -242,8 +242,9 @@ func serverPaths(before, after []transport.PathStats) []ServerPath {
 }
 
 // braid runs a braid test: it waits for the client's data session, runs
-// the data phase on it and closes it.
-func (s *Server) braid(ctx context.Context, ctrl *transport.Stream, h *Hello, ctr *streamCounter) (*Result, error) {
+// the data phase on it and closes it. useTCP hands the data session's
+// TCP figures to the server's intervals (used when it sends).
+func (s *Server) braid(ctx context.Context, ctrl *transport.Stream, h *Hello, ctr *streamCounter, useTCP func(tcpSource)) (*Result, error) {
 	cookie := make([]byte, 16)
 	if _, err := rand.Read(cookie); err != nil {
 		return nil, err
@@ -269,6 +270,7 @@ func (s *Server) braid(ctx context.Context, ctrl *transport.Stream, h *Hello, ct
 		return nil, fmt.Errorf("socket options: %w", err)
 	}
 	congestion := sess.SocketInfo().Congestion
+	useTCP(sessionTCP(sess))
 	var warm sync.Mutex
 	before, stripe0 := sess.Stats(), sess.StripeStats()
 	if h.Omit > 0 {
@@ -401,7 +403,7 @@ func (s *Server) iperf(sess *transport.Session, began time.Time, h *Hello, res *
 		ts.Protocol = "braid/tcp"
 	}
 	if h.Baseline {
-		ts.Protocol, ts.NumStreams = "TCP", h.Paths
+		ts.Protocol, ts.NumStreams = "TCP", h.baselineConns()
 	}
 	if h.Reverse {
 		ts.Reverse = 1

@@ -26,9 +26,10 @@ func TestBusyCountsLentTimeOnlyWithUnitsOut(t *testing.T) {
 	step(time.Hour) // idle again
 	b.sent()
 	step(5 * time.Millisecond)
-	b.back(0) // lost with its stream
+	b.lost() // lost with its stream
 
-	compute, lent := b.totals()
+	use := b.totals()
+	compute, lent := use.compute, use.lent
 	if want := 60 * time.Millisecond; compute != want {
 		t.Errorf("compute %v, want %v", compute, want)
 	}
@@ -36,8 +37,11 @@ func TestBusyCountsLentTimeOnlyWithUnitsOut(t *testing.T) {
 	if want := 110 * time.Millisecond; lent != want {
 		t.Errorf("lent %v, want %v", lent, want)
 	}
+	if use.tries != 2 {
+		t.Errorf("%d tries, want the 2 results (the lost unit was no try)", use.tries)
+	}
 	b.back(time.Second) // a stray result: the count stays sane
-	if _, lent2 := b.totals(); lent2 != lent {
+	if lent2 := b.totals().lent; lent2 != lent {
 		t.Errorf("lent grew to %v with nothing out", lent2)
 	}
 }

@@ -323,14 +323,14 @@ func (s *Server) drop(p *peer, cause error) {
 	if !s.kill(p) {
 		return
 	}
-	compute, lent := p.busy.totals()
+	use := p.busy.totals()
 	s.mu.Lock()
 	current := s.peers[p.id] == p
 	closing := s.closing
 	if current {
 		delete(s.peers, p.id)
 		if cause != nil && !closing {
-			s.gone[p.id] = death{at: time.Now(), cause: cause.Error(), compute: compute, lent: lent}
+			s.gone[p.id] = death{at: time.Now(), cause: cause.Error(), usage: use}
 		}
 	}
 	s.mu.Unlock()
@@ -359,9 +359,9 @@ func (s *Server) drop(p *peer, cause error) {
 // death is a worker the server declared dead: when and why, and its
 // compute figures up to then (busy.totals), which the listing keeps.
 type death struct {
-	at            time.Time
-	cause         string
-	compute, lent time.Duration
+	at    time.Time
+	cause string
+	usage
 }
 
 // lostAll books the assignments the scheduler took back from a worker
@@ -393,7 +393,7 @@ func (s *Server) runStream(ctx context.Context, p *peer, ps *pstream) {
 	ps.st.Close()
 	wg.Wait()
 	for _, f := range ps.takeAll() {
-		p.busy.back(0)
+		p.busy.lost()
 		if f.preempted {
 			s.lc.Preempted(f.a)
 			continue

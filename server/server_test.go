@@ -194,8 +194,8 @@ func TestWorkerComputeFraction(t *testing.T) {
 	if err != nil || len(ws) != 1 {
 		t.Fatalf("workers %+v, %v: want one", ws, err)
 	}
-	if ws[0].ComputeNanos != 0 || ws[0].LentNanos != 0 {
-		t.Fatalf("an idle worker shows compute %d ns of %d ns lent, want 0 and 0", ws[0].ComputeNanos, ws[0].LentNanos)
+	if ws[0].ComputeNanos != 0 || ws[0].LentNanos != 0 || ws[0].Tries != 0 {
+		t.Fatalf("an idle worker shows compute %d ns of %d ns lent in %d tries, want 0, 0 and 0", ws[0].ComputeNanos, ws[0].LentNanos, ws[0].Tries)
 	}
 	const units, ms = 20, 5
 	st := c.run(api.JobRequest{Op: "sleep", Input: c.put([]byte("x")), Units: units, Params: map[string]string{"ms": "5"}})
@@ -214,6 +214,10 @@ func TestWorkerComputeFraction(t *testing.T) {
 	}
 	if f := w.ComputeFraction(); f <= 0 || f > 1 {
 		t.Errorf("compute fraction %.3f, want within (0, 1]", f)
+	}
+	// Every unit was computed here, and any backup copy too.
+	if w.Tries < units || w.Tries < w.Done {
+		t.Errorf("%d tries computed, want at least the %d units (%d credited)", w.Tries, units, w.Done)
 	}
 }
 

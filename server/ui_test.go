@@ -88,6 +88,24 @@ func artifacts(t *testing.T) string {
 func TestDashboard(t *testing.T) {
 	bin := chromium(t)
 	c := newCluster(t, nil)
+	mon, err := c.c.CreateToken(t.Context(), api.RoleMonitor, "dashboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := c.srv.URL() + api.PathUI + "#token=" + mon.Token
+
+	// A new cluster: the tables say that they are empty, and why.
+	emptyDom := headless(t, bin, url, "--dump-dom")
+	if !strings.Contains(emptyDom, `data-loaded="1"`) {
+		t.Fatalf("the page did not load its data; DOM:\n%s", emptyDom)
+	}
+	for table, want := range map[string]string{"jobs": "no jobs yet", "workers": "no workers registered", "paths": "no live sessions"} {
+		body := regexp.MustCompile(`(?s)<table id="` + table + `">.*?<tbody>(.*?)</tbody>`).FindStringSubmatch(emptyDom)
+		if body == nil || !regexp.MustCompile(`<tr class="empty"><td colspan="\d+">`+want).MatchString(body[1]) {
+			t.Errorf("the empty %s table does not say %q: %v", table, want, body)
+		}
+	}
+
 	w1, log1 := c.loggedWorker(2)
 	w2, log2 := c.loggedWorker(1)
 	c.waitWorkers(2)
@@ -102,18 +120,15 @@ func TestDashboard(t *testing.T) {
 	for _, u := range tl.Units {
 		threadOf[fmt.Sprintf("%s/%d/%d", u.Worker, u.Unit, u.Attempt)] = u.Thread
 	}
-	mon, err := c.c.CreateToken(t.Context(), api.RoleMonitor, "dashboard")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := c.srv.URL() + api.PathUI + "#token=" + mon.Token
-
 	dom := headless(t, bin, url, "--dump-dom")
 	if !strings.Contains(dom, `data-loaded="1"`) {
 		t.Fatalf("the page did not load its data; DOM:\n%s", dom)
 	}
 	if strings.Contains(dom, mon.Token) {
 		t.Error("the token is in the page's DOM")
+	}
+	if strings.Contains(dom, `class="empty"`) {
+		t.Errorf("a table with rows still says it is empty; DOM:\n%s", dom)
 	}
 	// The job's row: its ID, state and progress.
 	row := regexp.MustCompile(`(?s)<tr data-job="` + fmt.Sprint(st.Job) + `" data-state="done"[^>]*>(.*?)</tr>`).FindStringSubmatch(dom)
@@ -134,13 +149,21 @@ func TestDashboard(t *testing.T) {
 		for _, v := range x.tw.w.IDs() {
 			id = v
 		}
-		wrow := regexp.MustCompile(`(?s)<tr data-worker="` + regexp.QuoteMeta(id) + `">(.*?)</tr>`).FindStringSubmatch(dom)
+		wrow := regexp.MustCompile(`(?s)<tr data-worker="` + regexp.QuoteMeta(id) + `" class="live">(.*?)</tr>`).FindStringSubmatch(dom)
 		if wrow == nil {
 			t.Errorf("no row for worker %s", id)
 			continue
 		}
 		if !strings.Contains(wrow[1], ">live<") || !strings.Contains(wrow[1], fmt.Sprintf(`<td class="num threads">%d</td>`, x.threads)) {
 			t.Errorf("worker %s row does not show it live with %d threads: %s", id, x.threads, wrow[1])
+		}
+		var done, tries int
+		if m := regexp.MustCompile(`<td class="num done">(\d+)</td><td class="num tries"[^>]*>(\d+)</td>`).FindStringSubmatch(wrow[1]); m != nil {
+			fmt.Sscan(m[1], &done)
+			fmt.Sscan(m[2], &tries)
+		}
+		if tries < done || tries == 0 {
+			t.Errorf("worker %s row shows %d tries computed for %d units done: %s", id, tries, done, wrow[1])
 		}
 		if !regexp.MustCompile(`<tr data-worker="` + regexp.QuoteMeta(id) + `" data-path="0">.*?>up<`).MatchString(dom) {
 			t.Errorf("no live path of worker %s", id)
@@ -242,7 +265,7 @@ func TestDashboard(t *testing.T) {
 	}
 	for _, tw := range []*testWorker{w1, w2} {
 		id := workerID(tw)
-		wrow := regexp.MustCompile(`(?s)<tr data-worker="` + regexp.QuoteMeta(id) + `">(.*?)</tr>`).FindStringSubmatch(busyDom)
+		wrow := regexp.MustCompile(`(?s)<tr data-worker="` + regexp.QuoteMeta(id) + `" class="live">(.*?)</tr>`).FindStringSubmatch(busyDom)
 		if wrow == nil || !strings.Contains(wrow[1], `<td class="num busy">100%</td>`) {
 			t.Errorf("worker %s, all of whose threads compute, is not shown 100%% busy: %v", id, wrow)
 		}
@@ -264,9 +287,20 @@ func TestDashboard(t *testing.T) {
 	doomed := c.waitHolding(r)
 	c.kill(r, doomed.ID)
 	deadDom := headless(t, bin, url, "--dump-dom")
-	drow := regexp.MustCompile(`(?s)<tr data-worker="` + regexp.QuoteMeta(doomed.ID) + `">(.*?)</tr>`).FindStringSubmatch(deadDom)
+	dead, err := c.c.Worker(t.Context(), doomed.ID, false)
+	if err != nil || dead.Alive || dead.DiedOf == "" {
+		t.Fatalf("the killed worker is %+v, %v: want dead with a cause", dead, err)
+	}
+	// Its row stays, greyed (class dead), and says in a cell of its own,
+	// not only in a tooltip, when and why it died.
+	drow := regexp.MustCompile(`(?s)<tr data-worker="` + regexp.QuoteMeta(doomed.ID) + `" class="dead">(.*?)</tr>`).FindStringSubmatch(deadDom)
 	if drow == nil {
-		t.Fatalf("no row for the killed worker %s; DOM:\n%s", doomed.ID, deadDom)
+		t.Fatalf("no greyed row for the killed worker %s; DOM:\n%s", doomed.ID, deadDom)
+	}
+	died := regexp.MustCompile(`<td class="died" title="[^"]*">([^<]*)</td>`).FindStringSubmatch(drow[1])
+	if died == nil || !strings.HasPrefix(died[1], "dead since ") ||
+		!strings.Contains(died[1], html.EscapeString(dead.DiedOf[:min(40, len(dead.DiedOf))])) {
+		t.Errorf("the killed worker's row does not show when and why it died (%q): %s", dead.DiedOf, drow[1])
 	}
 	for _, want := range []string{">dead<", `title="dead since `, `<td class="num running">0</td>`, `<td class="num queued">0</td>`, `<td class="num load"></td>`} {
 		if !strings.Contains(drow[1], want) {

@@ -302,13 +302,13 @@ func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 	d := s.gone[w.ID]
 	s.mu.Unlock()
 	var paths []api.PathInfo
-	compute, lent := d.compute, d.lent
+	use := d.usage
 	if !alive {
 		// Its units were taken back when it died: the last heartbeat's
 		// counts are no longer on it.
 		w.Running, w.Queued = 0, 0
 	} else {
-		compute, lent = p.busy.totals()
+		use = p.busy.totals()
 		for _, ps := range p.sess.Stats() {
 			paths = append(paths, api.PathInfo{Local: ps.Local, Remote: ps.Remote, State: ps.State,
 				BytesSent: ps.BytesSent, BytesReceived: ps.BytesReceived, RateBps: ps.RateBps, RTTNanos: ps.RTT.Nanoseconds()})
@@ -329,8 +329,9 @@ func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 		Done:       w.Done,
 		Paths:      paths,
 
-		ComputeNanos: compute.Nanoseconds(),
-		LentNanos:    lent.Nanoseconds(),
+		Tries:        use.tries,
+		ComputeNanos: use.compute.Nanoseconds(),
+		LentNanos:    use.lent.Nanoseconds(),
 	}
 }
 

@@ -78,9 +78,16 @@ function short(s, n) { return s.length > n ? s.slice(0, n - 1) + "\u2026" : s; }
 
 function when(t) { return t ? new Date(t).toLocaleTimeString() : ""; }
 
+// empty says in a table's body that it has no rows, with why.
+function empty(body, text) {
+  const cols = body.parentElement.tHead.rows[0].cells.length;
+  body.append(el("tr", { class: "empty" }, el("td", { colspan: cols }, text)));
+}
+
 function renderJobs(jobs) {
   const body = $("jobs").tBodies[0];
   body.replaceChildren();
+  if (!jobs.length) empty(body, "no jobs yet: submit one (braid submit, braid local) and it shows here");
   for (const j of jobs) {
     const u = j.units || {};
     const pct = u.total ? Math.round(100 * u.done / u.total) : 0;
@@ -110,6 +117,15 @@ function deathOf(w) {
   return "dead since " + when(w.died) + (w.died_of ? ": " + w.died_of : "");
 }
 
+// diedCell shows a dead worker's death in its row: when (the server's
+// clock, in this browser's time zone) and why, the cause cut short with
+// the whole in the title. Empty for a live worker.
+function diedCell(w) {
+  if (w.alive) return el("td", { class: "died" });
+  const text = deathOf(w);
+  return el("td", { class: "died", title: text }, short(text, 120));
+}
+
 function renderWorkers(workers) {
   const body = $("workers").tBodies[0];
   body.replaceChildren();
@@ -117,6 +133,7 @@ function renderWorkers(workers) {
   pbody.replaceChildren();
   const now = performance.now();
   const seen = new Map();
+  if (!workers.length) empty(body, "no workers registered: start one (braid worker) and it shows here");
   for (const w of workers) {
     const threads = w.threads || 0;
     // Busy: the share of the lent threads computing now (last heartbeat).
@@ -124,15 +141,19 @@ function renderWorkers(workers) {
     // Compute share: compute time over the thread time lent while the
     // worker had units (the rest went to waiting for and moving units).
     const share = w.lent_ns ? Math.round(100 * (w.compute_ns || 0) / w.lent_ns) + "%" : "";
-    body.append(el("tr", { "data-worker": w.id },
+    // A dead worker's row stays, greyed, as long as the server lists it,
+    // with when and why it died.
+    body.append(el("tr", { "data-worker": w.id, class: w.alive ? "live" : "dead" },
       el("td", {}, w.id),
       el("td", {}, w.name || ""),
       el("td", { class: w.alive ? "state-done" : "state-failed", title: w.alive ? "" : deathOf(w) }, w.alive ? "live" : "dead"),
+      diedCell(w),
       el("td", { class: "num threads" }, threads),
       el("td", { class: "num running" }, w.running),
       el("td", { class: "num queued" }, w.queued),
       el("td", { class: "num load" }, w.alive ? (w.load || 0).toFixed(2) : ""),
       el("td", { class: "num done" }, w.done || 0),
+      el("td", { class: "num tries", title: "tries computed: the units done and copies whose result came second or failed" }, w.tries || 0),
       el("td", { class: "num compute" }, secs((w.compute_ns || 0) / 1e9)),
       el("td", { class: "num busy" }, busy),
       el("td", { class: "num share", title: "compute time / thread time lent while it had units" }, share)));
@@ -157,6 +178,7 @@ function renderWorkers(workers) {
         el("td", { class: "num" }, p.rtt_ns ? secs(p.rtt_ns / 1e9) : "")));
     });
   }
+  if (!pbody.rows.length) empty(pbody, "no live sessions: no worker is connected");
   lastPaths = seen;
 }
 
