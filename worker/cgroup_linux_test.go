@@ -187,7 +187,7 @@ func ownMemoryCgroup(procCgroup, root string) (dir, file string, err error) {
 // oom_control's oom_kill 0), and what the units took from the cgroup at
 // its peak, over the idle worker's usage, is within a unit's memory and
 // its stack reserve per thread (a unit's transient 2x, issue 25, passed
-// it).
+// it), and is handed back once they end.
 func TestCgroupHostileUnit(t *testing.T) {
 	const limit, threads = 4 << 30, 2
 	child := memCgroup(t, limit)
@@ -217,6 +217,14 @@ func TestCgroupHostileUnit(t *testing.T) {
 	if j.State != api.JobFailed || !strings.Contains(j.Error, "memory limit of 376 MiB reached") || strings.Contains(j.Error, "lost") {
 		t.Errorf("units growing memory past --unit-mem 376M: %s %q, want failed on \"memory limit of 376 MiB reached\"", j.State, j.Error)
 	}
+	// The job failed with its first unit: the other may still run. The
+	// counters are read once the worker says it runs nothing.
+	if !testwait.Until(time.Minute, func() bool {
+		now := c.workers()
+		return len(now) == 1 && now[0].Running == 0 && now[0].Queued == 0
+	}) {
+		t.Errorf("the worker still runs units a minute after the job ended: %+v", c.workers())
+	}
 	after := readCgroup(t, child)
 	if !w.alive() {
 		t.Fatalf("the worker ended (%v)", w.err)
@@ -239,8 +247,11 @@ func TestCgroupHostileUnit(t *testing.T) {
 		t.Errorf("the units took %.1f MiB from the cgroup at the peak, more than the %d MiB that %d threads of %d MiB units and their stack reserve may",
 			mib(peak-before["current"]), threads*(want+wasm.StackReserve)>>20, threads, want>>20)
 	}
-	t.Logf("cgroup %s: the idle worker used %.1f MiB, at its peak %.1f MiB (%.1f MiB more; a unit may take %d MiB + %d MiB of stack on each of %d threads); counters %v",
-		child, mib(before["current"]), mib(after["peak"]), mib(after["peak"]-before["current"]), want>>20, wasm.StackReserve>>20, threads, after)
+	if held := after["current"] - before["current"]; held > 64<<20 {
+		t.Errorf("idle again after the units, the worker holds %.1f MiB more than before them: their memory was not handed back", mib(held))
+	}
+	t.Logf("cgroup %s: the idle worker used %.1f MiB, at its peak %.1f MiB (%.1f MiB more; a unit may take %d MiB + %d MiB of stack on each of %d threads), %.1f MiB once idle again; counters %v",
+		child, mib(before["current"]), mib(after["peak"]), mib(after["peak"]-before["current"]), want>>20, wasm.StackReserve>>20, threads, mib(after["current"]), after)
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
