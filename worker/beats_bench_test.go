@@ -11,40 +11,50 @@ import (
 	"github.com/braid-hpc/braid/internal/wasmtest"
 )
 
-// fills128 is a module without loops that runs memory.fill over 128 MiB
-// n times: each a native memset of some 10-30 ms that nothing preempts
-// (issue 25's bulk-memory units; the sandbox goes to Go between two).
-func fills128(n int) []byte {
-	fill := wasmtest.I32(wasmtest.I32(wasmtest.I32(nil, 0), 1), 128<<20)
+// fills is a module without loops that runs memory.fill over size bytes
+// n times (n a multiple of 10): each one instruction, which wazero lowers
+// to one native memset (issue 25's bulk-memory units).
+func fills(size int32, n int) []byte {
+	fill := wasmtest.I32(wasmtest.I32(wasmtest.I32(nil, 0), 1), size)
 	fill = append(fill, wasmtest.MemoryFill...)
-	return wasmtest.Module{MemPages: 2048, Funcs: [][]byte{wasmtest.Repeat(fill, 10)}, Start: wasmtest.Repeat([]byte{0x10, 1}, n/10)}.Bytes()
+	return wasmtest.Module{MemPages: uint32(size>>16) + 1, Funcs: [][]byte{wasmtest.Repeat(fill, 10)}, Start: wasmtest.Repeat([]byte{0x10, 1}, n/10)}.Bytes()
 }
 
 // BenchmarkBeatGapBulkFill measures how late a worker's heartbeats come
 // while every one of its threads runs memory.fill-heavy units: a real
 // braid server and `braid worker --threads 2` (processes of the braid
 // binary, without -race), a job of two units that each fill 128 MiB 300
-// times (about 10 s on 2 threads of a quiet host), and the server's view
-// of the worker before and after (braid workers --json): the longest gap
-// between two frames on the data-plane path (a path goes down at 500 ms)
-// and between two heartbeats (HTTP or data plane; a worker is dead after
-// 5 s), and the "path down" lines the server and the worker logged. The
-// "idle" figures are the same maxima after 3 s of an idle worker: a gap
-// the fills caused shows as busy above idle.
+// times (about 10 s on 2 threads of a quiet host) or 1 GiB 20 times, and
+// the server's view of the worker before and after (braid workers
+// --json): the longest gap between two frames on the data-plane path (a
+// path goes down at 500 ms) and between two heartbeats (HTTP or data
+// plane; a worker is dead after 5 s), and the "path down" lines the
+// server and the worker logged. The "idle" figures are the same maxima
+// after 3 s of an idle worker: a gap the fills caused shows as busy above
+// idle.
 //
 // procs=2 runs the worker as it runs by default on this 2-core host
 // (GOMAXPROCS = the CPUs, here its threads); procs=3 gives its Go runtime
 // one more P than it lends threads, so that the data plane never waits
-// for a unit to reach a point where Go can preempt it (docs/benchmarks.md,
-// "Heartbeats beside bulk-memory units"). Run it with -benchtime=1x,
-// under the quiet lock for figures.
+// for a unit to reach a point where Go can preempt it. Figures in
+// docs/benchmarks.md ("Heartbeats beside bulk-memory units"). Run it with
+// -benchtime=1x, under the quiet lock for figures.
 func BenchmarkBeatGapBulkFill(b *testing.B) {
-	for _, procs := range []int{2, 3} {
-		b.Run(fmt.Sprintf("procs=%d", procs), func(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		size  int32 // bytes a fill
+		n     int   // fills a unit
+		procs int
+	}{
+		{"fill=128MiB/procs=2", 128 << 20, 300, 2},
+		{"fill=128MiB/procs=3", 128 << 20, 300, 3},
+		{"fill=1GiB/procs=2", 1 << 30, 20, 2},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
 			c := newCluster(b, braidBinary(b))
-			w := c.worker("w", 2, []string{"env", fmt.Sprintf("GOMAXPROCS=%d", procs)})
+			w := c.worker("w", 2, []string{"env", fmt.Sprintf("GOMAXPROCS=%d", bc.procs)})
 			ws := c.waitWorkers(1)
-			c.addOp("fills", fills128(300))
+			c.addOp("fills", fills(bc.size, bc.n))
 			in := c.put([]byte("x"))
 			time.Sleep(3 * time.Second) // idle maxima: pings and heartbeats at their own pace
 			idle := c.waitWorkers(1)[0]
@@ -52,7 +62,7 @@ func BenchmarkBeatGapBulkFill(b *testing.B) {
 			var took time.Duration
 			for b.Loop() {
 				start := time.Now()
-				j := c.run("--op", "fills", "--input", in, "--repeat", "2", "--unit-mem", "256M", "--unit-timeout", "5m", "--max-tries", "1")
+				j := c.run("--op", "fills", "--input", in, "--repeat", "2", "--unit-mem", fmt.Sprint(bc.size+1<<20), "--unit-timeout", "5m", "--max-tries", "1")
 				took = time.Since(start)
 				if j.State != api.JobDone {
 					b.Fatalf("the fills job: %s %q", j.State, j.Error)
@@ -80,8 +90,8 @@ func BenchmarkBeatGapBulkFill(b *testing.B) {
 			b.ReportMetric(float64(busy.MaxBeatGapNanos)/1e6, "busy-beat-gap-ms")
 			b.ReportMetric(float64(downs), "path-downs")
 			b.ReportMetric(took.Seconds(), "job-s")
-			b.Logf("GOMAXPROCS=%d: 2 units of 300 fills of 128 MiB in %v; path gap %.0f ms idle, %.0f ms with the fills; heartbeat gap %v idle, %v with the fills; %d path down",
-				procs, took.Round(time.Millisecond), gap(idle), gap(busy), time.Duration(idle.MaxBeatGapNanos).Round(time.Millisecond),
+			b.Logf("GOMAXPROCS=%d: 2 units of %d fills of %d MiB in %v; path gap %.0f ms idle, %.0f ms with the fills; heartbeat gap %v idle, %v with the fills; %d path down",
+				bc.procs, bc.n, bc.size>>20, took.Round(time.Millisecond), gap(idle), gap(busy), time.Duration(idle.MaxBeatGapNanos).Round(time.Millisecond),
 				time.Duration(busy.MaxBeatGapNanos).Round(time.Millisecond), downs)
 		})
 	}
