@@ -55,14 +55,18 @@ import (
 // fills and copies run (2-10 GB/s). So a run does not overshoot its time
 // by a bulk instruction's length: it stops before one that would pass the
 // deadline, up to the instruction's estimated length early. The two
-// scratch globals ($n, i32; $c, i64) follow the countdown global.
+// scratch globals ($n, i32; $c, i64) follow the countdown global. A
+// memory.fill or memory.copy longer than 1 MiB then runs a slice at a
+// time, in two functions the rewrite adds, with a call of braid.tick
+// between two slices, so that Go can preempt it (bulk.go).
 //
 // braid.tick takes one i64: 0 from the countdown, the pending charge
 // before a bulk instruction, and depthExceeded from the call depth check
 // of depth.go, whose global $depth follows the scratch globals.
 //
-// The rewrite adds function types (braid.tick's, and those depth.go needs
-// for the block that wraps a function body), one import (tickModule.tickName,
+// The rewrite adds function types (braid.tick's, those depth.go needs
+// for the block that wraps a function body, and bulk.go's), two functions
+// after the module's own (bulk.go's), one import (tickModule.tickName,
 // appended after the module's own imports, so every defined function's
 // index grows by one: calls, ref.func, exports, the start function and
 // element segments are renumbered) and four globals (appended, so no
