@@ -187,9 +187,13 @@ func ownMemoryCgroup(procCgroup, root string) (dir, file string, err error) {
 // oom_control's oom_kill 0), and what the units took from the cgroup at
 // its peak, over the idle worker's usage, is within a unit's memory and
 // its stack reserve per thread (a unit's transient 2x, issue 25, passed
-// it), and is handed back once they end.
+// it), and is handed back once they end. It skips as TestCgroupDefaultCap
+// does (memCgroup), and in -short runs.
 func TestCgroupHostileUnit(t *testing.T) {
 	const limit, threads = 4 << 30, 2
+	if testing.Short() {
+		t.Skip("builds braid and runs a server and a worker; not in -short")
+	}
 	child := memCgroup(t, limit)
 	want := defaultMaxUnitMem(limit, threads)
 	if want != 376<<20 {
