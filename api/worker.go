@@ -111,6 +111,12 @@ type WorkerInfo struct {
 	// Paths are the paths of the server's data-plane session to the
 	// worker, one per address, while the worker is live.
 	Paths []PathInfo `json:"paths,omitempty"`
+	// MaxBeatGapNanos is, for a live worker, the longest the server went
+	// between two of its heartbeats (HTTP or data plane) since it became
+	// live: compare it with the heartbeat interval, and with the worker
+	// timeout after which a silent worker is declared dead. 0 before its
+	// second heartbeat.
+	MaxBeatGapNanos int64 `json:"max_beat_gap_ns,omitempty"`
 }
 
 // PathInfo is one path of the data-plane session between the server and
@@ -131,6 +137,11 @@ type PathInfo struct {
 	// bit/s; RTTNanos its smoothed round-trip time.
 	RateBps  float64 `json:"rate_bps"`
 	RTTNanos int64   `json:"rtt_ns"`
+	// MaxGapNanos is the longest the server waited between two frames
+	// from the worker on this path, heartbeats included: a path goes
+	// down when it reaches the data plane's path timeout (500 ms by
+	// default). 0 when not known.
+	MaxGapNanos int64 `json:"max_gap_ns,omitempty"`
 }
 
 // WorkerList is the answer to GET /v1/workers.

@@ -153,6 +153,17 @@ func TestHeartbeatsScaleWithCluster(t *testing.T) {
 	if h, err := c.c.Health(t.Context()); err != nil || h.Workers != workers {
 		t.Errorf("after beating less often: %+v, %v; want %d live workers", h, err, workers)
 	}
+	// The workers list shows the longest wait between two heartbeats:
+	// about the 400 ms asked for, never the 50 ms configured.
+	ws, err = c.c.Workers(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		if gap := time.Duration(w.MaxBeatGapNanos); gap < 300*time.Millisecond {
+			t.Errorf("worker %s: longest gap between heartbeats %v, want about 400 ms (one each 400 ms)", w.ID, gap)
+		}
+	}
 }
 
 // TestHeartbeatsOnDataPlane: the server asks a live worker for its

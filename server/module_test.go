@@ -379,6 +379,9 @@ func TestUnitMemBeyondWorkers(t *testing.T) {
 	c := newCluster(t, nil)
 	c.addWorker(1, func(cfg *worker.Config) { cfg.MaxUnitMem = 64 << 20 })
 	c.waitWorkers(1)
+	if ws, err := c.c.Workers(t.Context()); err != nil || len(ws) != 1 || ws[0].MaxUnitMem != 64<<20 {
+		t.Fatalf("the workers list: %+v, %v; want one worker allowing 64 MiB a unit (max_unit_mem)", ws, err)
+	}
 	c.addOp("cat", wasmtest.Cat, client.OpOptions{})
 	in := c.put([]byte("abc"))
 	_, err := c.c.Submit(t.Context(), api.JobRequest{Op: "cat", Input: in, UnitMem: 1 << 30})

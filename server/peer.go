@@ -50,6 +50,10 @@ type peer struct {
 	// computing is the units executing on the worker by job, from its
 	// last heartbeat.
 	computing map[uint64]int
+	// lastBeat is when its last heartbeat came (either way), and
+	// maxBeatGap the longest time between two (api.WorkerInfo.MaxBeatGapNanos).
+	lastBeat   time.Time
+	maxBeatGap time.Duration
 
 	// busy is the worker's compute fraction over this session.
 	busy *busy

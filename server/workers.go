@@ -227,8 +227,13 @@ func (s *Server) noteBeat(p *peer, hb api.Heartbeat, via string) error {
 		return kindf(errBadRequest, "heartbeat: running and queued must not be negative")
 	}
 	p.seen()
+	now := time.Now()
 	p.mu.Lock()
 	p.computing = hb.Jobs
+	if !p.lastBeat.IsZero() {
+		p.maxBeatGap = max(p.maxBeatGap, now.Sub(p.lastBeat))
+	}
+	p.lastBeat = now
 	p.mu.Unlock()
 	s.beats.add(store.Beat{Worker: p.id, Running: hb.Running, Queued: hb.Queued, Load: hb.Load})
 	s.metrics.heartbeats.WithLabelValues(via).Inc()
@@ -303,31 +308,37 @@ func (s *Server) workerInfo(w store.Worker) api.WorkerInfo {
 	s.mu.Unlock()
 	var paths []api.PathInfo
 	use := d.usage
+	var maxUnitMem int64 // what the live worker registered
+	var beatGap time.Duration
 	if !alive {
 		// Its units were taken back when it died: the last heartbeat's
 		// counts are no longer on it.
 		w.Running, w.Queued = 0, 0
 	} else {
 		use = p.busy.totals()
+		p.mu.Lock()
+		maxUnitMem, beatGap = p.reg.MaxUnitMem, p.maxBeatGap
+		p.mu.Unlock()
 		for _, ps := range p.sess.Stats() {
 			paths = append(paths, api.PathInfo{Local: ps.Local, Remote: ps.Remote, State: ps.State,
-				BytesSent: ps.BytesSent, BytesReceived: ps.BytesReceived, RateBps: ps.RateBps, RTTNanos: ps.RTT.Nanoseconds()})
+				BytesSent: ps.BytesSent, BytesReceived: ps.BytesReceived, RateBps: ps.RateBps, RTTNanos: ps.RTT.Nanoseconds(), MaxGapNanos: ps.MaxGap.Nanoseconds()})
 		}
 	}
 	return api.WorkerInfo{
 		ID: w.ID,
 		Register: api.Register{Name: w.Name, Addresses: w.Addresses, Cores: w.Cores, Memory: w.Memory, Disk: w.Disk,
-			CPUMHz: w.CPUMHz, Threads: w.Threads, Ops: w.Ops},
-		Registered: w.Registered,
-		LastSeen:   w.LastSeen,
-		Alive:      alive,
-		Died:       d.at,
-		DiedOf:     d.cause,
-		Running:    w.Running,
-		Queued:     w.Queued,
-		Load:       w.Load,
-		Done:       w.Done,
-		Paths:      paths,
+			CPUMHz: w.CPUMHz, Threads: w.Threads, Ops: w.Ops, MaxUnitMem: maxUnitMem},
+		Registered:      w.Registered,
+		LastSeen:        w.LastSeen,
+		Alive:           alive,
+		Died:            d.at,
+		DiedOf:          d.cause,
+		Running:         w.Running,
+		Queued:          w.Queued,
+		Load:            w.Load,
+		Done:            w.Done,
+		Paths:           paths,
+		MaxBeatGapNanos: beatGap.Nanoseconds(),
 
 		Tries:        use.tries,
 		ComputeNanos: use.compute.Nanoseconds(),

@@ -213,6 +213,9 @@ func testBlackhole(t *testing.T, tr string) {
 	if p.SilentFor < pathTimeout*7/8 || p.SilentFor > pathTimeout {
 		t.Errorf("path 0 declared down after %v of silence, want PathTimeout (%v) less at most an eighth", p.SilentFor, pathTimeout)
 	}
+	if p.MaxGap < p.SilentFor {
+		t.Errorf("path 0's longest gap between frames is %v, shorter than the %v of silence that took it down", p.MaxGap, p.SilentFor)
+	}
 	t.Logf("path 0 declared down %v after the blackhole, after %v of silence", p.DownAt.Sub(blackholed).Round(time.Millisecond), p.SilentFor.Round(time.Millisecond))
 	relays[0].Blackhole(false)
 	testwait.For(t, "path 0 to rejoin", 10*time.Second, func() bool { return c.Stats()[0].State == "up" })

@@ -62,7 +62,10 @@ type path struct {
 	// rx0 is when a frame was last read on lane 0 of the channel, or
 	// when the channel began (UnixNano): heartbeat probes a path only
 	// after it has been silent for a while.
-	rx0       atomic.Int64
+	rx0 atomic.Int64
+	// maxGap is the longest wait, in nanoseconds, between two frames
+	// read on lane 0 over every channel of the path (PathStats.MaxGap).
+	maxGap    atomic.Int64
 	downAt    time.Time     // when the path was last declared down
 	silentFor time.Duration // of that time, if for silence (silenceError)
 	// refused: the path is down and its last redial was refused
@@ -663,4 +666,14 @@ func socketOf(c net.Conn) net.Conn {
 		return sc.secureConn.Conn
 	}
 	return c
+}
+
+// noteGap raises p.maxGap to gap if that is longer.
+func (p *path) noteGap(gap time.Duration) {
+	for range 100 { // bounded: lane-0 readers of two channels rarely race
+		old := p.maxGap.Load()
+		if int64(gap) <= old || p.maxGap.CompareAndSwap(old, int64(gap)) {
+			return
+		}
+	}
 }

@@ -58,6 +58,9 @@ func (s *Session) readLoop(p *path, conn net.Conn, gen int, id uint16, l *lane) 
 		// transport's clock said when the deadline fell due, whatever the
 		// scheduler's delay in waking this goroutine after it.
 		err = &silenceError{timeout: s.cfg.PathTimeout, silent: r.lastDeadline.Add(s.cfg.PathTimeout).Sub(r.lastFrame)}
+		if id == 0 {
+			p.noteGap(time.Since(r.lastFrame))
+		}
 	}
 	s.pathDown(p, gen, &PathError{Path: p.id, Local: p.local, Remote: p.remote, Op: op, Err: err})
 }
@@ -117,14 +120,20 @@ type reader struct {
 func (r *reader) run() error {
 	s := r.s
 	var hdr [wire.HeaderLen]byte
+	var maxGap time.Duration // of this channel, as stored in p.maxGap
 	for {
 		now := time.Now()
-		r.lastFrame = now
+		gap := now.Sub(r.lastFrame)
 		// Heartbeats arrive on lane 0 only: the others may stay idle for
 		// as long as their streams have nothing to send.
 		if r.lane == 0 {
 			r.p.rx0.Store(now.UnixNano())
+			if gap > maxGap && !r.lastFrame.IsZero() {
+				maxGap = gap
+				r.p.noteGap(gap)
+			}
 		}
+		r.lastFrame = now
 		if r.lane == 0 && now.Sub(r.lastDeadline) > s.cfg.PathTimeout/8 {
 			_ = r.conn.SetReadDeadline(now.Add(s.cfg.PathTimeout))
 			r.lastDeadline = now

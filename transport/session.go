@@ -345,6 +345,13 @@ type PathStats struct {
 	// later on a loaded host).
 	DownAt    time.Time     `json:"down_at,omitzero"`
 	SilentFor time.Duration `json:"silent_for_ns,omitempty"`
+	// MaxGap is the longest time between two frames read on the path's
+	// first lane (where its heartbeats travel), over all its channels:
+	// how close the path came to its PathTimeout. A peer that keeps
+	// beating on time holds it near the probe interval; a stalled peer
+	// (a process not scheduled, a long pause) shows here before it
+	// passes PathTimeout and the path goes down.
+	MaxGap time.Duration `json:"max_gap_ns,omitempty"`
 }
 
 // Stats returns per-path statistics ordered by path id.
@@ -368,6 +375,7 @@ func (s *Session) Stats() []PathStats {
 			Fragments:     p.fragments.Load(),
 			Probes:        p.pings.Load(),
 			Integrity:     p.integrity.Load(),
+			MaxGap:        time.Duration(p.maxGap.Load()),
 		}
 		switch p.conn.(type) {
 		case *secureConn, *secureLanes:

@@ -98,6 +98,25 @@ func BenchmarkRunSmallCopies(b *testing.B) {
 	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N)/n, "cpu-ns/copy")
 }
 
+// BenchmarkRunLongFills measures what running long bulk instructions a
+// slice at a time (bulk.go) costs: one run is 64 memory.fill of 16 MiB,
+// 1 GiB, with a call to Go every MiB.
+func BenchmarkRunLongFills(b *testing.B) {
+	fill := wasmtest.I32(wasmtest.I32(wasmtest.I32(nil, 0), 1), 16<<20)
+	fill = append(fill, wasmtest.MemoryFill...)
+	e := newEngine(b, Config{})
+	m, err := e.Compile(b.Context(), wasmtest.Module{MemPages: 256, Start: wasmtest.Repeat(fill, 64)}.Bytes())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(1 << 30)
+	for b.Loop() {
+		if _, err := m.Run(b.Context(), "fills", nil, nil, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkCompileLimits measures what compiling the costliest modules
 // the limits let through takes a worker (a fresh Engine each time, so
 // nothing is cached): 33 functions each a phi nest just under MaxFrame

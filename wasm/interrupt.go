@@ -55,14 +55,18 @@ import (
 // fills and copies run (2-10 GB/s). So a run does not overshoot its time
 // by a bulk instruction's length: it stops before one that would pass the
 // deadline, up to the instruction's estimated length early. The two
-// scratch globals ($n, i32; $c, i64) follow the countdown global.
+// scratch globals ($n, i32; $c, i64) follow the countdown global. A
+// memory.fill or memory.copy longer than 1 MiB then runs a slice at a
+// time, in two functions the rewrite adds, with a call of braid.tick
+// between two slices, so that Go can preempt it (bulk.go).
 //
 // braid.tick takes one i64: 0 from the countdown, the pending charge
 // before a bulk instruction, and depthExceeded from the call depth check
 // of depth.go, whose global $depth follows the scratch globals.
 //
-// The rewrite adds function types (braid.tick's, and those depth.go needs
-// for the block that wraps a function body), one import (tickModule.tickName,
+// The rewrite adds function types (braid.tick's, those depth.go needs
+// for the block that wraps a function body, and bulk.go's), two functions
+// after the module's own (bulk.go's), one import (tickModule.tickName,
 // appended after the module's own imports, so every defined function's
 // index grows by one: calls, ref.func, exports, the start function and
 // element segments are renumbered) and four globals (appended, so no
@@ -164,7 +168,7 @@ func rewrite(code []byte) ([]byte, uint64, uint64, error) {
 	slices.SortStableFunc(secs, func(a, b section) int { return sectionRank[a.id] - sectionRank[b.id] })
 
 	// First pass: what the new indices are.
-	var nTypes, nFuncImports, nGlobals uint32
+	var nTypes, nFuncImports, nGlobals, nFuncs uint32
 	rw := &rewriter{}
 	for _, s := range secs {
 		var err error
@@ -183,6 +187,8 @@ func rewrite(code []byte) ([]byte, uint64, uint64, error) {
 			var n uint32
 			n, err = vecLen(s.payload)
 			nGlobals += n
+		case secFunction:
+			nFuncs, err = vecLen(s.payload)
 		}
 		if err != nil {
 			return nil, 0, 0, fmt.Errorf("section %d: %v", s.id, err)
@@ -191,6 +197,11 @@ func rewrite(code []byte) ([]byte, uint64, uint64, error) {
 	rw.tick, rw.budget, rw.types = nFuncImports, nGlobals, nTypes
 	var addTypes [][]byte
 	rw.blockTypes, addTypes = blockTypes(rw.sigs, nTypes+1)
+	if rw.bulk = have[secMemory] && have[secFunction] && have[secCode]; rw.bulk {
+		rw.bulkType = nTypes + 1 + uint32(len(addTypes))
+		addTypes = append(addTypes, bulkType)
+		rw.fillFn = nFuncImports + 1 + nFuncs
+	}
 
 	out := slices.Clone(wasmHeader)
 	for _, s := range secs {
@@ -218,8 +229,17 @@ func rewrite(code []byte) ([]byte, uint64, uint64, error) {
 			p, err = rw.tables(s.payload)
 		case secCode:
 			p, err = rw.code(s.payload)
+			if err == nil && rw.bulk {
+				fill, cp := bulkFillBody(rw.tick), bulkCopyBody(rw.tick)
+				p, err = appendToVec(p, append(binary.AppendUvarint(nil, uint64(len(fill))), fill...),
+					append(binary.AppendUvarint(nil, uint64(len(cp))), cp...))
+			}
 		case secFunction:
 			p, err = rw.functions(s.payload)
+			if err == nil && rw.bulk {
+				t := binary.AppendUvarint(nil, uint64(rw.bulkType))
+				p, err = appendToVec(p, t, t)
+			}
 		default:
 			p = s.payload
 		}
@@ -302,6 +322,12 @@ type rewriter struct {
 	shape  fnShape // of the function being rewritten
 	weight uint64  // the sum of the squares of the functions' branch weights
 	phis   uint64  // the phis of the functions rewritten so far (frame.phis)
+
+	// bulk: the module has a memory, and the rewrite adds bulkFill and
+	// bulkCopy (bulk.go), functions fillFn and fillFn+1 of type bulkType.
+	bulk     bool
+	bulkType uint32
+	fillFn   uint32
 }
 
 // typeRef refuses a reference to the type the rewrite adds (valid only
@@ -421,6 +447,27 @@ func (rw *rewriter) charge(b []byte, rate chargeRate) []byte {
 	b = binary.AppendUvarint(b, uint64(rw.budget))
 	b = append(b, 0x0b, 0x23) // end; global.get $n
 	return binary.AppendUvarint(b, n)
+}
+
+// slices is the code, after charge, that sends a memory.copy (sub 10) or
+// memory.fill (11) longer than bulkSlice to bulkCopy or bulkFill
+// (bulk.go), and runs a shorter one, instr, as it is.
+func (rw *rewriter) slices(b []byte, sub uint32, instr []byte) []byte {
+	rw.fr.def(6)        // the values it defines, the if's parameters included
+	b = append(b, 0x23) // global.get $n: the length
+	b = binary.AppendUvarint(b, uint64(rw.budget+1))
+	b = appendI32(b, bulkSlice)
+	b = append(b, 0x4b, 0x04) // i32.gt_u; if (type bulkType)
+	b = appendSLEB(b, int64(rw.bulkType))
+	fn := rw.fillFn
+	if sub == 10 {
+		fn++
+	}
+	b = append(b, 0x10) // call
+	b = binary.AppendUvarint(b, uint64(fn))
+	b = append(b, 0x05) // else
+	b = append(b, instr...)
+	return append(b, 0x0b)
 }
 
 // globals renumbers ref.func in the initializers and appends the
@@ -846,6 +893,10 @@ func (rw *rewriter) instructions(r *reader, out []byte, loops, expr bool) ([]byt
 			if rate, ok := bulkCharge(sub); ok && loops && r.err == nil {
 				out = rw.charge(out, rate)
 				rw.shape.add(weightBulk)
+				if (sub == 10 || sub == 11) && rw.bulk {
+					out = rw.slices(out, sub, start[:len(start)-len(r.b)])
+					copied = true
+				}
 			}
 		case op == 0xfd:
 			if err := r.prefixFD(); err != nil {

@@ -245,7 +245,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		wg.Go(func() { errs <- w.serve(ctx, c) })
 	}
 	w.log.Info("worker running", "path", strings.Join(w.addrs, ","), "threads", w.cfg.Threads,
-		"ops", strings.Join(w.ops(), ","), "servers", strings.Join(w.cfg.Servers, ","))
+		"max_unit_mem", w.cfg.MaxUnitMem, "ops", strings.Join(w.ops(), ","), "servers", strings.Join(w.cfg.Servers, ","))
 	var failures []error
 	for range w.cfg.Servers {
 		if err := <-errs; err != nil {

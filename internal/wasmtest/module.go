@@ -257,3 +257,25 @@ func PhiNests(n int) []byte {
 	}
 	return m.Bytes()
 }
+
+// MemoryHog returns a module whose _start grows its memory by chunk pages
+// (64 KiB each) at a time and writes every new page (memory.fill), so
+// that the host really commits it, until a memory.grow is refused; then
+// it traps (unreachable). Under a memory limit it ends at the limit, with
+// all of it touched: a unit pushing at --unit-mem.
+func MemoryHog(chunk int32) []byte {
+	f := []byte{0x03, 0x40} // loop
+	f = I32(f, chunk)
+	f = append(f, MemoryGrow...)
+	f = append(f, 0x22, 0) // local.tee 0
+	f = I32(f, -1)
+	f = append(f, 0x46, 0x04, 0x40, 0x00, 0x0b) // i32.eq; if; unreachable; end
+	f = append(f, 0x20, 0)                      // local.get 0 (the old size, in pages)
+	f = I32(f, 16)
+	f = append(f, 0x74) // i32.shl: its first byte
+	f = I32(f, 0x5a)
+	f = I32(f, chunk<<16)
+	f = append(f, MemoryFill...)
+	f = append(f, 0x0c, 0, 0x0b) // br 0; end (of the loop)
+	return Module{MemPages: 1, Locals: 1, Start: f}.Bytes()
+}
