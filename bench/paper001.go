@@ -1,12 +1,12 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -82,6 +82,15 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 		{dyn221, "sctp-udp", []int{2, 2, 1}, 3, "", 500, 3},
 	}
 	setups = append(setups, static...)
+	// The layouts each figure is drawn from: a run of selected figures
+	// (PaperRun.Figures) runs their layouts only, and redraws every
+	// figure whose layouts all ran.
+	needs := map[string][]string{
+		"4": {tcp1, sctp1}, "5": {sctp1, sctp2, sctp3, sctp5}, "6": {tcp2, sctp2}, "7": {tcp2, sctp2},
+		"8": {tcp2, sctp2, sctp22, tcp22}, "9": {tcp2, sctp2, sctp22, tcp22}, "10": {tcp2, sctp2, sctp22, tcp22},
+		"11": {tcp2, sctp22}, "12": {sctp2, slow2}, "13": {eq22, eq222, dyn222}, "14": {eq22, pr221, dyn221},
+		"15": {sctp33, sct331, tcp33, tcp331},
+	}
 	if r.Quick {
 		tasks = []int{10, 100}
 		setups = []setup001{{tcp2, "tcp", []int{2}, 0, "", 0, 0}, {sctp2, "sctp-udp", []int{2}, 0, "", 0, 0},
@@ -89,6 +98,24 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 			{tcp33, "tcp", []int{3, 3}, 0, "", 0, 0}, {tcp331, "tcp", []int{3, 3, 1}, 3, "", 0, 0},
 			{eq22, "sctp-udp", []int{2, 2}, 0, "equal", 0, 0}, {eq222, "sctp-udp", []int{2, 2, 2}, 3, "equal", 0, 0},
 			{pr221, "sctp-udp", []int{2, 2, 1}, 3, "proportional", 0, 0}}
+	}
+	selected := map[string]bool{} // layouts of the selected figures; empty: all
+	for _, n := range r.Figures {
+		if needs[n] == nil {
+			return fmt.Errorf("paper 001 has no figure %q (figures: %s)", n, strings.Join(Figures001, ", "))
+		}
+		for _, l := range needs[n] {
+			selected[l] = true
+		}
+	}
+	if len(selected) > 0 {
+		var keep []setup001
+		for _, s := range setups {
+			if selected[s.name] {
+				keep = append(keep, s)
+			}
+		}
+		setups = keep
 	}
 	pr.Setup = fmt.Sprintf("Every role a separate braid process in its own network namespace: the server host and up to three worker hosts on one 1 Gbit/s network. "+
 		"A job blurs the 19 KB sample GIF (224 x 168, radius 2) N times as N units (`braid submit --op blur --repeat N`), dynamic scheduling unless a layout says static (`--policy equal` or `proportional`: each worker's share fixed when the job arrives), one stream per lent thread; "+
@@ -162,14 +189,18 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 		limit = l
 		defer func() { err = errors.Join(err, l.Remove()) }()
 	}
-	ms := map[string]map[int][]float64{} // setup -> tasks -> per-rep ms per task
+	ms := map[string]map[int][]float64{}                                         // setup -> tasks -> per-rep ms per task
+	cpuOf := map[string]bool{tcp2: true, sctp2: true, sctp22: true, tcp22: true} // Fig. 10's layouts
 	for i, s := range setups {
 		r.logf("001 %s", s.name)
-		got, err := r.run001(ctx, bed, filepath.Join(dir, strconv.Itoa(i)), gif, s, tasks, reps, limit)
+		got, use, err := r.run001(ctx, bed, filepath.Join(dir, strconv.Itoa(i)), gif, s, tasks, reps, limit)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		ms[s.name] = got
+		if cpuOf[s.name] {
+			f10.CPU = append(f10.CPU, use...)
+		}
 		for _, n := range tasks {
 			for _, v := range got[n] {
 				for _, f := range figsOf[s.name] {
@@ -178,7 +209,14 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 			}
 		}
 	}
-	r.peers001(ctx, pr, dir, gif, tasks, reps, f6, f9)
+	if len(selected) == 0 || selected[tcp2] {
+		if err := compute001(ctx, gif, tasks, reps, 100, f6, f9); err != nil {
+			pr.Missing = append(pr.Missing, fmt.Sprintf("braid's compute alone: %v", err))
+		}
+	}
+	if len(selected) == 0 || selected[tcp2] {
+		r.peers001(ctx, pr, dir, gif, tasks, reps, len(selected) > 0, f6, f9)
+	}
 	decrease := func(f *Figure, name, from, to string) {
 		for _, n := range tasks {
 			a, b := ms[from][n], ms[to][n]
@@ -216,6 +254,8 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 	decrease(f10, "TCP: 2 workers over 1", tcp2, tcp22)
 	decrease(f11, "SCTP, 2 workers over TCP, 1 worker", tcp2, sctp22)
 	pr.Findings = append(pr.Findings, fig11Finding(f11, tasks)...)
+	pr.Findings = append(pr.Findings, cpuFindings001(f10.CPU, [][2]string{{sctp2, sctp22}, {tcp2, tcp22}})...)
+	pr.Findings = append(pr.Findings, computeFinding001(f6, f10.CPU, sctp2)...)
 	for _, n := range tasks {
 		f10.add("ideal: half", kindIdeal, float64(n), strconv.Itoa(n), 50)
 		f11.add("ideal: half", kindIdeal, float64(n), strconv.Itoa(n), 50)
@@ -228,12 +268,18 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 		f10.paper("SCTP: 2 workers over 1", x, paper001Two[i])
 	}
 	// A figure stays when the layouts it is about ran (quick runs only
-	// some).
+	// some); in a run of selected figures, only if all its layouts were
+	// selected: the others keep the earlier run's (PaperResult.carry).
 	for f, keys := range map[*Figure][]string{f4: {tcp1}, f5: {sctp3}, f6: {tcp2, sctp2}, f7: {tcp2, sctp2},
 		f9: {sctp22}, f10: {sctp22}, f11: {sctp22}, f12: {slow2}, f15: {sct331, tcp331}, f13: {eq222}, f14: {pr221}} {
 		ran := false
 		for _, k := range keys {
 			ran = ran || ms[k] != nil
+		}
+		if len(selected) > 0 {
+			for _, k := range needs[strings.TrimPrefix(f.ID, "001-fig")] {
+				ran = ran && selected[k]
+			}
 		}
 		if !ran {
 			pr.Figures = deleteFig(pr.Figures, f)
@@ -241,6 +287,61 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 	}
 	return err
 }
+
+// Figures001 are the figure numbers of paper 001 that PaperRun.Figures
+// may select (8 and 9 are one plot).
+var Figures001 = []string{"4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15"}
+
+// compute001 times braid's blur without the cluster, on one thread, as
+// the cluster's jobs do it: each unit decodes the GIF and blurs it (what a
+// worker runs), and each job encodes one PNG of the first copy's result
+// (what the server's assembly does once a job, whatever its task count).
+// A job of N tasks alone then costs a unit plus 1/N of an encode a task,
+// the series "braid's compute alone, 1 thread" of Figs. 6 and 9.
+// Each repetition times n units and n encodes.
+func compute001(ctx context.Context, gif string, tasks []int, reps, n int, figs ...*Figure) error {
+	img, err := os.ReadFile(gif)
+	if err != nil {
+		return err
+	}
+	op := ops.Blur()
+	params := map[string]string{"radius": "2"}
+	var units, encodes []float64
+	for range reps {
+		var unit, encode time.Duration
+		for range n {
+			t0 := time.Now()
+			out, err := op.Run(ctx, params, [][]byte{img})
+			if err != nil {
+				return fmt.Errorf("blur unit: %w", err)
+			}
+			t1 := time.Now()
+			if _, err := op.Assemble(params, ops.Hint{}, [][]byte{out}); err != nil {
+				return fmt.Errorf("encode the output: %w", err)
+			}
+			unit, encode = unit+t1.Sub(t0), encode+time.Since(t1)
+		}
+		u, e := msOf(unit)/float64(n), msOf(encode)/float64(n)
+		units, encodes = append(units, u), append(encodes, e)
+		for _, f := range figs {
+			for _, m := range tasks {
+				f.add(computeAlone, kindIdeal, float64(m), strconv.Itoa(m), u+e/float64(m))
+			}
+		}
+	}
+	for _, f := range figs {
+		f.Note = strings.TrimSpace(f.Note + " " + fmt.Sprintf(
+			"\"%s\" is a job of N tasks without the cluster, on one thread, per task: one unit as a worker runs it (decode the 19 KB GIF and blur it: %s ms, mean over %d x %d) plus 1/N of the job's one PNG encode of the output (%s ms), which the server does once a job, not per task. "+
+				"The cluster's 2 streams run two units at once on the 2 cores, so its time per task can fall to about half a unit's, less the cores its server and client take.",
+			computeAlone, num(mean(units)), reps, n, num(mean(encodes))))
+	}
+	return nil
+}
+
+// computeAlone is compute001's series.
+const computeAlone = "braid's compute alone, 1 thread"
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func deleteFig(figs []*Figure, f *Figure) []*Figure {
 	var out []*Figure
@@ -253,80 +354,105 @@ func deleteFig(figs []*Figure, f *Figure) []*Figure {
 }
 
 // run001 starts a cluster of the setup's layout and times a job of each
-// task count reps times; it returns the ms per task by count.
-func (r *PaperRun) run001(ctx context.Context, bed *testbed.Bed, dir, gif string, s setup001, tasks []int, reps int, limit *CPULimit) (out map[int][]float64, err error) {
+// task count reps times; it returns the ms per task by count, and the CPU
+// that the cluster's processes used over the jobs of each count.
+func (r *PaperRun) run001(ctx context.Context, bed *testbed.Bed, dir, gif string, s setup001, tasks []int, reps int, limit *CPULimit) (out map[int][]float64, use []*CPUUse, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := &Cluster{Bed: bed, Bin: r.bin(), Dir: dir, Key: newKey()}
 	defer c.Stop()
 	tr := "--transport=" + s.transport
 	if _, err := c.StartServer(ctx, ClusterServer, 0, tr); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	meter := &cpuMeter{clock: procClock{}, server: c.Server().PID(), client: c.ClientCPU, now: time.Now}
 	hosts := []string{"w1", "w2", "w3"}
 	for i, th := range s.threads {
 		p, err := c.StartWorker(ctx, hosts[i], []int{0}, th, tr)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		meter.workers = append(meter.workers, p.PID())
 		if s.slow > 0 && i >= s.slow-1 && limit != nil {
 			if err := limit.Add(p.PID()); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
 	if _, err := c.WaitWorkers(ctx, len(s.threads)); err != nil {
-		return nil, fmt.Errorf("%w (logs: %s)", err, strings.TrimSpace(c.exitedProcs()))
+		return nil, nil, fmt.Errorf("%w (logs: %s)", err, strings.TrimSpace(c.exitedProcs()))
 	}
 	id, err := c.Put(ctx, gif)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	byTasks := map[int]*CPUUse{}
 	job := func(n int) (float64, error) {
 		args := []string{"--op", "blur", "--input", id, "--repeat", strconv.Itoa(n), "--param", "radius=2"}
 		if s.policy != "" {
 			args = append(args, "--policy", s.policy)
 		}
+		from, err := meter.mark()
+		if err != nil {
+			return 0, err
+		}
 		j, err := c.Submit(ctx, args...)
 		if err != nil {
 			return 0, err
+		}
+		to, err := meter.mark()
+		if err != nil {
+			return 0, err
+		}
+		if u := byTasks[n]; u != nil {
+			u.add(from, to)
 		}
 		return float64(j.Elapsed().Microseconds()) / 1000 / float64(n), nil
 	}
 	// A first job warms the server and the workers up; it is not timed.
 	if _, err := job(10); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out = map[int][]float64{}
 	if s.maxReps > 0 {
 		reps = min(reps, s.maxReps)
 	}
+	for _, n := range tasks {
+		if s.maxTasks == 0 || n <= s.maxTasks {
+			byTasks[n] = &CPUUse{Layout: s.name, Tasks: n, Cores: runtime.NumCPU(), LoadStart: loadAvg()}
+			use = append(use, byTasks[n])
+		}
+	}
 	for rep := range reps {
 		for _, n := range tasks {
-			if s.maxTasks > 0 && n > s.maxTasks {
+			if byTasks[n] == nil {
 				continue
 			}
 			v, err := job(n)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			out[n] = append(out[n], v)
 			r.logf("001 rep %d %s, %d tasks: %.2f ms per task", rep, s.name, n, v)
 		}
 	}
-	return out, nil
+	for _, u := range use {
+		u.LoadEnd = loadAvg()
+	}
+	return out, use, nil
 }
 
 // peers001 runs the tasks on Dask distributed and Ray in the layouts of
 // Figs. 6 and 9 (one worker with 2 threads, two with 2 each); a peer that
 // cannot run is noted in the report.
-func (r *PaperRun) peers001(ctx context.Context, pr *PaperResult, dir, gif string, tasks []int, reps int, f6, f9 *Figure) {
+// A run of selected figures (cachedOnly) installs nothing, as a quick run:
+// it uses the environment an earlier full run left in the cache.
+func (r *PaperRun) peers001(ctx context.Context, pr *PaperResult, dir, gif string, tasks []int, reps int, cachedOnly bool, f6, f9 *Figure) {
 	var py string
 	var err error
-	if r.Quick {
-		// Quick runs install nothing; they use the environment a full run
-		// left in the cache.
+	cachedOnly = cachedOnly || r.Quick
+	if cachedOnly {
 		py, err = CachedPeerVenv(ctx)
 	} else {
 		py, err = PeerVenv(ctx, r.logf)
@@ -336,32 +462,12 @@ func (r *PaperRun) peers001(ctx context.Context, pr *PaperResult, dir, gif strin
 		return
 	}
 	where := "the run creates or finds in the user's cache directory, versions checked"
-	if r.Quick {
+	if cachedOnly {
 		where = "an earlier full run left in the cache, versions checked"
 	}
 	pr.Emulated = append(pr.Emulated, peersText001(where))
-	// The task's compute alone, in Go (braid's blur) and in Python
-	// (Pillow's): the frameworks' overhead is what lies above it.
-	img, err := os.ReadFile(gif)
-	if err != nil {
-		pr.Missing = append(pr.Missing, err.Error())
-		return
-	}
-	for range reps {
-		n := 100
-		t0 := time.Now()
-		for range n {
-			if _, err := ops.Execute(ctx, ops.Blur(), bytes.NewReader(img), int64(len(img)), map[string]string{"radius": "2"}, ops.Hint{}, 1); err != nil {
-				pr.Missing = append(pr.Missing, fmt.Sprintf("the blur alone: %v", err))
-				return
-			}
-		}
-		for _, f := range []*Figure{f6, f9} {
-			for _, m := range tasks {
-				f.add("braid's blur alone, 1 thread", kindIdeal, float64(m), strconv.Itoa(m), float64(time.Since(t0).Microseconds())/1000/float64(n))
-			}
-		}
-	}
+	// The task's compute alone in Python (Pillow's), beside braid's
+	// (compute001): the frameworks' overhead is what lies above it.
 	if got, err := runPeer(ctx, py, dir, gif, "alone", 1, 1, tasks, reps); err != nil {
 		pr.Missing = append(pr.Missing, fmt.Sprintf("Pillow's blur alone: %v", err))
 	} else {
@@ -414,7 +520,8 @@ func peersText001(where string) string {
 		strings.Join(pyPeerPackages, ", ") + ") run the same task with Pillow (decode the GIF, gaussian blur with sigma 1, encode PNG) " +
 		"on the same worker count and threads (a LocalCluster of worker processes; Ray with as many CPUs as threads in all), " +
 		"on this machine's loopback rather than in the namespaces, at up to 500 tasks and 3 repetitions (Pillow's task costs several times braid's). " +
-		"Each task's compute alone (braid's blur in Go, Pillow's in Python, one thread, one after the other) is plotted too: a framework's overhead is what lies above it."
+		"Each task's compute alone (braid's blur in Go, Pillow's in Python, one thread, one after the other) is plotted too: a framework's overhead is what lies above it. " +
+		"A peer's task decodes, blurs and encodes a PNG every time; braid's units decode and blur, and braid's server encodes one PNG a job, so the peers' tasks do more work than braid's."
 }
 
 // fig11Finding says in words whether 2 SCTP workers beat 1 TCP worker at
@@ -431,6 +538,78 @@ func fig11Finding(f *Figure, tasks []int) []string {
 			return []string{fmt.Sprintf("Fig. 11 at %d tasks: 2 SCTP workers take %.0f%% less time per task than 1 TCP worker, as in the paper (a decrease; its values are lost).", tasks[i], d)}
 		}
 		return []string{fmt.Sprintf("Fig. 11 at %d tasks: 2 SCTP workers take %.0f%% more time per task than 1 TCP worker, unlike the paper, which reports a decrease: braid's user-space SCTP costs more per task than its TCP (Fig. 7), and a second worker on this 2-core machine adds little (Fig. 10).", tasks[i], -d)}
+	}
+	return nil
+}
+
+// cpuFindings001 says, from the CPU measurement of Fig. 10's layouts, why
+// 2 workers are slower or faster than 1 here: for each pair {1 worker, 2
+// workers} of layouts, at the largest task count both ran, the cores
+// braid's processes and the whole machine kept busy, and braid's CPU per
+// task. When the machine's cores were all but saturated, a second worker
+// adds threads, not CPU, and the time per task follows the CPU per task.
+func cpuFindings001(use []*CPUUse, pairs [][2]string) []string {
+	row := func(layout string, tasks int) *CPUUse {
+		for _, u := range use {
+			if u.Layout == layout && u.Tasks == tasks && u.Jobs > 0 && u.Wall > 0 {
+				return u
+			}
+		}
+		return nil
+	}
+	var out []string
+	for _, pair := range pairs {
+		var one, two *CPUUse
+		for _, u := range use {
+			if u.Layout == pair[0] {
+				if t := row(pair[1], u.Tasks); t != nil && row(pair[0], u.Tasks) != nil && (one == nil || u.Tasks > one.Tasks) {
+					one, two = row(pair[0], u.Tasks), t
+				}
+			}
+		}
+		if one == nil {
+			continue
+		}
+		transport, _, _ := strings.Cut(one.Layout, ",")
+		wall1, wall2 := one.Wall/float64(one.Jobs*one.Tasks)*1000, two.Wall/float64(two.Jobs*two.Tasks)*1000
+		s := fmt.Sprintf("Fig. 10, CPU, %s at %d tasks: with 2 workers a task took %s ms of wall time, with 1 worker %s (%+.0f%%). "+
+			"braid's processes kept %.2f of the %d cores busy with 2 workers (server %.1f CPU s, workers %.1f, client %.1f over %.1f s) and %.2f with 1; "+
+			"the machine as a whole %.2f and %.2f",
+			transport, one.Tasks, num(wall2), num(wall1), 100*(wall2-wall1)/wall1,
+			two.Busy(), two.Cores, two.Server, two.WorkerCPU(), two.Client, two.Wall, one.Busy(), two.MachineBusy(), one.MachineBusy())
+		pt1, pt2 := one.PerTask(), two.PerTask()
+		if two.MachineBusy() >= 0.9*float64(two.Cores) {
+			s += fmt.Sprintf(". The cores were saturated: a second worker adds threads but no CPU, "+
+				"so the time per task follows braid's CPU per task, %s ms with 1 worker and %s with 2 (%+.0f%%), times %d cores.",
+				num(pt1), num(pt2), 100*(pt2-pt1)/pt1, two.Cores)
+		} else {
+			s += fmt.Sprintf(". The cores were not saturated (%.2f of %d busy), so CPU contention does not explain the difference alone; braid's CPU per task was %s ms with 1 worker and %s with 2.",
+				two.MachineBusy(), two.Cores, num(pt1), num(pt2))
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// computeFinding001 sets braid's time per task in a one-worker layout of
+// Fig. 6 against its compute alone and the CPU its processes used (Fig.
+// 10's CPU table), at the largest task count with all three: what the
+// cluster costs beyond the blur.
+func computeFinding001(f6 *Figure, use []*CPUUse, layout string) []string {
+	for i := len(use) - 1; i >= 0; i-- {
+		u := use[i]
+		if u.Layout != layout || u.Jobs == 0 {
+			continue
+		}
+		x := float64(u.Tasks)
+		p, a := f6.point(layout, x), f6.point(computeAlone, x)
+		if p == nil || a == nil || len(p.Samples) == 0 || len(a.Samples) == 0 {
+			continue
+		}
+		t, alone, cpu := mean(p.Samples), mean(a.Samples), u.PerTask()
+		return []string{fmt.Sprintf("Fig. 6 at %d tasks: %s took %s ms a task, braid's compute alone %s ms on one thread (%s on two); "+
+			"braid's processes used %s ms of CPU a task (Fig. 10's CPU table), so %s ms a task goes to the server, the transport and the client beyond the blur itself.",
+			u.Tasks, layout, num(t), num(alone), num(alone/2), num(cpu), num(cpu-alone))}
 	}
 	return nil
 }
