@@ -63,11 +63,20 @@ func (pr *PaperResult) carry(old *Results) {
 			pr.Findings = append(pr.Findings, s)
 		}
 	}
+	// An earlier note on the setup comes along unless this run has one
+	// on the same subject (the same beginning, perhaps reworded since).
 	for _, e := range q.Emulated {
-		if !slices.Contains(pr.Emulated, e) {
+		if !slices.ContainsFunc(pr.Emulated, func(n string) bool { return sameStart(n, e) }) {
 			pr.Emulated = append(pr.Emulated, e)
 		}
 	}
+}
+
+// sameStart reports whether two notes begin with the same 40 bytes (or
+// are equal, when shorter).
+func sameStart(a, b string) bool {
+	n := min(len(a), len(b), 40)
+	return a[:n] == b[:n] && (n == 40 || len(a) == len(b))
 }
 
 // carrySeries adds to f the peers' series of g (the same figure, from the

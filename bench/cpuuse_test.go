@@ -163,12 +163,17 @@ func TestFig10CPUReport(t *testing.T) {
 		"this machine has 2 cores",
 		"Fig. 10, CPU, SCTP at 1000 tasks: with 2 workers a task took 7.20 ms of wall time, with 1 worker 6.00 (+20%)",
 		"braid's processes kept 1.93 of the 2 cores busy with 2 workers (server 12.0 CPU s, workers 57.0, client 0.5 over 36.0 s) and 1.65 with 1",
-		"the machine as a whole 1.98 and 1.83. The cores were saturated",
-		"braid's CPU per task, 9.90 ms with 1 worker and 13.9 with 2 (+40%)",
+		"the machine as a whole 1.98 and 1.83. The cores were saturated: a second worker adds threads but no CPU",
+		"that CPU was 9.90 ms a task with 1 worker and 13.9 with 2 (+40%).",
 	} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, report)
 		}
+	}
+	// Cores saturated by other work: the finding says how much.
+	other := cpuFindings001([]*CPUUse{cpuRow(one, 30, 9, []float64{20}, 58), cpuRow(two, 36, 12, []float64{13, 13}, 70)}, [][2]string{{one, two}})
+	if len(other) != 1 || !strings.Contains(other[0], "The cores were saturated (other work on the machine took 0.88 cores)") {
+		t.Errorf("findings with other work: %q", other)
 	}
 	// Cores left idle: the finding says contention does not explain it.
 	idle := cpuFindings001([]*CPUUse{cpuRow(one, 30, 9, []float64{20}, 30), cpuRow(two, 36, 12, []float64{13, 13}, 40)}, [][2]string{{one, two}})
@@ -227,7 +232,7 @@ func TestComputeFinding001(t *testing.T) {
 // figures.
 func TestCarry(t *testing.T) {
 	old := &Results{Command: "braid bench --paper 001", Started: time.Date(2026, 11, 23, 20, 39, 0, 0, time.UTC), Machine: Machine{Load: "13.02 12.99 8.31"}}
-	op := &PaperResult{Paper: "001", Emulated: []string{"peers text"},
+	op := &PaperResult{Paper: "001", Emulated: []string{"peers text", "Kernel SCTP is not available here (only inside User-Mode Linux)."},
 		Findings: []string{"Fig. 4 at 10 tasks: old", "Fig. 6: TCP vs SCTP at 10: old"}}
 	old.Papers = []*PaperResult{op}
 	f4 := op.fig(&Figure{ID: "001-fig4", Title: "Fig. 4: one worker, one stream", Unit: "ms"})
@@ -237,7 +242,7 @@ func TestCarry(t *testing.T) {
 		{"Dask, 1 worker(s) x 2 threads", kindPeer}, {"Pillow's blur alone, 1 thread", kindIdeal}} {
 		g6.add(s[0], s[1], 10, "10", 100)
 	}
-	pr := &PaperResult{Paper: "001"}
+	pr := &PaperResult{Paper: "001", Emulated: []string{"Kernel SCTP is not available here (only inside a guest kernel)."}}
 	f6 := pr.fig(&Figure{ID: "001-fig6", Title: "Fig. 6: TCP vs SCTP", Unit: "ms"})
 	f6.add("TCP, 1 worker x 2 streams", kindBraid, 10, "10", 5)
 	f6.add(computeAlone, kindIdeal, 10, "10", 2.5)
@@ -261,8 +266,8 @@ func TestCarry(t *testing.T) {
 	if !strings.Contains(f6.Note, "were not re-run: they come from the run of 2026-11-23 20:39 UTC") {
 		t.Errorf("Fig. 6 note %q does not say where the earlier series come from", f6.Note)
 	}
-	if strings.Join(pr.Findings, "|") != "Fig. 4 at 10 tasks: old" || strings.Join(pr.Emulated, "|") != "peers text" {
-		t.Errorf("findings %q, emulated %q; want the kept Fig. 4's finding and the earlier setup note", pr.Findings, pr.Emulated)
+	if strings.Join(pr.Findings, "|") != "Fig. 4 at 10 tasks: old" || strings.Join(pr.Emulated, "|") != "Kernel SCTP is not available here (only inside a guest kernel).|peers text" {
+		t.Errorf("findings %q, emulated %q; want the kept Fig. 4's finding, and of the earlier setup notes the one this run rewords not", pr.Findings, pr.Emulated)
 	}
 	res := &Results{Command: "braid bench --paper 001 --figures 6", Machine: ThisMachine(), Started: time.Now(), Papers: []*PaperResult{pr}}
 	var b strings.Builder
