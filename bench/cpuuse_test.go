@@ -129,17 +129,18 @@ func cpuRow(layout string, wall, server float64, workers []float64, machine floa
 }
 
 // TestFig10CPUReport: Fig. 10's CPU measurement is stored in
-// results.json, shown in a table under the figure, and the finding says
-// from its figures why 2 workers are slower: the cores were saturated.
+// results.json, shown in a table under the figure, and a remark under it
+// says from its figures why 2 workers are slower: the cores were saturated.
 func TestFig10CPUReport(t *testing.T) {
 	const one, two = "SCTP, 1 worker x 2 streams", "SCTP, 2 workers x 2 streams"
 	pr := &PaperResult{Paper: "001", Title: "made up"}
 	f := pr.fig(&Figure{ID: "001-fig10", Title: "Fig. 10: 2 workers vs 1", XLabel: "tasks (count)", YLabel: "decrease (%)", Unit: "%", LogX: true})
 	f.add("SCTP: 2 workers over 1", kindBraid, 1000, "1000", -20)
 	f.CPU = []*CPUUse{cpuRow(one, 30, 9, []float64{40}, 55), cpuRow(two, 36, 12, []float64{26, 31}, 71.4)}
-	pr.Findings = append(f.finish(), cpuFindings001(f.CPU, [][2]string{{one, two}, {"TCP, 1 worker x 2 streams", "TCP, 2 workers x 2 streams"}})...)
-	if len(pr.Findings) != 1 {
-		t.Fatalf("findings %q; want one, for SCTP (TCP was not measured)", pr.Findings)
+	pr.Findings = f.finish()
+	f.Remarks = cpuFindings001(f.CPU, [][2]string{{one, two}, {"TCP, 1 worker x 2 streams", "TCP, 2 workers x 2 streams"}})
+	if len(f.Remarks) != 1 {
+		t.Fatalf("remarks %q; want one, for SCTP (TCP was not measured)", f.Remarks)
 	}
 	res := &Results{Command: "braid bench --paper 001", Machine: ThisMachine(), Started: time.Now(), Papers: []*PaperResult{pr}}
 	dir := t.TempDir()
@@ -161,7 +162,7 @@ func TestFig10CPUReport(t *testing.T) {
 		"| SCTP, 1 worker x 2 streams | 1000 | 5 | 30.00 | 9.00 | 40.00 | 0.50 | 1.65 | 1.83 | 9.90 | 0.40 0.30 0.20 → 1.90 0.80 0.40 |",
 		"| SCTP, 2 workers x 2 streams | 1000 | 5 | 36.00 | 12.00 | 57.00 (26.00 + 31.00) | 0.50 | 1.93 | 1.98 | 13.9 |",
 		"this machine has 2 cores",
-		"Fig. 10, CPU, SCTP at 1000 tasks: with 2 workers a task took 7.20 ms of wall time, with 1 worker 6.00 (+20%)",
+		"| 0.40 0.30 0.20 → 1.90 0.80 0.40 |\n\n- SCTP at 1000 tasks: with 2 workers a task took 7.20 ms of wall time, with 1 worker 6.00 (+20%)",
 		"braid's processes kept 1.93 of the 2 cores busy with 2 workers (server 12.0 CPU s, workers 57.0, client 0.5 over 36.0 s) and 1.65 with 1",
 		"the machine as a whole 1.98 and 1.83. The cores were saturated: a second worker adds threads but no CPU",
 		"that CPU was 9.90 ms a task with 1 worker and 13.9 with 2 (+40%).",
@@ -219,7 +220,7 @@ func TestComputeFinding001(t *testing.T) {
 	}
 	use := []*CPUUse{cpuRow(sctp2, 30, 9, []float64{40}, 55)} // 49.5 CPU s / 5000 tasks
 	got := computeFinding001(f, use, sctp2)
-	want := "Fig. 6 at 1000 tasks: SCTP, 1 worker x 2 streams took 6.00 ms a task, braid's compute alone 2.50 ms on one thread (1.25 on two); " +
+	want := "At 1000 tasks, SCTP, 1 worker x 2 streams took 6.00 ms a task, braid's compute alone 2.50 ms on one thread (1.25 on two); " +
 		"braid's processes used 9.90 ms of CPU a task (Fig. 10's CPU table), so 7.40 ms a task goes to the server, the transport and the client beyond the blur itself."
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("finding %q\nwant %q", got, want)

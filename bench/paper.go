@@ -116,6 +116,9 @@ type Figure struct {
 	// CPU is the CPU the processes of the figure's layouts used, shown
 	// in a table under the figure's.
 	CPU []*CPUUse `json:"cpu,omitempty"`
+	// Remarks explain the figure from its measurements (why it looks as
+	// it does); the report prints them under its tables.
+	Remarks []string `json:"remarks,omitempty"`
 	// From names the earlier run a figure comes from when a run of
 	// selected figures kept it ("" means this run measured it).
 	From   string   `json:"from_run,omitempty"`

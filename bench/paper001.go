@@ -209,12 +209,10 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 			}
 		}
 	}
-	if len(selected) == 0 || selected[tcp2] {
+	if len(selected) == 0 || selected[tcp2] { // Figs. 6 and 9 are redrawn
 		if err := compute001(ctx, gif, tasks, reps, 100, f6, f9); err != nil {
 			pr.Missing = append(pr.Missing, fmt.Sprintf("braid's compute alone: %v", err))
 		}
-	}
-	if len(selected) == 0 || selected[tcp2] {
 		r.peers001(ctx, pr, dir, gif, tasks, reps, len(selected) > 0, f6, f9)
 	}
 	decrease := func(f *Figure, name, from, to string) {
@@ -254,8 +252,10 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 	decrease(f10, "TCP: 2 workers over 1", tcp2, tcp22)
 	decrease(f11, "SCTP, 2 workers over TCP, 1 worker", tcp2, sctp22)
 	pr.Findings = append(pr.Findings, fig11Finding(f11, tasks)...)
-	pr.Findings = append(pr.Findings, cpuFindings001(f10.CPU, [][2]string{{sctp2, sctp22}, {tcp2, tcp22}})...)
-	pr.Findings = append(pr.Findings, computeFinding001(f6, f10.CPU, sctp2)...)
+	// Why Fig. 10 looks as it does, and what the cluster costs beyond the
+	// compute alone (Fig. 6), from the CPU measurement.
+	f10.Remarks = append(f10.Remarks, cpuFindings001(f10.CPU, [][2]string{{sctp2, sctp22}, {tcp2, tcp22}})...)
+	f6.Remarks = append(f6.Remarks, computeFinding001(f6, f10.CPU, sctp2)...)
 	for _, n := range tasks {
 		f10.add("ideal: half", kindIdeal, float64(n), strconv.Itoa(n), 50)
 		f11.add("ideal: half", kindIdeal, float64(n), strconv.Itoa(n), 50)
@@ -542,7 +542,7 @@ func fig11Finding(f *Figure, tasks []int) []string {
 	return nil
 }
 
-// cpuFindings001 says, from the CPU measurement of Fig. 10's layouts, why
+// cpuFindings001 says, under Fig. 10, from the CPU measurement of Fig. 10's layouts, why
 // 2 workers are slower or faster than 1 here: for each pair {1 worker, 2
 // workers} of layouts, at the largest task count both ran, the cores
 // braid's processes and the whole machine kept busy, and braid's CPU per
@@ -572,7 +572,7 @@ func cpuFindings001(use []*CPUUse, pairs [][2]string) []string {
 		}
 		transport, _, _ := strings.Cut(one.Layout, ",")
 		wall1, wall2 := one.Wall/float64(one.Jobs*one.Tasks)*1000, two.Wall/float64(two.Jobs*two.Tasks)*1000
-		s := fmt.Sprintf("Fig. 10, CPU, %s at %d tasks: with 2 workers a task took %s ms of wall time, with 1 worker %s (%+.0f%%). "+
+		s := fmt.Sprintf("%s at %d tasks: with 2 workers a task took %s ms of wall time, with 1 worker %s (%+.0f%%). "+
 			"braid's processes kept %.2f of the %d cores busy with 2 workers (server %.1f CPU s, workers %.1f, client %.1f over %.1f s) and %.2f with 1; "+
 			"the machine as a whole %.2f and %.2f",
 			transport, one.Tasks, num(wall2), num(wall1), 100*(wall2-wall1)/wall1,
@@ -595,10 +595,10 @@ func cpuFindings001(use []*CPUUse, pairs [][2]string) []string {
 	return out
 }
 
-// computeFinding001 sets braid's time per task in a one-worker layout of
-// Fig. 6 against its compute alone and the CPU its processes used (Fig.
-// 10's CPU table), at the largest task count with all three: what the
-// cluster costs beyond the blur.
+// computeFinding001 sets, under Fig. 6, braid's time per task in a
+// one-worker layout against its compute alone and the CPU its processes
+// used (Fig. 10's CPU table), at the largest task count with all three:
+// what the cluster costs beyond the blur.
 func computeFinding001(f6 *Figure, use []*CPUUse, layout string) []string {
 	for i := len(use) - 1; i >= 0; i-- {
 		u := use[i]
@@ -611,7 +611,7 @@ func computeFinding001(f6 *Figure, use []*CPUUse, layout string) []string {
 			continue
 		}
 		t, alone, cpu := mean(p.Samples), mean(a.Samples), u.PerTask()
-		return []string{fmt.Sprintf("Fig. 6 at %d tasks: %s took %s ms a task, braid's compute alone %s ms on one thread (%s on two); "+
+		return []string{fmt.Sprintf("At %d tasks, %s took %s ms a task, braid's compute alone %s ms on one thread (%s on two); "+
 			"braid's processes used %s ms of CPU a task (Fig. 10's CPU table), so %s ms a task goes to the server, the transport and the client beyond the blur itself.",
 			u.Tasks, layout, num(t), num(alone), num(alone/2), num(cpu), num(cpu-alone))}
 	}

@@ -50,6 +50,12 @@ func Report(w io.Writer, imgDir string, res *Results) error {
 			fmt.Fprintf(ew, "![%s](%s)\n\n", f.Title, path.Join(imgDir, f.Plot))
 			table(ew, f)
 			cpuTable(ew, f.CPU)
+			if len(f.Remarks) > 0 {
+				fmt.Fprintf(ew, "\n")
+				for _, r := range f.Remarks {
+					fmt.Fprintf(ew, "- %s\n", r)
+				}
+			}
 		}
 		fmt.Fprintf(ew, "\n#### Where braid falls short (paper %s)\n\n", p.Paper)
 		if len(p.Findings) == 0 {
