@@ -578,14 +578,20 @@ func cpuFindings001(use []*CPUUse, pairs [][2]string) []string {
 			transport, one.Tasks, num(wall2), num(wall1), 100*(wall2-wall1)/wall1,
 			two.Busy(), two.Cores, two.Server, two.WorkerCPU(), two.Client, two.Wall, one.Busy(), two.MachineBusy(), one.MachineBusy())
 		pt1, pt2 := one.PerTask(), two.PerTask()
+		// The most a second worker on the same cores could gain at equal
+		// CPU per task: the cores neither braid nor other work used
+		// while one worker ran.
+		free := float64(one.Cores) - one.MachineBusy()
+		bound := 100 * max(free, 0) / (one.Busy() + max(free, 0))
 		if two.MachineBusy() >= 0.9*float64(two.Cores) {
 			s += ". The cores were saturated"
 			if other := two.MachineBusy() - two.Busy(); other >= 0.1*float64(two.Cores) {
 				s += fmt.Sprintf(" (other work on the machine took %.2f cores)", other)
 			}
 			s += fmt.Sprintf(": a second worker adds threads but no CPU, "+
-				"so the time per task is braid's CPU per task over the cores it gets; that CPU was %s ms a task with 1 worker and %s with 2 (%+.0f%%).",
-				num(pt1), num(pt2), 100*(pt2-pt1)/pt1)
+				"so the time per task is braid's CPU per task over the cores it gets; that CPU was %s ms a task with 1 worker and %s with 2 (%+.0f%%). "+
+				"With 1 worker, %.2f of the %d cores were left idle, so at equal CPU per task a second worker on them could cut the time per task by %.0f%% at most, not the ideal 50%% of the paper's second machine.",
+				num(pt1), num(pt2), 100*(pt2-pt1)/pt1, max(free, 0), one.Cores, bound)
 		} else {
 			s += fmt.Sprintf(". The cores were not saturated (%.2f of %d busy), so CPU contention does not explain the difference alone; braid's CPU per task was %s ms with 1 worker and %s with 2.",
 				two.MachineBusy(), two.Cores, num(pt1), num(pt2))
