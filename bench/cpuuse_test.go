@@ -130,7 +130,9 @@ func cpuRow(layout string, wall, server float64, workers []float64, machine floa
 
 // TestFig10CPUReport: Fig. 10's CPU measurement is stored in
 // results.json, shown in a table under the figure, and a remark under it
-// says from its figures why 2 workers are slower: the cores were saturated.
+// says from its figures why 2 workers are slower or faster: their CPU per
+// task and the cores they got, and whether braid, other work or nothing
+// saturated the cores.
 func TestFig10CPUReport(t *testing.T) {
 	const one, two = "SCTP, 1 worker x 2 streams", "SCTP, 2 workers x 2 streams"
 	pr := &PaperResult{Paper: "001", Title: "made up"}
@@ -138,9 +140,8 @@ func TestFig10CPUReport(t *testing.T) {
 	f.add("SCTP: 2 workers over 1", kindBraid, 1000, "1000", -20)
 	f.CPU = []*CPUUse{cpuRow(one, 30, 9, []float64{40}, 55), cpuRow(two, 36, 12, []float64{26, 31}, 71.4)}
 	pr.Findings = f.finish()
-	f.Remarks = cpuFindings001(f.CPU, [][2]string{{one, two}, {"TCP, 1 worker x 2 streams", "TCP, 2 workers x 2 streams"}})
-	if len(f.Remarks) != 1 {
-		t.Fatalf("remarks %q; want one, for SCTP (TCP was not measured)", f.Remarks)
+	if got := explain001(pr)["001-fig10"]; len(got) != 1 {
+		t.Fatalf("remarks %q; want one, for SCTP (TCP was not measured)", got)
 	}
 	res := &Results{Command: "braid bench --paper 001", Machine: ThisMachine(), Started: time.Now(), Papers: []*PaperResult{pr}}
 	dir := t.TempDir()
@@ -155,31 +156,33 @@ func TestFig10CPUReport(t *testing.T) {
 		t.Fatalf("results.json's Fig. 10 CPU: %+v; want both rows as recorded", g)
 	}
 	report, _ := os.ReadFile(filepath.Join(dir, "report.md"))
-	// 2 workers: braid 12+57+0.5 = 69.5 CPU s over 36 s = 1.93 cores;
-	// the machine 71.4/36 = 1.98; 69.5 s over 5000 tasks = 13.9 ms.
+	// 1 worker: braid 9+40+0.5 = 49.5 CPU s over 30 s = 1.65 cores, 9.90
+	// ms a task; the machine 55/30 = 1.83. 2 workers: 69.5 CPU s over 36
+	// s = 1.93 cores, 13.9 ms a task; the machine 71.4/36 = 1.98.
 	for _, want := range []string{
 		"| layout | tasks | jobs | wall (s) | server CPU (s) | workers CPU (s) | client CPU (s) | braid cores busy | machine cores busy | braid CPU per task (ms) |",
 		"| SCTP, 1 worker x 2 streams | 1000 | 5 | 30.00 | 9.00 | 40.00 | 0.50 | 1.65 | 1.83 | 9.90 | 0.40 0.30 0.20 → 1.90 0.80 0.40 |",
 		"| SCTP, 2 workers x 2 streams | 1000 | 5 | 36.00 | 12.00 | 57.00 (26.00 + 31.00) | 0.50 | 1.93 | 1.98 | 13.9 |",
 		"this machine has 2 cores",
-		"| 0.40 0.30 0.20 → 1.90 0.80 0.40 |\n\n- SCTP at 1000 tasks: with 2 workers a task took 7.20 ms of wall time, with 1 worker 6.00 (+20%)",
-		"braid's processes kept 1.93 of the 2 cores busy with 2 workers (server 12.0 CPU s, workers 57.0, client 0.5 over 36.0 s) and 1.65 with 1",
-		"the machine as a whole 1.98 and 1.83. The cores were saturated: a second worker adds threads but no CPU",
-		"that CPU was 9.90 ms a task with 1 worker and 13.9 with 2 (+40%). With 1 worker, 0.17 of the 2 cores were left idle, so at equal CPU per task a second worker on them could cut the time per task by 9% at most, not the ideal 50% of the paper's second machine.",
+		"| 0.40 0.30 0.20 → 1.90 0.80 0.40 |\n\n- SCTP at 1000 tasks: a task took 7.20 ms of wall time with 2 workers, 6.00 with 1 (+20%). " +
+			"That time is braid's CPU per task over the cores its processes got: 9.90 ms of CPU a task with 1 worker and 13.9 with 2 (+40%), " +
+			"over 1.65 and 1.93 of the 2 cores (+17%; with 2 workers the server used 12.0 CPU s, the workers 57.0 and the client 0.5 in 36.0 s). " +
+			"braid's own processes saturated the 2 cores: a second worker adds threads but no CPU. " +
+			"With 1 worker 0.17 cores were left idle, so at equal CPU per task a second worker could cut the time per task by 9% at most, not the ideal 50% of the paper's second machine.",
 	} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, report)
 		}
 	}
-	// Cores saturated by other work: the finding says how much.
+	// Cores saturated with other work: the remark says how much it took.
 	other := cpuFindings001([]*CPUUse{cpuRow(one, 30, 9, []float64{20}, 58), cpuRow(two, 36, 12, []float64{13, 13}, 70)}, [][2]string{{one, two}})
-	if len(other) != 1 || !strings.Contains(other[0], "The cores were saturated (other work on the machine took 0.88 cores)") {
-		t.Errorf("findings with other work: %q", other)
+	if len(other) != 1 || !strings.Contains(other[0], "The machine's cores were saturated (1.93 and 1.94 busy) and other work took 0.95 of them with 1 worker and 0.8") {
+		t.Errorf("remarks with other work: %q", other)
 	}
-	// Cores left idle: the finding says contention does not explain it.
+	// Cores left idle: the remark says contention does not explain it.
 	idle := cpuFindings001([]*CPUUse{cpuRow(one, 30, 9, []float64{20}, 30), cpuRow(two, 36, 12, []float64{13, 13}, 40)}, [][2]string{{one, two}})
-	if len(idle) != 1 || !strings.Contains(idle[0], "The cores were not saturated (1.11 of 2 busy), so CPU contention does not explain the difference alone") {
-		t.Errorf("findings with idle cores: %q", idle)
+	if len(idle) != 1 || !strings.Contains(idle[0], "The cores were not saturated (1.11 of 2 busy with 2 workers), so CPU contention does not explain the difference alone.") {
+		t.Errorf("remarks with idle cores: %q", idle)
 	}
 }
 
@@ -224,6 +227,16 @@ func TestComputeFinding001(t *testing.T) {
 		"braid's processes used 9.90 ms of CPU a task (Fig. 10's CPU table), so 7.40 ms a task goes to the server, the transport and the client beyond the blur itself."
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("finding %q\nwant %q", got, want)
+	}
+	// explain001 words it under Fig. 6 only when Figs. 6 and 10 come from
+	// the same run.
+	pr := &PaperResult{Paper: "001", Figures: []*Figure{f, {ID: "001-fig10", CPU: use}}}
+	if got := explain001(pr)["001-fig6"]; len(got) != 1 || got[0] != want {
+		t.Errorf("explain001 under Fig. 6: %q", got)
+	}
+	f.From = "the run of yesterday"
+	if got := explain001(pr)["001-fig6"]; len(got) != 0 {
+		t.Errorf("explain001 set an earlier Fig. 6 against this run's CPU: %q", got)
 	}
 }
 

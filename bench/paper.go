@@ -18,6 +18,13 @@ import (
 // Papers lists the seed papers that PaperRun re-runs, by number.
 var Papers = []string{"000", "001", "002", "003"}
 
+// paperExplainers word, from a paper's stored measurements, why some of
+// its figures look as they do, by figure ID; the report prints it under
+// the figure's tables.
+var paperExplainers = map[string]func(*PaperResult) map[string][]string{
+	"001": explain001,
+}
+
 // paperRunners are the papers implemented so far.
 var paperRunners = map[string]func(*PaperRun, context.Context, *PaperResult) error{
 	"000": (*PaperRun).paper000,
@@ -116,9 +123,6 @@ type Figure struct {
 	// CPU is the CPU the processes of the figure's layouts used, shown
 	// in a table under the figure's.
 	CPU []*CPUUse `json:"cpu,omitempty"`
-	// Remarks explain the figure from its measurements (why it looks as
-	// it does); the report prints them under its tables.
-	Remarks []string `json:"remarks,omitempty"`
 	// From names the earlier run a figure comes from when a run of
 	// selected figures kept it ("" means this run measured it).
 	From   string   `json:"from_run,omitempty"`

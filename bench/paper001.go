@@ -35,6 +35,15 @@ var (
 	paper001Two   = []float64{15.57, 26.58, 29.65, 40.52}
 )
 
+// Paper 001's layouts of one and two workers with 2 streams each, whose
+// CPU Fig. 10 shows.
+const (
+	tcp2   = "TCP, 1 worker x 2 streams"
+	sctp2  = "SCTP, 1 worker x 2 streams"
+	sctp22 = "SCTP, 2 workers x 2 streams"
+	tcp22  = "TCP, 2 workers x 2 streams"
+)
+
 // slowCPU001 is the CPU share of the paper's slower machine C3, emulated.
 const slowCPU001 = 0.25
 
@@ -45,12 +54,8 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 	const (
 		tcp1   = "TCP, 1 worker x 1 stream"
 		sctp1  = "SCTP, 1 worker x 1 stream"
-		tcp2   = "TCP, 1 worker x 2 streams"
-		sctp2  = "SCTP, 1 worker x 2 streams"
 		sctp3  = "SCTP, 1 worker x 3 streams"
 		sctp5  = "SCTP, 1 worker x 5 streams"
-		sctp22 = "SCTP, 2 workers x 2 streams"
-		tcp22  = "TCP, 2 workers x 2 streams"
 		slow2  = "SCTP, slow worker x 2 streams"
 		sctp33 = "SCTP, 2 workers x 3 streams"
 		sct331 = "SCTP, 3 workers x 3/3/1 streams, third slow"
@@ -252,10 +257,6 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 	decrease(f10, "TCP: 2 workers over 1", tcp2, tcp22)
 	decrease(f11, "SCTP, 2 workers over TCP, 1 worker", tcp2, sctp22)
 	pr.Findings = append(pr.Findings, fig11Finding(f11, tasks)...)
-	// Why Fig. 10 looks as it does, and what the cluster costs beyond the
-	// compute alone (Fig. 6), from the CPU measurement.
-	f10.Remarks = append(f10.Remarks, cpuFindings001(f10.CPU, [][2]string{{sctp2, sctp22}, {tcp2, tcp22}})...)
-	f6.Remarks = append(f6.Remarks, computeFinding001(f6, f10.CPU, tcp2, sctp2)...)
 	for _, n := range tasks {
 		f10.add("ideal: half", kindIdeal, float64(n), strconv.Itoa(n), 50)
 		f11.add("ideal: half", kindIdeal, float64(n), strconv.Itoa(n), 50)
@@ -542,6 +543,23 @@ func fig11Finding(f *Figure, tasks []int) []string {
 	return nil
 }
 
+// explain001 says, from the stored measurements, why Fig. 10 looks as
+// it does (its CPU table) and what the cluster costs beyond the compute
+// alone (Fig. 6), by figure ID. The report words it each time it is
+// written, so a redraw words it as this braid does.
+func explain001(p *PaperResult) map[string][]string {
+	out := map[string][]string{}
+	f6, f10 := findFigure(p.Figures, "001-fig6"), findFigure(p.Figures, "001-fig10")
+	if f10 == nil {
+		return out
+	}
+	out[f10.ID] = cpuFindings001(f10.CPU, [][2]string{{sctp2, sctp22}, {tcp2, tcp22}})
+	if f6 != nil && f6.From == f10.From { // measured in the same run
+		out[f6.ID] = computeFinding001(f6, f10.CPU, tcp2, sctp2)
+	}
+	return out
+}
+
 // cpuFindings001 says, under Fig. 10, from the CPU measurement of Fig. 10's layouts, why
 // 2 workers are slower or faster than 1 here: for each pair {1 worker, 2
 // workers} of layouts, at the largest task count both ran, the cores
@@ -571,30 +589,31 @@ func cpuFindings001(use []*CPUUse, pairs [][2]string) []string {
 			continue
 		}
 		transport, _, _ := strings.Cut(one.Layout, ",")
-		wall1, wall2 := one.Wall/float64(one.Jobs*one.Tasks)*1000, two.Wall/float64(two.Jobs*two.Tasks)*1000
-		s := fmt.Sprintf("%s at %d tasks: with 2 workers a task took %s ms of wall time, with 1 worker %s (%+.0f%%). "+
-			"braid's processes kept %.2f of the %d cores busy with 2 workers (server %.1f CPU s, workers %.1f, client %.1f over %.1f s) and %.2f with 1; "+
-			"the machine as a whole %.2f and %.2f",
-			transport, one.Tasks, num(wall2), num(wall1), 100*(wall2-wall1)/wall1,
-			two.Busy(), two.Cores, two.Server, two.WorkerCPU(), two.Client, two.Wall, one.Busy(), two.MachineBusy(), one.MachineBusy())
+		wall1, wall2 := 1000*ratio(one.Wall, float64(one.Jobs*one.Tasks)), 1000*ratio(two.Wall, float64(two.Jobs*two.Tasks))
 		pt1, pt2 := one.PerTask(), two.PerTask()
-		// The most a second worker on the same cores could gain at equal
-		// CPU per task: the cores neither braid nor other work used
-		// while one worker ran.
-		free := float64(one.Cores) - one.MachineBusy()
-		bound := 100 * max(free, 0) / (one.Busy() + max(free, 0))
-		if two.MachineBusy() >= 0.9*float64(two.Cores) {
-			s += ". The cores were saturated"
-			if other := two.MachineBusy() - two.Busy(); other >= 0.1*float64(two.Cores) {
-				s += fmt.Sprintf(" (other work on the machine took %.2f cores)", other)
-			}
-			s += fmt.Sprintf(": a second worker adds threads but no CPU, "+
-				"so the time per task is braid's CPU per task over the cores it gets; that CPU was %s ms a task with 1 worker and %s with 2 (%+.0f%%). "+
-				"With 1 worker, %.2f of the %d cores were left idle, so at equal CPU per task a second worker on them could cut the time per task by %.0f%% at most, not the ideal 50%% of the paper's second machine.",
-				num(pt1), num(pt2), 100*(pt2-pt1)/pt1, max(free, 0), one.Cores, bound)
-		} else {
-			s += fmt.Sprintf(". The cores were not saturated (%.2f of %d busy), so CPU contention does not explain the difference alone; braid's CPU per task was %s ms with 1 worker and %s with 2.",
-				two.MachineBusy(), two.Cores, num(pt1), num(pt2))
+		pct := func(a, b float64) float64 { return 100 * (b - a) / a }
+		// Wall time per task = CPU per task / cores busy, for both.
+		s := fmt.Sprintf("%s at %d tasks: a task took %s ms of wall time with 2 workers, %s with 1 (%+.0f%%). "+
+			"That time is braid's CPU per task over the cores its processes got: %s ms of CPU a task with 1 worker and %s with 2 (%+.0f%%), "+
+			"over %.2f and %.2f of the %d cores (%+.0f%%; with 2 workers the server used %.1f CPU s, the workers %.1f and the client %.1f in %.1f s).",
+			transport, one.Tasks, num(wall2), num(wall1), pct(wall1, wall2),
+			num(pt1), num(pt2), pct(pt1, pt2), one.Busy(), two.Busy(), two.Cores, pct(one.Busy(), two.Busy()),
+			two.Server, two.WorkerCPU(), two.Client, two.Wall)
+		cores := float64(two.Cores)
+		other1, other2 := one.MachineBusy()-one.Busy(), two.MachineBusy()-two.Busy()
+		switch {
+		case two.MachineBusy() < 0.9*cores:
+			s += fmt.Sprintf(" The cores were not saturated (%.2f of %d busy with 2 workers), so CPU contention does not explain the difference alone.",
+				two.MachineBusy(), two.Cores)
+		case max(other1, other2) >= 0.1*cores:
+			s += fmt.Sprintf(" The machine's cores were saturated (%.2f and %.2f busy) and other work took %.2f of them with 1 worker and %.2f with 2: "+
+				"a second worker's threads changed braid's share of cores it shared with that work, not the cores it had, so this figure moves with the other work on the machine, not with what a second machine would add.",
+				one.MachineBusy(), two.MachineBusy(), other1, other2)
+		default:
+			free := max(cores-one.MachineBusy(), 0)
+			s += fmt.Sprintf(" braid's own processes saturated the %d cores: a second worker adds threads but no CPU. "+
+				"With 1 worker %.2f cores were left idle, so at equal CPU per task a second worker could cut the time per task by %.0f%% at most, not the ideal 50%% of the paper's second machine.",
+				two.Cores, free, 100*free/(one.Busy()+free))
 		}
 		out = append(out, s)
 	}

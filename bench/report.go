@@ -39,6 +39,10 @@ func Report(w io.Writer, imgDir string, res *Results) error {
 				fmt.Fprintf(ew, "- %s\n", e)
 			}
 		}
+		var remarks map[string][]string
+		if explain := paperExplainers[p.Paper]; explain != nil {
+			remarks = explain(p)
+		}
 		for _, f := range p.Figures {
 			fmt.Fprintf(ew, "\n#### %s\n\n", f.Title)
 			if f.From != "" {
@@ -50,9 +54,9 @@ func Report(w io.Writer, imgDir string, res *Results) error {
 			fmt.Fprintf(ew, "![%s](%s)\n\n", f.Title, path.Join(imgDir, f.Plot))
 			table(ew, f)
 			cpuTable(ew, f.CPU)
-			if len(f.Remarks) > 0 {
+			if len(remarks[f.ID]) > 0 {
 				fmt.Fprintf(ew, "\n")
-				for _, r := range f.Remarks {
+				for _, r := range remarks[f.ID] {
 					fmt.Fprintf(ew, "- %s\n", r)
 				}
 			}
