@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -200,6 +201,16 @@ func (u *CPUUse) add(from, to cpuMark) {
 		}
 		u.Workers[i] += (to.workers[i] - from.workers[i]).Seconds()
 	}
+}
+
+// selfCPU returns this process's user+system CPU time so far, or 0 where
+// getrusage fails.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // loadAvg returns /proc/loadavg's first three fields, or "" where it

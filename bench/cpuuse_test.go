@@ -207,7 +207,8 @@ func TestCompute001(t *testing.T) {
 			t.Errorf("rep %d: %v ms a task at 1 task, %v at 1000; want both above 0, the first higher (the encode is once a job)", i, few.Samples[i], many.Samples[i])
 		}
 	}
-	if !strings.Contains(f.Note, "decode the 19 KB GIF and blur it: ") || !strings.Contains(f.Note, "ms, mean over 2 x 3) plus 1/N of the job's one PNG encode") {
+	if !strings.Contains(f.Note, "in CPU time: one unit as a worker runs it (decode the 19 KB GIF and blur it: ") ||
+		!strings.Contains(f.Note, "ms, mean over 2 x 3) plus 1/N of the job's one PNG encode") || !strings.Contains(f.Note, "ms of wall time together") {
 		t.Errorf("note %q does not give the unit's and the encode's times", f.Note)
 	}
 }
