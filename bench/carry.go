@@ -81,22 +81,29 @@ func sameStart(a, b string) bool {
 
 // carrySeries adds to f the peers' series of g (the same figure, from the
 // earlier run from) that f lacks, renamed with earlierRun, and their
-// comparisons.
+// comparisons. A series g itself kept from a run before keeps its name and
+// where it comes from.
 func carrySeries(f, g *Figure, from string) {
 	have := f.series()
-	var carried []string
+	var carried, froms []string
 	for _, p := range g.Points {
 		peer := p.Kind == kindPeer || p.Kind == kindIdeal && !strings.HasPrefix(p.Series, "braid")
 		if !peer || slices.Contains(have, p.Series) {
 			continue
 		}
 		c := *p
-		c.Series = p.Series + earlierRun
+		c.Series = strings.TrimSuffix(p.Series, earlierRun) + earlierRun
 		c.Name = fmt.Sprintf("%s/%s/%s", f.ID, c.Series, c.XLabel)
 		c.Samples = slices.Clone(p.Samples)
+		if c.From == "" {
+			c.From = from
+		}
 		f.Points = append(f.Points, &c)
 		if !slices.Contains(carried, p.Series) {
 			carried = append(carried, p.Series)
+		}
+		if !slices.Contains(froms, c.From) {
+			froms = append(froms, c.From)
 		}
 	}
 	if len(carried) == 0 {
@@ -104,10 +111,10 @@ func carrySeries(f, g *Figure, from string) {
 	}
 	for _, c := range g.Compare {
 		if slices.Contains(have, c[0]) && slices.Contains(carried, c[1]) {
-			f.Compare = append(f.Compare, [2]string{c[0], c[1] + earlierRun})
+			f.Compare = append(f.Compare, [2]string{c[0], strings.TrimSuffix(c[1], earlierRun) + earlierRun})
 		}
 	}
-	f.Note = strings.TrimSpace(f.Note + fmt.Sprintf(" The series marked \"%s\" were not re-run: they come from %s.", strings.TrimSpace(earlierRun), from))
+	f.Note = strings.TrimSpace(f.Note + fmt.Sprintf(" The series marked \"%s\" were not re-run: they come from %s.", strings.TrimSpace(earlierRun), strings.Join(froms, " and ")))
 }
 
 func findFigure(figs []*Figure, id string) *Figure {

@@ -284,6 +284,22 @@ func TestCarry(t *testing.T) {
 	if strings.Join(pr.Findings, "|") != "Fig. 4 at 10 tasks: old" || strings.Join(pr.Emulated, "|") != "Kernel SCTP is not available here (only inside a guest kernel).|peers text" {
 		t.Errorf("findings %q, emulated %q; want the kept Fig. 4's finding, and of the earlier setup notes the one this run rewords not", pr.Findings, pr.Emulated)
 	}
+	if p := f6.point("Dask, 1 worker(s) x 2 threads (earlier run)", 10); p == nil || !strings.Contains(p.From, "2026-11-23 20:39 UTC") {
+		t.Errorf("the earlier Dask point %+v does not say where it comes from", p)
+	}
+	// A second run of selected figures keeps the earlier series under
+	// their names, from the run that measured them.
+	again := &Results{Command: "braid bench --paper 001 --figures 6", Started: time.Date(2026, 11, 28, 10, 57, 0, 0, time.UTC), Papers: []*PaperResult{pr}}
+	next := &PaperResult{Paper: "001"}
+	n6 := next.fig(&Figure{ID: "001-fig6", Title: "Fig. 6: TCP vs SCTP", Unit: "ms"})
+	n6.add("TCP, 1 worker x 2 streams", kindBraid, 10, "10", 4)
+	next.carry(again)
+	if got := strings.Join(n6.series(), "|"); got != "TCP, 1 worker x 2 streams|Dask, 1 worker(s) x 2 threads (earlier run)|Pillow's blur alone, 1 thread (earlier run)" {
+		t.Errorf("after a second run, Fig. 6 series %q", got)
+	}
+	if !strings.Contains(n6.Note, "they come from the run of 2026-11-23 20:39 UTC") || strings.Contains(n6.Note, "2026-11-28") {
+		t.Errorf("after a second run, Fig. 6 note %q; want the series' own run, 2026-11-23", n6.Note)
+	}
 	res := &Results{Command: "braid bench --paper 001 --figures 6", Machine: ThisMachine(), Started: time.Now(), Papers: []*PaperResult{pr}}
 	var b strings.Builder
 	if err := Report(&b, "", res); err != nil {

@@ -146,6 +146,10 @@ type Point struct {
 	Samples []float64 `json:"samples"`
 	Paper   *float64  `json:"paper,omitempty"`
 	Ratio   *float64  `json:"ratio,omitempty"` // Value / Paper
+	// From names the earlier run a point comes from when a run of
+	// selected figures kept it in a figure it re-measured ("" means this
+	// run measured it).
+	From string `json:"from_run,omitempty"`
 }
 
 // Kinds of series.
