@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -322,5 +324,52 @@ func TestParseFigures(t *testing.T) {
 		if got, err := ParseFigures(c.papers, c.arg); err == nil {
 			t.Errorf("ParseFigures(%v, %q) = %v; want an error", c.papers, c.arg, got)
 		}
+	}
+}
+
+// TestRunSelectedFigures: a run of selected figures writes the earlier
+// run's other figures back beside its own, and one that fails replaces
+// nothing in its output directory.
+func TestRunSelectedFigures(t *testing.T) {
+	dir := t.TempDir()
+	old := &Results{Command: "braid bench --paper 001", Started: time.Date(2026, 11, 23, 20, 39, 0, 0, time.UTC)}
+	op := &PaperResult{Paper: "001", Title: "t"}
+	f4 := op.fig(&Figure{ID: "001-fig4", Title: "Fig. 4: one worker, one stream", XLabel: "tasks (count)", YLabel: "ms", Unit: "ms"})
+	f4.add("TCP, 1 worker x 1 stream", kindBraid, 10, "10", 10)
+	old.Papers = []*PaperResult{op}
+	if err := old.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, "results.json"))
+
+	saved := paperRunners["001"]
+	defer func() { paperRunners["001"] = saved }()
+	paperRunners["001"] = func(r *PaperRun, ctx context.Context, pr *PaperResult) error {
+		f := pr.fig(&Figure{ID: "001-fig6", Title: "Fig. 6: TCP vs SCTP", XLabel: "tasks (count)", YLabel: "ms", Unit: "ms"})
+		f.add("TCP, 1 worker x 2 streams", kindBraid, 10, "10", 5)
+		return errors.New("the testbed fell over")
+	}
+	run := &PaperRun{Papers: []string{"001"}, Figures: []string{"6"}, Out: dir, Command: "braid bench --paper 001 --figures 6"}
+	if _, err := run.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "nothing in "+dir+" was replaced") {
+		t.Errorf("failed run: %v; want it to say nothing was replaced", err)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "results.json")); string(after) != string(before) {
+		t.Error("a failed run of selected figures rewrote results.json")
+	}
+
+	paperRunners["001"] = func(r *PaperRun, ctx context.Context, pr *PaperResult) error {
+		f := pr.fig(&Figure{ID: "001-fig6", Title: "Fig. 6: TCP vs SCTP", XLabel: "tasks (count)", YLabel: "ms", Unit: "ms"})
+		f.add("TCP, 1 worker x 2 streams", kindBraid, 10, "10", 5)
+		return nil
+	}
+	if _, err := run.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ReadResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := figure(res, "001-fig4"); g == nil || !strings.Contains(g.From, "2026-11-23 20:39 UTC") || figure(res, "001-fig6") == nil {
+		t.Errorf("after the run: Fig. 4 %+v, Fig. 6 %v; want Fig. 4 kept from 2026-11-23 and this run's Fig. 6", g, figure(res, "001-fig6"))
 	}
 }

@@ -429,7 +429,7 @@ func (r *PaperRun) Run(ctx context.Context) (*Results, error) {
 		r.logf("== paper %s", p)
 		err := run(r, ctx, pr)
 		pr.Elapsed = time.Since(t0).Seconds()
-		if old != nil && err == nil {
+		if old != nil {
 			pr.carry(old)
 		}
 		for _, f := range pr.Figures {
@@ -446,6 +446,12 @@ func (r *PaperRun) Run(ctx context.Context) (*Results, error) {
 		}
 	}
 	res.Elapsed = time.Since(res.Started).Seconds()
+	if len(r.Figures) > 0 && len(errs) > 0 {
+		// A run of selected figures that failed would replace a whole
+		// run's results with part of a few figures: Out stays as it was.
+		errs = append(errs, fmt.Errorf("bench: nothing in %s was replaced", r.Out))
+		return res, errors.Join(errs...)
+	}
 	if err := res.Write(r.Out); err != nil {
 		errs = append(errs, err)
 	}
