@@ -374,8 +374,8 @@ func ParseFigures(papers []string, arg string) ([]string, error) {
 	var out []string
 	for _, n := range strings.Split(arg, ",") {
 		n = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(n), "fig"))
-		if !slices.Contains(Figures001, n) {
-			return nil, fmt.Errorf("paper 001 has no figure %q: want some of %s", n, strings.Join(Figures001, ", "))
+		if !slices.Contains(figures001, n) {
+			return nil, fmt.Errorf("paper 001 has no figure %q: want some of %s", n, strings.Join(figures001, ", "))
 		}
 		if !slices.Contains(out, n) {
 			out = append(out, n)

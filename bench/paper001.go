@@ -107,7 +107,7 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 	selected := map[string]bool{} // layouts of the selected figures; empty: all
 	for _, n := range r.Figures {
 		if needs[n] == nil {
-			return fmt.Errorf("paper 001 has no figure %q (figures: %s)", n, strings.Join(Figures001, ", "))
+			return fmt.Errorf("paper 001 has no figure %q (figures: %s)", n, strings.Join(figures001, ", "))
 		}
 		for _, l := range needs[n] {
 			selected[l] = true
@@ -289,9 +289,9 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 	return err
 }
 
-// Figures001 are the figure numbers of paper 001 that PaperRun.Figures
+// figures001 are the figure numbers of paper 001 that PaperRun.Figures
 // may select (8 and 9 are one plot).
-var Figures001 = []string{"4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15"}
+var figures001 = []string{"4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15"}
 
 // compute001 times braid's blur without the cluster, on one thread, as
 // the cluster's jobs do it: each unit decodes the GIF and blurs it (what a
