@@ -43,6 +43,9 @@ type Cluster struct {
 	url    string // the server's control API
 	host   string // the server's host
 	nextID int
+	// clientCPU is the user+system CPU time of the client commands
+	// (Braid) that ended.
+	clientCPU time.Duration
 }
 
 // Proc is a long-running braid process of a Cluster.
@@ -207,10 +210,36 @@ func (c *Cluster) Braid(ctx context.Context, args ...string) ([]byte, error) {
 	cmd.Env = c.env()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	err := cmd.Run()
+	if ps := cmd.ProcessState; ps != nil {
+		c.mu.Lock()
+		c.clientCPU += ps.UserTime() + ps.SystemTime()
+		c.mu.Unlock()
+	}
+	if err != nil {
 		return stdout.Bytes(), fmt.Errorf("braid %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.Bytes(), nil
+}
+
+// ClientCPU returns the user+system CPU time of the client commands
+// (Braid and what calls it) that ended so far.
+func (c *Cluster) ClientCPU() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clientCPU
+}
+
+// Server returns the server process, or nil before StartServer.
+func (c *Cluster) Server() *Proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.procs {
+		if p.Name == "server" {
+			return p
+		}
+	}
+	return nil
 }
 
 // Workers returns the server's workers (braid workers --json).

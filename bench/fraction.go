@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/braid-hpc/braid/api"
 	"github.com/braid-hpc/braid/ops"
@@ -152,7 +150,7 @@ func (r *FractionRun) Run(ctx context.Context) (cells []FractionCell, err error)
 				if err != nil {
 					return nil, err
 				}
-				cpu0, err := procCPU(wp.PID())
+				cpu0, err := procClock{}.proc(wp.PID())
 				if err != nil {
 					return nil, err
 				}
@@ -160,7 +158,7 @@ func (r *FractionRun) Run(ctx context.Context) (cells []FractionCell, err error)
 				if err != nil {
 					return nil, err
 				}
-				cpu1, err := procCPU(wp.PID())
+				cpu1, err := procClock{}.proc(wp.PID())
 				if err != nil {
 					return nil, err
 				}
@@ -202,33 +200,6 @@ func (c *Cluster) liveWorker(ctx context.Context) (api.WorkerInfo, error) {
 		}
 	}
 	return api.WorkerInfo{}, errors.New("no live worker")
-}
-
-// procCPU returns the user plus system CPU time of a process, in
-// nanoseconds, from /proc/PID/stat (clock ticks of 10 ms).
-func procCPU(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name, field 2, is in parentheses and may hold spaces.
-	s := string(b)
-	end := strings.LastIndexByte(s, ')')
-	if end < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(s[end+1:])
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
-	return (ut + st) * int64(tick), nil
 }
 
 // fraction is the `fraction` experiment.

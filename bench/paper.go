@@ -18,6 +18,13 @@ import (
 // Papers lists the seed papers that PaperRun re-runs, by number.
 var Papers = []string{"000", "001", "002", "003"}
 
+// paperExplainers word, from a paper's stored measurements, why some of
+// its figures look as they do, by figure ID; the report prints it under
+// the figure's tables.
+var paperExplainers = map[string]func(*PaperResult) map[string][]string{
+	"001": explain001,
+}
+
 // paperRunners are the papers implemented so far.
 var paperRunners = map[string]func(*PaperRun, context.Context, *PaperResult) error{
 	"000": (*PaperRun).paper000,
@@ -45,6 +52,11 @@ type PaperRun struct {
 	Braid string
 	// Log receives progress lines; nil means none.
 	Log io.Writer
+	// Figures, when not empty, re-runs only these figures of the one
+	// paper in Papers (001 only; ParseFigures checks them): the layouts
+	// they are drawn from run, and the other figures of results.json
+	// already in Out are kept, marked as from their earlier run.
+	Figures []string
 }
 
 // Results is what results.json holds.
@@ -108,8 +120,14 @@ type Figure struct {
 	// the first falls short of the second.
 	Compare [][2]string `json:"compare,omitempty"`
 	Note    string      `json:"note,omitempty"`
-	Plot    string      `json:"plot"`
-	Points  []*Point    `json:"points"`
+	// CPU is the CPU the processes of the figure's layouts used, shown
+	// in a table under the figure's.
+	CPU []*CPUUse `json:"cpu,omitempty"`
+	// From names the earlier run a figure comes from when a run of
+	// selected figures kept it ("" means this run measured it).
+	From   string   `json:"from_run,omitempty"`
+	Plot   string   `json:"plot"`
+	Points []*Point `json:"points"`
 }
 
 // Point is one measured point of a figure.
@@ -128,6 +146,10 @@ type Point struct {
 	Samples []float64 `json:"samples"`
 	Paper   *float64  `json:"paper,omitempty"`
 	Ratio   *float64  `json:"ratio,omitempty"` // Value / Paper
+	// From names the earlier run a point comes from when a run of
+	// selected figures kept it in a figure it re-measured ("" means this
+	// run measured it).
+	From string `json:"from_run,omitempty"`
 }
 
 // Kinds of series.
@@ -342,6 +364,26 @@ func ParsePapers(arg string) ([]string, error) {
 	return out, nil
 }
 
+// ParseFigures turns the --figures argument into figure numbers of the
+// one paper in papers: numbers separated by commas. Only paper 001 runs
+// selected figures so far.
+func ParseFigures(papers []string, arg string) ([]string, error) {
+	if len(papers) != 1 || papers[0] != "001" {
+		return nil, fmt.Errorf("--figures selects figures of paper 001 only, run alone (--paper 001), not %s", strings.Join(papers, ","))
+	}
+	var out []string
+	for _, n := range strings.Split(arg, ",") {
+		n = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(n), "fig"))
+		if !slices.Contains(figures001, n) {
+			return nil, fmt.Errorf("paper 001 has no figure %q: want some of %s", n, strings.Join(figures001, ", "))
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
 func implemented() []string {
 	var out []string
 	for _, p := range Papers {
@@ -361,8 +403,22 @@ func (r *PaperRun) Run(ctx context.Context) (*Results, error) {
 	if err := os.MkdirAll(r.Out, 0o755); err != nil {
 		return nil, err
 	}
+	if len(r.Figures) > 0 {
+		if _, err := ParseFigures(r.Papers, strings.Join(r.Figures, ",")); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+	}
 	res := &Results{Command: r.Command, Machine: ThisMachine(), Started: time.Now().UTC(), Quick: r.Quick}
 	var errs []error
+	// A run of selected figures keeps the others as the earlier run in
+	// Out measured them.
+	var old *Results
+	if len(r.Figures) > 0 {
+		var err error
+		if old, err = ReadResults(r.Out); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("bench: keep the figures not re-run: %w", err)
+		}
+	}
 	for _, p := range r.Papers {
 		run := paperRunners[p]
 		if run == nil {
@@ -373,9 +429,13 @@ func (r *PaperRun) Run(ctx context.Context) (*Results, error) {
 		r.logf("== paper %s", p)
 		err := run(r, ctx, pr)
 		pr.Elapsed = time.Since(t0).Seconds()
+		if old != nil {
+			pr.carry(old)
+		}
 		for _, f := range pr.Figures {
 			pr.Findings = append(pr.Findings, f.finish()...)
 		}
+		pr.Findings = unique(pr.Findings) // a kept figure's findings come again from finish
 		if err != nil {
 			errs = append(errs, fmt.Errorf("paper %s: %w", p, err))
 			pr.Missing = append(pr.Missing, fmt.Sprintf("The run stopped early: %v.", err))
@@ -386,6 +446,12 @@ func (r *PaperRun) Run(ctx context.Context) (*Results, error) {
 		}
 	}
 	res.Elapsed = time.Since(res.Started).Seconds()
+	if len(r.Figures) > 0 && len(errs) > 0 {
+		// A run of selected figures that failed would replace a whole
+		// run's results with part of a few figures: Out stays as it was.
+		errs = append(errs, fmt.Errorf("bench: nothing in %s was replaced", r.Out))
+		return res, errors.Join(errs...)
+	}
 	if err := res.Write(r.Out); err != nil {
 		errs = append(errs, err)
 	}
@@ -459,11 +525,7 @@ func ThisMachine() Machine {
 			}
 		}
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) >= 3 {
-			m.Load = strings.Join(f[:3], " ")
-		}
-	}
+	m.Load = loadAvg()
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = "Linux " + strings.TrimSpace(string(b))
 	}

@@ -1,12 +1,12 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +35,15 @@ var (
 	paper001Two   = []float64{15.57, 26.58, 29.65, 40.52}
 )
 
+// Paper 001's layouts of one and two workers with 2 streams each, whose
+// CPU Fig. 10 shows.
+const (
+	tcp2   = "TCP, 1 worker x 2 streams"
+	sctp2  = "SCTP, 1 worker x 2 streams"
+	sctp22 = "SCTP, 2 workers x 2 streams"
+	tcp22  = "TCP, 2 workers x 2 streams"
+)
+
 // slowCPU001 is the CPU share of the paper's slower machine C3, emulated.
 const slowCPU001 = 0.25
 
@@ -45,12 +54,8 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 	const (
 		tcp1   = "TCP, 1 worker x 1 stream"
 		sctp1  = "SCTP, 1 worker x 1 stream"
-		tcp2   = "TCP, 1 worker x 2 streams"
-		sctp2  = "SCTP, 1 worker x 2 streams"
 		sctp3  = "SCTP, 1 worker x 3 streams"
 		sctp5  = "SCTP, 1 worker x 5 streams"
-		sctp22 = "SCTP, 2 workers x 2 streams"
-		tcp22  = "TCP, 2 workers x 2 streams"
 		slow2  = "SCTP, slow worker x 2 streams"
 		sctp33 = "SCTP, 2 workers x 3 streams"
 		sct331 = "SCTP, 3 workers x 3/3/1 streams, third slow"
@@ -82,6 +87,15 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 		{dyn221, "sctp-udp", []int{2, 2, 1}, 3, "", 500, 3},
 	}
 	setups = append(setups, static...)
+	// The layouts each figure is drawn from: a run of selected figures
+	// (PaperRun.Figures) runs their layouts only, and redraws every
+	// figure whose layouts all ran.
+	needs := map[string][]string{
+		"4": {tcp1, sctp1}, "5": {sctp1, sctp2, sctp3, sctp5}, "6": {tcp2, sctp2}, "7": {tcp2, sctp2},
+		"8": {tcp2, sctp2, sctp22, tcp22}, "9": {tcp2, sctp2, sctp22, tcp22}, "10": {tcp2, sctp2, sctp22, tcp22},
+		"11": {tcp2, sctp22}, "12": {sctp2, slow2}, "13": {eq22, eq222, dyn222}, "14": {eq22, pr221, dyn221},
+		"15": {sctp33, sct331, tcp33, tcp331},
+	}
 	if r.Quick {
 		tasks = []int{10, 100}
 		setups = []setup001{{tcp2, "tcp", []int{2}, 0, "", 0, 0}, {sctp2, "sctp-udp", []int{2}, 0, "", 0, 0},
@@ -89,6 +103,24 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 			{tcp33, "tcp", []int{3, 3}, 0, "", 0, 0}, {tcp331, "tcp", []int{3, 3, 1}, 3, "", 0, 0},
 			{eq22, "sctp-udp", []int{2, 2}, 0, "equal", 0, 0}, {eq222, "sctp-udp", []int{2, 2, 2}, 3, "equal", 0, 0},
 			{pr221, "sctp-udp", []int{2, 2, 1}, 3, "proportional", 0, 0}}
+	}
+	selected := map[string]bool{} // layouts of the selected figures; empty: all
+	for _, n := range r.Figures {
+		if needs[n] == nil {
+			return fmt.Errorf("paper 001 has no figure %q (figures: %s)", n, strings.Join(figures001, ", "))
+		}
+		for _, l := range needs[n] {
+			selected[l] = true
+		}
+	}
+	if len(selected) > 0 {
+		var keep []setup001
+		for _, s := range setups {
+			if selected[s.name] {
+				keep = append(keep, s)
+			}
+		}
+		setups = keep
 	}
 	pr.Setup = fmt.Sprintf("Every role a separate braid process in its own network namespace: the server host and up to three worker hosts on one 1 Gbit/s network. "+
 		"A job blurs the 19 KB sample GIF (224 x 168, radius 2) N times as N units (`braid submit --op blur --repeat N`), dynamic scheduling unless a layout says static (`--policy equal` or `proportional`: each worker's share fixed when the job arrives), one stream per lent thread; "+
@@ -162,14 +194,18 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 		limit = l
 		defer func() { err = errors.Join(err, l.Remove()) }()
 	}
-	ms := map[string]map[int][]float64{} // setup -> tasks -> per-rep ms per task
+	ms := map[string]map[int][]float64{}                                         // setup -> tasks -> per-rep ms per task
+	cpuOf := map[string]bool{tcp2: true, sctp2: true, sctp22: true, tcp22: true} // Fig. 10's layouts
 	for i, s := range setups {
 		r.logf("001 %s", s.name)
-		got, err := r.run001(ctx, bed, filepath.Join(dir, strconv.Itoa(i)), gif, s, tasks, reps, limit)
+		got, use, err := r.run001(ctx, bed, filepath.Join(dir, strconv.Itoa(i)), gif, s, tasks, reps, limit)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		ms[s.name] = got
+		if cpuOf[s.name] {
+			f10.CPU = append(f10.CPU, use...)
+		}
 		for _, n := range tasks {
 			for _, v := range got[n] {
 				for _, f := range figsOf[s.name] {
@@ -178,7 +214,12 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 			}
 		}
 	}
-	r.peers001(ctx, pr, dir, gif, tasks, reps, f6, f9)
+	if len(selected) == 0 || selected[tcp2] { // Figs. 6 and 9 are redrawn
+		if err := compute001(ctx, gif, tasks, reps, 100, f6, f9); err != nil {
+			pr.Missing = append(pr.Missing, fmt.Sprintf("braid's compute alone: %v", err))
+		}
+		r.peers001(ctx, pr, dir, gif, tasks, reps, len(selected) > 0, f6, f9)
+	}
 	decrease := func(f *Figure, name, from, to string) {
 		for _, n := range tasks {
 			a, b := ms[from][n], ms[to][n]
@@ -228,12 +269,18 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 		f10.paper("SCTP: 2 workers over 1", x, paper001Two[i])
 	}
 	// A figure stays when the layouts it is about ran (quick runs only
-	// some).
+	// some); in a run of selected figures, only if all its layouts were
+	// selected: the others keep the earlier run's (PaperResult.carry).
 	for f, keys := range map[*Figure][]string{f4: {tcp1}, f5: {sctp3}, f6: {tcp2, sctp2}, f7: {tcp2, sctp2},
 		f9: {sctp22}, f10: {sctp22}, f11: {sctp22}, f12: {slow2}, f15: {sct331, tcp331}, f13: {eq222}, f14: {pr221}} {
 		ran := false
 		for _, k := range keys {
 			ran = ran || ms[k] != nil
+		}
+		if len(selected) > 0 {
+			for _, k := range needs[strings.TrimPrefix(f.ID, "001-fig")] {
+				ran = ran && selected[k]
+			}
 		}
 		if !ran {
 			pr.Figures = deleteFig(pr.Figures, f)
@@ -241,6 +288,66 @@ func (r *PaperRun) paper001(ctx context.Context, pr *PaperResult) (err error) {
 	}
 	return err
 }
+
+// figures001 are the figure numbers of paper 001 that PaperRun.Figures
+// may select (8 and 9 are one plot).
+var figures001 = []string{"4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15"}
+
+// compute001 times braid's blur without the cluster, on one thread, as
+// the cluster's jobs do it: each unit decodes the GIF and blurs it (what a
+// worker runs), and each job encodes one PNG of the first copy's result
+// (what the server's assembly does once a job, whatever its task count).
+// A job of N tasks alone then costs a unit plus 1/N of an encode a task,
+// the series "braid's compute alone, 1 thread" of Figs. 6 and 9. It is
+// this process's CPU time (getrusage, garbage collection included), which
+// other work on the machine does not inflate as it does wall time; the
+// note gives both. Each repetition times n units and n encodes.
+func compute001(ctx context.Context, gif string, tasks []int, reps, n int, figs ...*Figure) error {
+	img, err := os.ReadFile(gif)
+	if err != nil {
+		return err
+	}
+	op := ops.Blur()
+	params := map[string]string{"radius": "2"}
+	var units, encodes, walls []float64
+	for range reps {
+		var unit, encode, wall time.Duration
+		for range n {
+			w0, c0 := time.Now(), selfCPU()
+			out, err := op.Run(ctx, params, [][]byte{img})
+			if err != nil {
+				return fmt.Errorf("blur unit: %w", err)
+			}
+			c1 := selfCPU()
+			if _, err := op.Assemble(params, ops.Hint{}, [][]byte{out}); err != nil {
+				return fmt.Errorf("encode the output: %w", err)
+			}
+			c2 := selfCPU()
+			unit, encode, wall = unit+c1-c0, encode+c2-c1, wall+time.Since(w0)
+		}
+		u, e := msOf(unit)/float64(n), msOf(encode)/float64(n)
+		units, encodes, walls = append(units, u), append(encodes, e), append(walls, msOf(wall)/float64(n))
+		for _, f := range figs {
+			for _, m := range tasks {
+				f.add(computeAlone, kindIdeal, float64(m), strconv.Itoa(m), u+e/float64(m))
+			}
+		}
+	}
+	for _, f := range figs {
+		f.Note = strings.TrimSpace(f.Note + " " + fmt.Sprintf(
+			"\"%s\" is a job of N tasks without the cluster, on one thread, per task, in CPU time: one unit as a worker runs it (decode the 19 KB GIF and blur it: %s ms, mean over %d x %d) plus 1/N of the job's one PNG encode of the output (%s ms), which the server does once a job, not per task "+
+				"(a unit and an encode took %s ms of wall time together on this shared machine). "+
+				"The cluster's 2 streams run two units at once on the 2 cores, so its time per task can fall to about half a unit's, less the cores its server and client take. "+
+				"Pillow's line and the peers' tasks, where shown, encode a PNG in every task, which braid's units do not.",
+			computeAlone, num(mean(units)), reps, n, num(mean(encodes)), num(mean(walls))))
+	}
+	return nil
+}
+
+// computeAlone is compute001's series.
+const computeAlone = "braid's compute alone, 1 thread"
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func deleteFig(figs []*Figure, f *Figure) []*Figure {
 	var out []*Figure
@@ -253,80 +360,105 @@ func deleteFig(figs []*Figure, f *Figure) []*Figure {
 }
 
 // run001 starts a cluster of the setup's layout and times a job of each
-// task count reps times; it returns the ms per task by count.
-func (r *PaperRun) run001(ctx context.Context, bed *testbed.Bed, dir, gif string, s setup001, tasks []int, reps int, limit *CPULimit) (out map[int][]float64, err error) {
+// task count reps times; it returns the ms per task by count, and the CPU
+// that the cluster's processes used over the jobs of each count.
+func (r *PaperRun) run001(ctx context.Context, bed *testbed.Bed, dir, gif string, s setup001, tasks []int, reps int, limit *CPULimit) (out map[int][]float64, use []*CPUUse, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := &Cluster{Bed: bed, Bin: r.bin(), Dir: dir, Key: newKey()}
 	defer c.Stop()
 	tr := "--transport=" + s.transport
 	if _, err := c.StartServer(ctx, ClusterServer, 0, tr); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	meter := &cpuMeter{clock: procClock{}, server: c.Server().PID(), client: c.ClientCPU, now: time.Now}
 	hosts := []string{"w1", "w2", "w3"}
 	for i, th := range s.threads {
 		p, err := c.StartWorker(ctx, hosts[i], []int{0}, th, tr)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		meter.workers = append(meter.workers, p.PID())
 		if s.slow > 0 && i >= s.slow-1 && limit != nil {
 			if err := limit.Add(p.PID()); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
 	if _, err := c.WaitWorkers(ctx, len(s.threads)); err != nil {
-		return nil, fmt.Errorf("%w (logs: %s)", err, strings.TrimSpace(c.exitedProcs()))
+		return nil, nil, fmt.Errorf("%w (logs: %s)", err, strings.TrimSpace(c.exitedProcs()))
 	}
 	id, err := c.Put(ctx, gif)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	byTasks := map[int]*CPUUse{}
 	job := func(n int) (float64, error) {
 		args := []string{"--op", "blur", "--input", id, "--repeat", strconv.Itoa(n), "--param", "radius=2"}
 		if s.policy != "" {
 			args = append(args, "--policy", s.policy)
 		}
+		from, err := meter.mark()
+		if err != nil {
+			return 0, err
+		}
 		j, err := c.Submit(ctx, args...)
 		if err != nil {
 			return 0, err
+		}
+		to, err := meter.mark()
+		if err != nil {
+			return 0, err
+		}
+		if u := byTasks[n]; u != nil {
+			u.add(from, to)
 		}
 		return float64(j.Elapsed().Microseconds()) / 1000 / float64(n), nil
 	}
 	// A first job warms the server and the workers up; it is not timed.
 	if _, err := job(10); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out = map[int][]float64{}
 	if s.maxReps > 0 {
 		reps = min(reps, s.maxReps)
 	}
+	for _, n := range tasks {
+		if s.maxTasks == 0 || n <= s.maxTasks {
+			byTasks[n] = &CPUUse{Layout: s.name, Tasks: n, Cores: runtime.NumCPU(), LoadStart: loadAvg()}
+			use = append(use, byTasks[n])
+		}
+	}
 	for rep := range reps {
 		for _, n := range tasks {
-			if s.maxTasks > 0 && n > s.maxTasks {
+			if byTasks[n] == nil {
 				continue
 			}
 			v, err := job(n)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			out[n] = append(out[n], v)
 			r.logf("001 rep %d %s, %d tasks: %.2f ms per task", rep, s.name, n, v)
 		}
 	}
-	return out, nil
+	for _, u := range use {
+		u.LoadEnd = loadAvg()
+	}
+	return out, use, nil
 }
 
 // peers001 runs the tasks on Dask distributed and Ray in the layouts of
 // Figs. 6 and 9 (one worker with 2 threads, two with 2 each); a peer that
 // cannot run is noted in the report.
-func (r *PaperRun) peers001(ctx context.Context, pr *PaperResult, dir, gif string, tasks []int, reps int, f6, f9 *Figure) {
+// A run of selected figures (cachedOnly) installs nothing, as a quick run:
+// it uses the environment an earlier full run left in the cache.
+func (r *PaperRun) peers001(ctx context.Context, pr *PaperResult, dir, gif string, tasks []int, reps int, cachedOnly bool, f6, f9 *Figure) {
 	var py string
 	var err error
-	if r.Quick {
-		// Quick runs install nothing; they use the environment a full run
-		// left in the cache.
+	cachedOnly = cachedOnly || r.Quick
+	if cachedOnly {
 		py, err = CachedPeerVenv(ctx)
 	} else {
 		py, err = PeerVenv(ctx, r.logf)
@@ -336,32 +468,12 @@ func (r *PaperRun) peers001(ctx context.Context, pr *PaperResult, dir, gif strin
 		return
 	}
 	where := "the run creates or finds in the user's cache directory, versions checked"
-	if r.Quick {
+	if cachedOnly {
 		where = "an earlier full run left in the cache, versions checked"
 	}
 	pr.Emulated = append(pr.Emulated, peersText001(where))
-	// The task's compute alone, in Go (braid's blur) and in Python
-	// (Pillow's): the frameworks' overhead is what lies above it.
-	img, err := os.ReadFile(gif)
-	if err != nil {
-		pr.Missing = append(pr.Missing, err.Error())
-		return
-	}
-	for range reps {
-		n := 100
-		t0 := time.Now()
-		for range n {
-			if _, err := ops.Execute(ctx, ops.Blur(), bytes.NewReader(img), int64(len(img)), map[string]string{"radius": "2"}, ops.Hint{}, 1); err != nil {
-				pr.Missing = append(pr.Missing, fmt.Sprintf("the blur alone: %v", err))
-				return
-			}
-		}
-		for _, f := range []*Figure{f6, f9} {
-			for _, m := range tasks {
-				f.add("braid's blur alone, 1 thread", kindIdeal, float64(m), strconv.Itoa(m), float64(time.Since(t0).Microseconds())/1000/float64(n))
-			}
-		}
-	}
+	// The task's compute alone in Python (Pillow's), beside braid's
+	// (compute001): the frameworks' overhead is what lies above it.
 	if got, err := runPeer(ctx, py, dir, gif, "alone", 1, 1, tasks, reps); err != nil {
 		pr.Missing = append(pr.Missing, fmt.Sprintf("Pillow's blur alone: %v", err))
 	} else {
@@ -433,4 +545,108 @@ func fig11Finding(f *Figure, tasks []int) []string {
 		return []string{fmt.Sprintf("Fig. 11 at %d tasks: 2 SCTP workers take %.0f%% more time per task than 1 TCP worker, unlike the paper, which reports a decrease: braid's user-space SCTP costs more per task than its TCP (Fig. 7), and a second worker on this 2-core machine adds little (Fig. 10).", tasks[i], -d)}
 	}
 	return nil
+}
+
+// explain001 says, from the stored measurements, why Fig. 10 looks as
+// it does (its CPU table) and what the cluster costs beyond the compute
+// alone (Fig. 6), by figure ID. The report words it each time it is
+// written, so a redraw words it as this braid does.
+func explain001(p *PaperResult) map[string][]string {
+	out := map[string][]string{}
+	f6, f10 := findFigure(p.Figures, "001-fig6"), findFigure(p.Figures, "001-fig10")
+	if f10 == nil {
+		return out
+	}
+	out[f10.ID] = cpuFindings001(f10.CPU, [][2]string{{sctp2, sctp22}, {tcp2, tcp22}})
+	if f6 != nil && f6.From == f10.From { // measured in the same run
+		out[f6.ID] = computeFinding001(f6, f10.CPU, tcp2, sctp2)
+	}
+	return out
+}
+
+// cpuFindings001 says, under Fig. 10, from the CPU measurement of Fig. 10's layouts, why
+// 2 workers are slower or faster than 1 here: for each pair {1 worker, 2
+// workers} of layouts, at the largest task count both ran, the cores
+// braid's processes and the whole machine kept busy, and braid's CPU per
+// task. When the machine's cores were all but saturated, a second worker
+// adds threads, not CPU, and the time per task follows the CPU per task.
+func cpuFindings001(use []*CPUUse, pairs [][2]string) []string {
+	row := func(layout string, tasks int) *CPUUse {
+		for _, u := range use {
+			if u.Layout == layout && u.Tasks == tasks && u.Jobs > 0 && u.Wall > 0 {
+				return u
+			}
+		}
+		return nil
+	}
+	var out []string
+	for _, pair := range pairs {
+		var one, two *CPUUse
+		for _, u := range use {
+			if u.Layout == pair[0] {
+				if t := row(pair[1], u.Tasks); t != nil && row(pair[0], u.Tasks) != nil && (one == nil || u.Tasks > one.Tasks) {
+					one, two = row(pair[0], u.Tasks), t
+				}
+			}
+		}
+		if one == nil {
+			continue
+		}
+		transport, _, _ := strings.Cut(one.Layout, ",")
+		wall1, wall2 := 1000*ratio(one.Wall, float64(one.Jobs*one.Tasks)), 1000*ratio(two.Wall, float64(two.Jobs*two.Tasks))
+		pt1, pt2 := one.PerTask(), two.PerTask()
+		pct := func(a, b float64) float64 { return 100 * (b - a) / a }
+		// Wall time per task = CPU per task / cores busy, for both.
+		s := fmt.Sprintf("%s at %d tasks: a task took %s ms of wall time with 2 workers, %s with 1 (%+.0f%%). "+
+			"That time is braid's CPU per task over the cores its processes got: %s ms of CPU a task with 1 worker and %s with 2 (%+.0f%%), "+
+			"over %.2f and %.2f of the %d cores (%+.0f%%; with 2 workers the server used %.1f CPU s, the workers %.1f and the client %.1f in %.1f s).",
+			transport, one.Tasks, num(wall2), num(wall1), pct(wall1, wall2),
+			num(pt1), num(pt2), pct(pt1, pt2), one.Busy(), two.Busy(), two.Cores, pct(one.Busy(), two.Busy()),
+			two.Server, two.WorkerCPU(), two.Client, two.Wall)
+		cores := float64(two.Cores)
+		other1, other2 := one.MachineBusy()-one.Busy(), two.MachineBusy()-two.Busy()
+		switch {
+		case two.MachineBusy() < 0.9*cores:
+			s += fmt.Sprintf(" The cores were not saturated (%.2f of %d busy with 2 workers), so CPU contention does not explain the difference alone.",
+				two.MachineBusy(), two.Cores)
+		case max(other1, other2) >= 0.1*cores:
+			s += fmt.Sprintf(" The machine's cores were saturated (%.2f and %.2f busy) and other work took %.2f of them with 1 worker and %.2f with 2: "+
+				"a second worker's threads changed braid's share of cores it shared with that work, not the cores it had, so this figure moves with the other work on the machine, not with what a second machine would add.",
+				one.MachineBusy(), two.MachineBusy(), other1, other2)
+		default:
+			free := max(cores-one.MachineBusy(), 0)
+			s += fmt.Sprintf(" braid's own processes saturated the %d cores: a second worker adds threads but no CPU. "+
+				"With 1 worker %.2f cores were left idle, so at equal CPU per task a second worker could cut the time per task by %.0f%% at most, not the ideal 50%% of the paper's second machine.",
+				two.Cores, free, 100*free/(one.Busy()+free))
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// computeFinding001 sets, under Fig. 6, braid's time per task in each
+// one-worker layout against its compute alone and the CPU its processes
+// used (Fig. 10's CPU table), at the largest task count with all three:
+// what the cluster costs beyond the blur.
+func computeFinding001(f6 *Figure, use []*CPUUse, layouts ...string) []string {
+	var out []string
+	for _, layout := range layouts {
+		for i := len(use) - 1; i >= 0; i-- {
+			u := use[i]
+			if u.Layout != layout || u.Jobs == 0 {
+				continue
+			}
+			x := float64(u.Tasks)
+			p, a := f6.point(layout, x), f6.point(computeAlone, x)
+			if p == nil || a == nil || len(p.Samples) == 0 || len(a.Samples) == 0 {
+				continue
+			}
+			t, alone, cpu := mean(p.Samples), mean(a.Samples), u.PerTask()
+			out = append(out, fmt.Sprintf("At %d tasks, %s took %s ms a task, braid's compute alone %s ms on one thread (%s on two); "+
+				"braid's processes used %s ms of CPU a task (Fig. 10's CPU table), so %s ms a task goes to the server, the transport and the client beyond the blur itself.",
+				u.Tasks, layout, num(t), num(alone), num(alone/2), num(cpu), num(cpu-alone)))
+			break
+		}
+	}
+	return out
 }

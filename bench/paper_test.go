@@ -212,6 +212,19 @@ func TestPaperQuick(t *testing.T) {
 			t.Errorf("%s: no point of %q at 100 tasks (series %v)", id, series, f.series())
 		}
 	}
+	// Fig. 10's CPU measurement: the server and every worker of its
+	// layouts used CPU over the timed jobs.
+	if f := figure(res, "001-fig10"); f != nil {
+		workers := map[string]int{"SCTP, 1 worker x 2 streams": 1, "SCTP, 2 workers x 2 streams": 2}
+		for _, u := range f.CPU {
+			if n, ok := workers[u.Layout]; ok && u.Jobs > 0 && u.Wall > 0 && u.Server > 0 && len(u.Workers) == n && u.WorkerCPU() > 0 && u.Cores > 0 {
+				delete(workers, u.Layout)
+			}
+		}
+		if len(workers) > 0 {
+			t.Errorf("001-fig10: no CPU measurement of %v among %d rows", workers, len(f.CPU))
+		}
+	}
 	if c, err := vmkernel.Choose(t.Context()); err == nil {
 		t.Logf("kernel rows: %s", c.Reason)
 		tag := kernelTag(c.Backend)

@@ -184,13 +184,13 @@ func (f *Figure) Draw(file string) error {
 	dc.FillPolygon(color.White, []vg.Point{{X: 0, Y: 0}, {X: width, Y: 0}, {X: width, Y: height}, {X: 0, Y: height}})
 	if below {
 		p.Title.Text = wrapText(f.Title, width-vg.Points(16), p.Title.TextStyle.Width)
-		p.Draw(draw.Crop(dc, 0, -vg.Points(12), legendH, 0))
+		p.Draw(draw.Crop(dc, 0, -vg.Points(12), legendH, -titleRoom))
 		legend.draw(draw.Crop(dc, legendGap, 0, 0, -(height-legendH+legendGap/2)), cols, entryW+legendGap)
 	} else {
 		legendW := entryW + vg.Points(10)
 		plotW := width - legendW - vg.Points(8)
 		p.Title.Text = wrapText(f.Title, plotW-vg.Points(16), p.Title.TextStyle.Width)
-		p.Draw(draw.Crop(dc, 0, -legendW-vg.Points(8), 0, 0))
+		p.Draw(draw.Crop(dc, 0, -legendW-vg.Points(8), 0, -titleRoom))
 		legend.draw(draw.Crop(dc, width-legendW, 0, 0, -vg.Points(30)), 1, 0)
 	}
 	out, err := os.Create(file)
@@ -230,6 +230,9 @@ const (
 	// legendGap is the room between legend columns and around a legend
 	// below the plot.
 	legendGap = vg.Length(14)
+	// titleRoom is the room above the title, which otherwise touches the
+	// image's top edge.
+	titleRoom = vg.Length(5)
 )
 
 // paperShift is the sideways shift, on the page, of the paper markers of

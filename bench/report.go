@@ -39,13 +39,27 @@ func Report(w io.Writer, imgDir string, res *Results) error {
 				fmt.Fprintf(ew, "- %s\n", e)
 			}
 		}
+		var remarks map[string][]string
+		if explain := paperExplainers[p.Paper]; explain != nil {
+			remarks = explain(p)
+		}
 		for _, f := range p.Figures {
 			fmt.Fprintf(ew, "\n#### %s\n\n", f.Title)
+			if f.From != "" {
+				fmt.Fprintf(ew, "Not re-run by this command: from %s.\n\n", f.From)
+			}
 			if f.Note != "" {
 				fmt.Fprintf(ew, "%s\n\n", f.Note)
 			}
 			fmt.Fprintf(ew, "![%s](%s)\n\n", f.Title, path.Join(imgDir, f.Plot))
 			table(ew, f)
+			cpuTable(ew, f.CPU)
+			if len(remarks[f.ID]) > 0 {
+				fmt.Fprintf(ew, "\n")
+				for _, r := range remarks[f.ID] {
+					fmt.Fprintf(ew, "- %s\n", r)
+				}
+			}
 		}
 		fmt.Fprintf(ew, "\n#### Where braid falls short (paper %s)\n\n", p.Paper)
 		if len(p.Findings) == 0 {
@@ -182,4 +196,29 @@ func (e *errWriter) Write(b []byte) (int, error) {
 	n, err := e.w.Write(b)
 	e.err = err
 	return n, err
+}
+
+// cpuTable writes the CPU that the processes of a figure's layouts used
+// (Figure.CPU), one row per layout and task count, if any.
+func cpuTable(w io.Writer, use []*CPUUse) {
+	if len(use) == 0 {
+		return
+	}
+	cores := use[0].Cores
+	fmt.Fprintf(w, "\nCPU over the timed jobs: user+system seconds of each process (/proc/PID/stat, 10 ms ticks), summed over the jobs of a row; "+
+		"\"cores busy\" is CPU seconds over wall seconds, braid's processes (server, workers, client) and the machine's (every process, /proc/stat); this machine has %d cores.\n\n", cores)
+	fmt.Fprintf(w, "| layout | tasks | jobs | wall (s) | server CPU (s) | workers CPU (s) | client CPU (s) | braid cores busy | machine cores busy | braid CPU per task (ms) | load average, start → end |\n")
+	fmt.Fprintf(w, "|%s\n", strings.Repeat("---|", 11))
+	for _, u := range use {
+		workers := fmt.Sprintf("%.2f", u.WorkerCPU())
+		if len(u.Workers) > 1 {
+			var each []string
+			for _, v := range u.Workers {
+				each = append(each, fmt.Sprintf("%.2f", v))
+			}
+			workers += " (" + strings.Join(each, " + ") + ")"
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f | %s | %.2f | %.2f | %.2f | %s | %s → %s |\n",
+			u.Layout, u.Tasks, u.Jobs, u.Wall, u.Server, workers, u.Client, u.Busy(), u.MachineBusy(), num(u.PerTask()), u.LoadStart, u.LoadEnd)
+	}
 }

@@ -44,9 +44,13 @@ sets up its own testbed, runs braid and the peers side by side, tears
 the testbed down, and writes results.json, one SVG plot per figure or
 table and report.md (the paper's numbers beside braid's) into --out.
 --quick runs a reduced version of each paper in under 3 minutes.
+--figures re-runs only some figures of paper 001 (the cluster layouts they
+are drawn from) into an --out that holds a full run: the other figures are
+kept, marked as from their earlier run.
 
   braid bench --paper 003 --out results/
   braid bench --paper all --quick --out /tmp/quick
+  braid bench --paper 001 --figures 6,9,10 --out docs/paper/001
   braid bench report results/ /tmp/quick > papers.md`)
 	only := fs.String("only", "", "run only the experiment of this `name`, or else those whose name contains it")
 	secs := fs.Float64("time", 5, "`seconds` per bulk measurement")
@@ -55,6 +59,7 @@ table and report.md (the paper's numbers beside braid's) into --out.
 	paper := fs.String("paper", "", "re-run the seed `paper` 000, 001, 002, 003 (comma-separated) or all, writing into --out")
 	quick := fs.Bool("quick", false, "with --paper: a reduced run (fewer sizes, counts and repetitions), under 3 minutes")
 	outDir := fs.String("out", "", "with --paper: the `directory` of results.json, the plots and report.md (default: braid-paper-PAPER)")
+	figures := fs.String("figures", "", "with --paper 001: re-run only these `figures` (comma-separated numbers, e.g. 6,9,10), keeping the others of results.json in --out")
 	if code := parseFlags(env, fs, args); code >= 0 {
 		return code
 	}
@@ -62,8 +67,8 @@ table and report.md (the paper's numbers beside braid's) into --out.
 		env.Errorf("bench: unexpected argument %q (did you mean braid bench report DIR...?)", fs.Arg(0))
 		return 2
 	}
-	if *paper == "" && (*quick || *outDir != "") {
-		env.Errorf("bench: --quick and --out go with --paper")
+	if *paper == "" && (*quick || *outDir != "" || *figures != "") {
+		env.Errorf("bench: --quick, --out and --figures go with --paper")
 		return 2
 	}
 	if *paper != "" {
@@ -76,6 +81,13 @@ table and report.md (the paper's numbers beside braid's) into --out.
 			env.Errorf("bench: --only and -o do not go with --paper (it writes into --out)")
 			return 2
 		}
+		var figs []string
+		if *figures != "" {
+			if figs, err = bench.ParseFigures(papers, *figures); err != nil {
+				env.Errorf("bench: %v", err)
+				return 2
+			}
+		}
 		if err := testbed.Available(); err != nil {
 			env.Errorf("bench needs the testbed: %v", err)
 			return 1
@@ -84,7 +96,7 @@ table and report.md (the paper's numbers beside braid's) into --out.
 		if dir == "" {
 			dir = "braid-paper-" + strings.ReplaceAll(*paper, ",", "-")
 		}
-		run := &bench.PaperRun{Papers: papers, Quick: *quick, Out: dir, Log: env.Stderr,
+		run := &bench.PaperRun{Papers: papers, Quick: *quick, Out: dir, Log: env.Stderr, Figures: figs,
 			Command: "braid bench " + strings.Join(args, " ")}
 		_, err = run.Run(ctx)
 		fmt.Fprintf(env.Stdout, "%s\n", filepath.Join(dir, "report.md"))

@@ -23,7 +23,7 @@ var placeholders = map[string]bool{
 	"store": true, "format": true, "value": true,
 	// Nouns of listed values.
 	"kind": true, "level": true, "mode": true, "policy": true, "role": true, "state": true, "unit": true,
-	"algorithm": true, "merge": true, "split": true, "operation": true, "operations": true, "paper": true,
+	"algorithm": true, "merge": true, "split": true, "operation": true, "operations": true, "paper": true, "figures": true,
 }
 
 // Every flag of every command shows a placeholder from the set above, in
