@@ -1268,8 +1268,10 @@ func (s *Scheduler) Preempt() []Assignment {
 	// a call costs O(streams log streams), not streams for every stream
 	// it gives (BenchmarkPreempt).
 	type cand struct {
-		st *stream
-		wk *worker
+		st   *stream
+		wk   *worker
+		head Assignment // what st ran when the call began
+		pos  int        // in worker order, then stream order: the last tie-break
 	}
 	run := map[string]int{}
 	var idle, busy []cand
@@ -1277,12 +1279,12 @@ func (s *Scheduler) Preempt() []Assignment {
 		wk := s.workers[id]
 		for _, st := range wk.streams {
 			if len(st.inFlight) == 0 {
-				idle = append(idle, cand{st, wk})
+				idle = append(idle, cand{st: st, wk: wk})
 				continue
 			}
 			run[st.inFlight[0].Tenant]++
 			if !wk.NoPreempt {
-				busy = append(busy, cand{st, wk})
+				busy = append(busy, cand{st, wk, st.inFlight[0], len(busy)})
 			}
 		}
 	}
@@ -1302,29 +1304,39 @@ func (s *Scheduler) Preempt() []Assignment {
 	var backups []cand
 	victims := map[string][]cand{}
 	for _, c := range busy {
-		if h := c.st.inFlight[0]; h.Backup {
+		if c.head.Backup {
 			backups = append(backups, c)
 		} else {
-			victims[h.Tenant] = append(victims[h.Tenant], c)
+			victims[c.head.Tenant] = append(victims[c.head.Tenant], c)
 		}
 	}
+	// preempted is how many copies of each candidate's unit were taken
+	// back, kept current as the call takes more; copies counts the
+	// candidates of each unit (a unit may run twice: a backup copy).
 	preempted := map[*stream]int{}
+	copies := map[[2]uint64]int{}
+	for _, c := range busy {
+		copies[[2]uint64{c.head.Job, c.head.Unit}]++
+	}
 	var tenants []string
 	for v, vs := range victims {
 		tenants = append(tenants, v)
 		for _, c := range vs {
-			preempted[c.st] = s.timesPreempted(c.st.inFlight[0])
+			preempted[c.st] = s.timesPreempted(c.head)
 		}
 	}
 	for _, c := range backups {
-		preempted[c.st] = s.timesPreempted(c.st.inFlight[0])
+		preempted[c.st] = s.timesPreempted(c.head)
 	}
 	// better orders the streams that give way within a tenant.
 	better := func(a, b cand) int {
 		if pa, pb := preempted[a.st], preempted[b.st]; pa != pb {
 			return cmp.Compare(pa, pb)
 		}
-		return cmp.Compare(b.st.headSince, a.st.headSince)
+		if a.st.headSince != b.st.headSince {
+			return cmp.Compare(b.st.headSince, a.st.headSince)
+		}
+		return cmp.Compare(a.pos, b.pos)
 	}
 	for _, vs := range victims {
 		slices.SortFunc(vs, better)
@@ -1346,7 +1358,11 @@ func (s *Scheduler) Preempt() []Assignment {
 				return false
 			}
 			if w.j.policy.static() {
-				return c.wk.ID == w.u.owner
+				// A static job's units wait for their owners: any
+				// owner with one waiting (not only the first found, in
+				// the map order of the owners).
+				q := w.j.owned[c.wk.ID]
+				return q != nil && q.take(func(*unit) bool { return true }, false) != nil
 			}
 			return c.wk.runs(w.u) && !s.avoid(w.u, c.wk)
 		}
@@ -1361,12 +1377,12 @@ func (s *Scheduler) Preempt() []Assignment {
 			// A backup copy first, of the tenant running most.
 			var best *cand
 			for i, c := range backups {
-				v := c.st.inFlight[0].Tenant
-				if !gives(v) || !fits(c) {
+				// fits first: a stream taken already runs nothing.
+				if !fits(c) || !gives(c.head.Tenant) {
 					continue
 				}
-				if best == nil || run[v] > run[best.st.inFlight[0].Tenant] ||
-					run[v] == run[best.st.inFlight[0].Tenant] && better(c, *best) < 0 {
+				if v, b := c.head.Tenant, best; b == nil || run[v] > run[b.head.Tenant] ||
+					run[v] == run[b.head.Tenant] && better(c, *b) < 0 {
 					best = &backups[i]
 				}
 			}
@@ -1380,7 +1396,7 @@ func (s *Scheduler) Preempt() []Assignment {
 			slices.SortFunc(tenants, func(a, b string) int { return cmp.Compare(run[b], run[a]) })
 			var best *cand
 			for _, v := range tenants {
-				if best != nil && run[v] < run[best.st.inFlight[0].Tenant] {
+				if best != nil && run[v] < run[best.head.Tenant] {
 					break
 				}
 				if !gives(v) {
@@ -1399,6 +1415,19 @@ func (s *Scheduler) Preempt() []Assignment {
 				victim = best.st
 			}
 		}
+		if victim != nil {
+			// Another copy of the victim's unit now counts one more
+			// preemption: it gives way later.
+			h := victim.inFlight[0]
+			if k := [2]uint64{h.Job, h.Unit}; copies[k] > 1 {
+				for _, c := range busy {
+					if c.st != victim && c.head.Job == h.Job && c.head.Unit == h.Unit {
+						preempted[c.st]++
+					}
+				}
+				slices.SortFunc(victims[h.Tenant], better)
+			}
+		}
 		switch {
 		case free != nil:
 			// Next gives it w's unit: the tenant running least goes first.
@@ -1407,7 +1436,7 @@ func (s *Scheduler) Preempt() []Assignment {
 			w.n--
 		case victim != nil:
 			taken[victim] = true
-			run[victim.inFlight[0].Tenant]--
+			run[victim.inFlight[0].Tenant]-- // not taken before: it runs its head still
 			run[w.tenant]++
 			w.n--
 			out = append(out, s.takeBack(victim.inFlight)...)

@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -259,6 +261,29 @@ func TestPreemptStatic(t *testing.T) {
 	}
 }
 
+// A static job's units wait on their owners: its tenant gets a stream
+// of any owner that can give one, not only of the owner of the first
+// unit found (the owners' map order decided that, and an owner that
+// cannot stop a copy left the tenant waiting half of the time).
+func TestPreemptStaticAnyOwner(t *testing.T) {
+	for range 20 {
+		s := New(Config{NoBackups: true})
+		s.SetWorker(Worker{ID: "w1", Streams: 2, Ops: []string{"op"}, NoPreempt: true})
+		s.SetWorker(Worker{ID: "w2", Streams: 2, Ops: []string{"op"}})
+		mustAdd(t, s, Job{ID: 1, Policy: Dynamic, Tenant: "mallory", InFlight: 1, Units: units(8, "op")})
+		for _, w := range []string{"w1", "w2"} {
+			next(t, s, w, 0)
+			next(t, s, w, 1)
+		}
+		// Four units, two planned on each worker.
+		mustAdd(t, s, Job{ID: 2, Policy: Equal, Tenant: "alice", Units: units(4, "op")})
+		back := s.Preempt()
+		if len(back) == 0 || back[0].Worker != "w2" {
+			t.Fatalf("Preempt took %+v, want mallory's copies on w2", back)
+		}
+	}
+}
+
 // A unit taken back once is not the first to give way again, although
 // it restarted last: the unit that has not been preempted goes.
 func TestPreemptSparesPreempted(t *testing.T) {
@@ -308,5 +333,109 @@ func TestPreemptSparesOldWorkers(t *testing.T) {
 	}
 	if h := heads(s, "old"); count(h, "mallory") != 2 {
 		t.Fatalf("the old worker's streams run %v, want mallory's copies still", h)
+	}
+}
+
+// Several backup copies give way in one call: a backup stream taken for
+// one waiting unit is passed over for the next (it crashed the server
+// once: a taken stream runs nothing).
+func TestPreemptSeveralBackups(t *testing.T) {
+	s := New(Config{})
+	s.SetWorker(Worker{ID: "w1", Streams: 2, Ops: []string{"op"}})
+	s.SetWorker(Worker{ID: "w2", Streams: 2, Ops: []string{"op"}})
+	mustAdd(t, s, Job{ID: 1, Policy: Dynamic, Tenant: "mallory", InFlight: 1, Units: units(2, "op")})
+	next(t, s, "w1", 0)
+	next(t, s, "w1", 1)
+	for i := range 2 {
+		if b := next(t, s, "w2", i); !b.Backup {
+			t.Fatalf("w2 stream %d got %+v, want a backup copy", i, b)
+		}
+	}
+	mustAdd(t, s, tenantJob(2, "alice", 2))
+	back := s.Preempt()
+	if len(back) != 2 || !back[0].Backup || !back[1].Backup {
+		t.Fatalf("Preempt took %+v, want both backup copies", back)
+	}
+	for i := range 2 {
+		if a := next(t, s, "w2", i); a.Tenant != "alice" {
+			t.Fatalf("w2 stream %d then got %+v, want alice's unit", i, a)
+		}
+	}
+}
+
+// TestPreemptRandom drives Preempt through random clusters (workers of
+// 1-3 streams, some unable to stop a copy, 2-4 tenants with dynamic and
+// static jobs, backup copies, results and losses between calls) and
+// checks that it never takes a copy twice, never takes from a worker
+// that cannot stop it or from a tenant within one unit of a waiting
+// one, and that every copy it takes is on its stream until then.
+func TestPreemptRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 25))
+	for round := range 300 {
+		s := New(Config{NoBackups: rng.IntN(2) == 0})
+		var ws []string
+		for i := range 1 + rng.IntN(4) {
+			id := fmt.Sprint("w", i)
+			ws = append(ws, id)
+			s.SetWorker(Worker{ID: id, Streams: 1 + rng.IntN(3), Ops: []string{"op"}, NoPreempt: rng.IntN(4) == 0})
+		}
+		tenants := 2 + rng.IntN(3)
+		var out []Assignment
+		held := map[Assignment]bool{}
+		for step := range 20 {
+			switch rng.IntN(4) {
+			case 0:
+				policy := Dynamic
+				if rng.IntN(3) == 0 {
+					policy = Equal
+				}
+				id := uint64(round*100 + step + 1)
+				if err := s.AddJob(Job{ID: id, Policy: policy, Tenant: fmt.Sprint("t", rng.IntN(tenants)), InFlight: 1 + rng.IntN(2), Units: units(1+rng.IntN(5), "op")}); err != nil {
+					t.Fatal(err)
+				}
+			case 1:
+				for _, w := range ws {
+					for st := range 3 {
+						if a, ok := s.Next(w, st); ok {
+							held[a] = true
+							out = append(out, a)
+						}
+					}
+				}
+			case 2:
+				if len(out) > 0 {
+					k := rng.IntN(len(out))
+					if held[out[k]] {
+						if rng.IntN(4) == 0 {
+							s.Lost(out[k])
+						} else {
+							s.Done(out[k])
+						}
+						delete(held, out[k])
+					}
+				}
+			case 3:
+				s.mu.Lock()
+				noPreempt := map[string]bool{}
+				for _, w := range ws {
+					noPreempt[w] = s.workers[w].NoPreempt
+				}
+				s.mu.Unlock()
+				seen := map[Assignment]bool{}
+				for _, a := range s.Preempt() {
+					if seen[a] {
+						t.Fatalf("round %d: Preempt took %+v twice", round, a)
+					}
+					seen[a] = true
+					if noPreempt[a.Worker] {
+						t.Fatalf("round %d: Preempt took %+v from a worker that cannot stop it", round, a)
+					}
+					if !held[a] {
+						t.Fatalf("round %d: Preempt took %+v, which was not out", round, a)
+					}
+					delete(held, a)
+				}
+			}
+		}
 	}
 }
