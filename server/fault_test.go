@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -758,6 +759,43 @@ func TestLostWorkerLogCounts(t *testing.T) {
 	})
 	if line["worker"] != id || line["units"] != float64(2) {
 		t.Errorf("logged %v, want worker %s with units 2", line, id)
+	}
+}
+
+// TestStoppedWorkerRemoved: a worker that stops (its context ends, as on
+// SIGTERM) deregisters before its data-plane session closes, so the
+// server logs it removed, not lost, and keeps no death for it.
+func TestStoppedWorkerRemoved(t *testing.T) {
+	var logs lockedBuffer
+	c := newCluster(t, func(cfg *server.Config) { cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil)) })
+	c.addWorker(1, nil)
+	c.waitWorkers(1)
+	ws, err := c.c.Workers(t.Context())
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("workers: %v %v", ws, err)
+	}
+	if err := c.workers[0].stop(); err != nil {
+		t.Fatalf("worker stop: %v", err)
+	}
+	msgs := func() []string {
+		var out []string
+		for l := range bytes.Lines(logs.Bytes()) {
+			var m map[string]any
+			if json.Unmarshal(l, &m) == nil {
+				out = append(out, fmt.Sprint(m["msg"]))
+			}
+		}
+		return out
+	}
+	testwait.For(t, "the server to log the worker removed", 10*time.Second, func() bool {
+		return slices.Contains(msgs(), "worker removed")
+	})
+	if got := msgs(); slices.Contains(got, "worker lost; its units run elsewhere") {
+		t.Errorf("a worker that stopped was logged lost: %q", got)
+	}
+	if _, err := c.c.Worker(t.Context(), ws[0].ID, false); !errors.Is(err, client.ErrNotFound) {
+		w, _ := c.c.Worker(t.Context(), ws[0].ID, false)
+		t.Errorf("the stopped worker is still listed (%v): died %v of %q", err, w.Died, w.DiedOf)
 	}
 }
 

@@ -88,34 +88,13 @@ func (m *modules) prefetch(ctx context.Context) {
 	}
 }
 
-// prefetchRound lists the servers' modules and loads up to prefetchMax
-// of them, sharing the time among their tenants.
+// prefetchRound loads up to prefetchMax modules, sharing the time among
+// their tenants. It lists the servers' modules again before each: a
+// module added while another compiles (seconds) is in the next choice,
+// not behind the rest of a list taken before it.
 func (m *modules) prefetchRound(ctx context.Context) {
-	var ops []api.OpInfo
-	seen := map[string]bool{}
-	for _, c := range m.servers {
-		lctx, cancel := context.WithTimeout(ctx, prefetchInterval)
-		list, err := c.Ops(lctx)
-		cancel()
-		if err != nil {
-			continue
-		}
-		for _, op := range list {
-			if op.Kind != api.OpModule || op.Hash == "" || seen[op.Hash] || (m.allow != nil && !m.allow[op.Name]) {
-				continue
-			}
-			seen[op.Hash] = true
-			ops = append(ops, op)
-		}
-	}
-	// Each tenant's prefetchMax newest modules.
-	slices.SortFunc(ops, func(a, b api.OpInfo) int { return b.Added.Compare(a.Added) })
-	per := map[string]int{}
-	ops = slices.DeleteFunc(ops, func(op api.OpInfo) bool {
-		per[op.Tenant]++
-		return per[op.Tenant] > prefetchMax
-	})
 	for range prefetchMax {
+		ops := m.listModules(ctx)
 		now := time.Now()
 		m.mu.Lock()
 		op, ok := m.budget.next(ops, m.tried, now)
@@ -135,6 +114,34 @@ func (m *modules) prefetchRound(ctx context.Context) {
 				"tenant", op.Tenant, "back_in", (-m.budget.available(op.Tenant, time.Now()) * prefetchShare).Round(time.Second))
 		}
 	}
+}
+
+// listModules returns the modules the servers list that this worker
+// runs, each tenant's prefetchMax newest.
+func (m *modules) listModules(ctx context.Context) []api.OpInfo {
+	var ops []api.OpInfo
+	seen := map[string]bool{}
+	for _, c := range m.servers {
+		lctx, cancel := context.WithTimeout(ctx, prefetchInterval)
+		list, err := c.Ops(lctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		for _, op := range list {
+			if op.Kind != api.OpModule || op.Hash == "" || seen[op.Hash] || (m.allow != nil && !m.allow[op.Name]) {
+				continue
+			}
+			seen[op.Hash] = true
+			ops = append(ops, op)
+		}
+	}
+	slices.SortFunc(ops, func(a, b api.OpInfo) int { return b.Added.Compare(a.Added) })
+	per := map[string]int{}
+	return slices.DeleteFunc(ops, func(op api.OpInfo) bool {
+		per[op.Tenant]++
+		return per[op.Tenant] > prefetchMax
+	})
 }
 
 // compileBudget is the prefetch time each tenant has left (see

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -295,5 +296,64 @@ func TestCompileBudget(t *testing.T) {
 	}
 	if _, ok := b.left["x"]; ok || len(b.left) != 1 {
 		t.Errorf("tenants kept: %v, want only y", b.left)
+	}
+}
+
+// TestPrefetchSeesNewModules: a module another tenant adds while the
+// worker compiles is the next it prefetches, not one after the rest of a
+// list taken before (an outside check saw alice's module wait 35 s
+// behind four of mallory's).
+func TestPrefetchSeesNewModules(t *testing.T) {
+	var mu sync.Mutex
+	var ops []api.OpInfo
+	var order []string
+	code := map[string][]byte{}
+	add := func(tenant string, b []byte) string {
+		sum := sha256.Sum256(b)
+		hash := hex.EncodeToString(sum[:])
+		mu.Lock()
+		defer mu.Unlock()
+		code[hash] = b
+		ops = append(ops, api.OpInfo{Name: "op" + strconv.Itoa(len(ops)), Kind: api.OpModule, Hash: hash, Size: int64(len(b)), Added: time.Now(), Tenant: tenant})
+		return hash
+	}
+	for i := range 4 {
+		add("mallory", tenantModule('m', i))
+	}
+	var alice string
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if r.URL.Path == api.PathOps {
+			json.NewEncoder(rw).Encode(api.OpList{Ops: slices.Clone(ops)})
+			mu.Unlock()
+			return
+		}
+		hash := strings.TrimPrefix(r.URL.Path, api.PathBlobs+"/")
+		b, ok := code[hash]
+		order = append(order, hash)
+		first := len(order) == 1
+		mu.Unlock()
+		if !ok {
+			http.NotFound(rw, r)
+			return
+		}
+		if first {
+			// alice adds hers while the worker fetches mallory's first.
+			alice = add("alice", tenantModule('a', 0))
+		}
+		rw.Write(b)
+	}))
+	defer srv.Close()
+	m, err := newModules(&Config{ModuleDir: t.TempDir(), ModuleCache: 1 << 20, MaxModule: 1 << 20},
+		[]*client.Client{client.New(srv.URL, client.WithInsecureHTTP())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+	m.prefetchRound(t.Context())
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) < 2 || order[1] != alice {
+		t.Fatalf("prefetched %d modules, alice's (added during the first) at %d, want second", len(order), slices.Index(order, alice)+1)
 	}
 }

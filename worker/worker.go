@@ -235,8 +235,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	// The servers' sessions outlive ctx until every server was told the
+	// worker leaves (serve deregisters as it returns): a server that saw
+	// the session end first logged the worker lost and showed it dead.
+	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer scancel()
+	var sessions sync.WaitGroup
+	sessions.Go(func() { w.accept(sctx) })
 	var wg sync.WaitGroup
-	wg.Go(func() { w.accept(ctx) })
 	if w.mods != nil {
 		wg.Go(func() { w.mods.prefetch(ctx) })
 	}
@@ -258,8 +264,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	cancel()
+	wg.Wait() // every serve deregistered (within a second each)
+	scancel()
 	w.ln.Close()
-	wg.Wait()
+	sessions.Wait()
 	if w.mods != nil {
 		w.mods.close()
 	}
