@@ -166,7 +166,7 @@ func TestFig10CPUReport(t *testing.T) {
 		"| SCTP, 1 worker x 2 streams | 1000 | 5 | 30.00 | 9.00 | 40.00 | 0.50 | 1.65 | 1.83 | 9.90 | 0.40 0.30 0.20 → 1.90 0.80 0.40 |",
 		"| SCTP, 2 workers x 2 streams | 1000 | 5 | 36.00 | 12.00 | 57.00 (26.00 + 31.00) | 0.50 | 1.93 | 1.98 | 13.9 |",
 		"this machine has 2 cores",
-		"| 0.40 0.30 0.20 → 1.90 0.80 0.40 |\n\n- SCTP at 1000 tasks: a task took 7.20 ms of wall time with 2 workers, 6.00 with 1 (+20%). " +
+		"| 0.40 0.30 0.20 → 1.90 0.80 0.40 |\n\n- SCTP at 1000 tasks: a task took 7.20 ms of wall time with 2 workers, 6.00 with 1 (+20%; the client's time from submission to output over every repetition, where the figure plots the server's, a median of repetitions). " +
 			"That time is braid's CPU per task over the cores its processes got: 9.90 ms of CPU a task with 1 worker and 13.9 with 2 (+40%), " +
 			"over 1.65 and 1.93 of the 2 cores (+17%; with 2 workers the server used 12.0 CPU s, the workers 57.0 and the client 0.5 in 36.0 s). " +
 			"braid's own processes saturated the 2 cores: a second worker adds threads but no CPU. " +

@@ -597,7 +597,7 @@ func cpuFindings001(use []*CPUUse, pairs [][2]string) []string {
 		pt1, pt2 := one.PerTask(), two.PerTask()
 		pct := func(a, b float64) float64 { return 100 * (b - a) / a }
 		// Wall time per task = CPU per task / cores busy, for both.
-		s := fmt.Sprintf("%s at %d tasks: a task took %s ms of wall time with 2 workers, %s with 1 (%+.0f%%). "+
+		s := fmt.Sprintf("%s at %d tasks: a task took %s ms of wall time with 2 workers, %s with 1 (%+.0f%%; the client's time from submission to output over every repetition, where the figure plots the server's, a median of repetitions). "+
 			"That time is braid's CPU per task over the cores its processes got: %s ms of CPU a task with 1 worker and %s with 2 (%+.0f%%), "+
 			"over %.2f and %.2f of the %d cores (%+.0f%%; with 2 workers the server used %.1f CPU s, the workers %.1f and the client %.1f in %.1f s).",
 			transport, one.Tasks, num(wall2), num(wall1), pct(wall1, wall2),
