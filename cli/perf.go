@@ -591,11 +591,14 @@ func printPerfSummary(w io.Writer, r *perf.Report, u rateUnit) {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "PATH\tLOCAL\tREMOTE\tBYTES\t"+strings.ToUpper(u.name)+"\tSTATE\tFAILOVERS\tRETRANSMITTED\t")
+	fmt.Fprintln(tw, "PATH\tLOCAL\tREMOTE\tBYTES\t"+strings.ToUpper(u.name)+"\tSTATE\tFAILOVERS\tRESENT\t")
 	for _, p := range r.PerPath {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f\t%s\t%d\t%s\t\n", p.ID, p.Local, p.Remote, formatBytes(p.Bytes), u.of(p.Mbps), p.State, p.Failovers, formatBytes(p.Retransmitted))
 	}
 	tw.Flush()
+	if len(r.PerPath) > 0 {
+		fmt.Fprintln(w, "(RESENT: bytes sent on the path that braid sent again on another after the path failed; TCP's own retransmissions are the Retr figures)")
+	}
 	if !r.Baseline {
 		fmt.Fprintf(w, "striping control: %d segments striped, %d starts, %d ends\n", r.Control.Segments, r.Control.Starts, r.Control.Ends)
 	}
